@@ -1,0 +1,351 @@
+#include "common/ck_config.h"
+
+#include <cmath>
+#include <limits>
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string JoinList(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(v[i]);
+  }
+  return s + "]";
+}
+
+std::string Where(size_t index, std::string_view field) {
+  return "config " + std::to_string(index) + ": field " + std::string(field);
+}
+
+// Reads an integer field, rejecting floats, strings, booleans and out-of-range values.
+Result<int64_t> GetInt(const json& obj, std::string_view key, size_t index, std::string_view prefix,
+                       int64_t min, int64_t max) {
+  const std::string field = std::string(prefix) + std::string(key);
+  auto it = obj.find(key);
+  if (it == obj.end()) return MakeError(Where(index, field) + " is missing");
+  if (!it->is_number_integer()) {
+    return MakeError(Where(index, field) + " must be an integer, got " + it->dump());
+  }
+  int64_t v = 0;
+  if (it->is_number_unsigned()) {
+    auto u = it->get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return MakeError(Where(index, field) + " is out of range: " + it->dump());
+    }
+    v = static_cast<int64_t>(u);
+  } else {
+    v = it->get<int64_t>();
+  }
+  if (v < min || v > max) {
+    return MakeError(Where(index, field) + " must be between " + std::to_string(min) + " and " +
+                     std::to_string(max) + ", got " + std::to_string(v));
+  }
+  return v;
+}
+
+Result<std::vector<int64_t>> GetList(const json& obj, std::string_view key, size_t index,
+                                     int nd, int64_t min) {
+  const std::string field = "profiler_args." + std::string(key);
+  auto it = obj.find(key);
+  if (it == obj.end()) return MakeError(Where(index, field) + " is missing");
+  if (!it->is_array()) return MakeError(Where(index, field) + " must be a list of integers");
+  if (static_cast<int>(it->size()) != nd) {
+    return MakeError(Where(index, field) + " has " + std::to_string(it->size()) +
+                     " entries but num_dim_spatial is " + std::to_string(nd));
+  }
+  std::vector<int64_t> out;
+  for (const auto& e : *it) {
+    if (!e.is_number_integer()) {
+      return MakeError(Where(index, field) + " must hold integers, got " + e.dump());
+    }
+    if (e.is_number_unsigned() &&
+        e.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+      return MakeError(Where(index, field) + " value is out of range: " + e.dump());
+    }
+    int64_t v = e.get<int64_t>();
+    if (v < min || v > std::numeric_limits<int32_t>::max()) {
+      return MakeError(Where(index, field) + " value " + std::to_string(v) + " is out of range");
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();
+
+}  // namespace
+
+std::string_view OperationTypeName(ConvOp op) {
+  switch (op) {
+    case ConvOp::kFwd: return "profile_grouped_conv_fwd";
+    case ConvOp::kBwdData: return "profile_grouped_conv_bwd_data";
+    case ConvOp::kBwdWeight: return "profile_grouped_conv_bwd_weight";
+  }
+  return "";
+}
+
+std::string_view CkOperationName(ConvOp op) { return OperationTypeName(op).substr(8); }
+
+std::string_view ShortOpName(ConvOp op) {
+  switch (op) {
+    case ConvOp::kFwd: return "fwd";
+    case ConvOp::kBwdData: return "bwd_data";
+    case ConvOp::kBwdWeight: return "bwd_weight";
+  }
+  return "";
+}
+
+std::optional<ConvOp> ParseOperationType(std::string_view name) {
+  for (ConvOp op : {ConvOp::kFwd, ConvOp::kBwdData, ConvOp::kBwdWeight}) {
+    if (name == OperationTypeName(op) || name == CkOperationName(op) || name == ShortOpName(op)) {
+      return op;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string_view DataTypeName(DataType t) {
+  switch (t) {
+    case DataType::kFp32: return "fp32";
+    case DataType::kFp16: return "fp16";
+    case DataType::kBf16: return "bf16";
+  }
+  return "";
+}
+
+std::optional<DataType> ParseDataTypeName(std::string_view name) {
+  for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
+    if (name == DataTypeName(t)) return t;
+  }
+  return std::nullopt;
+}
+
+std::string_view LayoutName(Layout l) { return l == Layout::kNchw ? "nchw" : "nhwc"; }
+
+std::optional<Layout> ParseLayoutName(std::string_view name) {
+  if (name == "nchw") return Layout::kNchw;
+  if (name == "nhwc") return Layout::kNhwc;
+  return std::nullopt;
+}
+
+int EncodeDataType(ConvOp op, DataType t) {
+  switch (t) {
+    case DataType::kFp32: return 0;
+    case DataType::kFp16: return 1;
+    case DataType::kBf16: return op == ConvOp::kBwdWeight ? 5 : 2;
+  }
+  return 1;
+}
+
+int EncodeLayout(ConvOp op, Layout l) {
+  const bool bwd_weight = op == ConvOp::kBwdWeight;
+  if (l == Layout::kNchw) return bwd_weight ? 4 : 3;
+  return bwd_weight ? 2 : 1;
+}
+
+int64_t CkConfig::priority_rank() const {
+  auto it = metadata.find("priority_rank");
+  if (it != metadata.end() && it->is_number_integer()) return it->get<int64_t>();
+  return 0;
+}
+
+std::string CkConfig::description() const {
+  auto it = metadata.find("description");
+  if (it != metadata.end() && it->is_string()) return it->get<std::string>();
+  return Describe(*this);
+}
+
+std::vector<int64_t> CkConfig::OutputSpatial() const {
+  std::vector<int64_t> out;
+  for (int i = 0; i < num_dim_spatial; ++i) {
+    auto at = [&](const std::vector<int64_t>& v, int64_t dflt) {
+      return i < static_cast<int>(v.size()) ? v[i] : dflt;
+    };
+    int64_t span = at(dilations, 1) * (at(filter_spatial, 1) - 1) + 1;
+    int64_t stride = std::max<int64_t>(1, at(strides, 1));
+    int64_t padded = at(input_spatial, 1) + at(left_pads, 0) + at(right_pads, 0);
+    out.push_back(padded < span ? 0 : (padded - span) / stride + 1);
+  }
+  return out;
+}
+
+double CkConfig::Flops() const {
+  double f = 2.0 * G * N * K * C;
+  for (int64_t o : OutputSpatial()) f *= static_cast<double>(o);
+  for (int64_t x : filter_spatial) f *= static_cast<double>(x);
+  return f;
+}
+
+double CkConfig::Bytes(int bytes_per_element) const {
+  double in = static_cast<double>(G) * N * C, wei = static_cast<double>(G) * K * C,
+         out = static_cast<double>(G) * N * K;
+  for (int64_t x : input_spatial) in *= static_cast<double>(x);
+  for (int64_t x : filter_spatial) wei *= static_cast<double>(x);
+  for (int64_t x : OutputSpatial()) out *= static_cast<double>(x);
+  return (in + wei + out) * bytes_per_element;
+}
+
+std::string Describe(const CkConfig& c) {
+  std::string head;
+  switch (c.op) {
+    case ConvOp::kFwd: head = "Forward conv: "; break;
+    case ConvOp::kBwdData: head = "Backward data conv: "; break;
+    case ConvOp::kBwdWeight: head = "Backward weight conv: "; break;
+  }
+  return head + "G=" + std::to_string(c.G) + ", N=" + std::to_string(c.N) +
+         ", K=" + std::to_string(c.K) + ", C=" + std::to_string(c.C) + ", " +
+         JoinList(c.filter_spatial) + " kernel, " + JoinList(c.input_spatial) + " input";
+}
+
+nlohmann::ordered_json ConfigToJson(const CkConfig& c) {
+  nlohmann::ordered_json args = nlohmann::ordered_json::object();
+  args["data_type"] = c.data_type;
+  args["layout"] = c.layout;
+  if (c.op == ConvOp::kFwd) args["index_type"] = c.index_type.value_or(0);
+  args["verify"] = c.verify;
+  args["init"] = c.init;
+  args["log"] = c.log;
+  args["time"] = c.time;
+  args["num_dim_spatial"] = c.num_dim_spatial;
+  args["G"] = c.G;
+  args["N"] = c.N;
+  args["K"] = c.K;
+  args["C"] = c.C;
+  args["filter_spatial"] = c.filter_spatial;
+  args["input_spatial"] = c.input_spatial;
+  args["strides"] = c.strides;
+  args["dilations"] = c.dilations;
+  args["left_pads"] = c.left_pads;
+  args["right_pads"] = c.right_pads;
+  if (c.op != ConvOp::kFwd) {
+    if (c.split_k.empty() || c.split_k == "all") {
+      args["split_k"] = "all";
+    } else {
+      args["split_k"] = std::stoll(c.split_k);
+    }
+  }
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["operation_type"] = OperationTypeName(c.op);
+  j["profiler_args"] = std::move(args);
+  j["metadata"] = c.metadata;
+  return j;
+}
+
+Result<CkConfig> ConfigFromJson(const json& j, size_t index) {
+  const std::string who = "config " + std::to_string(index);
+  if (!j.is_object()) return MakeError(who + ": must be a JSON object, got " + j.type_name());
+  auto op_it = j.find("operation_type");
+  if (op_it == j.end()) return MakeError(Where(index, "operation_type") + " is missing");
+  if (!op_it->is_string()) return MakeError(Where(index, "operation_type") + " must be a string");
+  auto op = ParseOperationType(op_it->get<std::string>());
+  if (!op) {
+    return MakeError(Where(index, "operation_type") + " is unknown: \"" +
+                     op_it->get<std::string>() +
+                     "\" (expected profile_grouped_conv_fwd, profile_grouped_conv_bwd_data or "
+                     "profile_grouped_conv_bwd_weight)");
+  }
+  auto args_it = j.find("profiler_args");
+  if (args_it == j.end()) return MakeError(Where(index, "profiler_args") + " is missing");
+  if (!args_it->is_object()) return MakeError(Where(index, "profiler_args") + " must be an object");
+  const json& a = *args_it;
+  CkConfig c;
+  c.op = *op;
+  const std::string_view p = "profiler_args.";
+#define CKPROF_GET_INT(target, key, lo, hi)                   \
+  do {                                                        \
+    auto r = GetInt(a, key, index, p, lo, hi);                \
+    if (!r) return Error{r.error()};                          \
+    target = static_cast<decltype(target)>(*r);               \
+  } while (0)
+  CKPROF_GET_INT(c.data_type, "data_type", 0, 64);
+  CKPROF_GET_INT(c.layout, "layout", 0, 64);
+  if (c.op == ConvOp::kFwd) {
+    if (a.contains("index_type")) {
+      int it = 0;
+      CKPROF_GET_INT(it, "index_type", 0, 1);
+      c.index_type = it;
+    } else {
+      c.index_type = 0;
+    }
+  }
+  CKPROF_GET_INT(c.verify, "verify", 0, 1);
+  CKPROF_GET_INT(c.init, "init", 0, 2);
+  CKPROF_GET_INT(c.log, "log", 0, 1);
+  CKPROF_GET_INT(c.time, "time", 0, 1);
+  CKPROF_GET_INT(c.num_dim_spatial, "num_dim_spatial", 1, 3);
+  CKPROF_GET_INT(c.G, "G", 1, kMaxDim);
+  CKPROF_GET_INT(c.N, "N", 1, kMaxDim);
+  CKPROF_GET_INT(c.K, "K", 1, kMaxDim);
+  CKPROF_GET_INT(c.C, "C", 1, kMaxDim);
+#undef CKPROF_GET_INT
+  struct ListField {
+    const char* key;
+    std::vector<int64_t>* target;
+    int64_t min;
+  } lists[] = {{"filter_spatial", &c.filter_spatial, 1}, {"input_spatial", &c.input_spatial, 1},
+               {"strides", &c.strides, 1},               {"dilations", &c.dilations, 1},
+               {"left_pads", &c.left_pads, 0},           {"right_pads", &c.right_pads, 0}};
+  for (const auto& f : lists) {
+    auto r = GetList(a, f.key, index, c.num_dim_spatial, f.min);
+    if (!r) return Error{r.error()};
+    *f.target = std::move(*r);
+  }
+  if (c.op != ConvOp::kFwd) {
+    auto sk = a.find("split_k");
+    if (sk == a.end() || (sk->is_string() && sk->get<std::string>() == "all")) {
+      c.split_k = "all";
+    } else if (sk->is_number_integer() && sk->get<int64_t>() >= -1 &&
+               sk->get<int64_t>() <= 1 << 20) {
+      c.split_k = std::to_string(sk->get<int64_t>());
+    } else if (sk->is_string()) {
+      const std::string s = sk->get<std::string>();
+      char* end = nullptr;
+      long v = std::strtol(s.c_str(), &end, 10);
+      if (s.empty() || *end != '\0' || v < -1 || v > (1 << 20)) {
+        return MakeError(Where(index, "profiler_args.split_k") +
+                         " must be \"all\" or an integer >= -1, got \"" + s + "\"");
+      }
+      c.split_k = std::to_string(v);
+    } else {
+      return MakeError(Where(index, "profiler_args.split_k") +
+                       " must be \"all\" or an integer >= -1, got " + sk->dump());
+    }
+  }
+  for (int64_t o : c.OutputSpatial()) {
+    if (o <= 0) return MakeError(who + ": the output would be empty (check sizes, pads, strides)");
+  }
+  auto md = j.find("metadata");
+  if (md != j.end()) {
+    if (!md->is_object()) return MakeError(Where(index, "metadata") + " must be an object");
+    c.metadata = *md;
+  }
+  if (!c.metadata.contains("priority_rank")) c.metadata["priority_rank"] = index + 1;
+  return c;
+}
+
+Result<std::vector<CkConfig>> ConfigsFromJson(const json& j) {
+  if (!j.is_array()) {
+    return MakeError(std::string("a configs file must be a JSON array of configs, got ") +
+                     j.type_name());
+  }
+  std::vector<CkConfig> out;
+  out.reserve(j.size());
+  for (size_t i = 0; i < j.size(); ++i) {
+    auto c = ConfigFromJson(j[i], i);
+    if (!c) return Error{c.error()};
+    out.push_back(std::move(*c));
+  }
+  return out;
+}
+
+std::string ConfigsToText(const std::vector<CkConfig>& configs) {
+  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  for (const auto& c : configs) arr.push_back(ConfigToJson(c));
+  return arr.dump(2, ' ', /*ensure_ascii=*/false) + "\n";
+}
+
+}  // namespace ckprof

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs ckprof's build dependencies (Debian 12 packages) and builds Release into build/.
+# Idempotent: quiet when everything is already installed and the build is current.
+#   CKPROF_BUILD_DIR   build directory (default: build)
+#   CKPROF_SANITIZE    e.g. address,undefined (default: none)
+#   CKPROF_WERROR      ON to make warnings errors (default: ON when CI=true)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake ninja-build pkg-config libasio-dev nlohmann-json3-dev
+          libspdlog-dev libgtest-dev libsqlite3-dev zlib1g-dev sqlite3 python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build_dir=${CKPROF_BUILD_DIR:-build}
+werror=${CKPROF_WERROR:-$([ "${CI:-}" = true ] && echo ON || echo OFF)}
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${CKPROF_BUILD_TYPE:-Release} \
+  -DCKPROF_WERROR="$werror" -DCKPROF_SANITIZE="${CKPROF_SANITIZE:-}" >/dev/null
+cmake --build "$build_dir" -- -j"$(nproc)" | grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)' || true
+test "${PIPESTATUS[0]}" -eq 0

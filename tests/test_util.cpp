@@ -1,0 +1,136 @@
+#include "tests/test_util.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace ckprof::testing {
+
+std::string DataPath(const std::string& name) { return std::string(CKPROF_TEST_DATA_DIR) + "/" + name; }
+
+std::string BinPath(const std::string& name) { return std::string(CKPROF_BIN_DIR) + "/" + name; }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  out << content;
+}
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string templ = std::string(base && *base ? base : "/tmp") + "/ckprof-test-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                         const std::string& cwd, const std::string& input) {
+  int in_pipe[2], out_pipe[2], err_pipe[2];
+  if (pipe2(in_pipe, O_CLOEXEC) || pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC)) {
+    throw std::runtime_error("pipe failed");
+  }
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+  for (const auto& kv : env) {
+    auto key = kv.substr(0, kv.find('=') + 1);
+    std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(key, 0) == 0; });
+    env_strings.push_back(kv);
+  }
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    dup2(in_pipe[0], 0);
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(127);
+    execvpe(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  close(in_pipe[0]);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  signal(SIGPIPE, SIG_IGN);
+  size_t written = 0;
+  if (input.empty()) {
+    close(in_pipe[1]);
+    in_pipe[1] = -1;
+  }
+  CommandResult r;
+  int open_fds = 2;
+  while (open_fds > 0 || in_pipe[1] >= 0) {
+    pollfd fds[3];
+    int n = 0;
+    if (out_pipe[0] >= 0) fds[n++] = {out_pipe[0], POLLIN, 0};
+    if (err_pipe[0] >= 0) fds[n++] = {err_pipe[0], POLLIN, 0};
+    if (in_pipe[1] >= 0) fds[n++] = {in_pipe[1], POLLOUT, 0};
+    if (poll(fds, n, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (!fds[i].revents) continue;
+      if (fds[i].fd == in_pipe[1]) {
+        ssize_t w = write(in_pipe[1], input.data() + written, input.size() - written);
+        if (w > 0) written += static_cast<size_t>(w);
+        if (w < 0 || written >= input.size()) {
+          close(in_pipe[1]);
+          in_pipe[1] = -1;
+        }
+        continue;
+      }
+      char buf[65536];
+      ssize_t got = read(fds[i].fd, buf, sizeof buf);
+      if (got > 0) {
+        (fds[i].fd == out_pipe[0] ? r.out : r.err).append(buf, static_cast<size_t>(got));
+      } else {
+        close(fds[i].fd);
+        if (fds[i].fd == out_pipe[0]) out_pipe[0] = -1; else err_pipe[0] = -1;
+        --open_fds;
+      }
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) {
+    r.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    r.term_signal = WTERMSIG(status);
+  }
+  return r;
+}
+
+}  // namespace ckprof::testing
