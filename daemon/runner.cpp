@@ -1,0 +1,539 @@
+#include "daemon/runner.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <asio/post.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
+
+extern char** environ;
+
+namespace ckprof {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr const char* kDroppedVariables[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                                             "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"};
+constexpr size_t kReadChunk = 64 * 1024;
+// After the run is over, how long to keep re-killing a group whose members are still dying.
+constexpr auto kSettleLimit = std::chrono::seconds(2);
+constexpr auto kSettleStep = std::chrono::milliseconds(5);
+// Polling interval when pidfd_open is not available (kernels before 5.3).
+constexpr auto kExitPollStep = std::chrono::milliseconds(20);
+
+// Keeps the first `head` and the last `tail` bytes of a stream and counts the rest.
+class Capture {
+ public:
+  Capture(size_t head, size_t tail) : head_max_(head), tail_max_(tail) {}
+
+  void Add(std::string_view d) {
+    total_ += d.size();
+    if (head_.size() < head_max_) {
+      size_t take = std::min(d.size(), head_max_ - head_.size());
+      head_.append(d.substr(0, take));
+      d.remove_prefix(take);
+    }
+    if (d.empty() || tail_max_ == 0) return;
+    if (d.size() >= tail_max_) {
+      tail_.assign(d.substr(d.size() - tail_max_));
+      return;
+    }
+    tail_.append(d);
+    if (tail_.size() > 2 * tail_max_) tail_.erase(0, tail_.size() - tail_max_);
+  }
+
+  uint64_t total() const { return total_; }
+
+  std::string Text() const {
+    size_t keep = std::min(tail_.size(), tail_max_);
+    uint64_t omitted = total_ - head_.size() - keep;
+    std::string s = head_;
+    if (omitted > 0) s += "\n[... " + std::to_string(omitted) + " bytes omitted ...]\n";
+    s.append(tail_, tail_.size() - keep, keep);
+    return s;
+  }
+
+ private:
+  size_t head_max_, tail_max_;
+  std::string head_, tail_;
+  uint64_t total_ = 0;
+};
+
+// What the child reports through the CLOEXEC pipe when it cannot exec.
+enum class SpawnStage : int { kStdio = 1, kGroups, kGid, kUid, kChdir, kExec };
+struct SpawnError {
+  SpawnStage stage;
+  int err;
+};
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+// True when `pid` (our child) has exited; does not reap it.
+bool HasExited(pid_t pid) {
+  siginfo_t info;
+  std::memset(&info, 0, sizeof info);
+  if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return errno == ECHILD;  // reaped elsewhere: nothing left to wait for
+  }
+  return info.si_pid == pid;
+}
+
+std::string SpawnErrorText(const SpawnError& e, const RunSpec& spec) {
+  const std::string why = std::strerror(e.err);
+  switch (e.stage) {
+    case SpawnStage::kStdio: return "cannot set up the child's stdin/stdout/stderr: " + why;
+    case SpawnStage::kGroups: return "cannot set supplementary groups: " + why;
+    case SpawnStage::kGid: return "cannot switch to gid " + std::to_string(*spec.gid) + ": " + why;
+    case SpawnStage::kUid: return "cannot switch to uid " + std::to_string(*spec.uid) + ": " + why;
+    case SpawnStage::kChdir: return "cannot change directory to " + spec.cwd + ": " + why;
+    case SpawnStage::kExec: return "cannot execute " + spec.argv[0] + ": " + why;
+  }
+  return why;
+}
+
+// The child, between fork and exec: only async-signal-safe calls. Never returns.
+[[noreturn]] void ChildAfterFork(int out_fd, int err_fd, int report_fd, const char* path,
+                                 char* const* argv, char* const* envp, const RunSpec& spec,
+                                 const gid_t* groups, size_t n_groups) {
+  auto fail = [report_fd](SpawnStage stage) {
+    SpawnError e{stage, errno};
+    ssize_t ignored = write(report_fd, &e, sizeof e);
+    (void)ignored;
+    _exit(127);
+  };
+  setpgid(0, 0);
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
+    fail(SpawnStage::kStdio);
+  }
+  if (spec.groups && setgroups(n_groups, groups) != 0) fail(SpawnStage::kGroups);
+  if (spec.gid && setgid(*spec.gid) != 0) fail(SpawnStage::kGid);
+  if (spec.uid && setuid(*spec.uid) != 0) fail(SpawnStage::kUid);
+  if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) fail(SpawnStage::kChdir);
+  // Everything above 2 closes at exec, including report_fd (so success reads as EOF).
+  if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    long max_fd = sysconf(_SC_OPEN_MAX);
+    if (max_fd < 0 || max_fd > 65536) max_fd = 65536;
+    for (int fd = 3; fd < max_fd; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  execve(path, argv, envp);
+  fail(SpawnStage::kExec);
+  _exit(127);  // not reached
+}
+
+}  // namespace
+
+std::vector<std::string> BuildChildEnvironment(
+    const std::vector<std::string>& base,
+    const std::vector<std::pair<std::string, std::string>>& set_env) {
+  auto name_of = [](const std::string& entry) {
+    return std::string_view(entry).substr(0, entry.find('='));
+  };
+  std::vector<std::string> env;
+  env.reserve(base.size() + set_env.size());
+  for (const auto& e : base) {
+    std::string_view name = name_of(e);
+    bool drop = std::any_of(std::begin(kDroppedVariables), std::end(kDroppedVariables),
+                            [&](const char* d) { return name == d; }) ||
+                std::any_of(set_env.begin(), set_env.end(),
+                            [&](const auto& kv) { return name == kv.first; });
+    if (!drop) env.push_back(e);
+  }
+  for (const auto& [k, v] : set_env) env.push_back(k + "=" + v);
+  return env;
+}
+
+// One run: its process, pipes, timers and what has been read so far. Shared with the pending
+// handlers, which do nothing once `owner` is null (runner gone) or `finished` is set.
+struct ProcessRunner::Run {
+  Run(asio::any_io_executor ex, RunSpec s)
+      : spec(std::move(s)),
+        out(ex),
+        err(ex),
+        pidfd(ex),
+        timeout_timer(ex),
+        grace_timer(ex),
+        drain_timer(ex),
+        exit_poll_timer(ex),
+        parser(spec.top_k),
+        out_cap(spec.capture_head, spec.capture_tail),
+        err_cap(spec.capture_head, spec.capture_tail),
+        out_buf(kReadChunk),
+        err_buf(kReadChunk) {}
+
+  RunId id = 0;
+  ProcessRunner* owner = nullptr;
+  RunSpec spec;
+  std::function<void(RunResult)> on_done;
+  pid_t pid = -1;
+  asio::posix::stream_descriptor out, err, pidfd;
+  asio::steady_timer timeout_timer, grace_timer, drain_timer, exit_poll_timer;
+  CkOutputParser parser;
+  Capture out_cap, err_cap;
+  std::vector<char> out_buf, err_buf;
+  bool out_open = false, err_open = false;
+  bool exited = false;
+  bool status_known = false;
+  int wait_status = 0;
+  std::optional<Outcome::Kind> stop_kind;  // timeout, cancel or interrupt requested
+  bool kill_sent = false;                  // SIGKILL had to follow SIGTERM
+  bool settling = false;
+  SteadyClock::time_point settle_deadline;
+  bool finished = false;
+  std::optional<std::string> spawn_error;
+  std::chrono::system_clock::time_point started_at;
+  SteadyClock::time_point started_steady;
+
+  bool Alive() const { return owner != nullptr && !finished; }
+  void CloseAll() {
+    asio::error_code ec;
+    timeout_timer.cancel();
+    grace_timer.cancel();
+    drain_timer.cancel();
+    exit_poll_timer.cancel();
+    out.close(ec);
+    err.close(ec);
+    pidfd.close(ec);
+  }
+};
+
+// The steps of a run, over the shared Run. Every handler checks Run::Alive first, so none
+// touches a runner that is gone.
+class RunSteps {
+ public:
+  using RunPtr = std::shared_ptr<ProcessRunner::Run>;
+  static void ReadMore(const RunPtr& run, bool is_stdout);
+  static void OnLeaderExited(const RunPtr& run);
+  static void WaitForExit(const RunPtr& run);
+  static void MaybeFinish(const RunPtr& run);
+  static RunResult MakeResult(ProcessRunner::Run& run);
+};
+
+ProcessRunner::ProcessRunner(asio::any_io_executor ex) : ex_(std::move(ex)) {}
+
+ProcessRunner::~ProcessRunner() {
+  for (auto& [id, run] : runs_) {
+    // (A run whose leader has exited had its group killed then; its id may be free by now.)
+    if (run->pid > 0 && !run->exited) {
+      kill(-run->pid, SIGKILL);
+      int status = 0;
+      while (waitpid(run->pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    run->owner = nullptr;
+    run->CloseAll();
+  }
+}
+
+size_t ProcessRunner::running() const { return runs_.size(); }
+
+pid_t ProcessRunner::RunningPid(RunId id) const {
+  auto it = runs_.find(id);
+  if (it == runs_.end() || it->second->exited || it->second->spawn_error) return -1;
+  return it->second->pid;
+}
+
+void RunSteps::ReadMore(const RunPtr& run, bool is_stdout) {
+  auto& stream = is_stdout ? run->out : run->err;
+  auto& buf = is_stdout ? run->out_buf : run->err_buf;
+  stream.async_read_some(
+      asio::buffer(buf.data(), buf.size()),
+      [run, is_stdout](const asio::error_code& ec, size_t n) {
+        if (!run->Alive()) return;
+        bool& open = is_stdout ? run->out_open : run->err_open;
+        if (!open) return;  // closed by the drain timer
+        if (n > 0) {
+          std::string_view data((is_stdout ? run->out_buf : run->err_buf).data(), n);
+          if (is_stdout) {
+            run->out_cap.Add(data);
+            run->parser.Feed(data);
+          } else {
+            run->err_cap.Add(data);
+            run->parser.FeedStderr(data);
+          }
+        }
+        if (ec) {
+          asio::error_code ignored;
+          (is_stdout ? run->out : run->err).close(ignored);
+          open = false;
+          MaybeFinish(run);
+          return;
+        }
+        ReadMore(run, is_stdout);
+      });
+}
+
+// The leader has exited (it is a zombie, or already reaped elsewhere): kill what is left of
+// its group while the zombie still pins the group id, reap, then wait for the pipes to drain.
+void RunSteps::OnLeaderExited(const RunPtr& run) {
+  if (run->exited) return;
+  kill(-run->pid, SIGKILL);
+  int status = 0;
+  pid_t r;
+  while ((r = waitpid(run->pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  run->exited = true;
+  run->status_known = r == run->pid;
+  run->wait_status = status;
+  run->timeout_timer.cancel();
+  run->grace_timer.cancel();
+  run->exit_poll_timer.cancel();
+  asio::error_code ec;
+  run->pidfd.close(ec);
+  if (run->out_open || run->err_open) {
+    run->drain_timer.expires_after(run->spec.drain);
+    run->drain_timer.async_wait([run](const asio::error_code& ec) {
+      if (ec || !run->Alive()) return;
+      asio::error_code ignored;
+      run->out.close(ignored);
+      run->err.close(ignored);
+      run->out_open = run->err_open = false;
+      MaybeFinish(run);
+    });
+  }
+  MaybeFinish(run);
+}
+
+void RunSteps::WaitForExit(const RunPtr& run) {
+  if (run->pidfd.is_open()) {
+    run->pidfd.async_wait(asio::posix::stream_descriptor::wait_read,
+                          [run](const asio::error_code& ec) {
+                            if (ec || !run->Alive() || run->exited) return;
+                            if (HasExited(run->pid)) {
+                              OnLeaderExited(run);
+                            } else {
+                              WaitForExit(run);
+                            }
+                          });
+    return;
+  }
+  run->exit_poll_timer.expires_after(kExitPollStep);
+  run->exit_poll_timer.async_wait([run](const asio::error_code& ec) {
+    if (ec || !run->Alive() || run->exited) return;
+    if (HasExited(run->pid)) {
+      OnLeaderExited(run);
+    } else {
+      WaitForExit(run);
+    }
+  });
+}
+
+RunResult RunSteps::MakeResult(ProcessRunner::Run& run) {
+  RunResult r;
+  r.pid = run.pid;
+  r.started_at = run.started_at;
+  r.ended_at = std::chrono::system_clock::now();
+  r.elapsed_s = std::chrono::duration<double>(SteadyClock::now() - run.started_steady).count();
+  run.parser.Finish();
+  r.perf = run.parser.perf();
+  r.stdout_bytes = run.out_cap.total();
+  r.stderr_bytes = run.err_cap.total();
+  r.stdout_capture = run.out_cap.Text();
+  r.stderr_capture = run.err_cap.Text();
+  const bool signaled = run.status_known && WIFSIGNALED(run.wait_status);
+  if (run.spawn_error) {
+    r.outcome.kind = Outcome::Kind::kSpawnFailed;
+    r.outcome.reason = *run.spawn_error;
+  } else if (run.stop_kind) {
+    r.outcome.kind = *run.stop_kind;
+    if (signaled) r.outcome.signal = WTERMSIG(run.wait_status);
+    switch (*run.stop_kind) {
+      case Outcome::Kind::kTimedOut:
+        r.outcome.reason =
+            "timed out after " +
+            FormatSeconds(std::chrono::duration<double>(run.spec.timeout).count());
+        break;
+      case Outcome::Kind::kCancelled: r.outcome.reason = "cancelled"; break;
+      default: r.outcome.reason = "interrupted (daemon shutdown)"; break;
+    }
+    if (run.kill_sent) {
+      r.outcome.reason += " (still running " +
+                          FormatSeconds(std::chrono::duration<double>(run.spec.grace).count()) +
+                          " after SIGTERM: killed)";
+    }
+  } else if (!run.status_known) {
+    r.outcome.kind = Outcome::Kind::kFailed;
+    r.outcome.exit_code = -1;
+    r.outcome.reason = "exit status lost: the child was reaped elsewhere (SIGCHLD ignored?)";
+  } else if (signaled) {
+    r.outcome = ClassifyExit(true, WTERMSIG(run.wait_status), r.perf, r.stderr_capture);
+  } else {
+    r.outcome = ClassifyExit(false, WEXITSTATUS(run.wait_status), r.perf, r.stderr_capture);
+  }
+  return r;
+}
+
+void RunSteps::MaybeFinish(const RunPtr& run) {
+  if (!run->Alive() || !run->exited || run->out_open || run->err_open) return;
+  // Members of the group killed after the leader may still be dying: wait until none is live.
+  if (run->pid > 0 && !run->spawn_error && kill(-run->pid, 0) == 0 &&
+      ProcessGroupAlive(run->pid)) {
+    auto now = SteadyClock::now();
+    if (!run->settling) {
+      run->settling = true;
+      run->settle_deadline = now + kSettleLimit;
+    }
+    if (now < run->settle_deadline) {
+      kill(-run->pid, SIGKILL);
+      run->drain_timer.expires_after(kSettleStep);
+      run->drain_timer.async_wait([run](const asio::error_code& ec) {
+        if (!ec) MaybeFinish(run);
+      });
+      return;
+    }
+  }
+  run->finished = true;
+  run->CloseAll();
+  RunResult result = MakeResult(*run);
+  ProcessRunner* owner = run->owner;
+  auto on_done = std::move(run->on_done);
+  owner->Forget(run->id);  // may destroy everything but `run` itself, which we hold
+  if (on_done) on_done(std::move(result));
+}
+
+ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunResult)> on_done) {
+  const RunId id = next_id_++;
+  auto run = std::make_shared<Run>(ex_, std::move(spec));
+  run->id = id;
+  run->owner = this;
+  run->on_done = std::move(on_done);
+  run->started_at = std::chrono::system_clock::now();
+  run->started_steady = SteadyClock::now();
+  runs_[id] = run;
+  const RunSpec& s = run->spec;
+
+  auto fail_spawn = [&](std::string why) {
+    run->spawn_error = std::move(why);
+    run->exited = true;
+    asio::post(ex_, [run] { RunSteps::MaybeFinish(run); });
+    return id;
+  };
+  if (s.argv.empty() || s.argv[0].empty()) return fail_spawn("empty command");
+
+  // Everything the child needs, prepared before fork (the child may only make
+  // async-signal-safe calls).
+  std::vector<std::string> base;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) base.emplace_back(*e);
+  std::vector<std::string> env = BuildChildEnvironment(base, s.set_env);
+  std::vector<char*> envp, argv;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = s.argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<gid_t> groups = s.groups.value_or(std::vector<gid_t>{});
+
+  int out_pipe[2], err_pipe[2], report_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) return fail_spawn(std::string("pipe: ") + strerror(errno));
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    int e = errno;
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return fail_spawn(std::string("pipe: ") + strerror(e));
+  }
+  if (pipe2(report_pipe, O_CLOEXEC) != 0) {
+    int e = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    return fail_spawn(std::string("pipe: ") + strerror(e));
+  }
+
+  pid_t pid = fork();
+  if (pid == 0) {
+    ChildAfterFork(out_pipe[1], err_pipe[1], report_pipe[1], argv[0], argv.data(), envp.data(),
+                   s, groups.data(), groups.size());
+  }
+  int fork_errno = errno;
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  close(report_pipe[1]);
+  if (pid < 0) {
+    for (int fd : {out_pipe[0], err_pipe[0], report_pipe[0]}) close(fd);
+    return fail_spawn(std::string("fork: ") + strerror(fork_errno));
+  }
+  // Also set the group from here, so that it exists whichever of us runs first.
+  setpgid(pid, pid);
+  run->pid = pid;
+
+  SpawnError report{};
+  ssize_t got;
+  while ((got = read(report_pipe[0], &report, sizeof report)) < 0 && errno == EINTR) {
+  }
+  close(report_pipe[0]);
+  if (got == static_cast<ssize_t>(sizeof report)) {
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return fail_spawn(SpawnErrorText(report, s));
+  }
+
+  asio::error_code ec;
+  run->out.assign(out_pipe[0], ec);
+  if (ec) close(out_pipe[0]);
+  run->out_open = !ec;
+  run->err.assign(err_pipe[0], ec);
+  if (ec) close(err_pipe[0]);
+  run->err_open = !ec;
+  int pidfd = PidfdOpen(pid);
+  if (pidfd >= 0) {
+    run->pidfd.assign(pidfd, ec);
+    if (ec) close(pidfd);
+  }
+  if (run->out_open) RunSteps::ReadMore(run, true);
+  if (run->err_open) RunSteps::ReadMore(run, false);
+  RunSteps::WaitForExit(run);
+  if (s.timeout.count() > 0) {
+    run->timeout_timer.expires_after(s.timeout);
+    run->timeout_timer.async_wait([this, run](const asio::error_code& ec) {
+      if (ec || !run->Alive() || run->exited) return;
+      Stop(run->id, Outcome::Kind::kTimedOut);
+    });
+  }
+  return id;
+}
+
+bool ProcessRunner::Stop(RunId id, Outcome::Kind kind) {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return false;
+  auto run = it->second;
+  if (run->exited || run->stop_kind || run->spawn_error) return false;
+  // It beat us to it: the exit watcher will report how it really ended.
+  if (HasExited(run->pid)) return false;
+  run->stop_kind = kind;
+  run->timeout_timer.cancel();
+  kill(-run->pid, SIGTERM);
+  run->grace_timer.expires_after(run->spec.grace);
+  run->grace_timer.async_wait([run](const asio::error_code& ec) {
+    if (ec || !run->Alive() || run->exited) return;
+    run->kill_sent = true;
+    kill(-run->pid, SIGKILL);
+  });
+  return true;
+}
+
+bool ProcessRunner::Cancel(RunId id) { return Stop(id, Outcome::Kind::kCancelled); }
+
+bool ProcessRunner::Interrupt(RunId id) { return Stop(id, Outcome::Kind::kInterrupted); }
+
+}  // namespace ckprof

@@ -1,0 +1,106 @@
+// The process runner: starts profiler processes and reports, asynchronously, how each ended.
+//
+// ProcessRunner spawns an argv (never a shell) in a new process group with stdin from /dev/null,
+// a deliberately built environment (inherited HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
+// CUDA_VISIBLE_DEVICES, GPU_DEVICE_ORDINAL removed, then RunSpec::set_env applied), optional
+// uid/gid/groups and working directory. It streams stdout into a CkOutputParser, keeps a bounded
+// head+tail capture of stdout and stderr, enforces a timeout (SIGTERM to the whole group, a
+// grace period, SIGKILL), supports cancellation the same way, always reaps the child and leaves
+// no process of its group behind. Many runs at once on one thread. No daemon logic here.
+//
+// Threading: construct, call and destroy a ProcessRunner on the thread that runs its executor's
+// io_context (one thread). Callbacks run there too. Exits are observed with pidfds and
+// waitpid(pid): the process must not set SIGCHLD to SIG_IGN nor reap with waitpid(-1).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <asio/any_io_executor.hpp>
+
+#include "common/ck_output.h"
+#include "common/outcome.h"
+#include "common/result.h"
+#include "daemon/process_util.h"
+
+namespace ckprof {
+
+struct RunSpec {
+  std::vector<std::string> argv;  // argv[0]: the executable's path (absolute); never a shell
+  std::vector<std::pair<std::string, std::string>> set_env;  // e.g. {"HIP_VISIBLE_DEVICES","3"}
+  std::optional<uid_t> uid;                 // switch to this uid in the child; unset: keep ours
+  std::optional<gid_t> gid;                 // switch to this gid; unset: keep ours
+  std::optional<std::vector<gid_t>> groups;  // supplementary groups; unset: keep ours
+  std::string cwd;                           // working directory; empty: inherit
+  std::chrono::milliseconds timeout{0};      // 0 = no limit
+  std::chrono::milliseconds grace{2000};     // SIGTERM -> SIGKILL
+  // After the leader exits, how long to wait for EOF on stdout/stderr (a process that left the
+  // group may hold the pipes) before closing them and finishing the run anyway.
+  std::chrono::milliseconds drain{500};
+  size_t capture_head = 16384, capture_tail = 16384;  // bytes kept per stream
+  size_t top_k = 5;                                   // CkPerf::top size
+};
+
+struct RunResult {
+  Outcome outcome;
+  CkPerf perf;
+  std::string stdout_capture, stderr_capture;  // head + "\n[... N bytes omitted ...]\n" + tail
+  uint64_t stdout_bytes = 0, stderr_bytes = 0;
+  pid_t pid = -1;  // also the process group id; -1 when the spawn failed before fork
+  std::chrono::system_clock::time_point started_at, ended_at;
+  double elapsed_s = 0;
+};
+
+// Runs profiler processes; all methods and callbacks on the io_context's thread (one thread).
+class ProcessRunner {
+ public:
+  using RunId = uint64_t;
+
+  explicit ProcessRunner(asio::any_io_executor ex);
+  // Kills (SIGKILL) and reaps every run still going; their on_done is not called.
+  ~ProcessRunner();
+  ProcessRunner(const ProcessRunner&) = delete;
+  ProcessRunner& operator=(const ProcessRunner&) = delete;
+
+  // Spawns synchronously: the pid is known when Start returns (RunningPid(id)), so the caller
+  // can persist the process group before anything else happens. on_done is called exactly once,
+  // on the executor, never from inside Start (a spawn failure is posted with kSpawnFailed).
+  RunId Start(RunSpec spec, std::function<void(RunResult)> on_done);
+  // The run's pid (= process group id); -1 if unknown, finished, or the spawn failed.
+  pid_t RunningPid(RunId id) const;
+  // Group SIGTERM, grace, SIGKILL; the outcome is kCancelled. False when the run is unknown,
+  // already being stopped, or its process has already exited (on_done says how it ended).
+  bool Cancel(RunId id);
+  // Same as Cancel, outcome kInterrupted (daemon shutdown).
+  bool Interrupt(RunId id);
+  // Runs started and not yet reported through on_done.
+  size_t running() const;
+
+ private:
+  struct Run;
+  friend class RunSteps;
+  bool Stop(RunId id, Outcome::Kind kind);
+  void Forget(RunId id) { runs_.erase(id); }
+
+  asio::any_io_executor ex_;
+  RunId next_id_ = 1;
+  std::unordered_map<RunId, std::shared_ptr<Run>> runs_;
+};
+
+// Builds a child environment from `base` (KEY=VALUE strings, e.g. environ): drops
+// HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES and GPU_DEVICE_ORDINAL, then
+// sets each of `set_env` (replacing any value of the same name).
+std::vector<std::string> BuildChildEnvironment(
+    const std::vector<std::string>& base,
+    const std::vector<std::pair<std::string, std::string>>& set_env);
+
+}  // namespace ckprof
