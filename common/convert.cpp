@@ -1,0 +1,606 @@
+#include "common/convert.h"
+
+#include <charconv>
+#include <exception>
+#include <functional>
+#include <iterator>
+#include <new>
+#include <nlohmann/json.hpp>
+
+#include "common/file_util.h"
+#include "common/replay_ir.h"
+#include "common/trace_reader.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Builds one JSON value from SAX events (an element of the root array). Objects with many keys
+// are appended to without the linear duplicate search of ordered_json, so that a hostile
+// object cannot make building quadratic; small objects keep "last key wins".
+class ElementBuilder {
+ public:
+  void StartContainer(json value) {
+    if (stack_.empty()) {
+      root_ = std::move(value);
+      stack_.push_back(&root_);
+      return;
+    }
+    stack_.push_back(Add(std::move(value)));
+  }
+  void Key(std::string key) { key_ = std::move(key); }
+  void Value(json value) { Add(std::move(value)); }
+  // Closes a container; true when that completed the element.
+  bool EndContainer() {
+    stack_.pop_back();
+    return stack_.empty();
+  }
+  json Take() { return std::move(root_); }
+
+ private:
+  json* Add(json value) {
+    json* parent = stack_.back();
+    if (parent->is_array()) {
+      parent->push_back(std::move(value));
+      return &parent->back();
+    }
+    auto& obj = parent->get_ref<json::object_t&>();
+    if (obj.size() <= 32) {
+      for (auto& kv : obj) {
+        if (kv.first == key_) {
+          kv.second = std::move(value);
+          return &kv.second;
+        }
+      }
+    }
+    auto& items = static_cast<json::object_t::Container&>(obj);
+    items.emplace_back(std::move(key_), std::move(value));
+    return &items.back().second;
+  }
+
+  json root_;
+  std::vector<json*> stack_;
+  std::string key_;
+};
+
+std::string ProducedText(const std::vector<ConvOp>& ops) {
+  std::string s;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (i) s += " + ";
+    s += ShortOpName(ops[i]);
+  }
+  return s;
+}
+
+std::string RecordPrefix(const RecordOutcome& r) {
+  return "record " + std::to_string(r.position) + " (" + r.op_name + ")";
+}
+
+// Sets the metadata of a converted config, in the order conversion.md shows.
+void SetMetadata(CkConfig* c, int64_t rank, const std::string& op_name, const json& extra) {
+  c->metadata = json::object();
+  c->metadata["priority_rank"] = rank;
+  c->metadata["pytorch_op"] = op_name;
+  c->metadata["description"] = Describe(*c);
+  for (auto it = extra.begin(); it != extra.end(); ++it) c->metadata[it.key()] = it.value();
+}
+
+// Converts one call into the outcome and configs of one record.
+void ConvertCall(const ConvCall& call, const ConvertOptions& options, const json& extra,
+                 RecordOutcome* out, Conversion* conv) {
+  CallMapping m = MapConvCall(call, options);
+  for (const auto& w : m.warnings) conv->warnings.push_back(RecordPrefix(*out) + ": " + w);
+  if (m.configs.empty()) {
+    out->skip_reason = m.skip_reason;
+    return;
+  }
+  for (auto& c : m.configs) {
+    SetMetadata(&c, out->priority_rank, out->op_name, extra);
+    out->produced.push_back(c.op);
+    conv->configs.push_back(std::move(c));
+  }
+}
+
+// The SAX handler for a whole input document. It decides the format from the root value:
+// an object goes to the TraceReader; the elements of an array are built one at a time and
+// converted as IR records (or read as configs) before the next one is parsed.
+class DocumentHandler {
+ public:
+  explicit DocumentHandler(const ConvertOptions& options) : options_(options) {}
+
+  bool null() {
+    return Scalar(json(nullptr), [&] { return trace_.null(); });
+  }
+  bool boolean(bool v) {
+    return Scalar(json(v), [&] { return trace_.boolean(v); });
+  }
+  bool number_integer(json::number_integer_t v) {
+    return Scalar(json(v), [&] { return trace_.number_integer(v); });
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    return Scalar(json(v), [&] { return trace_.number_unsigned(v); });
+  }
+  bool number_float(json::number_float_t v, const json::string_t& s) {
+    return Scalar(json(v), [&] { return trace_.number_float(v, s); });
+  }
+  bool string(json::string_t& v) {
+    if (mode_ == Mode::kTrace) return trace_.string(v);
+    return Scalar(json(std::move(v)), [] { return true; });
+  }
+  bool binary(json::binary_t&) { return true; }
+
+  bool start_object(std::size_t n) {
+    if (++depth_ > kMaxInputDepth) return TooDeep();
+    if (mode_ == Mode::kStart) mode_ = Mode::kTrace;
+    if (mode_ == Mode::kTrace) return trace_.start_object(n);
+    builder_.StartContainer(json::object());
+    return true;
+  }
+  bool start_array(std::size_t n) {
+    if (++depth_ > kMaxInputDepth) return TooDeep();
+    if (mode_ == Mode::kStart) {
+      mode_ = Mode::kArray;
+      return true;
+    }
+    if (mode_ == Mode::kTrace) return trace_.start_array(n);
+    builder_.StartContainer(json::array());
+    return true;
+  }
+  bool key(json::string_t& k) {
+    if (mode_ == Mode::kTrace) return trace_.key(k);
+    builder_.Key(k);
+    return true;
+  }
+  bool end_object() {
+    --depth_;
+    if (mode_ == Mode::kTrace) return trace_.end_object();
+    if (builder_.EndContainer()) return Element(builder_.Take());
+    return true;
+  }
+  bool end_array() {
+    --depth_;
+    if (mode_ == Mode::kTrace) return trace_.end_array();
+    if (depth_ == 0) return true;  // the root array
+    if (builder_.EndContainer()) return Element(builder_.Take());
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& ex) {
+    parse_failed_ = true;
+    error_position_ = position;
+    std::string what = ex.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..."
+    if (auto col = what.find("column "); col != std::string::npos) {
+      if (auto colon = what.find(": ", col); colon != std::string::npos) {
+        what = what.substr(colon + 2);
+      }
+    } else if (what.rfind("[json.exception.", 0) == 0) {
+      if (auto close = what.find("] "); close != std::string::npos) what = what.substr(close + 2);
+    }
+    // Drop nlohmann's "; last read: '...'": it echoes raw input, escaped, and the line and
+    // column say where the error is.
+    if (auto last = what.find("; last read: "); last != std::string::npos) what.resize(last);
+    parse_message_ = what;
+    return false;
+  }
+
+  // The outcome, once sax_parse returned. `name` names the input in errors ("input", a path);
+  // `line_column` turns a parse error's byte position into "line L, column C".
+  Result<Conversion> Finish(std::string_view name,
+                            const std::function<std::string(size_t)>& line_column) {
+    const std::string who(name);
+    if (too_deep_) {
+      return MakeError(who + ": JSON nested deeper than " + std::to_string(kMaxInputDepth) +
+                       " levels");
+    }
+    if (!abort_error_.empty()) return MakeError(who + ": " + abort_error_);
+    if (parse_failed_) {
+      return MakeError(who + ": not valid JSON at " + line_column(error_position_) + ": " +
+                       parse_message_);
+    }
+    const std::string neither =
+        who +
+        ": neither a replay-IR list (a JSON array of records with op_name) nor a PyTorch "
+        "profiler trace (a JSON object with traceEvents)";
+    switch (mode_) {
+      case Mode::kStart:
+      case Mode::kScalar:
+        return MakeError(neither + "; got a single JSON value");
+      case Mode::kTrace: {
+        if (!trace_.saw_trace_events())
+          return MakeError(neither + "; the object has no traceEvents list");
+        TraceSummary summary = trace_.Finish();
+        conv_.format = InputFormat::kTrace;
+        conv_.trace_calls = summary.calls;
+        for (size_t i = 0; i < summary.problems.size(); ++i) {
+          const TraceProblem& p = summary.problems[i];
+          RecordOutcome out;
+          out.position = i + 1;
+          out.op_name = p.call.op_name;
+          out.priority_rank = static_cast<int64_t>(i + 1);
+          out.gpu_time_us = static_cast<double>(p.gpu_time_ns) / 1000.0;
+          out.count = p.count;
+          json extra = json::object();
+          extra["gpu_time_us"] = out.gpu_time_us;
+          extra["count"] = p.count;
+          if (p.call.args.empty()) {
+            out.skip_reason = "the trace has no argument shapes (profile with record_shapes=True)";
+          } else {
+            ConvertCall(p.call, options_, extra, &out, &conv_);
+          }
+          conv_.records.push_back(std::move(out));
+        }
+        return std::move(conv_);
+      }
+      case Mode::kArray:
+        if (array_kind_ == ArrayKind::kUndecided && elements_ > 0) {
+          return MakeError(neither + "; its " + std::to_string(elements_) + " element" +
+                           (elements_ == 1 ? " has" : "s have") +
+                           " neither op_name nor operation_type");
+        }
+        conv_.format =
+            array_kind_ == ArrayKind::kConfigs ? InputFormat::kConfigs : InputFormat::kReplayIr;
+        return std::move(conv_);
+    }
+    return MakeError(neither);
+  }
+
+ private:
+  enum class Mode { kStart, kArray, kTrace, kScalar };
+  enum class ArrayKind { kUndecided, kReplayIr, kConfigs };
+
+  template <typename TraceFn>
+  bool Scalar(json value, TraceFn trace_fn) {
+    switch (mode_) {
+      case Mode::kStart:
+        mode_ = Mode::kScalar;
+        return true;
+      case Mode::kScalar:
+        return true;
+      case Mode::kTrace:
+        return trace_fn();
+      case Mode::kArray:
+        if (depth_ == 1) return Element(std::move(value));
+        builder_.Value(std::move(value));
+        return true;
+    }
+    return true;
+  }
+
+  bool TooDeep() {
+    too_deep_ = true;
+    return false;
+  }
+
+  // One element of the root array, complete.
+  bool Element(json element) {
+    const size_t index = elements_++;
+    if (array_kind_ == ArrayKind::kUndecided && element.is_object()) {
+      if (element.contains("op_name")) {
+        array_kind_ = ArrayKind::kReplayIr;
+      } else if (element.contains("operation_type")) {
+        if (!first_config_error_.empty()) {
+          abort_error_ = first_config_error_;
+          return false;
+        }
+        array_kind_ = ArrayKind::kConfigs;
+      }
+    }
+    if (array_kind_ == ArrayKind::kConfigs) {
+      auto c = ConfigFromJson(element, index);
+      if (!c) {
+        abort_error_ = c.error();
+        return false;
+      }
+      RecordOutcome out;
+      out.position = index + 1;
+      auto op = c->metadata.find("pytorch_op");
+      out.op_name = op != c->metadata.end() && op->is_string()
+                        ? op->get<std::string>()
+                        : std::string(OperationTypeName(c->op));
+      out.priority_rank = c->priority_rank();
+      out.produced.push_back(c->op);
+      conv_.records.push_back(std::move(out));
+      conv_.configs.push_back(std::move(*c));
+      return true;
+    }
+    if (array_kind_ == ArrayKind::kUndecided && first_config_error_.empty()) {
+      auto c = ConfigFromJson(element, index);
+      first_config_error_ = c ? "config " + std::to_string(index) + ": not a config" : c.error();
+    }
+    ConvertIrElement(element, index);
+    return true;
+  }
+
+  void ConvertIrElement(const json& element, size_t index) {
+    IrRecord r = ReadIrRecord(element);
+    RecordOutcome out;
+    out.position = index + 1;
+    out.op_name = r.call.op_name.empty() ? "(no op_name)" : r.call.op_name;
+    out.priority_rank = r.priority_rank.value_or(static_cast<int64_t>(index + 1));
+    if (!r.warning.empty()) conv_.warnings.push_back(RecordPrefix(out) + ": " + r.warning);
+    if (!r.error.empty()) {
+      out.skip_reason = r.error;
+    } else {
+      ConvertCall(r.call, options_, r.extra_metadata, &out, &conv_);
+    }
+    conv_.records.push_back(std::move(out));
+  }
+
+  const ConvertOptions& options_;
+  Mode mode_ = Mode::kStart;
+  size_t depth_ = 0;
+  bool too_deep_ = false;
+  bool parse_failed_ = false;
+  size_t error_position_ = 0;
+  std::string parse_message_;
+  std::string abort_error_;
+  TraceReader trace_;
+  ElementBuilder builder_;
+  ArrayKind array_kind_ = ArrayKind::kUndecided;
+  size_t elements_ = 0;
+  std::string first_config_error_;
+  Conversion conv_;
+};
+
+// "line L, column C" of the character at byte position `position` (nlohmann counts the
+// offending character, so it sits at offset position - 1).
+struct LineCounter {
+  size_t line = 1, column = 1, offset = 0;
+  void Feed(std::string_view chunk, size_t stop) {
+    for (char ch : chunk) {
+      if (offset >= stop) return;
+      ++offset;
+      if (ch == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+  }
+  std::string Text() const {
+    return "line " + std::to_string(line) + ", column " + std::to_string(column);
+  }
+};
+
+std::string LineColumnOfText(std::string_view text, size_t position) {
+  LineCounter lc;
+  lc.Feed(text, position == 0 ? 0 : position - 1);
+  return lc.Text();
+}
+
+std::string LineColumnOfFile(const std::string& path, size_t position) {
+  InputFileReader reader;
+  LineCounter lc;
+  const size_t stop = position == 0 ? 0 : position - 1;
+  if (reader.Open(path).ok()) {
+    std::vector<char> buf(1 << 16);
+    std::istream& in = reader.stream();
+    while (lc.offset < stop && in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      lc.Feed(std::string_view(buf.data(), static_cast<size_t>(in.gcount())), stop);
+    }
+  }
+  return lc.Text();
+}
+
+Result<Conversion> ConvertTextImpl(std::string_view text, const ConvertOptions& options,
+                                   bool allow_gzip) {
+  if (allow_gzip && HasGzipMagic(text)) {
+    auto plain = Gunzip(text);
+    if (!plain) return MakeError("input: " + plain.error());
+    return ConvertTextImpl(*plain, options, false);
+  }
+  DocumentHandler handler(options);
+  (void)json::sax_parse(text.begin(), text.end(), &handler);
+  return handler.Finish("input", [&](size_t pos) { return LineColumnOfText(text, pos); });
+}
+
+}  // namespace
+
+std::string_view InputFormatName(InputFormat f) {
+  switch (f) {
+    case InputFormat::kReplayIr:
+      return "replay-IR list";
+    case InputFormat::kTrace:
+      return "PyTorch profiler trace";
+    case InputFormat::kConfigs:
+      return "CK configs file";
+  }
+  return "";
+}
+
+Result<Conversion> ConvertText(std::string_view text, const ConvertOptions& options) {
+  try {
+    return ConvertTextImpl(text, options, true);
+  } catch (const std::bad_alloc&) {
+    return MakeError("input: out of memory while converting");
+  } catch (const std::exception& e) {
+    return MakeError(std::string("input: ") + e.what());
+  }
+}
+
+Result<Conversion> ConvertFile(const std::string& path, const ConvertOptions& options) {
+  try {
+    InputFileReader reader;
+    if (Status s = reader.Open(path); !s) return Error{s.error()};
+    DocumentHandler handler(options);
+    (void)json::sax_parse(reader.stream(), &handler);
+    // A read or gzip error ends the stream early; report it rather than the parse error.
+    if (Status s = reader.status(); !s) return Error{s.error()};
+    return handler.Finish(path, [&](size_t pos) { return LineColumnOfFile(path, pos); });
+  } catch (const std::bad_alloc&) {
+    return MakeError(path + ": out of memory while converting");
+  } catch (const std::exception& e) {
+    return MakeError(path + ": " + e.what());
+  }
+}
+
+namespace {
+
+void AppendInt(std::string* out, int64_t v) {
+  char buf[24];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  (void)ec;
+  out->append(buf, p);
+}
+
+// `"key": ` at the indentation of profiler_args' members.
+void AppendArgKey(std::string* out, std::string_view key) {
+  out->append("      \"").append(key).append("\": ");
+}
+
+void AppendArgList(std::string* out, std::string_view key, const std::vector<int64_t>& v) {
+  AppendArgKey(out, key);
+  if (v.empty()) {
+    out->append("[]");
+    return;
+  }
+  out->append("[\n");
+  for (size_t i = 0; i < v.size(); ++i) {
+    out->append("        ");
+    AppendInt(out, v[i]);
+    out->append(i + 1 < v.size() ? ",\n" : "\n");
+  }
+  out->append("      ]");
+}
+
+// One config as an element of the configs array (2-space indentation, nlohmann's layout).
+void AppendConfigText(const CkConfig& c, std::string* out) {
+  out->append("  {\n    \"operation_type\": \"").append(OperationTypeName(c.op));
+  out->append("\",\n    \"profiler_args\": {\n");
+  auto scalar = [&](std::string_view key, int64_t v) {
+    AppendArgKey(out, key);
+    AppendInt(out, v);
+    out->append(",\n");
+  };
+  scalar("data_type", c.data_type);
+  scalar("layout", c.layout);
+  if (c.op == ConvOp::kFwd) scalar("index_type", c.index_type.value_or(0));
+  scalar("verify", c.verify);
+  scalar("init", c.init);
+  scalar("log", c.log);
+  scalar("time", c.time);
+  scalar("num_dim_spatial", c.num_dim_spatial);
+  scalar("G", c.G);
+  scalar("N", c.N);
+  scalar("K", c.K);
+  scalar("C", c.C);
+  const std::pair<std::string_view, const std::vector<int64_t>*> lists[] = {
+      {"filter_spatial", &c.filter_spatial},
+      {"input_spatial", &c.input_spatial},
+      {"strides", &c.strides},
+      {"dilations", &c.dilations},
+      {"left_pads", &c.left_pads},
+      {"right_pads", &c.right_pads}};
+  for (size_t i = 0; i < std::size(lists); ++i) {
+    AppendArgList(out, lists[i].first, *lists[i].second);
+    const bool last = i + 1 == std::size(lists) && c.op == ConvOp::kFwd;
+    out->append(last ? "\n" : ",\n");
+  }
+  if (c.op != ConvOp::kFwd) {
+    AppendArgKey(out, "split_k");
+    int64_t k = 0;
+    auto [p, ec] = std::from_chars(c.split_k.data(), c.split_k.data() + c.split_k.size(), k);
+    if (c.split_k.empty() || ec != std::errc() || p != c.split_k.data() + c.split_k.size()) {
+      out->append("\"all\"");
+    } else {
+      AppendInt(out, k);
+    }
+    out->append("\n");
+  }
+  out->append("    },\n    \"metadata\": ");
+  // The metadata is free-form: let nlohmann lay it out, then indent it to its place.
+  const std::string md = c.metadata.dump(2, ' ', false, json::error_handler_t::replace);
+  for (char ch : md) {
+    out->push_back(ch);
+    if (ch == '\n') out->append("    ");
+  }
+  out->append("\n  }");
+}
+
+}  // namespace
+
+std::string FormatConfigsText(const std::vector<CkConfig>& configs) {
+  if (configs.empty()) return "[]\n";
+  std::string out = "[\n";
+  for (size_t i = 0; i < configs.size(); ++i) {
+    AppendConfigText(configs[i], &out);
+    out.append(i + 1 < configs.size() ? ",\n" : "\n");
+  }
+  out.append("]\n");
+  return out;
+}
+
+Status WriteConfigsFile(const std::string& path, const std::vector<CkConfig>& configs) {
+  AtomicFileWriter w;
+  if (Status s = w.Open(path); !s) return s;
+  if (configs.empty()) {
+    if (Status s = w.Write("[]\n"); !s) return s;
+    return w.Commit();
+  }
+  std::string chunk = "[\n";
+  for (size_t i = 0; i < configs.size(); ++i) {
+    AppendConfigText(configs[i], &chunk);
+    chunk.append(i + 1 < configs.size() ? ",\n" : "\n");
+    if (chunk.size() >= (1 << 16)) {
+      if (Status s = w.Write(chunk); !s) return s;
+      chunk.clear();
+    }
+  }
+  chunk.append("]\n");
+  if (Status s = w.Write(chunk); !s) return s;
+  return w.Commit();
+}
+
+std::string FormatRecordLine(const RecordOutcome& r, size_t total, InputFormat format) {
+  std::string s = r.produced.empty() ? "⚠ [" : "✓ [";
+  s.append(std::to_string(r.position)).append("/").append(std::to_string(total)).append("] ");
+  if (r.produced.empty()) {
+    s.append("Skipped: ");
+  } else {
+    s.append(format == InputFormat::kConfigs ? "Loaded: " : "Converted: ");
+  }
+  s.append(r.op_name).append(" (rank ").append(std::to_string(r.priority_rank)).append(")");
+  if (r.produced.empty()) return s.append(": ").append(r.skip_reason);
+  return s.append(" → ").append(ProducedText(r.produced));
+}
+
+std::string SkipWarning(const RecordOutcome& r) {
+  return RecordPrefix(r) + " skipped: " + r.skip_reason;
+}
+
+std::string FormatConversionReport(const Conversion& c, bool quiet) {
+  std::string s;
+  size_t fwd = 0, bwd_data = 0, bwd_weight = 0, skipped = 0;
+  for (const auto& cfg : c.configs) {
+    switch (cfg.op) {
+      case ConvOp::kFwd:
+        ++fwd;
+        break;
+      case ConvOp::kBwdData:
+        ++bwd_data;
+        break;
+      case ConvOp::kBwdWeight:
+        ++bwd_weight;
+        break;
+    }
+  }
+  for (const auto& r : c.records) {
+    if (r.produced.empty()) ++skipped;
+    if (!quiet) s += FormatRecordLine(r, c.records.size(), c.format) + "\n";
+  }
+  if (!quiet && !c.records.empty()) s += "\n";
+  auto n = [](size_t v) { return std::to_string(v); };
+  s += "Total PyTorch operations:     " + n(c.records.size()) + "\n";
+  s += "  ✓ Forward convolutions:       " + n(fwd) + "\n";
+  s += "  ✓ Backward data convolutions: " + n(bwd_data) + "\n";
+  s += "  ✓ Backward weight convolutions: " + n(bwd_weight) + "\n";
+  s += "  ⚠ Skipped operations:         " + n(skipped) + "\n";
+  s += "Total CK profiler configs:    " + n(c.configs.size()) + "\n";
+  return s;
+}
+
+}  // namespace ckprof

@@ -1,0 +1,366 @@
+#include "common/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <streambuf>
+#include <vector>
+
+namespace ckprof {
+namespace {
+
+constexpr size_t kChunk = 256 * 1024;
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+std::string DirName(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// Reads up to n bytes, retrying on EINTR. Returns -1 on error (errno set).
+ssize_t ReadSome(int fd, char* data, size_t n) {
+  for (;;) {
+    ssize_t r = ::read(fd, data, n);
+    if (r < 0 && errno == EINTR) continue;
+    return r;
+  }
+}
+
+bool WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t w = ::write(fd, data.data(), data.size());
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(w));
+  }
+  return true;
+}
+
+// Incremental gzip decompression: feed compressed bytes, collect output. Handles
+// concatenated members; anything after the last member that is not another member is ignored.
+class Inflater {
+ public:
+  Inflater() {
+    std::memset(&zs_, 0, sizeof(zs_));
+    ok_ = inflateInit2(&zs_, 15 + 16) == Z_OK;
+    if (!ok_) error_ = "cannot initialise zlib";
+  }
+  ~Inflater() { inflateEnd(&zs_); }
+  Inflater(const Inflater&) = delete;
+  Inflater& operator=(const Inflater&) = delete;
+
+  // Decompresses as much of `in` as fits into out[0, out_size). Returns bytes written to out;
+  // *consumed says how much of `in` was used. Sets error() on corrupt data.
+  size_t Run(std::string_view in, size_t* consumed, char* out, size_t out_size) {
+    *consumed = 0;
+    if (!ok_ || finished_) {
+      *consumed = in.size();
+      return 0;
+    }
+    zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    zs_.avail_in = static_cast<uInt>(in.size());
+    zs_.next_out = reinterpret_cast<Bytef*>(out);
+    zs_.avail_out = static_cast<uInt>(out_size);
+    while (zs_.avail_out > 0) {
+      int rc = inflate(&zs_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        in_member_ = false;
+        // Another member follows only if the magic bytes do.
+        if (zs_.avail_in >= 2 && zs_.next_in[0] == 0x1f && zs_.next_in[1] == 0x8b) {
+          inflateReset(&zs_);
+          in_member_ = true;
+          continue;
+        }
+        if (zs_.avail_in == 1 && zs_.next_in[0] == 0x1f) break;  // maybe a split magic
+        if (zs_.avail_in > 0) finished_ = true;                  // trailing bytes that are not gzip
+        break;
+      }
+      if (rc == Z_BUF_ERROR) break;  // no progress possible: needs more input
+      if (rc != Z_OK) {
+        ok_ = false;
+        error_ = std::string("corrupt gzip data: ") + (zs_.msg ? zs_.msg : "inflate failed");
+        break;
+      }
+    }
+    *consumed = in.size() - zs_.avail_in;
+    if (finished_) *consumed = in.size();
+    return out_size - zs_.avail_out;
+  }
+
+  // To call at the end of the input: an unfinished member means a truncated file.
+  void Finish() {
+    if (ok_ && in_member_ && !finished_) {
+      ok_ = false;
+      error_ = "truncated gzip data (unexpected end of file)";
+    }
+  }
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  z_stream zs_;
+  bool ok_ = false;
+  bool in_member_ = true;
+  bool finished_ = false;
+  std::string error_;
+};
+
+}  // namespace
+
+bool HasGzipMagic(std::string_view data) {
+  return data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
+         static_cast<unsigned char>(data[1]) == 0x8b;
+}
+
+Result<std::string> Gunzip(std::string_view data) {
+  Inflater inf;
+  std::string out;
+  std::vector<char> chunk(kChunk);
+  while (true) {
+    size_t consumed = 0;
+    size_t n = inf.Run(data, &consumed, chunk.data(), chunk.size());
+    out.append(chunk.data(), n);
+    data.remove_prefix(consumed);
+    if (!inf.ok()) return MakeError(inf.error());
+    if (n == 0 && consumed == 0) break;
+    if (data.empty() && n < chunk.size()) break;
+  }
+  inf.Finish();
+  if (!inf.ok()) return MakeError(inf.error());
+  return out;
+}
+
+Result<std::string> ReadInputFile(const std::string& path) {
+  InputFileReader reader;
+  if (Status s = reader.Open(path); !s) return Error{s.error()};
+  std::string out;
+  std::vector<char> chunk(kChunk);
+  std::istream& in = reader.stream();
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    out.append(chunk.data(), static_cast<size_t>(in.gcount()));
+  }
+  if (Status s = reader.status(); !s) return Error{s.error()};
+  return out;
+}
+
+Status WriteFileAtomic(const std::string& path, std::string_view content) {
+  AtomicFileWriter w;
+  if (Status s = w.Open(path); !s) return s;
+  if (Status s = w.Write(content); !s) return s;
+  return w.Commit();
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+Status AtomicFileWriter::Fail(const std::string& what, int err) {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+    fd_ = -1;
+  }
+  status_ = MakeError("cannot write " + path_ + ": " + what + ": " + ErrnoText(err));
+  return status_;
+}
+
+Status AtomicFileWriter::Open(const std::string& path) {
+  path_ = path;
+  if (path.empty()) return status_ = MakeError("cannot write: empty output path");
+  std::string templ = path + ".tmp.XXXXXX";
+  std::vector<char> name(templ.begin(), templ.end());
+  name.push_back('\0');
+  fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd_ < 0) {
+    return status_ = MakeError("cannot write " + path + ": cannot create a temporary file in " +
+                               DirName(path) + ": " + ErrnoText(errno));
+  }
+  tmp_ = name.data();
+  struct stat st;
+  mode_t mode = 0644;
+  if (::stat(path.c_str(), &st) == 0) mode = st.st_mode & 07777;
+  if (::fchmod(fd_, mode) != 0) return Fail("chmod", errno);
+  return status_;
+}
+
+Status AtomicFileWriter::Flush() {
+  if (!status_.ok()) return status_;
+  if (fd_ < 0) return status_ = MakeError("cannot write " + path_ + ": not open");
+  if (!WriteAll(fd_, buf_)) return Fail("write", errno);
+  buf_.clear();
+  return status_;
+}
+
+Status AtomicFileWriter::Write(std::string_view data) {
+  if (!status_.ok()) return status_;
+  buf_.append(data);
+  if (buf_.size() >= kChunk) return Flush();
+  return status_;
+}
+
+Status AtomicFileWriter::Commit() {
+  if (Status s = Flush(); !s) return s;
+  if (::fsync(fd_) != 0) return Fail("fsync", errno);
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp_.c_str());
+    return status_ = MakeError("cannot write " + path_ + ": close: " + ErrnoText(err));
+  }
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp_.c_str());
+    return status_ = MakeError("cannot write " + path_ + ": " + ErrnoText(err));
+  }
+  // Make the rename itself durable; failure here is not worth failing the write for.
+  int dfd = ::open(DirName(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  return status_;
+}
+
+// The streambuf behind InputFileReader: raw reads from the descriptor, inflated when the
+// file starts with the gzip magic.
+class InputFileReader::Buffer : public std::streambuf {
+ public:
+  ~Buffer() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Status Open(const std::string& path) {
+    path_ = path;
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return MakeError("cannot open " + path + ": " + ErrnoText(errno));
+    struct stat st;
+    if (::fstat(fd_, &st) == 0 && S_ISDIR(st.st_mode)) {
+      return MakeError("cannot read " + path + ": it is a directory");
+    }
+    raw_.resize(kChunk);
+    // Peek at the first bytes to decide between plain and gzip.
+    if (!Fill()) return status_;
+    gzipped_ = HasGzipMagic(std::string_view(raw_.data() + raw_pos_, raw_len_ - raw_pos_));
+    if (gzipped_) {
+      inflater_ = std::make_unique<Inflater>();
+      out_.resize(kChunk);
+    }
+    return Status::Ok();
+  }
+
+  const Status& status() const { return status_; }
+  uint64_t file_bytes() const { return file_bytes_; }
+  uint64_t delivered() const { return delivered_ + static_cast<uint64_t>(gptr() - eback()); }
+  bool gzipped() const { return gzipped_; }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    delivered_ += static_cast<uint64_t>(egptr() - eback());
+    setg(nullptr, nullptr, nullptr);
+    if (!status_.ok() || fd_ < 0) return traits_type::eof();
+    if (!gzipped_) {
+      if (raw_pos_ >= raw_len_ && !Fill()) return traits_type::eof();
+      if (raw_pos_ >= raw_len_) return traits_type::eof();
+      char* b = raw_.data() + raw_pos_;
+      setg(b, b, raw_.data() + raw_len_);
+      raw_pos_ = raw_len_;
+      return traits_type::to_int_type(*gptr());
+    }
+    while (true) {
+      if (raw_pos_ >= raw_len_ && !eof_) {
+        if (!Fill()) return traits_type::eof();
+        eof_ = raw_len_ == 0;
+      }
+      size_t consumed = 0;
+      size_t n = inflater_->Run(std::string_view(raw_.data() + raw_pos_, raw_len_ - raw_pos_),
+                                &consumed, out_.data(), out_.size());
+      raw_pos_ += consumed;
+      if (!inflater_->ok()) {
+        status_ = MakeError(path_ + ": " + inflater_->error());
+        return traits_type::eof();
+      }
+      if (n > 0) {
+        setg(out_.data(), out_.data(), out_.data() + n);
+        return traits_type::to_int_type(*gptr());
+      }
+      if (raw_pos_ < raw_len_ && consumed == 0) {
+        // No progress with input left: only the first byte of a next member's magic remains.
+        // Move it to the front and read more; at the end of the file, ignore it.
+        size_t left = raw_len_ - raw_pos_;
+        std::memmove(raw_.data(), raw_.data() + raw_pos_, left);
+        raw_pos_ = 0;
+        raw_len_ = left;
+        ssize_t r = eof_ ? 0 : ReadSome(fd_, raw_.data() + left, raw_.size() - left);
+        if (r < 0) {
+          status_ = MakeError("cannot read " + path_ + ": " + ErrnoText(errno));
+          return traits_type::eof();
+        }
+        if (r == 0) return traits_type::eof();
+        file_bytes_ += static_cast<uint64_t>(r);
+        raw_len_ = left + static_cast<size_t>(r);
+        continue;
+      }
+      if (eof_ && raw_pos_ >= raw_len_) {
+        inflater_->Finish();
+        if (!inflater_->ok()) status_ = MakeError(path_ + ": " + inflater_->error());
+        return traits_type::eof();
+      }
+    }
+  }
+
+ private:
+  // Reads the next chunk of the file into raw_. False on a read error (status_ set).
+  bool Fill() {
+    ssize_t r = ReadSome(fd_, raw_.data(), raw_.size());
+    if (r < 0) {
+      status_ = MakeError("cannot read " + path_ + ": " + ErrnoText(errno));
+      return false;
+    }
+    file_bytes_ += static_cast<uint64_t>(r);
+    raw_pos_ = 0;
+    raw_len_ = static_cast<size_t>(r);
+    return true;
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  bool gzipped_ = false;
+  bool eof_ = false;
+  std::vector<char> raw_, out_;
+  size_t raw_pos_ = 0, raw_len_ = 0;
+  std::unique_ptr<Inflater> inflater_;
+  Status status_;
+  uint64_t file_bytes_ = 0, delivered_ = 0;
+};
+
+InputFileReader::InputFileReader() : buf_(std::make_unique<Buffer>()) {}
+InputFileReader::~InputFileReader() = default;
+
+Status InputFileReader::Open(const std::string& path) {
+  Status s = buf_->Open(path);
+  if (s.ok()) stream_ = std::make_unique<std::istream>(buf_.get());
+  return s;
+}
+
+std::istream& InputFileReader::stream() { return *stream_; }
+Status InputFileReader::status() const { return buf_->status(); }
+uint64_t InputFileReader::file_bytes_read() const { return buf_->file_bytes(); }
+uint64_t InputFileReader::bytes_delivered() const { return buf_->delivered(); }
+bool InputFileReader::gzipped() const { return buf_->gzipped(); }
+
+}  // namespace ckprof

@@ -1,0 +1,91 @@
+// File input and output for commands and the daemon: reading inputs that may be gzipped, and
+// writing outputs atomically so that a failed run never leaves a half-written file.
+//
+// All functions return a Result/Status whose error names the file and the OS reason; none
+// throws. Any thread may call them (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace ckprof {
+
+// True when data starts with the gzip magic bytes (1f 8b).
+bool HasGzipMagic(std::string_view data);
+
+// Decompresses a whole gzip buffer (concatenated members allowed). Errors say the data is
+// corrupt or truncated.
+Result<std::string> Gunzip(std::string_view data);
+
+// Reads a whole file. Content that is gzipped (by name ".gz" or by its magic bytes) is
+// decompressed transparently. Errors: "cannot open FILE: No such file or directory", ...
+Result<std::string> ReadInputFile(const std::string& path);
+
+// Writes content to path atomically: a temporary file in the same directory, fsync, rename.
+// On any error the temporary file is removed and an existing file at path is left untouched.
+// A new file gets mode 0644 (minus nothing); an existing file keeps its mode.
+Status WriteFileAtomic(const std::string& path, std::string_view content);
+
+// Writes a file atomically in pieces: a temporary file in the same directory, then fsync and
+// rename on Commit(). Destroyed without Commit(), it removes the temporary file, so a failed
+// or interrupted write never leaves a partial file at the path. Single-threaded.
+class AtomicFileWriter {
+ public:
+  AtomicFileWriter() = default;
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  // Creates the temporary file. Errors: "cannot write PATH: cannot create a temporary file
+  // in DIR: <reason>".
+  Status Open(const std::string& path);
+  // Appends data (buffered). After an error, further calls return the same error.
+  Status Write(std::string_view data);
+  // Flushes, fsyncs and renames the temporary file over the path.
+  Status Commit();
+
+ private:
+  Status Flush();
+  Status Fail(const std::string& what, int err);
+
+  std::string path_, tmp_;
+  int fd_ = -1;
+  std::string buf_;
+  Status status_;
+};
+
+// A std::istream over a file that may be gzipped (detected by its magic bytes, not its name),
+// read in chunks so that memory does not grow with the file. Used for streaming parsers.
+// Single-threaded; the reader owns the file descriptor and closes it on destruction.
+class InputFileReader {
+ public:
+  InputFileReader();
+  ~InputFileReader();
+  InputFileReader(const InputFileReader&) = delete;
+  InputFileReader& operator=(const InputFileReader&) = delete;
+
+  // Opens path. Errors: "cannot open FILE: <reason>".
+  Status Open(const std::string& path);
+  // The decompressed content as a stream. Valid after a successful Open.
+  std::istream& stream();
+  // Ok, or the read/decompression error met so far ("FILE: corrupt gzip data: ...").
+  // A read error ends the stream early, so check this after consuming it.
+  Status status() const;
+  // Bytes of the file itself read so far (compressed size for gzip files).
+  uint64_t file_bytes_read() const;
+  // Bytes delivered by stream() so far (decompressed).
+  uint64_t bytes_delivered() const;
+  bool gzipped() const;
+
+ private:
+  class Buffer;
+  std::unique_ptr<Buffer> buf_;
+  std::unique_ptr<std::istream> stream_;
+};
+
+}  // namespace ckprof

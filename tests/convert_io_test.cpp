@@ -1,0 +1,322 @@
+// Tests of reading inputs (plain, gzipped, broken), atomic writing, and the `ckprof convert`
+// command as a user runs it: output file, console report, exit codes and messages.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/convert.h"
+#include "common/file_util.h"
+#include "tests/test_util.h"
+
+namespace ckprof {
+namespace {
+
+using testing::BinPath;
+using testing::CommandResult;
+using testing::DataPath;
+using testing::ReadFile;
+using testing::RunCommand;
+using testing::TempDir;
+using testing::WriteFile;
+
+std::string Gzip(const std::string& data) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+std::vector<std::string> DirEntries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(FileUtil, ReadsPlainAndGzippedFiles) {
+  TempDir dir;
+  std::string big(3 << 20, 'x');  // several chunks
+  for (size_t i = 0; i < big.size(); i += 97) big[i] = static_cast<char>('a' + i % 26);
+  WriteFile(dir.File("plain.txt"), big);
+  WriteFile(dir.File("packed.gz"), Gzip(big));
+  WriteFile(dir.File("packed.json"), Gzip(big));  // gzip content without the .gz name
+  WriteFile(dir.File("two.gz"), Gzip("first ") + Gzip("second"));
+  WriteFile(dir.File("empty"), "");
+  for (const char* name : {"plain.txt", "packed.gz", "packed.json"}) {
+    auto r = ReadInputFile(dir.File(name));
+    ASSERT_TRUE(r.ok()) << name << ": " << r.error();
+    EXPECT_TRUE(*r == big) << name;
+  }
+  auto two = ReadInputFile(dir.File("two.gz"));
+  ASSERT_TRUE(two.ok()) << two.error();
+  EXPECT_EQ(*two, "first second");
+  auto empty = ReadInputFile(dir.File("empty"));
+  ASSERT_TRUE(empty.ok()) << empty.error();
+  EXPECT_EQ(*empty, "");
+  auto unzipped = Gunzip(Gzip("hello"));
+  ASSERT_TRUE(unzipped.ok()) << unzipped.error();
+  EXPECT_EQ(*unzipped, "hello");
+}
+
+TEST(FileUtil, ReadErrorsNameTheFileAndReason) {
+  TempDir dir;
+  const std::string packed = Gzip(ReadFile(DataPath("conv_repros_ir.json")));
+  WriteFile(dir.File("truncated.gz"), packed.substr(0, packed.size() / 2));
+  std::string corrupt = packed;
+  corrupt[corrupt.size() / 2] ^= 0x55;
+  corrupt[corrupt.size() / 2 + 1] ^= 0x55;
+  WriteFile(dir.File("corrupt.gz"), corrupt);
+  struct Case {
+    std::string path;
+    std::string error;
+  } cases[] = {
+      {dir.File("missing.json"),
+       "cannot open " + dir.File("missing.json") + ": No such file or directory"},
+      {dir.path(), "cannot read " + dir.path() + ": it is a directory"},
+      {dir.File("truncated.gz"),
+       dir.File("truncated.gz") + ": truncated gzip data (unexpected end of file)"},
+      {dir.File("corrupt.gz"), dir.File("corrupt.gz") + ": corrupt gzip data"},
+  };
+  for (const auto& tc : cases) {
+    auto r = ReadInputFile(tc.path);
+    ASSERT_FALSE(r.ok()) << tc.path;
+    EXPECT_EQ(r.error().rfind(tc.error, 0), 0u) << r.error();
+  }
+}
+
+TEST(FileUtil, WriteFileAtomicReplacesWholeOrNothing) {
+  TempDir dir;
+  const std::string path = dir.File("out.json");
+  ASSERT_TRUE(WriteFileAtomic(path, "first").ok());
+  EXPECT_EQ(ReadFile(path), "first");
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  ASSERT_TRUE(WriteFileAtomic(path, "second").ok());
+  EXPECT_EQ(ReadFile(path), "second");
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // an existing file keeps its mode
+  EXPECT_EQ(DirEntries(dir.path()), std::vector<std::string>{"out.json"});  // no temp left
+
+  // A failing write leaves nothing behind.
+  Status s = WriteFileAtomic(dir.File("no/such/dir/out.json"), "x");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().find("No such file or directory"), std::string::npos) << s.error();
+  std::filesystem::create_directory(dir.File("sub"));
+  s = WriteFileAtomic(dir.File("sub"), "x");  // renaming a file over a directory fails
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(DirEntries(dir.path()), (std::vector<std::string>{"out.json", "sub"}));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.File("sub")));
+
+  // An abandoned writer removes its temporary file.
+  {
+    AtomicFileWriter w;
+    ASSERT_TRUE(w.Open(dir.File("abandoned.json")).ok());
+    ASSERT_TRUE(w.Write("partial").ok());
+  }
+  EXPECT_EQ(DirEntries(dir.path()), (std::vector<std::string>{"out.json", "sub"}));
+}
+
+TEST(ConvertFile, StreamsGzippedFilesAndLocatesJsonErrors) {
+  TempDir dir;
+  const std::string ir = ReadFile(DataPath("conv_repros_ir.json"));
+  WriteFile(dir.File("ir.json.gz"), Gzip(ir));
+  auto zipped = ConvertFile(dir.File("ir.json.gz"), {});
+  auto plain = ConvertFile(DataPath("conv_repros_ir.json"), {});
+  ASSERT_TRUE(zipped.ok()) << zipped.error();
+  ASSERT_TRUE(plain.ok()) << plain.error();
+  EXPECT_EQ(FormatConfigsText(zipped->configs), FormatConfigsText(plain->configs));
+
+  // A syntax error deep in a gzipped file: line and column of the decompressed text.
+  std::string broken = ir;
+  const size_t at = broken.find("\"arg_name\": \"weight\"", broken.size() / 2);
+  ASSERT_NE(at, std::string::npos);
+  broken.insert(at, "@");
+  size_t line = 1 + static_cast<size_t>(std::count(broken.begin(), broken.begin() + at, '\n'));
+  size_t column = at - broken.rfind('\n', at - 1);
+  WriteFile(dir.File("broken.json.gz"), Gzip(broken));
+  auto bad = ConvertFile(dir.File("broken.json.gz"), {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().rfind(dir.File("broken.json.gz") + ": not valid JSON at line " +
+                                  std::to_string(line) + ", column " + std::to_string(column) +
+                                  ": syntax error",
+                              0),
+            0u)
+      << bad.error();
+}
+
+TEST(ConvertFile, PeakMemoryIsNotTheTraceSize) {
+  // The reader keeps conv events and kernel (id, time) pairs, not the document: a trace with
+  // 200,000 non-conv events converts, and what it produced is the one problem.
+  std::string trace = R"({"traceEvents": [)";
+  for (int i = 0; i < 200000; ++i) {
+    trace += R"({"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 1, "ts": )" +
+             std::to_string(i) + R"(, "dur": 1, "args": {"Python id": 1}}, )";
+  }
+  trace += R"({"ph": "X", "cat": "cpu_op", "name": "aten::cudnn_convolution", "pid": 1, "tid": 1,
+    "ts": 5, "dur": 1, "args": {"External id": 9, "Concrete Inputs": ["", "", "[0, 0]", "[1, 1]",
+    "[1, 1]", "1", "False", "False", "True"], "Input type": ["float", "float", "ScalarList",
+    "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"], "Input Strides":
+    [[48, 16, 4, 1], [3, 1, 1, 1], [], [], [], [], [], [], []], "Input Dims": [[1, 3, 4, 4],
+    [2, 3, 1, 1], [], [], [], [], [], [], []]}}]})";
+  auto conv = ConvertText(trace, {});
+  ASSERT_TRUE(conv.ok()) << conv.error();
+  ASSERT_EQ(conv->configs.size(), 1u);
+  EXPECT_EQ(conv->configs[0].data_type, 0);
+  EXPECT_EQ(conv->configs[0].K, 2);
+}
+
+class ConvertCommand : public ::testing::Test {
+ protected:
+  CommandResult Run(std::vector<std::string> args, const std::string& cwd = "") {
+    args.insert(args.begin(), {BinPath("ckprof"), "convert"});
+    return RunCommand(args, {}, cwd);
+  }
+  TempDir dir_;
+};
+
+TEST_F(ConvertCommand, ConvertsAndReports) {
+  const std::string out = dir_.File("configs.json");
+  auto r = Run({DataPath("conv_repros_ir.json"), out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto expected = ConvertFile(DataPath("conv_repros_ir.json"), {});
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(ReadFile(out), FormatConfigsText(expected->configs));
+  EXPECT_EQ(ReadFile(out), ConfigsToText(expected->configs));
+  EXPECT_NE(
+      r.out.find("Input: " + DataPath("conv_repros_ir.json") + " (replay-IR list, 22 records)\n"),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\n✓ [1/22] Converted: aten::convolution_backward (rank 1) → bwd_data + "
+                       "bwd_weight\n✓ [2/22] Converted: aten::miopen_convolution (rank 2) → fwd\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("✓ [17/22] Converted: aten::convolution_backward (rank 17) → "
+                       "bwd_weight\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(FormatConversionReport(*expected, true)), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Saved 32 configs to " + out), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(ConvertCommand, QuietPrintsOnlyTheSummaryAndWarnsOnStderr) {
+  const std::string in = dir_.File("in.json");
+  const std::string ir = ReadFile(DataPath("conv_repros_ir.json"));
+  WriteFile(in, R"([{"op_name": "aten::addmm"},)" + ir.substr(ir.find('[') + 1));
+  auto r = Run({in, dir_.File("out.json"), "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Total PyTorch operations:     23\n"
+            "  ✓ Forward convolutions:       11\n"
+            "  ✓ Backward data convolutions: 10\n"
+            "  ✓ Backward weight convolutions: 11\n"
+            "  ⚠ Skipped operations:         1\n"
+            "Total CK profiler configs:    32\n");
+  EXPECT_EQ(r.err, "warning: record 1 (aten::addmm) skipped: not a convolution\n");
+}
+
+TEST_F(ConvertCommand, TraceWithOptions) {
+  const std::string out = dir_.File("vit.json");
+  auto r = Run({DataPath("vit_h100_trace.json.gz"), out, "--data-type", "fp16", "--layout=nhwc"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(PyTorch profiler trace, 1 convolution call, 1 unique problem)"),
+            std::string::npos)
+      << r.out;
+  auto configs = ConfigsFromJson(nlohmann::ordered_json::parse(ReadFile(out)));
+  ASSERT_TRUE(configs.ok()) << configs.error();
+  ASSERT_EQ(configs->size(), 1u);
+  EXPECT_EQ((*configs)[0].data_type, 1);
+  EXPECT_EQ((*configs)[0].layout, 1);
+}
+
+TEST_F(ConvertCommand, UnusableInputExitsOneWithOneMessage) {
+  WriteFile(dir_.File("bad.json"), "[\n  {\"op_name\": 1},\n  oops\n]\n");
+  WriteFile(dir_.File("obj.json"), "{\"hello\": 1}");
+  struct Case {
+    std::string input;
+    std::string error;
+  } cases[] = {
+      {dir_.File("missing.json"), "ckprof convert: cannot open " + dir_.File("missing.json") +
+                                      ": No such file or directory\n"},
+      {dir_.File("bad.json"), "ckprof convert: " + dir_.File("bad.json") +
+                                  ": not valid JSON at line 3, column 3: syntax error while "
+                                  "parsing value - invalid literal\n"},
+      {dir_.File("obj.json"),
+       "ckprof convert: " + dir_.File("obj.json") +
+           ": neither a replay-IR list (a JSON array of records with op_name) nor a PyTorch "
+           "profiler trace (a JSON object with traceEvents); the object has no traceEvents list\n"},
+  };
+  for (const auto& tc : cases) {
+    auto r = Run({tc.input, dir_.File("out.json")});
+    EXPECT_EQ(r.exit_code, 1) << tc.input;
+    EXPECT_EQ(r.err, tc.error);
+    EXPECT_EQ(r.out, "");
+    EXPECT_FALSE(std::filesystem::exists(dir_.File("out.json")));
+  }
+}
+
+TEST_F(ConvertCommand, DefaultInputMissingSuggestsAFile) {
+  auto r = Run({}, dir_.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "ckprof convert: no INPUT given and the default build/test-data/conv_repros_ir.json "
+            "does not exist; pass a file, e.g. 'ckprof convert examples/conv_repros_ir.json'\n");
+  // With the default input in place, the defaults are used for both paths.
+  std::filesystem::create_directories(dir_.File("build/test-data"));
+  std::filesystem::copy_file(DataPath("conv_repros_ir.json"),
+                             dir_.File("build/test-data/conv_repros_ir.json"));
+  r = Run({"--quiet"}, dir_.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir_.File("ck_profiler_configs.json")));
+}
+
+TEST_F(ConvertCommand, UnwritableOutputExitsOne) {
+  auto r = Run({DataPath("conv_repros_ir.json"), dir_.File("no/dir/out.json")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("ckprof convert: cannot write " + dir_.File("no/dir/out.json")),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(ConvertCommand, HelpAndUsageErrors) {
+  auto help = Run({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* s : {"usage: ckprof convert [INPUT] [OUTPUT]", "--data-type TYPE", "--layout",
+                        "--quiet", "build/test-data/conv_repros_ir.json",
+                        "ck_profiler_configs.json", "profiler trace", "convolution_backward"}) {
+    EXPECT_NE(help.out.find(s), std::string::npos) << s;
+  }
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  } cases[] = {
+      {{"--data-type", "fp8"}, "--data-type must be auto, fp16, bf16 or fp32, got 'fp8'"},
+      {{"--layout", "nchwc"}, "--layout must be auto, nchw or nhwc, got 'nchwc'"},
+      {{"--frobnicate"}, "unknown option --frobnicate"},
+      {{"a", "b", "c"}, "unexpected argument 'c'"},
+  };
+  for (const auto& tc : cases) {
+    auto r = Run(tc.args);
+    EXPECT_EQ(r.exit_code, 2) << tc.error;
+    EXPECT_NE(r.err.find(tc.error), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace ckprof
