@@ -1,12 +1,311 @@
 #include "daemon/daemon_main.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <asio.hpp>
 #include <iostream>
+#include <string>
+#include <vector>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/daemon_config.h"
+#include "daemon/launcher.h"
+#include "daemon/scheduler.h"
+#include "daemon/server.h"
+#include "daemon/service.h"
+#include "daemon/store.h"
+#include "daemon/systemd_notify.h"
 
 namespace ckprof {
+namespace {
 
-int DaemonMain(int, char**) {
-  std::cerr << "ckprofd: not built yet\n";
-  return 1;
+constexpr const char* kHelp = R"(usage: ckprofd [options]
+
+ckprofd is the ckprof queue daemon of a shared GPU server. Users submit conversion-plus-run jobs
+with `ckprof submit`; ckprofd converts them, queues their CK profiler runs per GPU, runs one
+profiler per GPU at a time (pinned with HIP_VISIBLE_DEVICES), shares the GPUs fairly between
+users, and keeps every job and result in SQLite so that a crash or restart loses nothing.
+It stays in the foreground and logs to stderr.
+
+options (each is also a key of the JSON config file; flags override the file):
+  --config FILE            JSON config file (see config/ckprofd.json for every key)
+  --socket PATH            Unix socket to listen on (default /run/ckprofd/ckprofd.sock)
+  --state-dir DIR          where the SQLite database lives (default /var/lib/ckprofd)
+  --gpus LIST|auto         GPUs to drive: "0,1,2,3", "0-7" or "auto" (default auto: AMD GPUs
+                           from the KFD topology, else NVIDIA GPUs)
+  --profiler-path PATH     default CK profiler for jobs that name none: ckProfiler, or a
+                           directory holding it or the profile_grouped_conv_* executables
+  --pin-env VAR[,VAR...]   variables set to the task's GPU index (default HIP_VISIBLE_DEVICES;
+                           CUDA_VISIBLE_DEVICES on NVIDIA)
+  --timeout SECONDS        default per-task time limit; 0 = none (default 0)
+  --log-level LEVEL        trace, debug, info, warn, error (default info; also SPDLOG_LEVEL)
+  -h, --help               show this help
+  --version                print the version
+
+signals: SIGTERM/SIGINT stop gracefully (running tasks are interrupted and requeued on the next
+start); SIGHUP re-reads the config file (log level, timeouts, policy; not GPUs or socket).
+
+example:
+  ckprofd --socket /tmp/ckprofd.sock --state-dir /tmp/ckprofd-state --gpus 0-7 \
+          --profiler-path /opt/rocm/bin/ckProfiler
+)";
+
+struct Flags {
+  std::string config, socket, state_dir, gpus, profiler_path, pin_env, timeout, log_level;
+};
+
+// Applies flags over the config (file values first).
+Result<DaemonConfig> BuildConfig(const Flags& f) {
+  DaemonConfig c;
+  if (!f.config.empty()) {
+    auto loaded = LoadDaemonConfigFile(f.config, c);
+    if (!loaded) return Error{loaded.error()};
+    c = *loaded;
+  }
+  if (!f.socket.empty()) c.socket = f.socket;
+  if (!f.state_dir.empty()) c.state_dir = f.state_dir;
+  if (!f.gpus.empty()) c.gpus = f.gpus;
+  if (!f.profiler_path.empty()) c.profiler_path = f.profiler_path;
+  if (!f.pin_env.empty()) {
+    c.pin_env.clear();
+    std::stringstream ss(f.pin_env);
+    std::string var;
+    while (std::getline(ss, var, ',')) {
+      if (!var.empty()) c.pin_env.push_back(var);
+    }
+  }
+  if (!f.timeout.empty()) {
+    char* end = nullptr;
+    double t = std::strtod(f.timeout.c_str(), &end);
+    if (*end != '\0' || t < 0) return MakeError("--timeout must be a number of seconds >= 0");
+    c.timeout_s = t;
+  }
+  if (!f.log_level.empty()) c.log_level = f.log_level;
+  for (const auto& var : c.pin_env) {
+    if (var.empty() || var.find('=') != std::string::npos) {
+      return MakeError("pin variable '" + var + "' is not a valid environment variable name");
+    }
+  }
+  if (c.state_dir.empty()) return MakeError("state_dir must not be empty");
+  if (c.state_dir[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd)) c.state_dir = std::string(cwd) + "/" + c.state_dir;
+  }
+  return c;
+}
+
+SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gpus) {
+  SchedulerOptions o;
+  o.gpus = std::move(gpus);
+  o.pin_env = c.pin_env;
+  o.default_timeout_s = c.timeout_s;
+  o.grace_s = c.kill_grace_s;
+  o.half_life_s = c.fair_share_half_life_s;
+  o.max_attempts = c.max_attempts;
+  o.run_as_owner = getuid() == 0;
+  o.capture_bytes = c.capture_bytes;
+  o.state_dir = c.state_dir;
+  return o;
+}
+
+Status ApplyLogLevel(const std::string& level) {
+  auto l = spdlog::level::from_str(level);
+  if (l == spdlog::level::off && level != "off") {
+    return MakeError("log level '" + level + "' is not one of trace, debug, info, warn, error");
+  }
+  spdlog::set_level(l);
+  return Status::Ok();
+}
+
+int Run(DaemonConfig config) {
+  if (Status s = ApplyLogLevel(config.log_level); !s) {
+    spdlog::error("{}", s.error());
+    return 1;
+  }
+  if (const char* env = std::getenv("SPDLOG_LEVEL"); env && *env) (void)ApplyLogLevel(env);
+
+  std::string gpu_note;
+  std::vector<int> gpus;
+  if (config.gpus == "auto") {
+    gpus = DetectGpus(&gpu_note);
+    spdlog::info("--gpus auto: {}", gpu_note);
+    if (gpus.empty()) {
+      spdlog::error("no GPU to drive: pass --gpus LIST (e.g. --gpus 0-7) to name them");
+      return 1;
+    }
+  } else {
+    auto parsed = ParseGpuList(config.gpus);
+    if (!parsed) {
+      spdlog::error("{}", parsed.error());
+      return 1;
+    }
+    gpus = *parsed;
+  }
+
+  auto store = Store::Open(config.state_dir, config.full_sync);
+  if (!store) {
+    spdlog::error("cannot start: {}", store.error());
+    return 1;
+  }
+
+  asio::io_context io(1);
+  asio::thread_pool pool(2);
+  ProcessLauncher launcher(io.get_executor());
+  Scheduler scheduler(io.get_executor(), **store, launcher, SchedulerOptionsFrom(config, gpus));
+  Service service(io.get_executor(), pool, scheduler, config);
+  Server server(io, service, config);
+
+  // Signals first, so that a SIGTERM during recovery is not lost.
+  asio::signal_set stop_signals(io, SIGTERM, SIGINT);
+  asio::signal_set hup(io, SIGHUP);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (Status s = scheduler.Recover(); !s) {
+    spdlog::error("cannot start: {}", s.error());
+    return 1;
+  }
+  if (Status s = server.Listen(); !s) {
+    spdlog::error("cannot start: {}", s.error());
+    return 1;
+  }
+  std::string gpu_list;
+  for (int g : gpus) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);
+  std::string pins;
+  for (const auto& v : config.pin_env) pins += (pins.empty() ? "" : ",") + v;
+  spdlog::info("ckprofd 0.1.0 listening on {} (uid {}), GPUs {}, pin {}, state {}", server.path(),
+               getuid(), gpu_list, pins, (*store)->path());
+  server.Start();
+
+  auto status_line = [&] {
+    return "STATUS=" + std::to_string(scheduler.running_count()) + " running, " +
+           std::to_string(scheduler.queued_count()) + " queued on " + std::to_string(gpus.size()) +
+           " GPU(s)";
+  };
+  SystemdNotify("READY=1\n" + status_line());
+  scheduler.on_change = [&] {
+    if (SystemdNotifyEnabled()) SystemdNotify(status_line());
+  };
+
+  asio::steady_timer watchdog(io);
+  std::function<void()> pet;
+  if (auto every = SystemdWatchdogInterval(); every.count() > 0) {
+    pet = [&, every] {
+      SystemdNotify("WATCHDOG=1");
+      watchdog.expires_after(every);
+      watchdog.async_wait([&](const asio::error_code& ec) {
+        if (!ec) pet();
+      });
+    };
+    pet();
+  }
+
+  int exit_code = 0;
+  bool stopping = false;
+  stop_signals.async_wait([&](const asio::error_code& ec, int sig) {
+    if (ec) return;
+    stopping = true;
+    spdlog::info("{}: stopping (running tasks are interrupted and requeued for the next start)",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    SystemdNotify("STOPPING=1");
+    server.Stop();
+    hup.cancel();
+    scheduler.Shutdown([&] {
+      watchdog.cancel();
+      spdlog::info("stopped: state committed to {}", (*store)->path());
+      io.stop();
+    });
+  });
+  std::function<void()> wait_hup = [&] {
+    hup.async_wait([&](const asio::error_code& ec, int) {
+      if (ec || stopping) return;
+      if (config.config_file.empty()) {
+        spdlog::info("SIGHUP: no config file to re-read");
+      } else {
+        auto reloaded = LoadDaemonConfigFile(config.config_file, DaemonConfig{});
+        if (!reloaded) {
+          spdlog::error("SIGHUP: keeping the current config: {}", reloaded.error());
+        } else {
+          DaemonConfig next = *reloaded;
+          next.socket = config.socket;
+          next.state_dir = config.state_dir;
+          next.gpus = config.gpus;
+          if (Status s = ApplyLogLevel(next.log_level); !s) spdlog::error("SIGHUP: {}", s.error());
+          config = next;
+          scheduler.UpdateOptions(SchedulerOptionsFrom(config, gpus));
+          service.set_config(config);
+          server.set_config(config);
+          spdlog::info("SIGHUP: re-read {}", config.config_file);
+        }
+      }
+      wait_hup();
+    });
+  };
+  wait_hup();
+
+  io.run();
+  pool.join();
+  return exit_code;
+}
+
+}  // namespace
+
+int DaemonMain(int argc, char** argv) {
+  auto logger = spdlog::stderr_color_mt("ckprofd");
+  logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_default_logger(logger);
+
+  Flags f;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], value;
+    if (a == "-h" || a == "--help") {
+      std::cout << kHelp;
+      return 0;
+    }
+    if (a == "--version") {
+      std::cout << "ckprofd 0.1.0\n";
+      return 0;
+    }
+    bool has_value = false;
+    if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_value = true;
+    }
+    struct {
+      const char* name;
+      std::string* target;
+    } options[] = {{"--config", &f.config},       {"--socket", &f.socket},
+                   {"--state-dir", &f.state_dir}, {"--gpus", &f.gpus},
+                   {"--profiler-path", &f.profiler_path}, {"--pin-env", &f.pin_env},
+                   {"--timeout", &f.timeout},     {"--log-level", &f.log_level}};
+    bool matched = false;
+    for (auto& o : options) {
+      if (a != o.name) continue;
+      matched = true;
+      if (!has_value) {
+        if (i + 1 >= args.size()) {
+          std::cerr << "ckprofd: option " << a << " needs a value (see 'ckprofd --help')\n";
+          return 2;
+        }
+        value = args[++i];
+      }
+      *o.target = value;
+    }
+    if (!matched) {
+      std::cerr << "ckprofd: unknown option " << a << " (see 'ckprofd --help')\n";
+      return 2;
+    }
+  }
+  auto config = BuildConfig(f);
+  if (!config) {
+    std::cerr << "ckprofd: " << config.error() << "\n";
+    return 1;
+  }
+  return Run(*config);
 }
 
 }  // namespace ckprof

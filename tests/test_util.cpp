@@ -134,3 +134,108 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
 }
 
 }  // namespace ckprof::testing
+
+#include <dirent.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+
+namespace ckprof::testing {
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+bool DaemonProcess::Start(const Options& o, std::string* error) {
+  const std::string notify_path = dir_ + "/notify-" + std::to_string(getpid()) + ".sock";
+  unlink(notify_path.c_str());
+  int notify = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, notify_path.c_str(), sizeof addr.sun_path - 1);
+  if (bind(notify, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    *error = "cannot bind the notify socket";
+    return false;
+  }
+  std::vector<std::string> argv = {BinPath("ckprofd"), "--socket", socket(), "--state-dir",
+                                   state_dir(), "--gpus", o.gpus, "--log-level", "debug"};
+  if (!o.config_json.empty()) {
+    WriteFile(dir_ + "/ckprofd.json", o.config_json);
+    argv.insert(argv.end(), {"--config", dir_ + "/ckprofd.json"});
+  }
+  argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  for (const auto& kv : o.env) env.push_back(kv);
+  env.push_back("NOTIFY_SOCKET=" + notify_path);
+  std::vector<char*> cargv, cenv;
+  for (auto& s : argv) cargv.push_back(s.data());
+  cargv.push_back(nullptr);
+  for (auto& s : env) cenv.push_back(s.data());
+  cenv.push_back(nullptr);
+  int log = open(log_path().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(log, 2);
+    dup2(log, 1);
+    execve(cargv[0], cargv.data(), cenv.data());
+    _exit(127);
+  }
+  close(log);
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  bool ready = false;
+  while (!ready) {
+    pollfd fds[2] = {{notify, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    int n = poll(fds, 2, 30000);
+    if (n <= 0) {
+      *error = "ckprofd not ready within 30 s";
+      break;
+    }
+    if (fds[0].revents & POLLIN) {
+      char buf[512];
+      ssize_t got = recv(notify, buf, sizeof buf, 0);
+      ready = got > 0 && std::string(buf, static_cast<size_t>(got)).find("READY=1") != std::string::npos;
+    }
+    if (!ready && (fds[1].revents & POLLIN)) {
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+      *error = "ckprofd exited: " + ReadFile(log_path());
+      break;
+    }
+  }
+  close(pidfd);
+  close(notify);
+  unlink(notify_path.c_str());
+  return ready;
+}
+
+int DaemonProcess::Signal(int sig) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, sig);
+  if (sig == 0) return 0;
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+std::vector<int> ProcessesWithEnv(const std::string& needle) {
+  std::vector<int> out;
+  DIR* d = opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 1) continue;
+    std::ifstream env("/proc/" + std::string(e->d_name) + "/environ", std::ios::binary);
+    std::string content((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    if (content.find(needle + '\0') != std::string::npos) out.push_back(static_cast<int>(pid));
+  }
+  closedir(d);
+  return out;
+}
+
+}  // namespace ckprof::testing

@@ -42,3 +42,37 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::string& input = "");
 
 }  // namespace ckprof::testing
+
+namespace ckprof::testing {
+
+// A real ckprofd started for a test: on a socket in its own temp dir, with the emulator as
+// profiler. Start() waits for its READY=1 (sd_notify on a private socket): no sleeps.
+class DaemonProcess {
+ public:
+  struct Options {
+    std::string gpus = "0-3";
+    std::vector<std::string> extra_args;  // more ckprofd flags
+    std::vector<std::string> env;         // "K=V" for the daemon (and so its profilers)
+    std::string config_json;              // written to a file and passed with --config
+  };
+  explicit DaemonProcess(const std::string& dir) : dir_(dir) {}
+  ~DaemonProcess();
+
+  // Starts ckprofd; false (and `error`) when it exits or is not ready within 30 s.
+  bool Start(const Options& options, std::string* error);
+  // Sends a signal and, unless sig is 0, waits for the exit; returns the wait status.
+  int Signal(int sig);
+  int pid() const { return pid_; }
+  std::string socket() const { return dir_ + "/ckprofd.sock"; }
+  std::string state_dir() const { return dir_ + "/state"; }
+  std::string log_path() const { return dir_ + "/ckprofd.log"; }
+
+ private:
+  std::string dir_;
+  int pid_ = -1;
+};
+
+// Processes whose environment holds `needle` ("CKPROFD_STATE=/dir").
+std::vector<int> ProcessesWithEnv(const std::string& needle);
+
+}  // namespace ckprof::testing

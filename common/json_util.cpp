@@ -1,0 +1,88 @@
+#include "common/json_util.h"
+
+#include <algorithm>
+
+namespace ckprof {
+namespace {
+
+template <typename JsonT>
+Result<JsonT> ParseImpl(std::string_view text, size_t max_depth) {
+  if (Status depth = CheckJsonDepth(text, max_depth); !depth) return Error{depth.error()};
+  try {
+    return JsonT::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string what = e.what();
+    // nlohmann's message: "[json.exception.parse_error.101] parse error at line 1, column 2:
+    // syntax error while parsing value - invalid literal; last read: 'x'". Keep the reason.
+    auto pos = what.find(": ", what.find("parse error"));
+    std::string reason = pos == std::string::npos ? what : what.substr(pos + 2);
+    size_t offset = e.byte == 0 ? 0 : e.byte - 1;
+    return MakeError("not valid JSON at " + LineColumn(text, std::min(offset, text.size())) +
+                     ": " + reason);
+  } catch (const std::exception& e) {
+    return MakeError(std::string("not valid JSON: ") + e.what());
+  }
+}
+
+}  // namespace
+
+std::string LineColumn(std::string_view text, size_t offset) {
+  offset = std::min(offset, text.size());
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(col);
+}
+
+Status CheckJsonDepth(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        return MakeError("JSON nested deeper than " + std::to_string(max_depth) + " levels at " +
+                         LineColumn(text, i));
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<nlohmann::json> ParseJson(std::string_view text, size_t max_depth) {
+  return ParseImpl<nlohmann::json>(text, max_depth);
+}
+
+Result<nlohmann::ordered_json> ParseOrderedJson(std::string_view text, size_t max_depth) {
+  return ParseImpl<nlohmann::ordered_json>(text, max_depth);
+}
+
+std::string DumpJson(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string DumpJson(const nlohmann::ordered_json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+}  // namespace ckprof

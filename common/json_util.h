@@ -1,0 +1,34 @@
+// Safe parsing of untrusted JSON text: never throws, bounds nesting depth (nlohmann's DOM
+// parser recurses, so a frame of a million '[' would otherwise overflow the stack), and
+// reports errors with line and column.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace ckprof {
+
+inline constexpr size_t kMaxJsonDepth = 256;
+
+// "line 3, column 14" for a 0-based byte offset into text.
+std::string LineColumn(std::string_view text, size_t offset);
+
+// Checks that arrays/objects nest at most max_depth deep (strings are skipped properly).
+Status CheckJsonDepth(std::string_view text, size_t max_depth = kMaxJsonDepth);
+
+// Parses text; errors read "not valid JSON at line L, column C: <reason>" or "JSON nested
+// deeper than N levels".
+Result<nlohmann::json> ParseJson(std::string_view text, size_t max_depth = kMaxJsonDepth);
+Result<nlohmann::ordered_json> ParseOrderedJson(std::string_view text,
+                                                size_t max_depth = kMaxJsonDepth);
+
+// Compact dump that replaces invalid UTF-8 instead of throwing.
+std::string DumpJson(const nlohmann::json& j, int indent = -1);
+std::string DumpJson(const nlohmann::ordered_json& j, int indent = -1);
+
+}  // namespace ckprof

@@ -1,0 +1,394 @@
+#include "common/protocol.h"
+
+#include <cmath>
+#include <limits>
+
+#include "common/json_util.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::json;
+
+struct TypeName {
+  RequestType type;
+  const char* name;
+};
+constexpr TypeName kTypeNames[] = {
+    {RequestType::kHello, "hello"},     {RequestType::kPing, "ping"},
+    {RequestType::kSubmit, "submit"},   {RequestType::kStatus, "status"},
+    {RequestType::kList, "list"},       {RequestType::kResults, "results"},
+    {RequestType::kCancel, "cancel"},   {RequestType::kRetry, "retry"},
+    {RequestType::kWatch, "watch"},     {RequestType::kGpus, "gpus"},
+    {RequestType::kDrain, "drain"},     {RequestType::kResume, "resume"},
+    {RequestType::kBoost, "boost"},
+};
+
+// Reads optional typed fields of an untrusted object, remembering the first error.
+class FieldReader {
+ public:
+  FieldReader(const json& obj, std::string what) : obj_(obj), what_(std::move(what)) {}
+
+  void Int(const char* key, int64_t* out, int64_t min, int64_t max) {
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return;
+    if (!it->is_number_integer() ||
+        (it->is_number_unsigned() &&
+         it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+      return Fail(key, "must be an integer");
+    }
+    int64_t v = it->get<int64_t>();
+    if (v < min || v > max) {
+      return Fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    }
+    *out = v;
+  }
+  void Int(const char* key, int* out, int min, int max) {
+    int64_t v = *out;
+    Int(key, &v, min, max);
+    *out = static_cast<int>(v);
+  }
+  void Double(const char* key, double* out, double min, double max) {
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return;
+    if (!it->is_number()) return Fail(key, "must be a number");
+    double v = it->get<double>();
+    if (!std::isfinite(v) || v < min || v > max) return Fail(key, "is out of range");
+    *out = v;
+  }
+  void Bool(const char* key, bool* out) {
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return;
+    if (!it->is_boolean()) return Fail(key, "must be true or false");
+    *out = it->get<bool>();
+  }
+  void String(const char* key, std::string* out, size_t max_len) {
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return;
+    if (!it->is_string()) return Fail(key, "must be a string");
+    const auto& s = it->get_ref<const std::string&>();
+    if (s.size() > max_len) return Fail(key, "is too long (" + std::to_string(s.size()) + " bytes)");
+    *out = s;
+  }
+  void IntList(const char* key, std::vector<int>* out, int min, int max) {
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return;
+    if (!it->is_array() || it->size() > 4096) return Fail(key, "must be a list of integers");
+    out->clear();
+    for (const auto& e : *it) {
+      if (!e.is_number_integer() || e.get<int64_t>() < min || e.get<int64_t>() > max) {
+        return Fail(key, "must hold integers between " + std::to_string(min) + " and " +
+                             std::to_string(max));
+      }
+      out->push_back(static_cast<int>(e.get<int64_t>()));
+    }
+  }
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+
+ private:
+  void Fail(const char* key, const std::string& why) {
+    if (error_.empty()) error_ = what_ + " field '" + key + "' " + why;
+  }
+  const json& obj_;
+  std::string what_;
+  std::string error_;
+};
+
+constexpr int64_t kMaxId = std::numeric_limits<int64_t>::max();
+
+}  // namespace
+
+std::string_view RequestTypeName(RequestType t) {
+  for (const auto& tn : kTypeNames) {
+    if (tn.type == t) return tn.name;
+  }
+  return "unknown";
+}
+
+std::optional<RequestType> ParseRequestTypeName(std::string_view name) {
+  for (const auto& tn : kTypeNames) {
+    if (name == tn.name) return tn.type;
+  }
+  return std::nullopt;
+}
+
+Result<Request> ParseRequest(std::string_view frame) {
+  auto parsed = ParseJson(frame);
+  if (!parsed) return MakeError("malformed request: " + parsed.error());
+  const json& j = *parsed;
+  if (!j.is_object()) return MakeError("malformed request: a request must be a JSON object");
+  auto type_it = j.find("type");
+  if (type_it == j.end() || !type_it->is_string()) {
+    return MakeError("malformed request: field 'type' is missing or not a string");
+  }
+  auto type = ParseRequestTypeName(type_it->get<std::string>());
+  if (!type) {
+    return MakeError("unknown request type '" + type_it->get<std::string>() + "'");
+  }
+  Request r;
+  r.type = *type;
+  FieldReader f(j, "request");
+  f.Int("id", &r.id, 0, kMaxId);
+  switch (r.type) {
+    case RequestType::kHello:
+      f.Int("protocol", &r.protocol, 0, 1 << 20);
+      f.String("client", &r.client, 256);
+      break;
+    case RequestType::kSubmit: {
+      auto& s = r.submit;
+      auto content = j.find("content");
+      if (content == j.end() || !content->is_string()) {
+        return MakeError("submit: field 'content' (the input file's text) is missing");
+      }
+      f.String("content", &s.content, std::numeric_limits<size_t>::max());
+      f.String("input_name", &s.input_name, 4096);
+      f.String("name", &s.name, 256);
+      f.Int("priority", &s.priority, -1000, 1000);
+      f.IntList("gpus", &s.gpus, 0, 1023);
+      f.Int("max_gpus", &s.max_gpus, 0, 1024);
+      f.Double("not_before", &s.not_before, 0, 1e11);
+      f.Double("timeout_s", &s.timeout_s, -1, 1e7);
+      f.Int("max_ops", &s.max_ops, 0, kMaxId);
+      f.Bool("dry_run", &s.dry_run);
+      f.String("data_type", &s.data_type, 16);
+      f.String("layout", &s.layout, 16);
+      f.String("profiler_path", &s.profiler_path, 4096);
+      f.String("cwd", &s.cwd, 4096);
+      break;
+    }
+    case RequestType::kStatus:
+    case RequestType::kList:
+    case RequestType::kResults:
+      f.Int("job_id", &r.job_id, 0, kMaxId);
+      f.Bool("all", &r.all);
+      break;
+    case RequestType::kCancel:
+    case RequestType::kRetry:
+    case RequestType::kWatch:
+      f.Int("job_id", &r.job_id, 1, kMaxId);
+      if (f.ok() && r.job_id <= 0) return MakeError("request field 'job_id' is missing");
+      break;
+    case RequestType::kBoost:
+      f.Int("job_id", &r.job_id, 1, kMaxId);
+      f.Int("priority", &r.priority, -1000, 1000);
+      if (f.ok() && r.job_id <= 0) return MakeError("request field 'job_id' is missing");
+      break;
+    case RequestType::kDrain:
+    case RequestType::kResume:
+      f.Int("gpu", &r.gpu, 0, 1023);
+      if (f.ok() && r.gpu < 0) return MakeError("request field 'gpu' is missing");
+      break;
+    case RequestType::kPing:
+    case RequestType::kGpus:
+      break;
+  }
+  if (!f.ok()) return MakeError(f.error());
+  return r;
+}
+
+json RequestToJson(const Request& r) {
+  json j = {{"type", RequestTypeName(r.type)}, {"id", r.id}};
+  switch (r.type) {
+    case RequestType::kHello:
+      j["protocol"] = r.protocol;
+      j["client"] = r.client;
+      break;
+    case RequestType::kSubmit: {
+      const auto& s = r.submit;
+      j["content"] = s.content;
+      j["input_name"] = s.input_name;
+      j["name"] = s.name;
+      j["priority"] = s.priority;
+      j["gpus"] = s.gpus;
+      j["max_gpus"] = s.max_gpus;
+      j["not_before"] = s.not_before;
+      j["timeout_s"] = s.timeout_s;
+      j["max_ops"] = s.max_ops;
+      j["dry_run"] = s.dry_run;
+      j["data_type"] = s.data_type;
+      j["layout"] = s.layout;
+      j["profiler_path"] = s.profiler_path;
+      j["cwd"] = s.cwd;
+      break;
+    }
+    case RequestType::kStatus:
+    case RequestType::kList:
+    case RequestType::kResults:
+      if (r.job_id > 0) j["job_id"] = r.job_id;
+      j["all"] = r.all;
+      break;
+    case RequestType::kCancel:
+    case RequestType::kRetry:
+    case RequestType::kWatch:
+      j["job_id"] = r.job_id;
+      break;
+    case RequestType::kBoost:
+      j["job_id"] = r.job_id;
+      j["priority"] = r.priority;
+      break;
+    case RequestType::kDrain:
+    case RequestType::kResume:
+      j["gpu"] = r.gpu;
+      break;
+    case RequestType::kPing:
+    case RequestType::kGpus:
+      break;
+  }
+  return j;
+}
+
+json OkResponse(const Request& r) {
+  return json{{"type", RequestTypeName(r.type)}, {"id", r.id}, {"ok", true}};
+}
+
+json ErrorResponse(int64_t id, std::string_view message) {
+  return json{{"type", "error"}, {"id", id}, {"ok", false}, {"error", message}};
+}
+
+std::string Frame(const json& j) { return DumpJson(j) + "\n"; }
+
+json ToJson(const JobSummary& s) {
+  return json{{"id", s.id},
+              {"owner_uid", s.owner_uid},
+              {"owner", s.owner},
+              {"name", s.name},
+              {"state", s.state},
+              {"priority", s.priority},
+              {"total", s.total},
+              {"queued", s.queued},
+              {"running", s.running},
+              {"done", s.done()},
+              {"succeeded", s.succeeded},
+              {"failed", s.failed},
+              {"unsupported", s.unsupported},
+              {"cancelled", s.cancelled},
+              {"gpus_in_use", s.gpus_in_use},
+              {"submitted_at", s.submitted_at},
+              {"started_at", s.started_at},
+              {"finished_at", s.finished_at},
+              {"eta_s", s.eta_s},
+              {"profiler", s.profiler}};
+}
+
+namespace {
+
+// Tolerant readers for daemon-produced JSON (the client trusts the shape, not the values).
+template <typename T>
+void Get(const json& j, const char* key, T* out) {
+  auto it = j.find(key);
+  if (it != j.end() && !it->is_null()) {
+    try {
+      *out = it->get<T>();
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+}  // namespace
+
+Result<JobSummary> JobSummaryFromJson(const json& j) {
+  if (!j.is_object()) return MakeError("a job summary must be an object");
+  JobSummary s;
+  Get(j, "id", &s.id);
+  Get(j, "owner_uid", &s.owner_uid);
+  Get(j, "owner", &s.owner);
+  Get(j, "name", &s.name);
+  Get(j, "state", &s.state);
+  Get(j, "priority", &s.priority);
+  Get(j, "total", &s.total);
+  Get(j, "queued", &s.queued);
+  Get(j, "running", &s.running);
+  Get(j, "succeeded", &s.succeeded);
+  Get(j, "failed", &s.failed);
+  Get(j, "unsupported", &s.unsupported);
+  Get(j, "cancelled", &s.cancelled);
+  Get(j, "gpus_in_use", &s.gpus_in_use);
+  Get(j, "submitted_at", &s.submitted_at);
+  Get(j, "started_at", &s.started_at);
+  Get(j, "finished_at", &s.finished_at);
+  Get(j, "eta_s", &s.eta_s);
+  Get(j, "profiler", &s.profiler);
+  return s;
+}
+
+json ToJson(const TaskResult& t) {
+  json j = {{"task_id", t.task_id},
+            {"job_id", t.job_id},
+            {"position", t.position},
+            {"priority_rank", t.priority_rank},
+            {"operation", t.operation},
+            {"description", t.description},
+            {"command", t.command},
+            {"state", t.state},
+            {"gpu", t.gpu},
+            {"attempts", t.attempts},
+            {"returncode", t.returncode},
+            {"elapsed_s", t.elapsed_s},
+            {"started_at", t.started_at},
+            {"ended_at", t.ended_at},
+            {"best_name", t.best_name},
+            {"avg_ms", t.avg_ms},
+            {"tflops", t.tflops},
+            {"gbps", t.gbps},
+            {"split_k", t.split_k},
+            {"valids", t.valids},
+            {"error", t.error}};
+  if (!t.stdout_text.empty()) j["stdout"] = t.stdout_text;
+  if (!t.stderr_text.empty()) j["stderr"] = t.stderr_text;
+  if (!t.config.is_null()) j["config"] = json::parse(t.config.dump());
+  return j;
+}
+
+Result<TaskResult> TaskResultFromJson(const json& j) {
+  if (!j.is_object()) return MakeError("a task result must be an object");
+  TaskResult t;
+  Get(j, "task_id", &t.task_id);
+  Get(j, "job_id", &t.job_id);
+  Get(j, "position", &t.position);
+  Get(j, "priority_rank", &t.priority_rank);
+  Get(j, "operation", &t.operation);
+  Get(j, "description", &t.description);
+  Get(j, "command", &t.command);
+  Get(j, "state", &t.state);
+  Get(j, "gpu", &t.gpu);
+  Get(j, "attempts", &t.attempts);
+  Get(j, "returncode", &t.returncode);
+  Get(j, "elapsed_s", &t.elapsed_s);
+  Get(j, "started_at", &t.started_at);
+  Get(j, "ended_at", &t.ended_at);
+  Get(j, "best_name", &t.best_name);
+  Get(j, "avg_ms", &t.avg_ms);
+  Get(j, "tflops", &t.tflops);
+  Get(j, "gbps", &t.gbps);
+  Get(j, "split_k", &t.split_k);
+  Get(j, "valids", &t.valids);
+  Get(j, "error", &t.error);
+  Get(j, "stdout", &t.stdout_text);
+  Get(j, "stderr", &t.stderr_text);
+  if (auto it = j.find("config"); it != j.end() && it->is_object()) {
+    t.config = nlohmann::ordered_json::parse(it->dump());
+  }
+  return t;
+}
+
+json ToJson(const GpuInfo& g) {
+  return json{{"index", g.index},       {"drained", g.drained},     {"task_id", g.task_id},
+              {"job_id", g.job_id},     {"owner_uid", g.owner_uid}, {"busy_since", g.busy_since},
+              {"tasks_run", g.tasks_run}};
+}
+
+Result<GpuInfo> GpuInfoFromJson(const json& j) {
+  if (!j.is_object()) return MakeError("a GPU entry must be an object");
+  GpuInfo g;
+  Get(j, "index", &g.index);
+  Get(j, "drained", &g.drained);
+  Get(j, "task_id", &g.task_id);
+  Get(j, "job_id", &g.job_id);
+  Get(j, "owner_uid", &g.owner_uid);
+  Get(j, "busy_since", &g.busy_since);
+  Get(j, "tasks_run", &g.tasks_run);
+  return g;
+}
+
+}  // namespace ckprof

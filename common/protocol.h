@@ -1,0 +1,151 @@
+// The ckprofd wire protocol, defined once for client and daemon.
+//
+// Framing: newline-delimited JSON over a Unix stream socket; one JSON object per line, at most
+// `max_frame_bytes` long (the daemon answers a longer frame with an error and closes). The
+// client opens with {"type":"hello","protocol":1}; the daemon answers with its own hello.
+// Every later request carries "type" and a client-chosen integer "id" that the response
+// repeats. A response has "ok": true and the payload, or "ok": false and "error". `watch`
+// answers with a stream of {"type":"event"} frames and ends with {"type":"end"}.
+//
+// The daemon never trusts who the client says it is: identity comes from SO_PEERCRED.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace ckprof {
+
+inline constexpr int kProtocolVersion = 1;
+inline constexpr const char* kDefaultSocketPath = "/run/ckprofd/ckprofd.sock";
+inline constexpr size_t kDefaultMaxFrameBytes = 256u << 20;  // 256 MiB: a submit carries a file.
+
+enum class RequestType {
+  kHello,
+  kPing,
+  kSubmit,
+  kStatus,   // one job (job_id) or all visible jobs
+  kList,     // alias of status without job_id; `all` includes finished jobs
+  kResults,  // per-task results of a job
+  kCancel,
+  kRetry,
+  kWatch,
+  kGpus,
+  kDrain,
+  kResume,
+  kBoost,  // admins: set a job's priority
+};
+
+std::string_view RequestTypeName(RequestType t);
+std::optional<RequestType> ParseRequestTypeName(std::string_view name);
+
+// What a submit carries. The content is the input file's text (IR list, trace or configs).
+struct SubmitOptions {
+  std::string content;
+  std::string input_name;     // the file name, for display only
+  std::string name;           // job name; default: input_name
+  int priority = 0;           // higher runs first within the submitting user's jobs
+  std::vector<int> gpus;      // allowed GPUs; empty = any
+  int max_gpus = 0;           // at most this many GPUs at once; 0 = no limit
+  double not_before = 0;      // unix seconds; 0 = now
+  double timeout_s = -1;      // per-task timeout; -1 = the daemon's default, 0 = none
+  int64_t max_ops = 0;        // keep only the first N configs; 0 = all
+  bool dry_run = false;       // return the commands, run nothing, store nothing
+  std::string data_type;      // "", "auto", "fp16", "bf16", "fp32"
+  std::string layout;         // "", "auto", "nchw", "nhwc"
+  std::string profiler_path;  // absolute; empty = the daemon's default
+  std::string cwd;            // the client's working directory (tasks run there as root daemon)
+};
+
+struct Request {
+  RequestType type = RequestType::kPing;
+  int64_t id = 0;
+  int protocol = 0;            // hello
+  std::string client;          // hello: "ckprof 0.1.0"
+  SubmitOptions submit;        // submit
+  int64_t job_id = 0;          // status, results, cancel, retry, watch, boost
+  bool all = false;            // list/status: include finished jobs; results: include output
+  int gpu = -1;                // drain, resume
+  int priority = 0;            // boost
+};
+
+// Parses and validates one frame. Errors name the field: "request field 'job_id' must be a
+// positive integer".
+Result<Request> ParseRequest(std::string_view frame);
+nlohmann::json RequestToJson(const Request& r);
+
+// Response helpers.
+nlohmann::json OkResponse(const Request& r);
+nlohmann::json ErrorResponse(int64_t id, std::string_view message);
+
+// Formats a frame: compact JSON plus '\n'. Invalid UTF-8 is replaced, never thrown on.
+std::string Frame(const nlohmann::json& j);
+
+// A job as `status` and `list` report it.
+struct JobSummary {
+  int64_t id = 0;
+  uint32_t owner_uid = 0;
+  std::string owner;  // user name, or the uid as text
+  std::string name;
+  std::string state;  // queued, running, finished, cancelled
+  int priority = 0;
+  int64_t total = 0, queued = 0, running = 0, succeeded = 0, failed = 0, unsupported = 0,
+          cancelled = 0;
+  std::vector<int> gpus_in_use;
+  double submitted_at = 0, started_at = 0, finished_at = 0;  // unix seconds; 0 = not yet
+  double eta_s = -1;                                           // -1 = unknown
+  std::string profiler;                                        // the resolved profiler, described
+  int64_t done() const { return total - queued - running; }
+  bool all_ok() const { return succeeded == total; }
+};
+nlohmann::json ToJson(const JobSummary& j);
+Result<JobSummary> JobSummaryFromJson(const nlohmann::json& j);
+
+// One task's result (what `results` returns per task).
+struct TaskResult {
+  int64_t task_id = 0;
+  int64_t job_id = 0;
+  int64_t position = 0;  // 1-based, in the job's config order
+  int64_t priority_rank = 0;
+  std::string operation;  // profile_grouped_conv_fwd, ...
+  std::string description;
+  std::string command;  // the command line, for display
+  std::string state;    // queued, running, succeeded, unsupported, failed, crashed, timed_out,
+                        // cancelled, interrupted, spawn_failed
+  int gpu = -1;
+  int attempts = 0;
+  int returncode = 0;  // exit code; -signal when killed by a signal
+  double elapsed_s = 0;
+  double started_at = 0, ended_at = 0;
+  std::string best_name;
+  double avg_ms = 0, tflops = 0, gbps = 0;
+  std::string split_k;
+  int valids = -1;
+  std::string error;  // why it did not succeed; empty when it did
+  std::string stdout_text, stderr_text;  // bounded head+tail captures (only when asked)
+  nlohmann::ordered_json config;         // the CK config (only when asked)
+  bool finished() const { return state != "queued" && state != "running"; }
+  bool ok() const { return state == "succeeded"; }
+};
+nlohmann::json ToJson(const TaskResult& t);
+Result<TaskResult> TaskResultFromJson(const nlohmann::json& j);
+
+struct GpuInfo {
+  int index = 0;
+  bool drained = false;
+  int64_t task_id = 0;  // running task, 0 = idle
+  int64_t job_id = 0;
+  uint32_t owner_uid = 0;
+  double busy_since = 0;
+  int64_t tasks_run = 0;
+};
+nlohmann::json ToJson(const GpuInfo& g);
+Result<GpuInfo> GpuInfoFromJson(const nlohmann::json& j);
+
+}  // namespace ckprof

@@ -1,0 +1,179 @@
+#include "common/results_file.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <iomanip>
+#include <sstream>
+
+namespace ckprof {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+bool Skipped(const TaskResult& t) { return t.state == "cancelled" || !t.finished(); }
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Shortens to `width` display columns (UTF-8 aware enough for our names: ASCII).
+std::string Fit(const std::string& s, size_t width) {
+  if (s.size() <= width) return s + std::string(width - s.size(), ' ');
+  return s.substr(0, width - 3) + "...";
+}
+
+std::string Right(const std::string& s, size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+std::string ShortOp(const std::string& op) {
+  if (op.find("bwd_data") != std::string::npos) return "bwd_data";
+  if (op.find("bwd_weight") != std::string::npos) return "bwd_weight";
+  return "fwd";
+}
+
+}  // namespace
+
+std::string FormatNumber(double v, int precision) {
+  if (!std::isfinite(v)) return v > 0 ? "inf" : "-";
+  std::ostringstream ss;
+  ss << std::setprecision(precision) << v;
+  return ss.str();
+}
+
+ResultStats ComputeStats(const std::vector<TaskResult>& tasks) {
+  ResultStats s;
+  s.total = static_cast<int64_t>(tasks.size());
+  for (const auto& t : tasks) {
+    if (t.ok()) {
+      ++s.success;
+    } else if (Skipped(t)) {
+      ++s.skipped;
+      if (t.state == "cancelled") ++s.cancelled;
+    } else {
+      ++s.failed;
+      if (t.state == "unsupported") ++s.unsupported;
+    }
+  }
+  return s;
+}
+
+std::string LocalTimestamp() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return buf;
+}
+
+ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& owner,
+                      const std::string& timestamp) {
+  ResultStats s = ComputeStats(tasks);
+  ojson out = ojson::object();
+  out["timestamp"] = timestamp;
+  out["stats"] = {{"total", s.total},         {"success", s.success},
+                  {"failed", s.failed},       {"skipped", s.skipped},
+                  {"unsupported", s.unsupported}, {"cancelled", s.cancelled}};
+  ojson results = ojson::array();
+  std::vector<const TaskResult*> ordered;
+  for (const auto& t : tasks) ordered.push_back(&t);
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const TaskResult* a, const TaskResult* b) { return a->position < b->position; });
+  for (const TaskResult* t : ordered) {
+    ojson r = ojson::object();
+    r["operation"] = t->operation;
+    r["description"] = t->description;
+    r["priority_rank"] = t->priority_rank;
+    r["success"] = t->ok();
+    r["returncode"] = t->returncode;
+    r["elapsed_time"] = std::round(t->elapsed_s * 1000) / 1000;
+    r["command"] = t->command;
+    r["error"] = t->ok() ? ojson(nullptr) : ojson(t->error.empty() ? t->state : t->error);
+    r["stdout"] = t->stdout_text;
+    // Ours, after the original's keys.
+    r["status"] = t->state;
+    r["gpu"] = t->gpu;
+    r["best_instance"] = t->best_name.empty() ? ojson(nullptr) : ojson(t->best_name);
+    r["avg_time_ms"] = t->ok() ? ojson(t->avg_ms) : ojson(nullptr);
+    r["tflops"] = t->ok() ? ojson(t->tflops) : ojson(nullptr);
+    r["gb_per_s"] = t->ok() ? ojson(t->gbps) : ojson(nullptr);
+    r["split_k"] = t->split_k.empty() ? ojson(nullptr) : ojson(t->split_k);
+    r["valid_instances"] = t->valids;
+    r["attempts"] = t->attempts;
+    r["owner"] = owner;
+    r["job_id"] = t->job_id;
+    r["task_id"] = t->task_id;
+    r["position"] = t->position;
+    r["stderr"] = t->stderr_text;
+    if (!t->config.is_null()) r["config"] = t->config;
+    results.push_back(std::move(r));
+  }
+  out["results"] = std::move(results);
+  return out;
+}
+
+std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
+  std::string out =
+      "job_id,task_id,position,priority_rank,operation,description,status,gpu,attempts,"
+      "returncode,elapsed_s,best_instance,avg_time_ms,tflops,gb_per_s,split_k,valid_instances,"
+      "error,command\n";
+  std::vector<const TaskResult*> ordered;
+  for (const auto& t : tasks) ordered.push_back(&t);
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const TaskResult* a, const TaskResult* b) { return a->position < b->position; });
+  for (const TaskResult* t : ordered) {
+    std::ostringstream row;
+    row << t->job_id << ',' << t->task_id << ',' << t->position << ',' << t->priority_rank << ','
+        << CsvField(t->operation) << ',' << CsvField(t->description) << ',' << t->state << ','
+        << t->gpu << ',' << t->attempts << ',' << t->returncode << ','
+        << FormatNumber(t->elapsed_s, 6) << ',' << CsvField(t->best_name) << ','
+        << (t->ok() ? FormatNumber(t->avg_ms, 6) : "") << ','
+        << (t->ok() ? FormatNumber(t->tflops, 6) : "") << ','
+        << (t->ok() ? FormatNumber(t->gbps, 6) : "") << ',' << CsvField(t->split_k) << ','
+        << t->valids << ',' << CsvField(t->error) << ',' << CsvField(t->command) << '\n';
+    out += row.str();
+  }
+  return out;
+}
+
+std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width) {
+  std::vector<const TaskResult*> ordered;
+  for (const auto& t : tasks) ordered.push_back(&t);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const TaskResult* a, const TaskResult* b) {
+    return std::tie(a->priority_rank, a->position) < std::tie(b->priority_rank, b->position);
+  });
+  // Fixed columns: rank 5, op 11, problem 44, outcome 12, ms 10, TFlops 9, GB/s 9 + spaces.
+  const size_t fixed = 5 + 11 + 44 + 12 + 10 + 9 + 9 + 8;
+  const size_t kernel_w = width > fixed + 20 ? width - fixed : 20;
+  std::string out = Right("rank", 5) + " " + Fit("op", 11) + " " + Fit("problem", 44) + " " +
+                    Fit("outcome", 12) + " " + Right("ms", 10) + " " + Right("TFlops", 9) + " " +
+                    Right("GB/s", 9) + " " + "best kernel\n";
+  for (const TaskResult* t : ordered) {
+    std::string problem = t->description;
+    if (auto colon = problem.find(": "); colon != std::string::npos) problem = problem.substr(colon + 2);
+    const bool ok = t->ok();
+    std::string kernel = ok ? t->best_name : t->error;
+    if (kernel.size() > kernel_w) kernel = kernel.substr(0, kernel_w - 3) + "...";
+    out += Right(std::to_string(t->priority_rank), 5) + " " + Fit(ShortOp(t->operation), 11) + " " +
+           Fit(problem, 44) + " " + Fit(t->state, 12) + " " +
+           Right(ok ? FormatNumber(t->avg_ms, 5) : "-", 10) + " " +
+           Right(ok ? FormatNumber(t->tflops, 4) : "-", 9) + " " +
+           Right(ok ? FormatNumber(t->gbps, 4) : "-", 9) + " " + kernel + "\n";
+  }
+  ResultStats s = ComputeStats(tasks);
+  out += std::to_string(s.total) + " task(s): " + std::to_string(s.success) + " succeeded, " +
+         std::to_string(s.failed) + " failed" +
+         (s.unsupported ? " (" + std::to_string(s.unsupported) + " unsupported)" : "") + ", " +
+         std::to_string(s.skipped) + " skipped\n";
+  return out;
+}
+
+}  // namespace ckprof

@@ -1,0 +1,40 @@
+// The results formats: the original tools' profiler_results.json (its keys keep their meaning,
+// ours follow), a CSV with one row per task, and a readable table ranked by priority_rank.
+// Plain functions; any thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/protocol.h"
+
+namespace ckprof {
+
+struct ResultStats {
+  int64_t total = 0, success = 0, failed = 0, skipped = 0;  // the original's four
+  int64_t unsupported = 0, cancelled = 0;                   // ours: unsupported counts as failed
+};
+
+// success: succeeded; skipped: cancelled or never run; failed: everything else (unsupported
+// included: CK exits 0 when no instance supports a problem, which is no result).
+ResultStats ComputeStats(const std::vector<TaskResult>& tasks);
+
+// {"timestamp", "stats", "results": [...]} in the original's layout. `owner` is recorded per
+// result. `timestamp` is local time "YYYY-MM-DDTHH:MM:SS".
+nlohmann::ordered_json ResultsFileJson(const std::vector<TaskResult>& tasks,
+                                       const std::string& owner, const std::string& timestamp);
+std::string LocalTimestamp();
+
+// One header row, then one row per task in position order; RFC 4180 quoting.
+std::string ResultsCsv(const std::vector<TaskResult>& tasks);
+
+// Ranked by priority_rank: rank, op, problem, outcome, best kernel, ms, TFlops, GB/s.
+// `width` bounds the line length (long names are shortened with "…").
+std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width = 160);
+
+// "1.23 ms" style helpers shared by the console outputs.
+std::string FormatNumber(double v, int precision = 4);
+
+}  // namespace ckprof

@@ -1,0 +1,126 @@
+#include "daemon/daemon_config.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "common/json_util.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::json;
+
+// Drops whole-line '//' comments so the example config can explain itself.
+std::string StripComments(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    auto first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line.compare(first, 2, "//") == 0) line.clear();
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig c) {
+  std::ifstream in(path);
+  if (!in) return MakeError("config file " + path + " cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto parsed = ParseJson(StripComments(ss.str()));
+  if (!parsed) return MakeError("config file " + path + ": " + parsed.error());
+  const json& j = *parsed;
+  if (!j.is_object()) return MakeError("config file " + path + ": must be a JSON object");
+  c.config_file = path;
+  std::string err;
+  auto bad = [&](const std::string& key, const std::string& what) {
+    if (err.empty()) err = "config file " + path + ": key '" + key + "' " + what;
+  };
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    auto str = [&](std::string* out) {
+      if (v.is_string()) *out = v.get<std::string>(); else bad(k, "must be a string");
+    };
+    auto num = [&](double* out, double min) {
+      if (v.is_number() && v.get<double>() >= min) *out = v.get<double>();
+      else bad(k, "must be a number >= " + std::to_string(static_cast<int64_t>(min)));
+    };
+    auto strlist = [&](std::vector<std::string>* out) {
+      if (v.is_string()) {
+        *out = {v.get<std::string>()};
+      } else if (v.is_array() && std::all_of(v.begin(), v.end(), [](const json& e) {
+                   return e.is_string();
+                 })) {
+        *out = v.get<std::vector<std::string>>();
+      } else {
+        bad(k, "must be a string or a list of strings");
+      }
+    };
+    if (k == "socket") str(&c.socket);
+    else if (k == "socket_group") str(&c.socket_group);
+    else if (k == "socket_mode") {
+      std::string m;
+      if (v.is_string()) {
+        m = v.get<std::string>();
+        c.socket_mode = static_cast<uint32_t>(std::stoul(m, nullptr, 8));
+      } else if (v.is_number_integer()) {
+        c.socket_mode = v.get<uint32_t>();
+      } else {
+        bad(k, "must be an octal string such as \"0660\"");
+      }
+    } else if (k == "state_dir") str(&c.state_dir);
+    else if (k == "gpus") {
+      if (v.is_array()) {
+        std::string s;
+        for (const auto& e : v) {
+          if (!e.is_number_integer()) { bad(k, "must be \"auto\", \"0,1\" or a list of integers"); break; }
+          s += (s.empty() ? "" : ",") + std::to_string(e.get<int64_t>());
+        }
+        c.gpus = s;
+      } else {
+        str(&c.gpus);
+      }
+    } else if (k == "profiler_path") str(&c.profiler_path);
+    else if (k == "pin_env") strlist(&c.pin_env);
+    else if (k == "timeout") num(&c.timeout_s, 0);
+    else if (k == "kill_grace") num(&c.kill_grace_s, 0);
+    else if (k == "log_level") str(&c.log_level);
+    else if (k == "admin_group") str(&c.admin_group);
+    else if (k == "allowed_profiler_roots") strlist(&c.allowed_profiler_roots);
+    else if (k == "fair_share_half_life") num(&c.fair_share_half_life_s, 1);
+    else if (k == "max_attempts") {
+      double d = c.max_attempts;
+      num(&d, 1);
+      c.max_attempts = static_cast<int>(d);
+    } else if (k == "max_frame_bytes") {
+      double d = static_cast<double>(c.max_frame_bytes);
+      num(&d, 1024);
+      c.max_frame_bytes = static_cast<uint64_t>(d);
+    } else if (k == "client_timeout") num(&c.client_timeout_s, 0.1);
+    else if (k == "max_clients") {
+      double d = c.max_clients;
+      num(&d, 1);
+      c.max_clients = static_cast<int>(d);
+    } else if (k == "full_sync") {
+      if (v.is_boolean()) c.full_sync = v.get<bool>(); else bad(k, "must be true or false");
+    } else if (k == "capture_bytes") {
+      double d = static_cast<double>(c.capture_bytes);
+      num(&d, 256);
+      c.capture_bytes = static_cast<size_t>(d);
+    } else {
+      bad(k, "is not a known setting (see config/ckprofd.json)");
+    }
+  }
+  if (!err.empty()) return MakeError(err);
+  return c;
+}
+
+}  // namespace ckprof

@@ -1,0 +1,41 @@
+// Launcher: the scheduler's seam to the outside world of processes. ProcessLauncher runs real
+// profilers through ProcessRunner; tests may substitute a fake. All calls and callbacks happen
+// on the daemon's io thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "daemon/runner.h"
+
+namespace ckprof {
+
+class Launcher {
+ public:
+  using RunId = uint64_t;
+  virtual ~Launcher() = default;
+  // Starts a run; on_done is called exactly once, later, on the io thread.
+  virtual RunId Start(RunSpec spec, std::function<void(RunResult)> on_done) = 0;
+  // The run's process (and process group) id; -1 when none (spawn failed or finished).
+  virtual int64_t Pid(RunId id) const = 0;
+  virtual bool Cancel(RunId id) = 0;
+  virtual bool Interrupt(RunId id) = 0;
+  virtual size_t running() const = 0;
+};
+
+class ProcessLauncher final : public Launcher {
+ public:
+  explicit ProcessLauncher(asio::any_io_executor ex) : runner_(std::move(ex)) {}
+  RunId Start(RunSpec spec, std::function<void(RunResult)> on_done) override {
+    return runner_.Start(std::move(spec), std::move(on_done));
+  }
+  int64_t Pid(RunId id) const override { return runner_.RunningPid(id); }
+  bool Cancel(RunId id) override { return runner_.Cancel(id); }
+  bool Interrupt(RunId id) override { return runner_.Interrupt(id); }
+  size_t running() const override { return runner_.running(); }
+
+ private:
+  ProcessRunner runner_;
+};
+
+}  // namespace ckprof

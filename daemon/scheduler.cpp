@@ -1,0 +1,935 @@
+#include "daemon/scheduler.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "common/ck_command.h"
+#include "common/json_util.h"
+#include "common/outcome.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::json;
+using Kind = Outcome::Kind;
+
+constexpr uint8_t KindByte(Kind k) { return static_cast<uint8_t>(k); }
+Kind ByteKind(uint8_t b) { return static_cast<Kind>(b); }
+
+bool Retryable(Kind k) {
+  return k == Kind::kFailed || k == Kind::kCrashed || k == Kind::kTimedOut ||
+         k == Kind::kSpawnFailed || k == Kind::kInterrupted || k == Kind::kCancelled;
+}
+
+// The task's result as stored: outcome, command, parsed perf and bounded captures.
+std::string ResultJson(const Outcome& o, const std::string& command, int gpu,
+                       const RunResult* r) {
+  json j = {{"outcome", OutcomeKindName(o.kind)},
+            {"exit_code", o.exit_code},
+            {"signal", o.signal},
+            {"reason", o.reason},
+            {"summary", o.Summary()},
+            {"command", command},
+            {"gpu", gpu}};
+  if (r) {
+    j["elapsed_s"] = r->elapsed_s;
+    j["pid"] = r->pid;
+    const CkPerf& p = r->perf;
+    json top = json::array();
+    for (const auto& t : p.top) {
+      top.push_back({{"name", t.name}, {"avg_ms", t.avg_ms}, {"tflops", t.tflops},
+                     {"gbps", t.gbps}, {"split_k", t.split_k}});
+    }
+    j["perf"] = {{"has_best", p.has_best},
+                 {"best_name", p.best_name},
+                 {"avg_ms", std::isfinite(p.avg_ms) ? p.avg_ms : 0.0},
+                 {"tflops", std::isfinite(p.tflops) ? p.tflops : 0.0},
+                 {"gbps", std::isfinite(p.gbps) ? p.gbps : 0.0},
+                 {"split_k", p.split_k},
+                 {"valids", p.valids},
+                 {"instances_tried", p.instances_tried},
+                 {"instances_supported", p.instances_supported},
+                 {"top", top}};
+    j["stdout"] = r->stdout_capture;
+    j["stderr"] = r->stderr_capture;
+    j["stdout_bytes"] = r->stdout_bytes;
+    j["stderr_bytes"] = r->stderr_bytes;
+  }
+  return DumpJson(j);
+}
+
+// Fills a TaskResult from a stored row.
+TaskResult ResultFromRecord(const TaskRecord& t, bool with_output) {
+  TaskResult r;
+  r.task_id = t.id;
+  r.job_id = t.job_id;
+  r.position = t.position;
+  r.priority_rank = t.rank;
+  r.operation = t.op;
+  r.state = t.state;
+  r.gpu = t.gpu;
+  r.attempts = t.attempts;
+  r.started_at = t.started_at;
+  r.ended_at = t.ended_at;
+  auto cfg = ParseOrderedJson(t.config);
+  if (cfg.ok()) {
+    auto c = ConfigFromJson(*cfg, static_cast<size_t>(t.position - 1));
+    if (c.ok()) r.description = c->description();
+    if (with_output) r.config = *cfg;
+  }
+  auto res = ParseJson(t.result);
+  if (res.ok() && res->is_object()) {
+    const json& j = *res;
+    r.command = j.value("command", "");
+    int exit_code = j.value("exit_code", 0), sig = j.value("signal", 0);
+    std::string outcome = j.value("outcome", "");
+    r.returncode = outcome == "crashed" ? -sig : exit_code;
+    if (outcome == "timed_out" || outcome == "cancelled" || outcome == "interrupted") {
+      r.returncode = sig ? -sig : -1;
+    }
+    if (outcome == "spawn_failed") r.returncode = -1;
+    r.elapsed_s = j.value("elapsed_s", 0.0);
+    if (outcome != "succeeded" && !outcome.empty()) r.error = j.value("summary", outcome);
+    if (auto p = j.find("perf"); p != j.end() && p->is_object()) {
+      r.best_name = p->value("best_name", "");
+      r.avg_ms = p->value("avg_ms", 0.0);
+      r.tflops = p->value("tflops", 0.0);
+      r.gbps = p->value("gbps", 0.0);
+      r.split_k = p->value("split_k", "");
+      r.valids = p->value("valids", -1);
+    }
+    if (with_output) {
+      r.stdout_text = j.value("stdout", "");
+      r.stderr_text = j.value("stderr", "");
+    }
+  }
+  return r;
+}
+
+// Processes whose environment carries our marker: profilers a dead daemon left behind even
+// when their process group never reached the store.
+std::vector<pid_t> FindMarkedProcesses(const std::string& marker) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (!d) return out;
+  const std::string needle = marker + '\0';
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 1 || pid == getpid()) continue;
+    std::ifstream env("/proc/" + std::string(e->d_name) + "/environ", std::ios::binary);
+    if (!env) continue;
+    std::string content((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    if (content.find(needle) != std::string::npos || content.rfind(marker, 0) == 0) {
+      out.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  closedir(d);
+  return out;
+}
+
+}  // namespace
+
+double UnixNow() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count() / 1e6;
+}
+
+Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
+                     SchedulerOptions options)
+    : ex_(ex),
+      store_(store),
+      launcher_(launcher),
+      options_(std::move(options)),
+      not_before_timer_(ex),
+      store_retry_timer_(ex) {
+  for (int g : options_.gpus) gpus_.push_back(Gpu{g});
+}
+
+Scheduler::~Scheduler() = default;
+
+void Scheduler::UpdateOptions(const SchedulerOptions& o) {
+  std::vector<int> gpus = options_.gpus;
+  options_ = o;
+  options_.gpus = gpus;  // the GPU set is fixed for the daemon's life
+}
+
+Scheduler::Gpu* Scheduler::FindGpu(int index) {
+  for (auto& g : gpus_) {
+    if (g.index == index) return &g;
+  }
+  return nullptr;
+}
+
+void Scheduler::ResolveTarget(Job& job) {
+  auto t = ResolveProfiler(job.rec.profiler_path);
+  if (t.ok()) {
+    job.target = *t;
+    job.target_error.clear();
+  } else {
+    job.target.reset();
+    job.target_error = t.error();
+  }
+}
+
+Status Scheduler::Recover() {
+  const double now = UnixNow();
+  if (Status s = store_.ForEachJob([&](JobRecord&& r) {
+        Job& j = jobs_[r.id];
+        j.rec = std::move(r);
+      });
+      !s) {
+    return s;
+  }
+  for (auto& [id, job] : jobs_) ResolveTarget(job);
+  if (Status s = store_.ForEachUsage([&](UsageRecord&& u) {
+        users_[u.uid].usage = u.usage;
+        users_[u.uid].updated_at = u.updated_at;
+      });
+      !s) {
+    return s;
+  }
+  // Leftover profilers first: no GPU may be handed out while a dead daemon's run goes on.
+  std::vector<TaskRecord> was_running;
+  if (Status s = store_.ForEachTaskBrief([&](TaskRecord&& r) {
+        auto job_it = jobs_.find(r.job_id);
+        if (job_it == jobs_.end()) return;
+        Task t;
+        t.id = r.id;
+        t.job_id = r.job_id;
+        t.position = r.position;
+        t.rank = r.rank;
+        t.est_cost = r.est_cost;
+        t.attempts = r.attempts;
+        t.gpu = r.gpu;
+        t.op = static_cast<uint8_t>(ParseOperationType(r.op).value_or(ConvOp::kFwd));
+        Job& job = job_it->second;
+        ++job.total;
+        if (r.state == "queued") {
+          t.state = TaskState::kQueued;
+        } else if (r.state == "running") {
+          t.state = TaskState::kQueued;  // decided below
+          was_running.push_back(r);
+        } else {
+          t.state = TaskState::kFinal;
+          t.outcome = KindByte(ParseOutcomeKindName(r.state).value_or(Kind::kFailed));
+          CountFinal(job, ByteKind(t.outcome), +1);
+          if (r.ended_at > r.started_at && r.started_at > 0) {
+            job.elapsed_sum += r.ended_at - r.started_at;
+            ++job.elapsed_n;
+          }
+        }
+        if (r.started_at > 0 && (job.first_start == 0 || r.started_at < job.first_start)) {
+          job.first_start = r.started_at;
+        }
+        tasks_.emplace(t.id, t);
+      });
+      !s) {
+    return s;
+  }
+  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(options_.grace_s * 1000));
+  for (const auto& r : was_running) {
+    if (r.pgid > 1) {
+      spdlog::warn("task {} (job {}) was running on GPU {} when ckprofd stopped; stopping its "
+                   "process group {}",
+                   r.id, r.job_id, r.gpu, r.pgid);
+      if (Status s = KillProcessGroupAndWait(static_cast<pid_t>(r.pgid), grace); !s) {
+        return MakeError("cannot stop the profiler left running by the previous ckprofd "
+                         "(process group " + std::to_string(r.pgid) + "): " + s.error());
+      }
+    }
+  }
+  if (!options_.state_dir.empty()) {
+    for (pid_t pid : FindMarkedProcesses("CKPROFD_STATE=" + options_.state_dir)) {
+      pid_t pgid = getpgid(pid);
+      if (pgid <= 1) continue;
+      spdlog::warn("stopping leftover profiler process {} (group {}) of a previous ckprofd", pid,
+                   pgid);
+      if (Status s = KillProcessGroupAndWait(pgid, grace); !s) {
+        return MakeError("cannot stop leftover profiler process group " + std::to_string(pgid) +
+                         ": " + s.error());
+      }
+    }
+  }
+  for (const auto& r : was_running) {
+    Task& t = tasks_.at(r.id);
+    Job& job = jobs_.at(r.job_id);
+    Outcome o{Kind::kInterrupted, 0, 0, "ckprofd stopped while it ran", };
+    const bool requeue = !job.rec.cancelled && t.attempts < options_.max_attempts;
+    std::string state = requeue ? "queued" : std::string(OutcomeKindName(Kind::kInterrupted));
+    if (!requeue && job.rec.cancelled) {
+      o = Outcome{Kind::kCancelled, 0, 0, "cancelled"};
+      state = OutcomeKindName(Kind::kCancelled);
+    }
+    if (Status s = store_.FinishAttempt(r.id, r.attempts, std::string(OutcomeKindName(o.kind)),
+                                        state, now, ResultJson(o, "", r.gpu, nullptr), nullptr);
+        !s) {
+      return s;
+    }
+    if (!requeue) {
+      t.state = TaskState::kFinal;
+      t.outcome = KindByte(o.kind);
+      CountFinal(job, o.kind, +1);
+    }
+    spdlog::info("task {} (job {}) interrupted by the restart: {}", r.id, r.job_id,
+                 requeue ? "requeued" : "attempts used up, left " + state);
+  }
+  for (auto& [id, t] : tasks_) {
+    if (t.state == TaskState::kQueued) {
+      Job& job = jobs_.at(t.job_id);
+      if (job.rec.cancelled) continue;  // cancelled jobs' queued tasks: handled below
+      Enqueue(t);
+    }
+  }
+  // A job cancelled while tasks were still queued (crash between the two commits).
+  for (auto& [id, job] : jobs_) {
+    if (!job.rec.cancelled) continue;
+    std::vector<int64_t> ids;
+    for (auto& [tid, t] : tasks_) {
+      if (t.job_id == id && t.state == TaskState::kQueued) ids.push_back(tid);
+    }
+    if (ids.empty()) continue;
+    Outcome o{Kind::kCancelled, 0, 0, "cancelled"};
+    if (Status s = store_.SetTasksState(ids, "cancelled", ResultJson(o, "", -1, nullptr), now);
+        !s) {
+      return s;
+    }
+    for (int64_t tid : ids) {
+      tasks_.at(tid).state = TaskState::kFinal;
+      tasks_.at(tid).outcome = KindByte(Kind::kCancelled);
+      CountFinal(job, Kind::kCancelled, +1);
+    }
+  }
+  for (auto& [id, job] : jobs_) MaybeFinishJob(job, now);
+  spdlog::info("recovered {} job(s), {} task(s): {} queued, {} were running", jobs_.size(),
+               tasks_.size(), queued_total_, was_running.size());
+  Dispatch();
+  return Status::Ok();
+}
+
+Result<int64_t> Scheduler::Submit(JobRecord job, const std::vector<CkConfig>& configs) {
+  if (shutting_down_) return MakeError("ckprofd is shutting down; submit again once it is back");
+  if (configs.empty()) return MakeError("the input holds no convolution to profile");
+  std::vector<TaskRecord> records;
+  records.reserve(configs.size());
+  int64_t position = 0;
+  for (const auto& c : configs) {
+    TaskRecord t;
+    t.position = ++position;
+    t.rank = c.priority_rank() > 0 ? c.priority_rank() : position;
+    t.op = std::string(OperationTypeName(c.op));
+    t.config = DumpJson(ConfigToJson(c));
+    t.est_cost = c.Flops();
+    records.push_back(std::move(t));
+  }
+  job.submitted_at = UnixNow();
+  if (Status s = store_.InsertJob(&job, &records); !s) {
+    return MakeError("the job could not be stored, so it was not accepted: " + s.error());
+  }
+  const int64_t id = job.id;
+  Job& j = jobs_[id];
+  j.rec = std::move(job);
+  ResolveTarget(j);
+  for (const auto& r : records) {
+    Task t;
+    t.id = r.id;
+    t.job_id = id;
+    t.position = r.position;
+    t.rank = r.rank;
+    t.est_cost = r.est_cost;
+    t.op = static_cast<uint8_t>(ParseOperationType(r.op).value_or(ConvOp::kFwd));
+    auto [it, _] = tasks_.emplace(t.id, t);
+    ++j.total;
+    Enqueue(it->second);
+  }
+  spdlog::info("job {} \"{}\" from {} (uid {}): {} task(s), priority {}, profiler {}", id,
+               j.rec.name, j.rec.owner, j.rec.uid, j.total, j.rec.priority,
+               j.target ? j.target->Describe() : "unresolved: " + j.target_error);
+  Dispatch();
+  Changed();
+  return id;
+}
+
+void Scheduler::Enqueue(Task& t) {
+  Job& job = jobs_.at(t.job_id);
+  t.state = TaskState::kQueued;
+  if (job.queue.emplace(t.rank, t.position, t.id).second) ++queued_total_;
+  UpdateActive(job);
+}
+
+void Scheduler::Dequeue(Task& t) {
+  Job& job = jobs_.at(t.job_id);
+  if (job.queue.erase(QueueKey{t.rank, t.position, t.id})) --queued_total_;
+  UpdateActive(job);
+}
+
+void Scheduler::UpdateActive(Job& job) {
+  User& u = users_[job.rec.uid];
+  auto key = std::make_pair(-job.rec.priority, job.rec.id);
+  if (job.queue.empty() || job.rec.cancelled) {
+    u.active_jobs.erase(key);
+  } else {
+    u.active_jobs.insert(key);
+  }
+}
+
+double Scheduler::EffectiveUsage(uint32_t uid, double now) const {
+  double usage = 0;
+  if (auto it = users_.find(uid); it != users_.end()) {
+    const User& u = it->second;
+    usage = u.usage * std::exp2(-(now - u.updated_at) / options_.half_life_s);
+  }
+  for (const auto& g : gpus_) {
+    if (!g.task_id) continue;
+    const Task& t = tasks_.at(g.task_id);
+    if (jobs_.at(t.job_id).rec.uid == uid) usage += std::max(0.0, now - g.busy_since);
+  }
+  return usage;
+}
+
+void Scheduler::ChargeUsage(uint32_t uid, double seconds, double now) {
+  User& u = users_[uid];
+  u.usage = u.usage * std::exp2(-(now - u.updated_at) / options_.half_life_s) + seconds;
+  u.updated_at = now;
+}
+
+Scheduler::Task* Scheduler::PickTask(const Gpu& gpu, double now) {
+  // Users with work, least recent GPU time first (ties: fewer running tasks, then uid).
+  struct Candidate {
+    double usage;
+    int running;
+    uint32_t uid;
+  };
+  std::vector<Candidate> users;
+  for (const auto& [uid, u] : users_) {
+    if (u.active_jobs.empty()) continue;
+    int running = 0;
+    for (const auto& g : gpus_) {
+      if (g.task_id && jobs_.at(tasks_.at(g.task_id).job_id).rec.uid == uid) ++running;
+    }
+    users.push_back({EffectiveUsage(uid, now), running, uid});
+  }
+  std::sort(users.begin(), users.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.usage, a.running, a.uid) < std::tie(b.usage, b.running, b.uid);
+  });
+  for (const auto& c : users) {
+    for (const auto& [neg_prio, job_id] : users_.at(c.uid).active_jobs) {
+      Job& job = jobs_.at(job_id);
+      if (job.queue.empty() || job.rec.cancelled) continue;
+      if (job.rec.not_before > now) continue;
+      if (job.rec.max_gpus > 0 && job.running >= job.rec.max_gpus) continue;
+      if (!job.rec.gpus.empty() &&
+          std::find(job.rec.gpus.begin(), job.rec.gpus.end(), gpu.index) == job.rec.gpus.end()) {
+        continue;
+      }
+      return &tasks_.at(std::get<2>(*job.queue.begin()));
+    }
+  }
+  return nullptr;
+}
+
+void Scheduler::Dispatch() {
+  if (dispatching_) {
+    dispatch_again_ = true;
+    return;
+  }
+  dispatching_ = true;
+  do {
+    dispatch_again_ = false;
+    if (shutting_down_) break;
+    const double now = UnixNow();
+    for (auto& gpu : gpus_) {
+      if (gpu.drained || gpu.task_id) continue;
+      while (!gpu.task_id) {
+        Task* t = PickTask(gpu, now);
+        if (!t) break;
+        StartTask(*t, gpu, now);
+        if (store_retry_timer_.expiry() > std::chrono::steady_clock::now()) break;
+      }
+    }
+    ArmNotBeforeTimer(now);
+  } while (dispatch_again_);
+  dispatching_ = false;
+  Changed();
+}
+
+void Scheduler::ArmNotBeforeTimer(double now) {
+  double next = 0;
+  for (const auto& [id, job] : jobs_) {
+    if (job.queue.empty() || job.rec.cancelled || job.rec.not_before <= now) continue;
+    if (next == 0 || job.rec.not_before < next) next = job.rec.not_before;
+  }
+  if (next == 0 || next == not_before_armed_) return;
+  not_before_armed_ = next;
+  not_before_timer_.expires_after(
+      std::chrono::microseconds(static_cast<int64_t>((next - now) * 1e6) + 1000));
+  not_before_timer_.async_wait([this](const asio::error_code& ec) {
+    if (ec) return;
+    not_before_armed_ = 0;
+    Dispatch();
+  });
+}
+
+void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
+  Job& job = jobs_.at(task.job_id);
+  Dequeue(task);
+  // The command: from the stored config and the job's profiler.
+  std::vector<std::string> argv;
+  std::string error;
+  auto config_text = store_.TaskConfig(task.id);
+  if (!config_text) {
+    error = config_text.error();
+  } else if (!job.target) {
+    ResolveTarget(job);  // the profiler may have appeared since
+  }
+  if (error.empty() && !job.target) error = job.target_error;
+  if (error.empty()) {
+    auto cfg_json = ParseOrderedJson(*config_text);
+    auto cfg = cfg_json ? ConfigFromJson(*cfg_json, static_cast<size_t>(task.position - 1))
+                        : Result<CkConfig>(Error{cfg_json.error()});
+    if (!cfg) {
+      error = cfg.error();
+    } else {
+      auto cmd = BuildCommand(*job.target, *cfg);
+      if (cmd) argv = std::move(*cmd); else error = cmd.error();
+    }
+  }
+  const std::string command = argv.empty() ? "" : FormatCommandLine(argv);
+  if (!error.empty()) {
+    task.attempts += 1;
+    FinishWithoutRun(task, Outcome{Kind::kSpawnFailed, 0, 0, error}, command, now);
+    return;
+  }
+  const int attempt = task.attempts + 1;
+  if (Status s = store_.MarkRunning(task.id, attempt, gpu.index, now); !s) {
+    // The state dir is full or read-only: run nothing we cannot record; try again shortly.
+    spdlog::error("cannot record the start of task {}: {}; retrying in 1 s", task.id, s.error());
+    Enqueue(task);
+    store_retry_timer_.expires_after(std::chrono::seconds(1));
+    store_retry_timer_.async_wait([this](const asio::error_code& ec) {
+      if (!ec) Dispatch();
+    });
+    return;
+  }
+  task.attempts = attempt;
+  task.state = TaskState::kRunning;
+  task.gpu = gpu.index;
+  ++job.running;
+  if (job.first_start == 0) job.first_start = now;
+
+  RunSpec spec;
+  spec.argv = std::move(argv);
+  for (const auto& var : options_.pin_env) spec.set_env.emplace_back(var, std::to_string(gpu.index));
+  spec.set_env.emplace_back("CKPROFD_STATE", options_.state_dir);
+  spec.set_env.emplace_back("CKPROFD_TASK", std::to_string(task.id) + ":" + std::to_string(attempt));
+  if (options_.run_as_owner) {
+    spec.uid = job.rec.uid;
+    spec.gid = job.rec.gid;
+    spec.groups = std::vector<gid_t>(job.rec.groups.begin(), job.rec.groups.end());
+  }
+  spec.cwd = job.rec.cwd;
+  double timeout = job.rec.timeout_s >= 0 ? job.rec.timeout_s : options_.default_timeout_s;
+  if (job.rec.timeout_s < 0) timeout = options_.default_timeout_s;
+  spec.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
+  spec.grace = std::chrono::milliseconds(static_cast<int64_t>(options_.grace_s * 1000));
+  spec.capture_head = spec.capture_tail = options_.capture_bytes;
+
+  gpu.task_id = task.id;
+  gpu.busy_since = now;
+  const int64_t task_id = task.id;
+  const int gpu_index = gpu.index;
+  gpu.run = launcher_.Start(std::move(spec),
+                            [this, task_id, gpu_index, attempt, command](RunResult r) {
+                              OnRunDone(task_id, gpu_index, attempt, command, std::move(r));
+                            });
+  const int64_t pid = launcher_.Pid(gpu.run);
+  if (pid > 0) {
+    if (Status s = store_.SetPgid(task.id, attempt, pid); !s) {
+      spdlog::error("cannot record the process group of task {}: {}", task.id, s.error());
+    }
+  }
+  spdlog::info("start job {} task {} (#{}, rank {}) on GPU {}, attempt {}, pid {}: {}", job.rec.id,
+               task.id, task.position, task.rank, gpu.index, attempt, pid, command);
+  Emit(job, json{{"type", "event"},
+                 {"event", "task_started"},
+                 {"job_id", job.rec.id},
+                 {"task_id", task.id},
+                 {"position", task.position},
+                 {"priority_rank", task.rank},
+                 {"operation", OperationTypeName(static_cast<ConvOp>(task.op))},
+                 {"gpu", gpu.index},
+                 {"attempt", attempt},
+                 {"job", ToJson(MakeSummary(job))}});
+}
+
+void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& command,
+                                 double now) {
+  Job& job = jobs_.at(task.job_id);
+  const std::string state(OutcomeKindName(outcome.kind));
+  if (Status s = store_.MarkRunning(task.id, task.attempts, -1, now); s) {
+    s = store_.FinishAttempt(task.id, task.attempts, state, state, now,
+                             ResultJson(outcome, command, -1, nullptr), nullptr);
+    if (!s) spdlog::error("cannot record task {}: {}", task.id, s.error());
+  }
+  task.state = TaskState::kFinal;
+  task.outcome = KindByte(outcome.kind);
+  CountFinal(job, outcome.kind, +1);
+  spdlog::warn("job {} task {} (#{}) not started: {}", job.rec.id, task.id, task.position,
+               outcome.Summary());
+  TaskResult tr;
+  tr.task_id = task.id;
+  tr.job_id = job.rec.id;
+  tr.position = task.position;
+  tr.priority_rank = task.rank;
+  tr.operation = OperationTypeName(static_cast<ConvOp>(task.op));
+  tr.state = state;
+  tr.attempts = task.attempts;
+  tr.error = outcome.Summary();
+  tr.command = command;
+  Emit(job, json{{"type", "event"}, {"event", "task_finished"}, {"job_id", job.rec.id},
+                 {"task", ToJson(tr)}, {"job", ToJson(MakeSummary(job))}});
+  MaybeFinishJob(job, now);
+}
+
+void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
+                          RunResult r) {
+  const double now = UnixNow();
+  Task& task = tasks_.at(task_id);
+  Job& job = jobs_.at(task.job_id);
+  Gpu* gpu = FindGpu(gpu_index);
+  Outcome outcome = r.outcome;
+  // Interrupted by our own shutdown: requeued for the next start while attempts remain.
+  bool requeue = outcome.kind == Kind::kInterrupted && !job.rec.cancelled &&
+                 attempt < options_.max_attempts;
+  const std::string outcome_name(OutcomeKindName(outcome.kind));
+  const std::string state = requeue ? "queued" : outcome_name;
+  const double elapsed = r.elapsed_s > 0 ? r.elapsed_s : now - (gpu ? gpu->busy_since : now);
+  ChargeUsage(job.rec.uid, elapsed, now);
+  const User& u = users_.at(job.rec.uid);
+  UsageRecord usage{job.rec.uid, u.usage, u.updated_at};
+  if (Status s = store_.FinishAttempt(task_id, attempt, outcome_name, state, now,
+                                      ResultJson(outcome, command, gpu_index, &r), &usage);
+      !s) {
+    spdlog::error("cannot record the end of task {}: {}", task_id, s.error());
+  }
+  --job.running;
+  if (gpu) {
+    gpu->task_id = 0;
+    gpu->run = 0;
+    ++gpu->tasks_run;
+  }
+  job.elapsed_sum += elapsed;
+  ++job.elapsed_n;
+  if (requeue) {
+    task.state = TaskState::kQueued;
+    if (!shutting_down_) Enqueue(task);
+  } else {
+    task.state = TaskState::kFinal;
+    task.outcome = KindByte(outcome.kind);
+    CountFinal(job, outcome.kind, +1);
+  }
+  spdlog::info("end job {} task {} (#{}) on GPU {}: {} in {:.3f} s{}", job.rec.id, task_id,
+               task.position, gpu_index, outcome.Summary(), elapsed,
+               r.perf.has_best ? fmt::format(", best {:.4g} ms {:.4g} TFlops", r.perf.avg_ms,
+                                             r.perf.tflops)
+                               : "");
+  TaskResult tr;
+  tr.task_id = task_id;
+  tr.job_id = job.rec.id;
+  tr.position = task.position;
+  tr.priority_rank = task.rank;
+  tr.operation = OperationTypeName(static_cast<ConvOp>(task.op));
+  tr.state = state;
+  tr.gpu = gpu_index;
+  tr.attempts = attempt;
+  tr.returncode = outcome.kind == Kind::kCrashed ? -outcome.signal : outcome.exit_code;
+  tr.elapsed_s = elapsed;
+  tr.best_name = r.perf.best_name;
+  tr.avg_ms = std::isfinite(r.perf.avg_ms) ? r.perf.avg_ms : 0;
+  tr.tflops = std::isfinite(r.perf.tflops) ? r.perf.tflops : 0;
+  tr.gbps = std::isfinite(r.perf.gbps) ? r.perf.gbps : 0;
+  tr.split_k = r.perf.split_k;
+  tr.valids = r.perf.valids;
+  tr.command = command;
+  if (!outcome.ok()) tr.error = outcome.Summary();
+  Emit(job, json{{"type", "event"}, {"event", "task_finished"}, {"job_id", job.rec.id},
+                 {"task", ToJson(tr)}, {"job", ToJson(MakeSummary(job))}});
+  MaybeFinishJob(job, now);
+  if (shutting_down_) {
+    if (running_count() == 0 && shutdown_done_) {
+      auto done = std::move(shutdown_done_);
+      shutdown_done_ = nullptr;
+      done();
+    }
+    return;
+  }
+  Dispatch();
+}
+
+void Scheduler::CountFinal(Job& job, Kind kind, int delta) {
+  switch (kind) {
+    case Kind::kSucceeded: job.succeeded += delta; break;
+    case Kind::kUnsupported: job.unsupported += delta; break;
+    case Kind::kCancelled: job.cancelled += delta; break;
+    default: job.failed += delta; break;
+  }
+}
+
+void Scheduler::MaybeFinishJob(Job& job, double now) {
+  if (!job.queue.empty() || job.running > 0) return;
+  if (job.succeeded + job.failed + job.unsupported + job.cancelled < job.total) return;
+  if (job.rec.finished_at == 0) {
+    job.rec.finished_at = now;
+    if (Status s = store_.SetJobFinished(job.rec.id, now); !s) {
+      spdlog::error("cannot record the end of job {}: {}", job.rec.id, s.error());
+    }
+    spdlog::info("job {} finished: {} succeeded, {} failed, {} unsupported, {} cancelled",
+                 job.rec.id, job.succeeded, job.failed, job.unsupported, job.cancelled);
+  }
+  Emit(job, json{{"type", "event"}, {"event", "job_finished"}, {"job_id", job.rec.id},
+                 {"job", ToJson(MakeSummary(job))}});
+}
+
+bool Scheduler::JobEnded(int64_t job_id) const {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return true;
+  const Job& job = it->second;
+  return job.queue.empty() && job.running == 0 &&
+         job.succeeded + job.failed + job.unsupported + job.cancelled >= job.total;
+}
+
+void Scheduler::Emit(Job& job, const json& event) {
+  // Watchers may remove themselves while being told; iterate over a copy.
+  auto watchers = job.watchers;
+  for (JobWatcher* w : watchers) {
+    if (std::find(job.watchers.begin(), job.watchers.end(), w) != job.watchers.end()) {
+      w->OnJobEvent(event);
+    }
+  }
+}
+
+void Scheduler::AddWatcher(int64_t job_id, JobWatcher* w) {
+  auto it = jobs_.find(job_id);
+  if (it != jobs_.end()) it->second.watchers.push_back(w);
+}
+
+void Scheduler::RemoveWatcher(int64_t job_id, JobWatcher* w) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  std::erase(it->second.watchers, w);
+}
+
+bool Scheduler::MayActOn(const Job& job, const Identity& who) const {
+  return who.admin || who.uid == job.rec.uid;
+}
+
+Status Scheduler::Cancel(int64_t job_id, const Identity& who) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
+  Job& job = it->second;
+  if (!MayActOn(job, who)) {
+    return MakeError("job " + std::to_string(job_id) + " belongs to " + job.rec.owner +
+                     "; only its owner or an admin may cancel it");
+  }
+  if (job.rec.cancelled) return Status::Ok();
+  if (Status s = store_.SetJobCancelled(job_id); !s) return s;
+  job.rec.cancelled = true;
+  const double now = UnixNow();
+  std::vector<int64_t> ids;
+  for (const auto& key : job.queue) ids.push_back(std::get<2>(key));
+  Outcome o{Kind::kCancelled, 0, 0, "cancelled by " + who.user};
+  if (Status s = store_.SetTasksState(ids, "cancelled", ResultJson(o, "", -1, nullptr), now); !s) {
+    return s;
+  }
+  for (int64_t id : ids) {
+    Task& t = tasks_.at(id);
+    Dequeue(t);
+    t.state = TaskState::kFinal;
+    t.outcome = KindByte(Kind::kCancelled);
+    CountFinal(job, Kind::kCancelled, +1);
+  }
+  UpdateActive(job);
+  for (auto& g : gpus_) {
+    if (g.task_id && tasks_.at(g.task_id).job_id == job_id) launcher_.Cancel(g.run);
+  }
+  spdlog::info("job {} cancelled by {} (uid {}): {} queued task(s) dropped", job_id, who.user,
+               who.uid, ids.size());
+  MaybeFinishJob(job, now);
+  Changed();
+  return Status::Ok();
+}
+
+Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
+  Job& job = it->second;
+  if (!MayActOn(job, who)) {
+    return MakeError("job " + std::to_string(job_id) + " belongs to " + job.rec.owner +
+                     "; only its owner or an admin may retry it");
+  }
+  std::vector<int64_t> ids;
+  for (auto& [id, t] : tasks_) {
+    if (t.job_id == job_id && t.state == TaskState::kFinal && Retryable(ByteKind(t.outcome))) {
+      ids.push_back(id);
+    }
+  }
+  if (ids.empty()) return int64_t{0};
+  if (job.rec.cancelled) {
+    // Retrying a cancelled job revives it.
+    job.rec.cancelled = false;
+    if (Status s = store_.SetJobCancelled(job_id); !s) return Error{s.error()};
+  }
+  if (Status s = store_.SetTasksState(ids, "queued", "", 0); !s) return Error{s.error()};
+  if (Status s = store_.SetJobFinished(job_id, 0); !s) return Error{s.error()};
+  job.rec.finished_at = 0;
+  for (int64_t id : ids) {
+    Task& t = tasks_.at(id);
+    CountFinal(job, ByteKind(t.outcome), -1);
+    Enqueue(t);
+  }
+  spdlog::info("job {}: {} task(s) requeued by {} (uid {})", job_id, ids.size(), who.user, who.uid);
+  Dispatch();
+  return static_cast<int64_t>(ids.size());
+}
+
+Status Scheduler::Boost(int64_t job_id, int priority, const Identity& who) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
+  if (!who.admin) return MakeError("only an admin may change a job's priority");
+  Job& job = it->second;
+  if (Status s = store_.SetJobPriority(job_id, priority); !s) return s;
+  User& u = users_[job.rec.uid];
+  u.active_jobs.erase({-job.rec.priority, job_id});
+  job.rec.priority = priority;
+  UpdateActive(job);
+  Dispatch();
+  return Status::Ok();
+}
+
+Status Scheduler::SetDrained(int gpu_index, bool drained, const Identity& who) {
+  if (!who.admin) return MakeError("only an admin may drain or resume a GPU");
+  Gpu* g = FindGpu(gpu_index);
+  if (!g) return MakeError("this daemon drives no GPU " + std::to_string(gpu_index));
+  g->drained = drained;
+  spdlog::info("GPU {} {} by {}", gpu_index, drained ? "drained" : "resumed", who.user);
+  if (!drained) Dispatch();
+  Changed();
+  return Status::Ok();
+}
+
+JobSummary Scheduler::MakeSummary(const Job& job) const {
+  JobSummary s;
+  s.id = job.rec.id;
+  s.owner_uid = job.rec.uid;
+  s.owner = job.rec.owner;
+  s.name = job.rec.name;
+  s.priority = job.rec.priority;
+  s.total = job.total;
+  s.queued = static_cast<int64_t>(job.queue.size());
+  s.running = job.running;
+  s.succeeded = job.succeeded;
+  s.failed = job.failed;
+  s.unsupported = job.unsupported;
+  s.cancelled = job.cancelled;
+  for (const auto& g : gpus_) {
+    if (g.task_id && tasks_.at(g.task_id).job_id == job.rec.id) s.gpus_in_use.push_back(g.index);
+  }
+  s.submitted_at = job.rec.submitted_at;
+  s.started_at = job.first_start;
+  s.finished_at = job.rec.finished_at;
+  const bool ended = s.queued == 0 && s.running == 0 &&
+                     s.succeeded + s.failed + s.unsupported + s.cancelled >= s.total;
+  if (ended) {
+    s.state = job.rec.cancelled ? "cancelled" : "finished";
+    s.eta_s = 0;
+  } else if (job.rec.cancelled) {
+    s.state = "cancelling";
+  } else if (s.running > 0 || s.done() > 0) {
+    s.state = "running";
+  } else {
+    s.state = job.rec.not_before > UnixNow() ? "waiting" : "queued";
+  }
+  if (!ended && job.elapsed_n > 0) {
+    double avg = job.elapsed_sum / static_cast<double>(job.elapsed_n);
+    double lanes = std::max<double>(1, s.running);
+    s.eta_s = avg * (static_cast<double>(s.queued) + 0.5 * static_cast<double>(s.running)) / lanes;
+  }
+  s.profiler = job.target ? job.target->Describe() : "not found: " + job.target_error;
+  return s;
+}
+
+Result<JobSummary> Scheduler::Summary(int64_t job_id) const {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
+  return MakeSummary(it->second);
+}
+
+std::vector<JobSummary> Scheduler::List(bool include_finished) const {
+  std::vector<JobSummary> out;
+  for (const auto& [id, job] : jobs_) {
+    if (!include_finished && JobEnded(id)) continue;
+    out.push_back(MakeSummary(job));
+  }
+  return out;
+}
+
+Result<std::vector<TaskResult>> Scheduler::Results(int64_t job_id, bool with_output) {
+  if (!jobs_.count(job_id)) return MakeError("no job " + std::to_string(job_id));
+  auto rows = store_.JobTasks(job_id);
+  if (!rows) return Error{rows.error()};
+  std::vector<TaskResult> out;
+  out.reserve(rows->size());
+  for (const auto& row : *rows) out.push_back(ResultFromRecord(row, with_output));
+  return out;
+}
+
+std::vector<GpuInfo> Scheduler::Gpus() const {
+  std::vector<GpuInfo> out;
+  for (const auto& g : gpus_) {
+    GpuInfo i;
+    i.index = g.index;
+    i.drained = g.drained;
+    i.task_id = g.task_id;
+    if (g.task_id) {
+      i.job_id = tasks_.at(g.task_id).job_id;
+      i.owner_uid = jobs_.at(i.job_id).rec.uid;
+      i.busy_since = g.busy_since;
+    }
+    i.tasks_run = g.tasks_run;
+    out.push_back(i);
+  }
+  return out;
+}
+
+size_t Scheduler::running_count() const {
+  size_t n = 0;
+  for (const auto& g : gpus_) n += g.task_id ? 1 : 0;
+  return n;
+}
+
+void Scheduler::Shutdown(std::function<void()> done) {
+  shutting_down_ = true;
+  not_before_timer_.cancel();
+  store_retry_timer_.cancel();
+  if (running_count() == 0) {
+    done();
+    return;
+  }
+  shutdown_done_ = std::move(done);
+  for (auto& g : gpus_) {
+    if (g.task_id) launcher_.Interrupt(g.run);
+  }
+}
+
+void Scheduler::Changed() {
+  if (on_change) on_change();
+}
+
+}  // namespace ckprof

@@ -1,0 +1,201 @@
+// Scheduler: ckprofd's queues and the policy that feeds GPUs.
+//
+// It owns the in-memory view of every job and task (the working set; configs and results stay
+// in the Store), decides which task each free GPU runs next, starts it through the Launcher and
+// records every transition in the Store before acting on it. Policy: each GPU runs one task at a
+// time; a GPU that frees takes the next eligible task at once. Between users, fair share: the
+// user with the least recent GPU time (decayed with a half-life, running tasks counted) goes
+// first. Within a user: job priority, then submit order, then priority_rank.
+//
+// Single-threaded: construct, call and destroy on the daemon's io thread; callbacks (watchers,
+// on_change) are called on it too.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include <asio.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/ck_config.h"
+#include "common/profiler_path.h"
+#include "common/protocol.h"
+#include "common/result.h"
+#include "daemon/launcher.h"
+#include "daemon/store.h"
+
+namespace ckprof {
+
+// Who is asking, from SO_PEERCRED (never from what the client says).
+struct Identity {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  int32_t pid = 0;
+  std::string user;              // name from the password database, else the uid
+  std::vector<uint32_t> groups;  // supplementary groups
+  bool admin = false;            // root, or a member of the configured admin group
+};
+
+struct SchedulerOptions {
+  std::vector<int> gpus;                       // GPU indexes this daemon drives
+  std::vector<std::string> pin_env = {"HIP_VISIBLE_DEVICES"};
+  double default_timeout_s = 0;                // per task; 0 = none
+  double grace_s = 5;                          // SIGTERM -> SIGKILL
+  double half_life_s = 3600;                   // fair-share decay
+  int max_attempts = 3;                        // automatic requeues after interruption
+  bool run_as_owner = false;                   // root daemon: tasks run as the submitter
+  size_t capture_bytes = 16384;                // head and tail kept per stream
+  std::string state_dir;                       // marks our processes (CKPROFD_STATE)
+};
+
+// Receives a job's progress events (see Scheduler for their JSON). Must stay valid until
+// removed with RemoveWatcher.
+class JobWatcher {
+ public:
+  virtual ~JobWatcher() = default;
+  virtual void OnJobEvent(const nlohmann::json& event) = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher, SchedulerOptions options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Loads the Store, stops profilers a dead daemon left running (their process groups are in
+  // the Store; /proc is searched for our marker too), requeues interrupted tasks (up to
+  // max_attempts) and starts dispatching. Call once, before anything else.
+  Status Recover();
+
+  // Stores a job with its configs (durably) and queues its tasks. `job` carries the owner,
+  // options and profiler path. Returns the job id.
+  Result<int64_t> Submit(JobRecord job, const std::vector<CkConfig>& configs);
+
+  Status Cancel(int64_t job_id, const Identity& who);
+  // Requeues the job's tasks that ended failed, crashed, timed out, spawn-failed, interrupted or
+  // cancelled. Returns how many.
+  Result<int64_t> Retry(int64_t job_id, const Identity& who);
+  Status Boost(int64_t job_id, int priority, const Identity& who);
+  Status SetDrained(int gpu, bool drained, const Identity& who);
+
+  Result<JobSummary> Summary(int64_t job_id) const;
+  std::vector<JobSummary> List(bool include_finished) const;
+  Result<std::vector<TaskResult>> Results(int64_t job_id, bool with_output);
+  std::vector<GpuInfo> Gpus() const;
+  bool JobExists(int64_t job_id) const { return jobs_.count(job_id) > 0; }
+  bool JobEnded(int64_t job_id) const;
+
+  void AddWatcher(int64_t job_id, JobWatcher* w);
+  void RemoveWatcher(int64_t job_id, JobWatcher* w);
+
+  // Stops dispatching, interrupts every running task (they are requeued on the next start)
+  // and calls `done` once all of them were reaped and recorded.
+  void Shutdown(std::function<void()> done);
+
+  // Settings that may change on SIGHUP (not the GPU set).
+  void UpdateOptions(const SchedulerOptions& options);
+
+  size_t running_count() const;
+  size_t queued_count() const { return queued_total_; }
+  // Called after every change of running/queued counts (for systemd STATUS=).
+  std::function<void()> on_change;
+
+ private:
+  enum class TaskState : uint8_t { kQueued, kRunning, kFinal };
+  struct Task {
+    int64_t id = 0;
+    int64_t job_id = 0;
+    int64_t position = 0;
+    int64_t rank = 0;
+    double est_cost = 0;
+    TaskState state = TaskState::kQueued;
+    uint8_t outcome = 0;  // Outcome::Kind when final
+    uint8_t op = 0;       // ConvOp
+    int attempts = 0;
+    int gpu = -1;
+  };
+  using QueueKey = std::tuple<int64_t, int64_t, int64_t>;  // rank, position, task id
+  struct Job {
+    JobRecord rec;
+    std::optional<ProfilerTarget> target;
+    std::string target_error;  // why the profiler path did not resolve
+    std::set<QueueKey> queue;
+    int running = 0;
+    int64_t total = 0, succeeded = 0, failed = 0, unsupported = 0, cancelled = 0;
+    double first_start = 0;
+    double elapsed_sum = 0;
+    int64_t elapsed_n = 0;
+    std::vector<JobWatcher*> watchers;
+  };
+  struct User {
+    double usage = 0;       // decayed GPU seconds at updated_at
+    double updated_at = 0;
+    std::set<std::pair<int, int64_t>> active_jobs;  // (-priority, job id) with queued tasks
+  };
+  struct Gpu {
+    int index = 0;
+    bool drained = false;
+    int64_t task_id = 0;
+    Launcher::RunId run = 0;
+    double busy_since = 0;
+    int64_t tasks_run = 0;
+  };
+
+  void Dispatch();
+  // Picks the next task for a GPU, or nullptr.
+  Task* PickTask(const Gpu& gpu, double now);
+  void StartTask(Task& task, Gpu& gpu, double now);
+  void OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
+                 RunResult result);
+  // Records a final (or requeued) end of a task that never reached a process.
+  void FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& command,
+                        double now);
+  void Enqueue(Task& t);
+  void Dequeue(Task& t);
+  void UpdateActive(Job& job);
+  double EffectiveUsage(uint32_t uid, double now) const;
+  void ChargeUsage(uint32_t uid, double seconds, double now);
+  JobSummary MakeSummary(const Job& job) const;
+  void CountFinal(Job& job, Outcome::Kind kind, int delta);
+  void Emit(Job& job, const nlohmann::json& event);
+  void MaybeFinishJob(Job& job, double now);
+  void ArmNotBeforeTimer(double now);
+  bool MayActOn(const Job& job, const Identity& who) const;
+  void ResolveTarget(Job& job);
+  void Changed();
+  Gpu* FindGpu(int index);
+
+  asio::any_io_executor ex_;
+  Store& store_;
+  Launcher& launcher_;
+  SchedulerOptions options_;
+  std::map<int64_t, Job> jobs_;
+  std::unordered_map<int64_t, Task> tasks_;
+  std::map<uint32_t, User> users_;
+  std::vector<Gpu> gpus_;
+  size_t queued_total_ = 0;
+  bool dispatching_ = false;
+  bool dispatch_again_ = false;
+  bool shutting_down_ = false;
+  std::function<void()> shutdown_done_;
+  asio::steady_timer not_before_timer_;
+  asio::steady_timer store_retry_timer_;
+  double not_before_armed_ = 0;
+};
+
+// Unix time now, in seconds with microseconds.
+double UnixNow();
+
+}  // namespace ckprof

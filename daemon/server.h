@@ -1,0 +1,49 @@
+// Server: ckprofd's Unix socket — listening (or a socket handed over by systemd), accepting,
+// and one coroutine per connection that owns its socket: identity from SO_PEERCRED, the hello,
+// size-capped newline-delimited JSON frames with timeouts, dispatch to the Service, and the
+// `watch` event stream. A misbehaving client loses its connection; the daemon never stops.
+//
+// Construct, Start and Stop on the daemon's io thread.
+#pragma once
+
+#include <asio.hpp>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+#include "daemon/daemon_config.h"
+#include "daemon/service.h"
+
+namespace ckprof {
+
+class Server {
+ public:
+  Server(asio::io_context& io, Service& service, const DaemonConfig& config);
+  ~Server();
+
+  // Binds the socket: a systemd-activated one when LISTEN_FDS says so, else config.socket
+  // (its directory created, a stale socket file replaced, mode and group applied). Fails when
+  // another daemon answers on the path.
+  Status Listen();
+  void Start();  // begins accepting
+  void Stop();   // stops accepting and closes every connection
+  void set_config(const DaemonConfig& c) { config_ = c; }
+  const std::string& path() const { return path_; }
+  size_t connections() const { return connections_; }
+
+ private:
+  asio::awaitable<void> AcceptLoop();
+  asio::awaitable<void> Session(asio::local::stream_protocol::socket socket);
+
+  asio::io_context& io_;
+  Service& service_;
+  DaemonConfig config_;
+  asio::local::stream_protocol::acceptor acceptor_;
+  std::string path_;
+  bool owns_path_ = false;
+  bool stopping_ = false;
+  size_t connections_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace ckprof

@@ -1,0 +1,279 @@
+#include "daemon/service.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "common/command_plan.h"
+#include "common/convert.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::json;
+
+// Canonical form of a path for policy checks ("" when it does not exist).
+std::string RealPath(const std::string& path) {
+  char* p = realpath(path.c_str(), nullptr);
+  if (!p) return "";
+  std::string out = p;
+  free(p);
+  return out;
+}
+
+bool IsUnder(const std::string& path, const std::string& root) {
+  if (root.empty()) return false;
+  if (path == root) return true;
+  std::string r = root.back() == '/' ? root : root + "/";
+  return path.rfind(r, 0) == 0;
+}
+
+// The conversion, as the submit answer shows it.
+json ConversionJson(const Conversion& c, size_t kept) {
+  int64_t skipped = 0;
+  for (const auto& r : c.records) skipped += r.produced.empty() ? 1 : 0;
+  json warnings = json::array();
+  for (const auto& w : c.warnings) {
+    if (warnings.size() >= 50) break;
+    warnings.push_back(w);
+  }
+  for (const auto& r : c.records) {
+    if (warnings.size() >= 50) break;
+    if (r.produced.empty()) {
+      warnings.push_back("record " + std::to_string(r.position) + " (" + r.op_name +
+                         ") skipped: " + r.skip_reason);
+    }
+  }
+  return json{{"format", InputFormatName(c.format)},
+              {"records", c.records.size()},
+              {"configs", c.configs.size()},
+              {"kept", kept},
+              {"skipped", skipped},
+              {"warnings", warnings}};
+}
+
+}  // namespace
+
+Service::Service(asio::any_io_executor io, asio::thread_pool& pool, Scheduler& scheduler,
+                 const DaemonConfig& config)
+    : io_(std::move(io)), pool_(pool), scheduler_(scheduler), config_(config) {}
+
+asio::awaitable<json> Service::Handle(const Request& r, const Identity& who) {
+  switch (r.type) {
+    case RequestType::kHello:
+    case RequestType::kPing: {
+      json out = OkResponse(r);
+      out["server"] = "ckprofd 0.1.0";
+      out["protocol"] = kProtocolVersion;
+      out["uid"] = who.uid;
+      out["user"] = who.user;
+      out["admin"] = who.admin;
+      co_return out;
+    }
+    case RequestType::kSubmit: co_return co_await HandleSubmit(r, who);
+    case RequestType::kStatus:
+    case RequestType::kList: co_return HandleStatus(r);
+    case RequestType::kResults: co_return HandleResults(r);
+    case RequestType::kCancel: co_return HandleCancel(r, who);
+    case RequestType::kRetry: co_return HandleRetry(r, who);
+    case RequestType::kBoost: co_return HandleBoost(r, who);
+    case RequestType::kGpus: co_return HandleGpus(r);
+    case RequestType::kDrain: co_return HandleDrain(r, who, true);
+    case RequestType::kResume: co_return HandleDrain(r, who, false);
+    case RequestType::kWatch: break;  // the Server streams it
+  }
+  co_return ErrorResponse(r.id, "request type not handled here");
+}
+
+Status Service::CheckProfilerPolicy(const std::string& path, const Identity& who) const {
+  if (getuid() == 0 || who.uid == getuid()) return Status::Ok();
+  // A non-root daemon runs every task as itself: another user's job may only run profilers
+  // from the roots the operator allowed.
+  const std::string real = RealPath(path);
+  for (const auto& root : config_.allowed_profiler_roots) {
+    const std::string real_root = RealPath(root);
+    if (!real.empty() && IsUnder(real, real_root)) return Status::Ok();
+  }
+  std::string roots;
+  for (const auto& root : config_.allowed_profiler_roots) roots += (roots.empty() ? "" : ", ") + root;
+  return MakeError("profiler path " + path + " is not under allowed_profiler_roots (" +
+                   (roots.empty() ? "none configured" : roots) +
+                   "); this ckprofd runs as uid " + std::to_string(getuid()) +
+                   " and runs other users' jobs only with profilers from those directories");
+}
+
+asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& who) {
+  const SubmitOptions& o = r.submit;
+  ConvertOptions conv;
+  if (!o.data_type.empty() && o.data_type != "auto") {
+    conv.data_type = ParseDataTypeName(o.data_type);
+    if (!conv.data_type) {
+      co_return ErrorResponse(r.id, "submit: data_type must be auto, fp16, bf16 or fp32, got '" +
+                                        o.data_type + "'");
+    }
+  }
+  if (!o.layout.empty() && o.layout != "auto") {
+    conv.layout = ParseLayoutName(o.layout);
+    if (!conv.layout) {
+      co_return ErrorResponse(r.id,
+                              "submit: layout must be auto, nchw or nhwc, got '" + o.layout + "'");
+    }
+  }
+  std::string profiler = o.profiler_path.empty() ? config_.profiler_path : o.profiler_path;
+  if (profiler.empty() && !o.dry_run) {
+    co_return ErrorResponse(r.id,
+                            "submit: no profiler path: pass --profiler-path, or set "
+                            "profiler_path in the ckprofd config");
+  }
+  if (!profiler.empty() && profiler[0] != '/') {
+    co_return ErrorResponse(r.id, "submit: profiler_path must be absolute, got '" + profiler + "'");
+  }
+  if (!o.cwd.empty() && o.cwd[0] != '/') {
+    co_return ErrorResponse(r.id, "submit: cwd must be absolute, got '" + o.cwd + "'");
+  }
+  if (!o.dry_run) {
+    if (Status s = CheckProfilerPolicy(profiler, who); !s) {
+      co_return ErrorResponse(r.id, "submit: " + s.error());
+    }
+  }
+  // Convert on the pool: a large trace must not stall every other client.
+  const std::string* content = &o.content;
+  co_await asio::post(pool_, asio::use_awaitable);
+  Result<Conversion> converted = ConvertText(*content, conv);
+  co_await asio::post(io_, asio::use_awaitable);
+  if (!converted) co_return ErrorResponse(r.id, "submit: the input cannot be used: " + converted.error());
+  Conversion& c = *converted;
+  std::vector<CkConfig> configs = std::move(c.configs);
+  c.configs.clear();
+  const size_t converted_count = configs.size();
+  if (o.max_ops > 0 && configs.size() > static_cast<size_t>(o.max_ops)) {
+    configs.resize(static_cast<size_t>(o.max_ops));
+  }
+  json summary = ConversionJson(c, configs.size());
+  summary["configs"] = converted_count;
+  if (configs.empty()) {
+    json err = ErrorResponse(r.id, "submit: the input holds no convolution that could be converted");
+    err["conversion"] = summary;
+    co_return err;
+  }
+  if (o.dry_run) {
+    std::string note;
+    ProfilerTarget target = ResolveOrAssumeProfiler(profiler.empty() ? "./build/bin" : profiler, &note);
+    json commands = json::array();
+    for (const auto& p : PlanCommands(target, configs)) {
+      commands.push_back({{"position", p.position},
+                          {"priority_rank", p.priority_rank},
+                          {"operation", OperationTypeName(p.op)},
+                          {"description", p.description},
+                          {"argv", p.argv},
+                          {"command", p.argv.empty() ? "" : FormatCommandLine(p.argv)},
+                          {"error", p.error}});
+    }
+    json out = OkResponse(r);
+    out["dry_run"] = true;
+    out["profiler"] = note;
+    out["conversion"] = summary;
+    out["commands"] = std::move(commands);
+    co_return out;
+  }
+  for (int g : o.gpus) {
+    auto gpus = scheduler_.Gpus();
+    bool known = false;
+    for (const auto& gi : gpus) known = known || gi.index == g;
+    if (!known) co_return ErrorResponse(r.id, "submit: this daemon drives no GPU " + std::to_string(g));
+  }
+  JobRecord job;
+  job.uid = who.uid;
+  job.gid = who.gid;
+  job.groups = who.groups;
+  job.owner = who.user;
+  job.name = !o.name.empty() ? o.name : (!o.input_name.empty() ? o.input_name : "job");
+  job.priority = o.priority;
+  job.gpus = o.gpus;
+  job.max_gpus = o.max_gpus;
+  job.not_before = o.not_before;
+  job.timeout_s = o.timeout_s;
+  job.profiler_path = profiler;
+  job.cwd = o.cwd.empty() ? "/" : o.cwd;
+  job.input_format = std::string(InputFormatName(c.format));
+  auto id = scheduler_.Submit(std::move(job), configs);
+  if (!id) co_return ErrorResponse(r.id, "submit: " + id.error());
+  json out = OkResponse(r);
+  out["job_id"] = *id;
+  out["conversion"] = summary;
+  auto s = scheduler_.Summary(*id);
+  if (s) out["job"] = ToJson(*s);
+  co_return out;
+}
+
+json Service::HandleStatus(const Request& r) {
+  json out = OkResponse(r);
+  if (r.job_id > 0) {
+    auto s = scheduler_.Summary(r.job_id);
+    if (!s) return ErrorResponse(r.id, s.error());
+    out["job"] = ToJson(*s);
+    return out;
+  }
+  json jobs = json::array();
+  for (const auto& s : scheduler_.List(r.all || r.type == RequestType::kStatus)) {
+    jobs.push_back(ToJson(s));
+  }
+  out["jobs"] = std::move(jobs);
+  return out;
+}
+
+json Service::HandleResults(const Request& r) {
+  if (r.job_id <= 0) return ErrorResponse(r.id, "results: which job? field 'job_id' is missing");
+  auto s = scheduler_.Summary(r.job_id);
+  if (!s) return ErrorResponse(r.id, s.error());
+  auto results = scheduler_.Results(r.job_id, r.all);
+  if (!results) return ErrorResponse(r.id, results.error());
+  json tasks = json::array();
+  for (const auto& t : *results) tasks.push_back(ToJson(t));
+  json out = OkResponse(r);
+  out["job"] = ToJson(*s);
+  out["tasks"] = std::move(tasks);
+  return out;
+}
+
+json Service::HandleCancel(const Request& r, const Identity& who) {
+  if (Status s = scheduler_.Cancel(r.job_id, who); !s) return ErrorResponse(r.id, s.error());
+  json out = OkResponse(r);
+  if (auto s = scheduler_.Summary(r.job_id); s) out["job"] = ToJson(*s);
+  return out;
+}
+
+json Service::HandleRetry(const Request& r, const Identity& who) {
+  auto n = scheduler_.Retry(r.job_id, who);
+  if (!n) return ErrorResponse(r.id, n.error());
+  json out = OkResponse(r);
+  out["requeued"] = *n;
+  if (auto s = scheduler_.Summary(r.job_id); s) out["job"] = ToJson(*s);
+  return out;
+}
+
+json Service::HandleBoost(const Request& r, const Identity& who) {
+  if (Status s = scheduler_.Boost(r.job_id, r.priority, who); !s) return ErrorResponse(r.id, s.error());
+  json out = OkResponse(r);
+  if (auto s = scheduler_.Summary(r.job_id); s) out["job"] = ToJson(*s);
+  return out;
+}
+
+json Service::HandleGpus(const Request& r) {
+  json gpus = json::array();
+  for (const auto& g : scheduler_.Gpus()) gpus.push_back(ToJson(g));
+  json out = OkResponse(r);
+  out["gpus"] = std::move(gpus);
+  out["pin_env"] = config_.pin_env;
+  return out;
+}
+
+json Service::HandleDrain(const Request& r, const Identity& who, bool drain) {
+  if (Status s = scheduler_.SetDrained(r.gpu, drain, who); !s) return ErrorResponse(r.id, s.error());
+  return OkResponse(r);
+}
+
+}  // namespace ckprof

@@ -1,0 +1,473 @@
+#include "daemon/store.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace ckprof {
+namespace {
+
+// A prepared statement, finalized on destruction. Bind indexes are 1-based.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
+      error_ = sqlite3_errmsg(db);
+      stmt_ = nullptr;
+    }
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  bool ok() const { return stmt_ != nullptr; }
+  const std::string& error() const { return error_; }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  void Reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  int Step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) error_ = sqlite3_errmsg(db_);
+    return rc;
+  }
+  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double Double(int col) const { return sqlite3_column_double(stmt_, col); }
+  std::string Text(int col) const {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, col))) : "";
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  std::string error_;
+};
+
+Status StepDone(Stmt& s, const char* what) {
+  if (!s.ok()) return MakeError(std::string("database: ") + what + ": " + s.error());
+  if (s.Step() != SQLITE_DONE) return MakeError(std::string("database: ") + what + ": " + s.error());
+  return Status::Ok();
+}
+
+std::string IntsToJson(const std::vector<int>& v) { return nlohmann::json(v).dump(); }
+template <typename T>
+std::vector<T> IntsFromJson(const std::string& s) {
+  auto j = nlohmann::json::parse(s, nullptr, false);
+  std::vector<T> out;
+  if (j.is_array()) {
+    for (const auto& e : j) {
+      if (e.is_number_integer()) out.push_back(e.get<T>());
+    }
+  }
+  return out;
+}
+
+constexpr const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS jobs (
+  id INTEGER PRIMARY KEY,
+  uid INTEGER NOT NULL, gid INTEGER NOT NULL, groups TEXT NOT NULL, owner TEXT NOT NULL,
+  name TEXT NOT NULL, priority INTEGER NOT NULL, gpus TEXT NOT NULL, max_gpus INTEGER NOT NULL,
+  not_before REAL NOT NULL, timeout_s REAL NOT NULL, profiler_path TEXT NOT NULL,
+  cwd TEXT NOT NULL, input_format TEXT NOT NULL, cancelled INTEGER NOT NULL DEFAULT 0,
+  submitted_at REAL NOT NULL, finished_at REAL NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS tasks (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  position INTEGER NOT NULL, rank INTEGER NOT NULL, op TEXT NOT NULL, config TEXT NOT NULL,
+  est_cost REAL NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+  gpu INTEGER NOT NULL DEFAULT -1, pgid INTEGER NOT NULL DEFAULT 0,
+  started_at REAL NOT NULL DEFAULT 0, ended_at REAL NOT NULL DEFAULT 0,
+  result TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS tasks_by_job ON tasks(job_id, position);
+CREATE TABLE IF NOT EXISTS attempts (
+  task_id INTEGER NOT NULL REFERENCES tasks(id), attempt INTEGER NOT NULL,
+  gpu INTEGER NOT NULL, pgid INTEGER NOT NULL DEFAULT 0, started_at REAL NOT NULL,
+  ended_at REAL NOT NULL DEFAULT 0, outcome TEXT NOT NULL DEFAULT 'running',
+  PRIMARY KEY (task_id, attempt));
+CREATE TABLE IF NOT EXISTS usage (
+  uid INTEGER PRIMARY KEY, usage REAL NOT NULL, updated_at REAL NOT NULL);
+PRAGMA user_version = 1;
+)SQL";
+
+}  // namespace
+
+Store::Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+
+Store::~Store() { sqlite3_close_v2(db_); }
+
+void Store::Rollback() { (void)Exec("ROLLBACK"); }
+
+Status Store::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    return MakeError("database " + path_ + ": " + msg);
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool full_sync) {
+  struct stat st {};
+  if (stat(state_dir.c_str(), &st) != 0) {
+    if (mkdir(state_dir.c_str(), 0750) != 0 && errno != EEXIST) {
+      return MakeError("state dir " + state_dir + " cannot be created: " + std::strerror(errno));
+    }
+  } else if (!S_ISDIR(st.st_mode)) {
+    return MakeError("state dir " + state_dir + " is not a directory");
+  }
+  if (access(state_dir.c_str(), W_OK | X_OK) != 0) {
+    return MakeError("state dir " + state_dir + " is not writable: " + std::strerror(errno));
+  }
+  const std::string path = state_dir + "/ckprofd.db";
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close_v2(db);
+    return MakeError("database " + path + " cannot be opened: " + msg);
+  }
+  std::unique_ptr<Store> store(new Store(db, path));
+  sqlite3_busy_timeout(db, 5000);
+  sqlite3_extended_result_codes(db, 1);
+  auto fail = [&](const std::string& what, const std::string& detail) {
+    return MakeError("database " + path + " " + what + ": " + detail +
+                     " (move it aside to start with an empty state, or restore a backup)");
+  };
+  // Integrity before anything else writes: a corrupt file is a startup error, never reset.
+  {
+    Stmt check(db, "PRAGMA quick_check");
+    if (!check.ok()) return fail("cannot be read", check.error());
+    if (check.Step() != SQLITE_ROW) return fail("cannot be read", check.error());
+    std::string verdict = check.Text(0);
+    if (verdict != "ok") return fail("is corrupt", verdict);
+  }
+  if (Status s = store->Exec("PRAGMA journal_mode=WAL"); !s) return Error{s.error()};
+  if (Status s = store->Exec(full_sync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+      !s) {
+    return Error{s.error()};
+  }
+  if (Status s = store->Exec("PRAGMA foreign_keys=ON"); !s) return Error{s.error()};
+  {
+    Stmt version(db, "PRAGMA user_version");
+    if (!version.ok() || version.Step() != SQLITE_ROW) return fail("cannot be read", version.error());
+    if (version.Int(0) > 1) {
+      return MakeError("database " + path + " was written by a newer ckprofd (schema " +
+                       std::to_string(version.Int(0)) + ")");
+    }
+  }
+  if (Status s = store->Exec(kSchema); !s) return Error{s.error()};
+  store->full_sync_ = full_sync;
+  return store;
+}
+
+Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
+  if (!full_sync_) {
+    if (Status s = Exec("PRAGMA synchronous=FULL"); !s) return s;
+  }
+  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  auto rollback = [&](Status s) {
+    Rollback();
+    if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
+    return s;
+  };
+  {
+    Stmt ins(db_,
+             "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
+             "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at) "
+             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?)");
+    std::vector<int> groups(job->groups.begin(), job->groups.end());
+    ins.Bind(1, int64_t{job->uid})
+        .Bind(2, int64_t{job->gid})
+        .Bind(3, IntsToJson(groups))
+        .Bind(4, job->owner)
+        .Bind(5, job->name)
+        .Bind(6, int64_t{job->priority})
+        .Bind(7, IntsToJson(job->gpus))
+        .Bind(8, int64_t{job->max_gpus})
+        .Bind(9, job->not_before)
+        .Bind(10, job->timeout_s)
+        .Bind(11, job->profiler_path)
+        .Bind(12, job->cwd)
+        .Bind(13, job->input_format)
+        .Bind(14, job->submitted_at);
+    if (Status s = StepDone(ins, "insert job"); !s) return rollback(s);
+    job->id = sqlite3_last_insert_rowid(db_);
+  }
+  {
+    Stmt ins(db_,
+             "INSERT INTO tasks (job_id, position, rank, op, config, est_cost, state) "
+             "VALUES (?,?,?,?,?,?,'queued')");
+    if (!ins.ok()) return rollback(MakeError("database: insert task: " + ins.error()));
+    for (auto& t : *tasks) {
+      ins.Bind(1, job->id)
+          .Bind(2, t.position)
+          .Bind(3, t.rank)
+          .Bind(4, t.op)
+          .Bind(5, t.config)
+          .Bind(6, t.est_cost);
+      if (ins.Step() != SQLITE_DONE) {
+        return rollback(MakeError("database: insert task: " + ins.error()));
+      }
+      t.id = sqlite3_last_insert_rowid(db_);
+      t.job_id = job->id;
+      t.state = "queued";
+      ins.Reset();
+    }
+  }
+  if (Status s = Exec("COMMIT"); !s) return rollback(s);
+  if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
+  return Status::Ok();
+}
+
+Status Store::MarkRunning(int64_t task_id, int attempt, int gpu, double started_at) {
+  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  Stmt up(db_,
+          "UPDATE tasks SET state='running', attempts=?, gpu=?, pgid=0, started_at=?, "
+          "ended_at=0 WHERE id=?");
+  up.Bind(1, int64_t{attempt}).Bind(2, int64_t{gpu}).Bind(3, started_at).Bind(4, task_id);
+  Status s = StepDone(up, "mark task running");
+  if (s) {
+    Stmt ins(db_,
+             "INSERT OR REPLACE INTO attempts (task_id, attempt, gpu, started_at) "
+             "VALUES (?,?,?,?)");
+    ins.Bind(1, task_id).Bind(2, int64_t{attempt}).Bind(3, int64_t{gpu}).Bind(4, started_at);
+    s = StepDone(ins, "record attempt");
+  }
+  if (!s) {
+    Rollback();
+    return s;
+  }
+  return Exec("COMMIT");
+}
+
+Status Store::SetPgid(int64_t task_id, int attempt, int64_t pgid) {
+  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  Stmt up(db_, "UPDATE tasks SET pgid=? WHERE id=?");
+  up.Bind(1, pgid).Bind(2, task_id);
+  Status s = StepDone(up, "record process group");
+  if (s) {
+    Stmt up2(db_, "UPDATE attempts SET pgid=? WHERE task_id=? AND attempt=?");
+    up2.Bind(1, pgid).Bind(2, task_id).Bind(3, int64_t{attempt});
+    s = StepDone(up2, "record process group");
+  }
+  if (!s) {
+    Rollback();
+    return s;
+  }
+  return Exec("COMMIT");
+}
+
+Status Store::FinishAttempt(int64_t task_id, int attempt, const std::string& outcome,
+                            const std::string& final_state, double ended_at,
+                            const std::string& result_json, const UsageRecord* usage) {
+  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  Status s;
+  {
+    Stmt up(db_, "UPDATE tasks SET state=?, pgid=0, ended_at=?, result=? WHERE id=?");
+    up.Bind(1, final_state).Bind(2, ended_at).Bind(3, result_json).Bind(4, task_id);
+    s = StepDone(up, "finish task");
+  }
+  if (s) {
+    Stmt up(db_, "UPDATE attempts SET ended_at=?, outcome=? WHERE task_id=? AND attempt=?");
+    up.Bind(1, ended_at).Bind(2, outcome).Bind(3, task_id).Bind(4, int64_t{attempt});
+    s = StepDone(up, "finish attempt");
+  }
+  if (s && usage) {
+    Stmt up(db_, "INSERT OR REPLACE INTO usage (uid, usage, updated_at) VALUES (?,?,?)");
+    up.Bind(1, int64_t{usage->uid}).Bind(2, usage->usage).Bind(3, usage->updated_at);
+    s = StepDone(up, "record usage");
+  }
+  if (!s) {
+    Rollback();
+    return s;
+  }
+  return Exec("COMMIT");
+}
+
+Status Store::SetTasksState(const std::vector<int64_t>& task_ids, const std::string& state,
+                            const std::string& result_json, double ended_at) {
+  if (task_ids.empty()) return Status::Ok();
+  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  Stmt up(db_, "UPDATE tasks SET state=?, ended_at=?, result=? WHERE id=?");
+  for (int64_t id : task_ids) {
+    up.Bind(1, state).Bind(2, ended_at).Bind(3, result_json).Bind(4, id);
+    if (up.Step() != SQLITE_DONE) {
+      Rollback();
+      return MakeError("database: set task state: " + up.error());
+    }
+    up.Reset();
+  }
+  return Exec("COMMIT");
+}
+
+Status Store::SetJobCancelled(int64_t job_id) {
+  Stmt up(db_, "UPDATE jobs SET cancelled=1 WHERE id=?");
+  up.Bind(1, job_id);
+  return StepDone(up, "cancel job");
+}
+
+Status Store::SetJobPriority(int64_t job_id, int priority) {
+  Stmt up(db_, "UPDATE jobs SET priority=? WHERE id=?");
+  up.Bind(1, int64_t{priority}).Bind(2, job_id);
+  return StepDone(up, "set job priority");
+}
+
+Status Store::SetJobFinished(int64_t job_id, double finished_at) {
+  Stmt up(db_, "UPDATE jobs SET finished_at=? WHERE id=?");
+  up.Bind(1, finished_at).Bind(2, job_id);
+  return StepDone(up, "finish job");
+}
+
+Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
+  Stmt q(db_,
+         "SELECT id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before, "
+         "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at "
+         "FROM jobs ORDER BY id");
+  if (!q.ok()) return MakeError("database: load jobs: " + q.error());
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    JobRecord j;
+    j.id = q.Int(0);
+    j.uid = static_cast<uint32_t>(q.Int(1));
+    j.gid = static_cast<uint32_t>(q.Int(2));
+    j.groups = IntsFromJson<uint32_t>(q.Text(3));
+    j.owner = q.Text(4);
+    j.name = q.Text(5);
+    j.priority = static_cast<int>(q.Int(6));
+    j.gpus = IntsFromJson<int>(q.Text(7));
+    j.max_gpus = static_cast<int>(q.Int(8));
+    j.not_before = q.Double(9);
+    j.timeout_s = q.Double(10);
+    j.profiler_path = q.Text(11);
+    j.cwd = q.Text(12);
+    j.input_format = q.Text(13);
+    j.cancelled = q.Int(14) != 0;
+    j.submitted_at = q.Double(15);
+    j.finished_at = q.Double(16);
+    fn(std::move(j));
+  }
+  if (rc != SQLITE_DONE) return MakeError("database: load jobs: " + q.error());
+  return Status::Ok();
+}
+
+Status Store::ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn) {
+  Stmt q(db_,
+         "SELECT id, job_id, position, rank, op, est_cost, state, attempts, gpu, pgid, "
+         "started_at, ended_at FROM tasks ORDER BY id");
+  if (!q.ok()) return MakeError("database: load tasks: " + q.error());
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    TaskRecord t;
+    t.id = q.Int(0);
+    t.job_id = q.Int(1);
+    t.position = q.Int(2);
+    t.rank = q.Int(3);
+    t.op = q.Text(4);
+    t.est_cost = q.Double(5);
+    t.state = q.Text(6);
+    t.attempts = static_cast<int>(q.Int(7));
+    t.gpu = static_cast<int>(q.Int(8));
+    t.pgid = q.Int(9);
+    t.started_at = q.Double(10);
+    t.ended_at = q.Double(11);
+    fn(std::move(t));
+  }
+  if (rc != SQLITE_DONE) return MakeError("database: load tasks: " + q.error());
+  return Status::Ok();
+}
+
+Status Store::ForEachUsage(const std::function<void(UsageRecord&&)>& fn) {
+  Stmt q(db_, "SELECT uid, usage, updated_at FROM usage");
+  if (!q.ok()) return MakeError("database: load usage: " + q.error());
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    fn(UsageRecord{static_cast<uint32_t>(q.Int(0)), q.Double(1), q.Double(2)});
+  }
+  if (rc != SQLITE_DONE) return MakeError("database: load usage: " + q.error());
+  return Status::Ok();
+}
+
+Result<std::string> Store::TaskConfig(int64_t task_id) {
+  Stmt q(db_, "SELECT config FROM tasks WHERE id=?");
+  q.Bind(1, task_id);
+  if (!q.ok() || q.Step() != SQLITE_ROW) {
+    return MakeError("database: no config for task " + std::to_string(task_id));
+  }
+  return q.Text(0);
+}
+
+Result<std::vector<TaskRecord>> Store::JobTasks(int64_t job_id) {
+  Stmt q(db_,
+         "SELECT id, job_id, position, rank, op, config, est_cost, state, attempts, gpu, pgid, "
+         "started_at, ended_at, result FROM tasks WHERE job_id=? ORDER BY position");
+  if (!q.ok()) return MakeError("database: load job tasks: " + q.error());
+  q.Bind(1, job_id);
+  std::vector<TaskRecord> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    TaskRecord t;
+    t.id = q.Int(0);
+    t.job_id = q.Int(1);
+    t.position = q.Int(2);
+    t.rank = q.Int(3);
+    t.op = q.Text(4);
+    t.config = q.Text(5);
+    t.est_cost = q.Double(6);
+    t.state = q.Text(7);
+    t.attempts = static_cast<int>(q.Int(8));
+    t.gpu = static_cast<int>(q.Int(9));
+    t.pgid = q.Int(10);
+    t.started_at = q.Double(11);
+    t.ended_at = q.Double(12);
+    t.result = q.Text(13);
+    out.push_back(std::move(t));
+  }
+  if (rc != SQLITE_DONE) return MakeError("database: load job tasks: " + q.error());
+  return out;
+}
+
+Result<std::vector<AttemptRecord>> Store::Attempts(int64_t task_id_or_0) {
+  Stmt q(db_, task_id_or_0
+                  ? "SELECT task_id, attempt, gpu, pgid, started_at, ended_at, outcome FROM "
+                    "attempts WHERE task_id=? ORDER BY attempt"
+                  : "SELECT task_id, attempt, gpu, pgid, started_at, ended_at, outcome FROM "
+                    "attempts ORDER BY started_at");
+  if (!q.ok()) return MakeError("database: load attempts: " + q.error());
+  if (task_id_or_0) q.Bind(1, task_id_or_0);
+  std::vector<AttemptRecord> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    out.push_back(AttemptRecord{q.Int(0), static_cast<int>(q.Int(1)), static_cast<int>(q.Int(2)),
+                                q.Int(3), q.Double(4), q.Double(5), q.Text(6)});
+  }
+  if (rc != SQLITE_DONE) return MakeError("database: load attempts: " + q.error());
+  return out;
+}
+
+Result<std::string> Store::QuickCheck() {
+  Stmt q(db_, "PRAGMA integrity_check");
+  if (!q.ok() || q.Step() != SQLITE_ROW) return MakeError("database: integrity_check failed");
+  return q.Text(0);
+}
+
+}  // namespace ckprof

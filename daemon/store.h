@@ -1,0 +1,126 @@
+// Store: ckprofd's durable state in SQLite (WAL) — jobs, tasks, attempts, results and the
+// per-user usage that fair share decays.
+//
+// Every scheduler transition is a Store call that commits before it returns, so the caller
+// may act on it (spawn, answer a client) knowing a crash cannot lose it. Submits commit with
+// synchronous=FULL (an acknowledged job survives power loss); task transitions with the
+// configured durability (NORMAL by default: they survive a daemon crash, and a power loss can
+// at worst re-run the last tasks). Single-threaded: call only from the daemon's io thread.
+#pragma once
+
+#include <sqlite3.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace ckprof {
+
+struct JobRecord {
+  int64_t id = 0;
+  uint32_t uid = 0, gid = 0;
+  std::vector<uint32_t> groups;  // supplementary groups of the submitter
+  std::string owner;             // user name
+  std::string name;
+  int priority = 0;
+  std::vector<int> gpus;  // allowed; empty = any
+  int max_gpus = 0;
+  double not_before = 0;
+  double timeout_s = 0;  // 0 = none
+  std::string profiler_path;
+  std::string cwd;
+  std::string input_format;
+  bool cancelled = false;
+  double submitted_at = 0;
+  double finished_at = 0;
+};
+
+struct TaskRecord {
+  int64_t id = 0;
+  int64_t job_id = 0;
+  int64_t position = 0;  // 1-based within the job
+  int64_t rank = 0;      // priority_rank
+  std::string op;        // profile_grouped_conv_fwd, ...
+  std::string config;    // the config's JSON text
+  double est_cost = 0;   // FLOPs, for ordering and ETA
+  std::string state;     // queued, running, or a final outcome kind name
+  int attempts = 0;
+  int gpu = -1;
+  int64_t pgid = 0;
+  double started_at = 0, ended_at = 0;
+  std::string result;  // JSON: parsed perf, captures, error, returncode, command
+};
+
+struct AttemptRecord {
+  int64_t task_id = 0;
+  int attempt = 0;
+  int gpu = -1;
+  int64_t pgid = 0;
+  double started_at = 0, ended_at = 0;
+  std::string outcome;
+};
+
+struct UsageRecord {
+  uint32_t uid = 0;
+  double usage = 0;       // decayed GPU seconds at `updated_at`
+  double updated_at = 0;  // unix seconds
+};
+
+class Store {
+ public:
+  // Opens (creating if needed) <state_dir>/ckprofd.db. `full_sync` makes every commit fsync.
+  // Errors are startup errors: they name the file and what is wrong (unwritable, corrupt).
+  static Result<std::unique_ptr<Store>> Open(const std::string& state_dir, bool full_sync);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  // Inserts a job and its tasks in one transaction (synchronous=FULL); fills ids.
+  Status InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks);
+
+  // A task starts an attempt on a GPU: state running, attempts+1, attempt row. Commits.
+  Status MarkRunning(int64_t task_id, int attempt, int gpu, double started_at);
+  // The process group of the running attempt, known right after spawn. Commits.
+  Status SetPgid(int64_t task_id, int attempt, int64_t pgid);
+  // A task attempt ended. `final_state` is the task's new state ("queued" to requeue).
+  // `usage` (when uid_for_usage is set) is the owner's new decayed usage. One transaction.
+  Status FinishAttempt(int64_t task_id, int attempt, const std::string& outcome,
+                       const std::string& final_state, double ended_at,
+                       const std::string& result_json, const UsageRecord* usage);
+  // Final states for queued tasks that will never run (a cancelled job), in one transaction.
+  Status SetTasksState(const std::vector<int64_t>& task_ids, const std::string& state,
+                       const std::string& result_json, double ended_at);
+  Status SetJobCancelled(int64_t job_id);
+  Status SetJobPriority(int64_t job_id, int priority);
+  Status SetJobFinished(int64_t job_id, double finished_at);
+
+  // Loading, at startup and for queries.
+  Status ForEachJob(const std::function<void(JobRecord&&)>& fn);
+  // Tasks without their config and result text (the scheduler's working set).
+  Status ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn);
+  Status ForEachUsage(const std::function<void(UsageRecord&&)>& fn);
+  Result<std::string> TaskConfig(int64_t task_id);
+  // Every task of a job, with config and result text, ordered by position.
+  Result<std::vector<TaskRecord>> JobTasks(int64_t job_id);
+  Result<std::vector<AttemptRecord>> Attempts(int64_t task_id_or_0);
+
+  // PRAGMA quick_check: "ok" or what is wrong.
+  Result<std::string> QuickCheck();
+
+ private:
+  Store(sqlite3* db, std::string path);
+  Status Exec(const char* sql);
+  void Rollback();
+  sqlite3* db_;
+  std::string path_;
+  bool full_sync_ = false;
+};
+
+}  // namespace ckprof

@@ -1,0 +1,384 @@
+// Integration tests: a real ckprofd on a temp socket, real clients, the CK emulator as
+// profiler (logging every invocation with CKEMU_LOG). They wait on events — the daemon's
+// READY=1, watch streams, process exits — never on fixed sleeps.
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "client/connection.h"
+#include "common/ck_config.h"
+#include "common/json_util.h"
+#include "daemon/store.h"
+#include "tests/test_util.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::json;
+using testing::BinPath;
+using testing::CommandResult;
+using testing::DaemonProcess;
+using testing::RunCommand;
+using testing::TempDir;
+
+// A configs file of `n` distinct small fwd problems (K varies); `magic_n` puts the emulator's
+// fault-selecting batch size into every `every`-th config.
+std::string ConfigsText(int n, int magic_n = 0, int every = 1, int64_t spatial = 8) {
+  std::vector<CkConfig> configs;
+  for (int i = 1; i <= n; ++i) {
+    CkConfig c;
+    c.op = ConvOp::kFwd;
+    c.index_type = 0;
+    c.num_dim_spatial = 2;
+    c.G = 1;
+    c.N = (magic_n && i % every == 0) ? magic_n : 2;
+    c.K = 8 + i;
+    c.C = 8;
+    c.filter_spatial = {3, 3};
+    c.input_spatial = {spatial, spatial};
+    c.strides = {1, 1};
+    c.dilations = {1, 1};
+    c.left_pads = {1, 1};
+    c.right_pads = {1, 1};
+    c.metadata["priority_rank"] = i;
+    c.metadata["description"] = Describe(c);
+    configs.push_back(c);
+  }
+  return ConfigsToText(configs);
+}
+
+struct Invocation {
+  int pid = 0;
+  int uid = 0;
+  std::string gpu;  // HIP_VISIBLE_DEVICES
+  json env;
+  std::vector<std::string> argv;
+  double start = 0, end = 0;  // microseconds; end 0 when it never logged one
+  std::string outcome;
+};
+
+// Reads the emulator's CKEMU_LOG: one entry per pid, start and end merged.
+std::vector<Invocation> ReadEmuLog(const std::string& path) {
+  std::map<int, Invocation> by_pid;
+  std::istringstream in(testing::ReadFile(path));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = ParseJson(line);
+    if (!j.ok()) continue;
+    Invocation& inv = by_pid[j->value("pid", 0)];
+    inv.pid = j->value("pid", 0);
+    inv.uid = j->value("uid", -1);
+    inv.env = j->value("env", json::object());
+    inv.gpu = inv.env.value("HIP_VISIBLE_DEVICES", "");
+    inv.argv = j->value("argv", std::vector<std::string>{});
+    inv.start = j->value("start", 0.0);
+    if (j->value("event", "") == "end") {
+      inv.end = j->value("end", 0.0);
+      inv.outcome = j->value("outcome", "");
+    }
+  }
+  std::vector<Invocation> out;
+  for (auto& [pid, inv] : by_pid) out.push_back(std::move(inv));
+  return out;
+}
+
+// No two runs on one GPU overlap in time.
+void ExpectExclusivePerGpu(const std::vector<Invocation>& runs) {
+  std::map<std::string, std::vector<std::pair<double, double>>> by_gpu;
+  for (const auto& r : runs) {
+    if (r.end > 0) by_gpu[r.gpu].emplace_back(r.start, r.end);
+  }
+  for (auto& [gpu, iv] : by_gpu) {
+    std::sort(iv.begin(), iv.end());
+    for (size_t i = 1; i < iv.size(); ++i) {
+      EXPECT_GE(iv[i].first, iv[i - 1].second) << "GPU " << gpu << " ran two profilers at once";
+    }
+  }
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    chmod(dir_.path().c_str(), 0755);  // tasks of other users write the emulator log here
+    emu_log_ = dir_.File("emu.log");
+    testing::WriteFile(emu_log_, "");
+    chmod(emu_log_.c_str(), 0666);
+  }
+
+  void StartDaemon(DaemonProcess::Options o = {}) {
+    o.env.push_back("CKEMU_LOG=" + emu_log_);
+    if (std::none_of(o.env.begin(), o.env.end(),
+                     [](const std::string& kv) { return kv.rfind("CKEMU_TIME_SCALE=", 0) == 0; })) {
+      o.env.push_back("CKEMU_TIME_SCALE=0");
+    }
+    o.extra_args.insert(o.extra_args.end(), {"--profiler-path", BinPath("ckprofiler-emu")});
+    daemon_ = std::make_unique<DaemonProcess>(dir_.path());
+    std::string error;
+    ASSERT_TRUE(daemon_->Start(o, &error)) << error;
+  }
+
+  CommandResult Ckprof(std::vector<std::string> args, const std::vector<std::string>& prefix = {}) {
+    std::vector<std::string> argv = prefix;
+    argv.push_back(BinPath("ckprof"));
+    argv.insert(argv.end(), {"--socket", daemon_->socket()});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, {}, dir_.path());
+  }
+
+  int64_t Submit(const std::string& configs_text, std::vector<std::string> extra = {},
+                 const std::vector<std::string>& prefix = {}) {
+    const std::string file = dir_.File("configs-" + std::to_string(++files_) + ".json");
+    testing::WriteFile(file, configs_text);
+    chmod(file.c_str(), 0644);
+    std::vector<std::string> args = {"submit", file};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CommandResult r = Ckprof(args, prefix);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? std::stoll(r.out) : 0;
+  }
+
+  // Waits (on the job's event stream) until `n` tasks have finished, or the job ended.
+  void WaitFinished(int64_t job, int n) {
+    auto conn = Connection::Open(daemon_->socket());
+    ASSERT_TRUE(conn.ok()) << conn.error();
+    // Every frame carries the job's summary: count from it, so that tasks finished before
+    // the watch began count too.
+    Status s = (*conn)->Watch(job, [&](const json& f) {
+      return f.value("job", json::object()).value("done", 0) < n;
+    });
+    ASSERT_TRUE(s.ok()) << s.error();
+  }
+
+  json Results(int64_t job) {
+    CommandResult r = Ckprof({"results", std::to_string(job), "--format", "json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto j = ParseJson(r.out);
+    return j.ok() ? *j : json::object();
+  }
+
+  TempDir dir_;
+  std::string emu_log_;
+  std::unique_ptr<DaemonProcess> daemon_;
+  int files_ = 0;
+};
+
+TEST_F(DaemonTest, EveryRunSeesExactlyOneGpuAndNoGpuRunsTwo) {
+  DaemonProcess::Options o;
+  o.gpus = "0-7";
+  // Inherited pins must not leak into the profilers.
+  o.env = {"HIP_VISIBLE_DEVICES=7", "CUDA_VISIBLE_DEVICES=5", "ROCR_VISIBLE_DEVICES=1",
+           "CKEMU_TIME_SCALE=20"};
+  StartDaemon(o);
+  int64_t job = Submit(ConfigsText(160));
+  CommandResult w = Ckprof({"wait", std::to_string(job)});
+  EXPECT_EQ(w.exit_code, 0) << w.err;
+  auto runs = ReadEmuLog(emu_log_);
+  ASSERT_EQ(runs.size(), 160u);
+  std::set<std::string> gpus;
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.env.size(), 1u) << r.env.dump();
+    EXPECT_FALSE(r.gpu.empty());
+    gpus.insert(r.gpu);
+    EXPECT_EQ(r.outcome, "succeeded");
+  }
+  EXPECT_EQ(gpus.size(), 8u) << "all eight GPUs are used";
+  ExpectExclusivePerGpu(runs);
+  json res = Results(job);
+  EXPECT_EQ(res["stats"]["success"], 160);
+  EXPECT_EQ(res["results"][0]["success"], true);
+}
+
+TEST_F(DaemonTest, TwoThousandTasksRunExactlyOnceEach) {
+  StartDaemon();
+  int64_t job = Submit(ConfigsText(2000));
+  CommandResult w = Ckprof({"wait", std::to_string(job)});
+  EXPECT_EQ(w.exit_code, 0) << w.err;
+  auto runs = ReadEmuLog(emu_log_);
+  std::map<std::vector<std::string>, int> times;
+  for (const auto& r : runs) ++times[r.argv];
+  EXPECT_EQ(runs.size(), 2000u);
+  EXPECT_EQ(times.size(), 2000u);
+  for (const auto& [argv, n] : times) EXPECT_EQ(n, 1);
+  ExpectExclusivePerGpu(runs);
+}
+
+TEST_F(DaemonTest, KillDashNineMidSweepLosesNothing) {
+  DaemonProcess::Options o;
+  o.env = {"CKEMU_TIME_SCALE=30"};
+  StartDaemon(o);
+  int64_t job = Submit(ConfigsText(120));
+  WaitFinished(job, 40);
+  daemon_->Signal(SIGKILL);
+  StartDaemon(o);  // recovery stops leftover profilers, requeues what was running
+  CommandResult w = Ckprof({"wait", std::to_string(job)});
+  EXPECT_EQ(w.exit_code, 0) << w.err;
+  json res = Results(job);
+  ASSERT_EQ(res["results"].size(), 120u);
+  int reruns = 0;
+  for (const auto& r : res["results"]) {
+    EXPECT_EQ(r["status"], "succeeded") << r.dump();
+    reruns += r["attempts"].get<int>() - 1;
+  }
+  EXPECT_LE(reruns, 4) << "only tasks running at the kill run again";
+  auto runs = ReadEmuLog(emu_log_);
+  std::map<std::vector<std::string>, int> times;
+  for (const auto& r : runs) ++times[r.argv];
+  EXPECT_EQ(times.size(), 120u);
+  int extra = 0;
+  for (const auto& [argv, n] : times) extra += n - 1;
+  EXPECT_EQ(extra, reruns);
+  auto store = Store::Open(daemon_->state_dir(), false);
+  ASSERT_TRUE(store.ok()) << store.error();
+  EXPECT_EQ(*(*store)->QuickCheck(), "ok");
+}
+
+TEST_F(DaemonTest, TimeoutsCrashesAndFailuresAreRecordedWithTheirOutcome) {
+  StartDaemon();
+  std::string text = "[";
+  for (int magic : {9001, 9002, 9003, 9004, 9008, 0}) {
+    auto one = ParseOrderedJson(ConfigsText(1, magic ? magic : 0));
+    if (text.size() > 1) text += ",";
+    text += (*one)[0].dump();
+  }
+  text += "]";
+  int64_t job = Submit(text, {"--timeout", "0.5"});
+  CommandResult w = Ckprof({"wait", std::to_string(job)});
+  EXPECT_EQ(w.exit_code, 1) << "not every task succeeded";
+  json res = Results(job);
+  std::vector<std::string> states;
+  for (const auto& r : res["results"]) states.push_back(r["status"]);
+  EXPECT_EQ(states, (std::vector<std::string>{"timed_out", "crashed", "failed", "unsupported",
+                                              "failed", "succeeded"}));
+  EXPECT_EQ(res["results"][1]["returncode"], -SIGSEGV);
+  EXPECT_EQ(res["results"][3]["success"], false) << "no valid instance is not a success";
+  EXPECT_EQ(res["stats"]["failed"], 5);
+}
+
+TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
+  DaemonProcess::Options o;
+  o.gpus = "0-1";
+  o.config_json = R"({"kill_grace": 0.3})";
+  StartDaemon(o);
+  int64_t job = Submit(ConfigsText(3, 9010));  // hang, ignoring SIGTERM
+  {
+    auto conn = Connection::Open(daemon_->socket());
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE((*conn)->Watch(job, [&](const json& f) {
+      return f.value("job", json::object()).value("running", 0) < 2;
+    }).ok());
+  }
+  int status = daemon_->Signal(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(testing::ProcessesWithEnv("CKPROFD_STATE=" + daemon_->state_dir()).empty());
+  // The interrupted tasks are queued again for the next start.
+  auto store = Store::Open(daemon_->state_dir(), false);
+  ASSERT_TRUE(store.ok());
+  int queued = 0;
+  ASSERT_TRUE((*store)->ForEachTaskBrief([&](TaskRecord&& t) { queued += t.state == "queued"; }).ok());
+  EXPECT_EQ(queued, 3);
+}
+
+TEST_F(DaemonTest, MalformedFramesGetClearErrorsAndTheDaemonGoesOn) {
+  StartDaemon();
+  auto conn = Connection::Open(daemon_->socket());
+  ASSERT_TRUE(conn.ok()) << conn.error();
+  Request r;
+  r.type = RequestType::kStatus;
+  r.job_id = 424242;
+  auto a = (*conn)->Call(r);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().find("no job 424242"), std::string::npos);
+  CommandResult ping = Ckprof({"ping"});
+  EXPECT_EQ(ping.exit_code, 0) << ping.err;
+}
+
+TEST_F(DaemonTest, UnreachableDaemonIsOneClearLineAndExitTwo) {
+  CommandResult r = RunCommand({BinPath("ckprof"), "--socket", dir_.File("nobody.sock"), "list"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("cannot reach ckprofd at " + dir_.File("nobody.sock")), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--local"), std::string::npos);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+}
+
+// Creates a throwaway user for the test (root only); removed on destruction.
+class TestUser {
+ public:
+  explicit TestUser(const std::string& name) : name_(name) {
+    RunCommand({"userdel", name_});
+    ok_ = RunCommand({"useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name_})
+              .exit_code == 0;
+    if (passwd* pw = getpwnam(name_.c_str()); ok_ && pw) uid_ = pw->pw_uid;
+  }
+  ~TestUser() { RunCommand({"userdel", name_}); }
+  bool ok() const { return ok_ && uid_ != 0; }
+  uint32_t uid() const { return uid_; }
+  // A command prefix that runs the rest as this user.
+  std::vector<std::string> As() const {
+    return {"setpriv", "--reuid=" + name_, "--regid=" + name_, "--init-groups", "--"};
+  }
+
+ private:
+  std::string name_;
+  bool ok_ = false;
+  uint32_t uid_ = 0;
+};
+
+TEST_F(DaemonTest, FairShareBetweenTwoRealUsersAndOwnershipIsEnforced) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
+  TestUser alice("ckprof-alice"), bob("ckprof-bob");
+  if (!alice.ok() || !bob.ok()) GTEST_SKIP() << "useradd is not available";
+  DaemonProcess::Options o;
+  o.gpus = "0-1";
+  o.config_json = R"({"socket_mode": "0666"})";
+  o.env = {"CKEMU_TIME_SCALE=40"};
+  StartDaemon(o);
+  int64_t sweep = Submit(ConfigsText(80, 0, 1, 16), {}, alice.As());
+  WaitFinished(sweep, 6);
+  int64_t small = Submit(ConfigsText(4, 0, 1, 12), {}, bob.As());
+  // Bob may not cancel Alice's job; nothing of it changes.
+  CommandResult cancel = Ckprof({"cancel", std::to_string(sweep)}, bob.As());
+  EXPECT_EQ(cancel.exit_code, 1);
+  EXPECT_NE(cancel.err.find("only its owner or an admin"), std::string::npos) << cancel.err;
+  CommandResult w = Ckprof({"wait", std::to_string(small)}, bob.As());
+  EXPECT_EQ(w.exit_code, 0) << w.err;
+  // Bob's four tasks ran as bob, and while they waited Alice's sweep started at most one task
+  // per GPU (the ones already running when Bob submitted finish first).
+  auto runs = ReadEmuLog(emu_log_);
+  double bob_submit = 1e300, bob_last_start = 0;
+  int bob_runs = 0;
+  for (const auto& r : runs) {
+    if (static_cast<uint32_t>(r.uid) == bob.uid()) {
+      ++bob_runs;
+      bob_submit = std::min(bob_submit, r.start);
+      bob_last_start = std::max(bob_last_start, r.start);
+    } else {
+      EXPECT_EQ(static_cast<uint32_t>(r.uid), alice.uid()) << "tasks run as their submitter";
+    }
+  }
+  EXPECT_EQ(bob_runs, 4);
+  int alice_between = 0;
+  for (const auto& r : runs) {
+    if (static_cast<uint32_t>(r.uid) == alice.uid() && r.start > bob_submit &&
+        r.start < bob_last_start) {
+      ++alice_between;
+    }
+  }
+  EXPECT_LE(alice_between, 2) << "Bob's small job was not starved by Alice's sweep";
+  CommandResult own = Ckprof({"cancel", std::to_string(sweep)}, alice.As());
+  EXPECT_EQ(own.exit_code, 0) << own.err;
+}
+
+}  // namespace
+}  // namespace ckprof

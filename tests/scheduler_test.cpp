@@ -1,0 +1,321 @@
+// Scheduler policy tests with a fake launcher (no processes) and a real Store in a temp dir.
+#include "daemon/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "tests/test_util.h"
+
+namespace ckprof {
+namespace {
+
+using testing::TempDir;
+
+// Records every start; the test finishes runs explicitly.
+class FakeLauncher final : public Launcher {
+ public:
+  struct Run {
+    RunSpec spec;
+    std::function<void(RunResult)> done;
+    bool cancelled = false;
+    bool interrupted = false;
+  };
+  RunId Start(RunSpec spec, std::function<void(RunResult)> on_done) override {
+    RunId id = next_++;
+    runs_[id] = Run{std::move(spec), std::move(on_done)};
+    order_.push_back(id);
+    return id;
+  }
+  int64_t Pid(RunId id) const override { return runs_.count(id) ? 100000 + static_cast<int64_t>(id) : -1; }
+  bool Cancel(RunId id) override {
+    runs_.at(id).cancelled = true;
+    Finish(id, Outcome{Outcome::Kind::kCancelled, 0, SIGTERM, "cancelled"});
+    return true;
+  }
+  bool Interrupt(RunId id) override {
+    runs_.at(id).interrupted = true;
+    Finish(id, Outcome{Outcome::Kind::kInterrupted, 0, SIGTERM, "interrupted"});
+    return true;
+  }
+  size_t running() const override { return runs_.size(); }
+
+  // Completes a run as its profiler would have.
+  void Finish(RunId id, Outcome o = Outcome{}, double elapsed = 1.0) {
+    auto it = runs_.find(id);
+    ASSERT_NE(it, runs_.end());
+    Run run = std::move(it->second);
+    runs_.erase(it);
+    RunResult r;
+    r.outcome = o;
+    r.elapsed_s = elapsed;
+    if (o.ok()) {
+      r.perf.has_best = true;
+      r.perf.best_name = "Inst<1, 2>";
+      r.perf.avg_ms = 0.5;
+      r.perf.tflops = 10;
+      r.perf.gbps = 100;
+      r.perf.valids = 3;
+    }
+    run.done(std::move(r));
+  }
+  // The env value of `var` in run `id`'s spec.
+  std::string Env(RunId id, const std::string& var) const {
+    for (const auto& [k, v] : runs_.at(id).spec.set_env) {
+      if (k == var) return v;
+    }
+    return "";
+  }
+  std::vector<RunId> Active() const {
+    std::vector<RunId> out;
+    for (const auto& [id, r] : runs_) out.push_back(id);
+    return out;
+  }
+  const Run& Get(RunId id) const { return runs_.at(id); }
+
+ private:
+  RunId next_ = 1;
+  std::map<RunId, Run> runs_;
+  std::vector<RunId> order_;
+};
+
+CkConfig Config(int rank) {
+  CkConfig c;
+  c.op = ConvOp::kFwd;
+  c.index_type = 0;
+  c.num_dim_spatial = 2;
+  c.G = 1;
+  c.N = 4;
+  c.K = 8;
+  c.C = 8;
+  c.filter_spatial = {3, 3};
+  c.input_spatial = {16, 16};
+  c.strides = {1, 1};
+  c.dilations = {1, 1};
+  c.left_pads = {1, 1};
+  c.right_pads = {1, 1};
+  c.metadata["priority_rank"] = rank;
+  return c;
+}
+
+std::vector<CkConfig> Configs(int n) {
+  std::vector<CkConfig> out;
+  for (int i = 1; i <= n; ++i) out.push_back(Config(i));
+  return out;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+
+  void Open(std::vector<int> gpus = {0}) {
+    sched_.reset();
+    store_.reset();
+    auto s = Store::Open(dir_.path(), false);
+    ASSERT_TRUE(s.ok()) << s.error();
+    store_ = std::move(*s);
+    SchedulerOptions o;
+    o.gpus = std::move(gpus);
+    o.state_dir = dir_.path();
+    o.max_attempts = 2;
+    sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, o);
+    ASSERT_TRUE(sched_->Recover().ok());
+  }
+
+  JobRecord Job(uint32_t uid, const std::string& name, int priority = 0) {
+    JobRecord j;
+    j.uid = uid;
+    j.gid = uid;
+    j.owner = "user" + std::to_string(uid);
+    j.name = name;
+    j.priority = priority;
+    j.timeout_s = -1;
+    j.profiler_path = testing::BinPath("ckprofiler-emu");
+    j.cwd = "/";
+    return j;
+  }
+
+  int64_t Submit(JobRecord j, int tasks) {
+    auto id = sched_->Submit(std::move(j), Configs(tasks));
+    EXPECT_TRUE(id.ok()) << id.error();
+    return id.ok() ? *id : 0;
+  }
+
+  // The job id of the task a run executes (from the CKPROFD_TASK marker).
+  int64_t JobOfRun(Launcher::RunId id) {
+    std::string marker = launcher_.Env(id, "CKPROFD_TASK");
+    int64_t task = std::stoll(marker.substr(0, marker.find(':')));
+    auto rows = store_->ForEachTaskBrief([&](TaskRecord&& t) {
+      if (t.id == task) job_of_task_ = t.job_id;
+    });
+    EXPECT_TRUE(rows.ok());
+    return job_of_task_;
+  }
+
+  TempDir dir_;
+  asio::io_context io_;
+  FakeLauncher launcher_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Scheduler> sched_;
+  int64_t job_of_task_ = 0;
+};
+
+TEST_F(SchedulerTest, EachGpuRunsOneTaskPinnedToIt) {
+  Open({0, 1, 2});
+  int64_t job = Submit(Job(1000, "a"), 5);
+  auto active = launcher_.Active();
+  ASSERT_EQ(active.size(), 3u);
+  std::set<std::string> pins;
+  for (auto id : active) pins.insert(launcher_.Env(id, "HIP_VISIBLE_DEVICES"));
+  EXPECT_EQ(pins, (std::set<std::string>{"0", "1", "2"}));
+  // A GPU that frees takes the next task at once.
+  launcher_.Finish(active[0]);
+  EXPECT_EQ(launcher_.Active().size(), 3u);
+  for (auto id : launcher_.Active()) launcher_.Finish(id);
+  for (auto id : launcher_.Active()) launcher_.Finish(id);
+  auto s = sched_->Summary(job);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->succeeded, 5);
+  EXPECT_EQ(s->state, "finished");
+}
+
+TEST_F(SchedulerTest, FairShareLetsASmallJobPassALargeOne) {
+  int64_t big = Submit(Job(1000, "sweep"), 50);
+  // The big job's user has used the GPU for a while.
+  for (int i = 0; i < 3; ++i) launcher_.Finish(launcher_.Active()[0], Outcome{}, 10.0);
+  int64_t small = Submit(Job(2000, "small"), 3);
+  // Whatever runs now finishes; the next three starts must all be the small job's.
+  std::vector<int64_t> next_jobs;
+  for (int i = 0; i < 4; ++i) {
+    launcher_.Finish(launcher_.Active()[0], Outcome{}, 10.0);
+    next_jobs.push_back(JobOfRun(launcher_.Active()[0]));
+  }
+  EXPECT_EQ(next_jobs[0], small);
+  EXPECT_EQ(next_jobs[1], small);
+  EXPECT_EQ(next_jobs[2], small);
+  EXPECT_EQ(next_jobs[3], big);
+}
+
+TEST_F(SchedulerTest, PriorityThenSubmitOrderWithinAUser) {
+  int64_t first = Submit(Job(1000, "first"), 2);  // its first task starts at once
+  int64_t low = Submit(Job(1000, "low", 0), 1);
+  int64_t high = Submit(Job(1000, "high", 5), 2);
+  std::vector<int64_t> order;
+  for (int i = 0; i < 4; ++i) {
+    launcher_.Finish(launcher_.Active()[0]);
+    order.push_back(JobOfRun(launcher_.Active()[0]));
+  }
+  EXPECT_EQ(order, (std::vector<int64_t>{high, high, first, low}));
+}
+
+TEST_F(SchedulerTest, AllowedGpusAndMaxGpus) {
+  Open({0, 1, 2, 3});
+  JobRecord j = Job(1000, "pinned");
+  j.gpus = {2, 3};
+  j.max_gpus = 1;
+  Submit(std::move(j), 4);
+  auto active = launcher_.Active();
+  ASSERT_EQ(active.size(), 1u);
+  std::string gpu = launcher_.Env(active[0], "HIP_VISIBLE_DEVICES");
+  EXPECT_TRUE(gpu == "2" || gpu == "3") << gpu;
+}
+
+TEST_F(SchedulerTest, OnlyOwnerOrAdminMayCancel) {
+  int64_t job = Submit(Job(1000, "mine"), 3);
+  Identity other;
+  other.uid = 2000;
+  other.user = "other";
+  Status s = sched_->Cancel(job, other);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().find("only its owner or an admin"), std::string::npos) << s.error();
+  EXPECT_FALSE(sched_->Retry(job, other).ok());
+  EXPECT_FALSE(sched_->Boost(job, 10, other).ok());
+  Identity owner;
+  owner.uid = 1000;
+  owner.user = "user1000";
+  ASSERT_TRUE(sched_->Cancel(job, owner).ok());
+  auto sum = sched_->Summary(job);
+  EXPECT_EQ(sum->cancelled, 3);  // two queued, one running (cancelled through the launcher)
+  EXPECT_EQ(sum->state, "cancelled");
+  EXPECT_TRUE(launcher_.Active().empty());
+}
+
+TEST_F(SchedulerTest, FailuresAreRecordedAndRetried) {
+  int64_t job = Submit(Job(1000, "j"), 2);
+  launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kCrashed, 0, SIGSEGV, "SIGSEGV"});
+  launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kTimedOut, 0, SIGTERM, "timed out"});
+  auto results = sched_->Results(job, false);
+  ASSERT_TRUE(results.ok());
+  EXPECT_EQ((*results)[0].state, "crashed");
+  EXPECT_EQ((*results)[0].returncode, -SIGSEGV);
+  EXPECT_EQ((*results)[1].state, "timed_out");
+  Identity owner;
+  owner.uid = 1000;
+  auto n = sched_->Retry(job, owner);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(launcher_.Active().size(), 1u);
+  launcher_.Finish(launcher_.Active()[0]);
+  launcher_.Finish(launcher_.Active()[0]);
+  EXPECT_EQ(sched_->Summary(job)->succeeded, 2);
+  EXPECT_EQ((*sched_->Results(job, false))[0].attempts, 2);
+}
+
+TEST_F(SchedulerTest, RestartRequeuesWhatWasRunning) {
+  int64_t job = Submit(Job(1000, "j"), 3);
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  // The daemon "dies": drop the scheduler without telling it the run ended.
+  sched_.reset();
+  FakeLauncher fresh;
+  SchedulerOptions o;
+  o.gpus = {0};
+  o.state_dir = dir_.path();
+  o.max_attempts = 2;
+  auto store = Store::Open(dir_.path(), false);
+  ASSERT_TRUE(store.ok());
+  Scheduler again(io_.get_executor(), **store, fresh, o);
+  ASSERT_TRUE(again.Recover().ok());
+  ASSERT_EQ(fresh.Active().size(), 1u);
+  for (int i = 0; i < 3; ++i) fresh.Finish(fresh.Active()[0]);
+  auto results = again.Results(job, false);
+  ASSERT_TRUE(results.ok());
+  int attempts = 0;
+  for (const auto& t : *results) {
+    EXPECT_EQ(t.state, "succeeded");
+    attempts += t.attempts;
+  }
+  EXPECT_EQ(attempts, 4);  // the interrupted task ran twice, the others once
+  auto history = (*store)->Attempts(0);
+  ASSERT_TRUE(history.ok());
+  EXPECT_EQ(history->front().outcome, "interrupted");
+}
+
+TEST_F(SchedulerTest, MissingProfilerIsASpawnFailureAndTheJobGoesOn) {
+  JobRecord j = Job(1000, "missing");
+  j.profiler_path = dir_.File("no-such-ckProfiler");
+  int64_t job = Submit(std::move(j), 3);
+  auto s = sched_->Summary(job);
+  EXPECT_EQ(s->failed, 3);
+  EXPECT_EQ(s->state, "finished");
+  auto results = sched_->Results(job, false);
+  EXPECT_EQ((*results)[0].state, "spawn_failed");
+  EXPECT_NE((*results)[0].error.find("no-such-ckProfiler"), std::string::npos) << (*results)[0].error;
+}
+
+TEST_F(SchedulerTest, DrainedGpuTakesNoWork) {
+  Open({0, 1});
+  Identity admin;
+  admin.admin = true;
+  ASSERT_TRUE(sched_->SetDrained(1, true, admin).ok());
+  Identity user;
+  user.uid = 5;
+  EXPECT_FALSE(sched_->SetDrained(0, true, user).ok());
+  Submit(Job(1000, "j"), 4);
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  EXPECT_EQ(launcher_.Env(launcher_.Active()[0], "HIP_VISIBLE_DEVICES"), "0");
+  ASSERT_TRUE(sched_->SetDrained(1, false, admin).ok());
+  EXPECT_EQ(launcher_.Active().size(), 2u);
+}
+
+}  // namespace
+}  // namespace ckprof
