@@ -20,6 +20,40 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
       {"convert", "convert PyTorch convolutions (IR list or trace) to CK profiler configs",
        [](const GlobalOptions&, const Args& a) { return RunConvertCommand(a); }},
+      {"run", "run the CK profiler for a configs file (the original run workflow)",
+       [](const GlobalOptions& g, const Args& a) { return RunRunCommand(g, a); }},
+      {"submit", "submit an IR list, trace or configs file to ckprofd as a job",
+       [](const GlobalOptions& g, const Args& a) { return RunSubmitCommand(g, a); }},
+      {"status", "show one job, or all jobs",
+       [](const GlobalOptions& g, const Args& a) { return RunStatusCommand(g, a, false); }},
+      {"list", "list active jobs (--all: every job)",
+       [](const GlobalOptions& g, const Args& a) { return RunStatusCommand(g, a, true); }},
+      {"watch", "follow a job live until it ends",
+       [](const GlobalOptions& g, const Args& a) { return RunWatchCommand(g, a, false); }},
+      {"wait", "wait silently until a job ends",
+       [](const GlobalOptions& g, const Args& a) { return RunWatchCommand(g, a, true); }},
+      {"results", "fetch a job's results (json, csv or table)",
+       [](const GlobalOptions& g, const Args& a) { return RunResultsCommand(g, a); }},
+      {"cancel", "cancel a job",
+       [](const GlobalOptions& g, const Args& a) {
+         return RunJobActionCommand(g, a, RequestType::kCancel);
+       }},
+      {"retry", "requeue a job's failed tasks",
+       [](const GlobalOptions& g, const Args& a) {
+         return RunJobActionCommand(g, a, RequestType::kRetry);
+       }},
+      {"boost", "set a job's priority (admins)",
+       [](const GlobalOptions& g, const Args& a) {
+         return RunJobActionCommand(g, a, RequestType::kBoost);
+       }},
+      {"gpus", "show the daemon's GPUs",
+       [](const GlobalOptions& g, const Args& a) { return RunGpusCommand(g, a); }},
+      {"drain", "stop giving a GPU new tasks (admins)",
+       [](const GlobalOptions& g, const Args& a) { return RunGpuActionCommand(g, a, true); }},
+      {"resume", "give a drained GPU tasks again (admins)",
+       [](const GlobalOptions& g, const Args& a) { return RunGpuActionCommand(g, a, false); }},
+      {"ping", "check that ckprofd answers",
+       [](const GlobalOptions& g, const Args& a) { return RunPingCommand(g, a); }},
   };
   return commands;
 }

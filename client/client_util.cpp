@@ -1,0 +1,82 @@
+#include "client/client_util.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "common/gpu_list.h"
+
+namespace ckprof {
+
+void PrintError(const std::string& cmd, const std::string& message) {
+  std::cerr << "ckprof " << cmd << ": " << message << "\n";
+}
+
+std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const std::string& cmd) {
+  auto c = Connection::Open(ResolveSocketPath(global.socket));
+  if (!c) {
+    PrintError(cmd, c.error());
+    return nullptr;
+  }
+  return std::move(*c);
+}
+
+std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd) {
+  static const std::regex id(R"(\d{1,18})");
+  if (std::regex_match(text, id)) {
+    int64_t v = std::stoll(text);
+    if (v > 0) return v;
+  }
+  PrintError(cmd, "JOB must be a job id (a positive integer, see 'ckprof list'), got '" + text + "'");
+  return std::nullopt;
+}
+
+std::optional<std::vector<int>> ParseGpuListArg(const std::string& text, const std::string& cmd) {
+  auto gpus = ParseGpuList(text);
+  if (!gpus) {
+    PrintError(cmd, "--gpus: " + gpus.error());
+    return std::nullopt;
+  }
+  return *gpus;
+}
+
+std::string FormatDuration(double seconds) {
+  if (seconds < 0 || !std::isfinite(seconds)) return "-";
+  auto s = static_cast<int64_t>(std::llround(seconds));
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  }
+  return buf;
+}
+
+std::string FormatAge(double unix_time) {
+  if (unix_time <= 0) return "-";
+  double age = static_cast<double>(std::time(nullptr)) - unix_time;
+  if (age < 0) age = 0;
+  if (age < 120) return std::to_string(static_cast<int64_t>(age)) + "s";
+  if (age < 7200) return std::to_string(static_cast<int64_t>(age / 60)) + "m";
+  if (age < 172800) return std::to_string(static_cast<int64_t>(age / 3600)) + "h";
+  return std::to_string(static_cast<int64_t>(age / 86400)) + "d";
+}
+
+bool StdoutIsTerminal() { return isatty(STDOUT_FILENO) == 1; }
+
+std::string AbsolutePath(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.lexically_normal().string();
+}
+
+}  // namespace ckprof

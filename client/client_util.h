@@ -1,0 +1,37 @@
+// Helpers the ckprof commands share: connecting with the standard error message, parsing
+// job ids and GPU lists, and formatting durations and ages.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/commands.h"
+#include "client/connection.h"
+
+namespace ckprof {
+
+// Connects to the daemon named by the global options. On failure prints "ckprof CMD: <why>"
+// and returns nullptr; the caller exits with kExitUnreachable.
+std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const std::string& cmd);
+
+// "12" -> 12; prints "ckprof CMD: JOB must be a job id (a positive integer), got 'x'" else.
+std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd);
+
+// "0,1,3" or "0-3" -> {0,1,2,3}; nullopt (after printing why) when malformed.
+std::optional<std::vector<int>> ParseGpuListArg(const std::string& text, const std::string& cmd);
+
+// "1:05:03", "3:07", "0:04" for seconds; "-" when negative.
+std::string FormatDuration(double seconds);
+// "45s", "12m", "3h", "2d" since a unix time.
+std::string FormatAge(double unix_time);
+bool StdoutIsTerminal();
+
+// The absolute form of a path against the current directory (no symlink resolution).
+std::string AbsolutePath(const std::string& path);
+
+// Prints "ckprof CMD: message" to stderr.
+void PrintError(const std::string& cmd, const std::string& message);
+
+}  // namespace ckprof

@@ -1,0 +1,127 @@
+#include "client/connection.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/json_util.h"
+
+namespace ckprof {
+
+std::string ResolveSocketPath(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("CKPROF_SOCKET"); env && *env) return env;
+  return kDefaultSocketPath;
+}
+
+Connection::~Connection() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path) {
+  signal(SIGPIPE, SIG_IGN);
+  auto unreachable = [&](const std::string& why) {
+    return MakeError("cannot reach ckprofd at " + path + " (" + why +
+                     "): start it with 'ckprofd --socket " + path +
+                     "' (or 'systemctl start ckprofd'), point --socket/CKPROF_SOCKET at a running "
+                     "one, or use --local where the command offers it");
+  };
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) return unreachable("socket path too long");
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return unreachable(std::strerror(errno));
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    int e = errno;
+    close(fd);
+    return unreachable(std::strerror(e));
+  }
+  std::unique_ptr<Connection> c(new Connection(fd, path));
+  Request hello;
+  hello.type = RequestType::kHello;
+  hello.protocol = kProtocolVersion;
+  hello.client = "ckprof 0.1.0";
+  auto answer = c->Call(hello);
+  if (!answer) return MakeError("ckprofd at " + path + " refused the connection: " + answer.error());
+  c->hello_ = *answer;
+  return c;
+}
+
+Status Connection::Send(const nlohmann::json& j) {
+  std::string frame = Frame(j);
+  size_t off = 0;
+  while (off < frame.size()) {
+    ssize_t n = write(fd_, frame.data() + off, frame.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return MakeError("lost the connection to ckprofd at " + path_ + ": " + std::strerror(errno));
+    }
+    off += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Result<nlohmann::json> Connection::Receive() {
+  for (;;) {
+    auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      auto j = ParseJson(line);
+      if (!j) return MakeError("ckprofd sent a malformed answer: " + j.error());
+      return *j;
+    }
+    char buf[65536];
+    ssize_t n = read(fd_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return MakeError("ckprofd at " + path_ + " closed the connection" +
+                       (n < 0 ? std::string(": ") + std::strerror(errno) : std::string()));
+    }
+    buffer_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+Result<nlohmann::json> Connection::Call(Request request) {
+  request.id = next_id_++;
+  if (Status s = Send(RequestToJson(request)); !s) return Error{s.error()};
+  auto answer = Receive();
+  if (!answer) return answer;
+  const auto& j = *answer;
+  if (!j.is_object()) return MakeError("ckprofd sent an answer that is not an object");
+  if (!j.value("ok", false)) {
+    return MakeError(j.value("error", std::string("ckprofd refused the request")));
+  }
+  return answer;
+}
+
+Status Connection::Watch(int64_t job_id,
+                         const std::function<bool(const nlohmann::json&)>& on_frame) {
+  Request r;
+  r.type = RequestType::kWatch;
+  r.job_id = job_id;
+  r.id = next_id_++;
+  if (Status s = Send(RequestToJson(r)); !s) return s;
+  bool first = true;
+  for (;;) {
+    auto frame = Receive();
+    if (!frame) return Error{frame.error()};
+    const auto& j = *frame;
+    if (first) {
+      first = false;
+      if (!j.value("ok", false)) {
+        return MakeError(j.value("error", std::string("ckprofd refused to watch the job")));
+      }
+    }
+    if (j.value("type", "") == "end") return Status::Ok();
+    if (!on_frame(j)) return Status::Ok();
+  }
+}
+
+}  // namespace ckprof

@@ -1,0 +1,55 @@
+// Connection: the client's side of the ckprofd protocol — connect to the daemon's socket,
+// say hello, send requests and read their answers (or a watch stream). Blocking I/O; one
+// thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/protocol.h"
+#include "common/result.h"
+
+namespace ckprof {
+
+// The socket a command talks to: --socket, else $CKPROF_SOCKET, else the default path.
+std::string ResolveSocketPath(const std::string& flag);
+
+// Exit code for "the daemon is not reachable".
+inline constexpr int kExitUnreachable = 2;
+
+class Connection {
+ public:
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Connects and exchanges hellos. The error is one line naming the socket and how to start
+  // ckprofd (or to use --local where the command has it).
+  static Result<std::unique_ptr<Connection>> Open(const std::string& socket_path);
+
+  // Sends a request and returns the daemon's answer. A response with "ok": false comes back as
+  // an error holding the daemon's message.
+  Result<nlohmann::json> Call(Request request);
+
+  // Sends a watch request; calls on_frame for the first answer and every event until the
+  // stream ends ({"type":"end"}). on_frame may return false to stop early.
+  Status Watch(int64_t job_id, const std::function<bool(const nlohmann::json&)>& on_frame);
+
+  const std::string& path() const { return path_; }
+  const nlohmann::json& hello() const { return hello_; }
+
+ private:
+  Connection(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  Status Send(const nlohmann::json& j);
+  Result<nlohmann::json> Receive();
+  int fd_;
+  std::string path_;
+  std::string buffer_;
+  int64_t next_id_ = 1;
+  nlohmann::json hello_;
+};
+
+}  // namespace ckprof

@@ -1,0 +1,101 @@
+// ckprof cancel / retry / boost / drain / resume / ping: act on jobs and GPUs.
+#include <iostream>
+#include <regex>
+
+#include "client/args.h"
+#include "client/client_util.h"
+#include "client/commands.h"
+
+namespace ckprof {
+
+int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestType type) {
+  const std::string cmd(RequestTypeName(type));
+  std::string job, priority;
+  std::string summary = type == RequestType::kCancel
+                            ? "Cancel a job: its queued tasks are dropped and its running "
+                              "profilers stopped. Only the owner or an admin may."
+                        : type == RequestType::kRetry
+                            ? "Requeue a job's tasks that failed, crashed, timed out, could not "
+                              "start, were interrupted or cancelled."
+                            : "Set a job's priority (admins only).";
+  ArgParser p("ckprof " + cmd, summary,
+              "example:\n  ckprof " + cmd + " 12" + (type == RequestType::kBoost ? " 100" : ""));
+  p.Positional("JOB", &job, true, "the job id");
+  if (type == RequestType::kBoost) p.Positional("PRIORITY", &priority, true, "-1000..1000");
+  if (auto code = p.Parse(args)) return *code;
+  auto id = ParseJobId(job, cmd);
+  if (!id) return 2;
+  Request r;
+  r.type = type;
+  r.job_id = *id;
+  if (type == RequestType::kBoost) {
+    static const std::regex num(R"(-?\d{1,4})");
+    if (!std::regex_match(priority, num) || std::abs(std::stoi(priority)) > 1000) {
+      PrintError(cmd, "PRIORITY must be an integer from -1000 to 1000, got '" + priority + "'");
+      return 2;
+    }
+    r.priority = std::stoi(priority);
+  }
+  auto conn = ConnectOrReport(global, cmd);
+  if (!conn) return kExitUnreachable;
+  auto a = conn->Call(r);
+  if (!a) {
+    PrintError(cmd, a.error());
+    return 1;
+  }
+  if (type == RequestType::kCancel) std::cout << "job " << *id << " cancelled\n";
+  if (type == RequestType::kRetry) {
+    std::cout << "job " << *id << ": " << a->value("requeued", 0) << " task(s) requeued\n";
+  }
+  if (type == RequestType::kBoost) std::cout << "job " << *id << ": priority " << r.priority << "\n";
+  return 0;
+}
+
+int RunGpuActionCommand(const GlobalOptions& global, const Args& args, bool drain) {
+  const std::string cmd = drain ? "drain" : "resume";
+  std::string gpu;
+  ArgParser p("ckprof " + cmd,
+              drain ? "Drain a GPU (admins): it finishes its current task and takes no more."
+                    : "Resume a drained GPU (admins).",
+              "example:\n  ckprof " + cmd + " 3");
+  p.Positional("GPU", &gpu, true, "the GPU index");
+  if (auto code = p.Parse(args)) return *code;
+  static const std::regex num(R"(\d{1,4})");
+  if (!std::regex_match(gpu, num)) {
+    PrintError(cmd, "GPU must be a GPU index such as 0 (see 'ckprof gpus'), got '" + gpu + "'");
+    return 2;
+  }
+  auto conn = ConnectOrReport(global, cmd);
+  if (!conn) return kExitUnreachable;
+  Request r;
+  r.type = drain ? RequestType::kDrain : RequestType::kResume;
+  r.gpu = std::stoi(gpu);
+  auto a = conn->Call(r);
+  if (!a) {
+    PrintError(cmd, a.error());
+    return 1;
+  }
+  std::cout << "GPU " << r.gpu << (drain ? " drained" : " resumed") << "\n";
+  return 0;
+}
+
+int RunPingCommand(const GlobalOptions& global, const Args& args) {
+  ArgParser p("ckprof ping", "Check that ckprofd answers, and who it thinks you are.",
+              "example:\n  ckprof --socket /tmp/ckprofd.sock ping");
+  if (auto code = p.Parse(args)) return *code;
+  auto conn = ConnectOrReport(global, "ping");
+  if (!conn) return kExitUnreachable;
+  Request r;
+  r.type = RequestType::kPing;
+  auto a = conn->Call(r);
+  if (!a) {
+    PrintError("ping", a.error());
+    return 1;
+  }
+  std::cout << a->value("server", "ckprofd") << " at " << conn->path() << ": you are "
+            << a->value("user", "?") << " (uid " << a->value("uid", 0) << ")"
+            << (a->value("admin", false) ? ", admin" : "") << "\n";
+  return 0;
+}
+
+}  // namespace ckprof

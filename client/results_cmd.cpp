@@ -1,0 +1,77 @@
+// ckprof results: a job's results as the original profiler_results.json, CSV, or a table.
+#include <iostream>
+
+#include "client/args.h"
+#include "client/client_util.h"
+#include "client/commands.h"
+#include "common/file_util.h"
+#include "common/results_file.h"
+
+namespace ckprof {
+
+Result<std::vector<TaskResult>> FetchResults(Connection& conn, int64_t job_id, bool with_output,
+                                             JobSummary* summary) {
+  Request r;
+  r.type = RequestType::kResults;
+  r.job_id = job_id;
+  r.all = with_output;
+  auto a = conn.Call(r);
+  if (!a) return Error{a.error()};
+  if (summary) {
+    if (auto s = JobSummaryFromJson((*a)["job"]); s) *summary = *s;
+  }
+  std::vector<TaskResult> tasks;
+  for (const auto& t : (*a).value("tasks", nlohmann::json::array())) {
+    if (auto tr = TaskResultFromJson(t); tr) tasks.push_back(std::move(*tr));
+  }
+  return tasks;
+}
+
+int RunResultsCommand(const GlobalOptions& global, const Args& args) {
+  std::string job, output, format;
+  ArgParser p("ckprof results",
+              "Fetch a job's results. json is the original tools' profiler_results.json (with "
+              "our added keys); table is ranked by priority_rank; csv has one row per task.",
+              "The default format is table on a terminal without --output, else json.\n\n"
+              "example:\n  ckprof results 12\n  ckprof results 12 --output profiler_results.json\n"
+              "  ckprof results 12 --format csv --output results.csv");
+  p.Positional("JOB", &job, true, "the job id");
+  p.Option("--output", &output, "FILE", "write to FILE (atomically) instead of stdout");
+  p.Option("--format", &format, "F", "json, csv or table");
+  if (auto code = p.Parse(args)) return *code;
+  auto id = ParseJobId(job, "results");
+  if (!id) return 2;
+  if (format.empty()) format = output.empty() && StdoutIsTerminal() ? "table" : "json";
+  if (format != "json" && format != "csv" && format != "table") {
+    PrintError("results", "--format must be json, csv or table, got '" + format + "'");
+    return 2;
+  }
+  auto conn = ConnectOrReport(global, "results");
+  if (!conn) return kExitUnreachable;
+  JobSummary summary;
+  auto tasks = FetchResults(*conn, *id, format == "json", &summary);
+  if (!tasks) {
+    PrintError("results", tasks.error());
+    return 1;
+  }
+  std::string text;
+  if (format == "json") {
+    text = ResultsFileJson(*tasks, summary.owner, LocalTimestamp()).dump(2) + "\n";
+  } else if (format == "csv") {
+    text = ResultsCsv(*tasks);
+  } else {
+    text = ResultsTable(*tasks);
+  }
+  if (output.empty()) {
+    std::cout << text;
+    return 0;
+  }
+  if (Status s = WriteFileAtomic(output, text); !s) {
+    PrintError("results", s.error());
+    return 1;
+  }
+  std::cerr << "results of job " << *id << " written to " << output << "\n";
+  return 0;
+}
+
+}  // namespace ckprof

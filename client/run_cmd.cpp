@@ -1,0 +1,242 @@
+// ckprof run: the original run_ck_profiler.py workflow — same options, defaults, console output
+// and results file — on ckprofd (the system daemon, or a private one with --local).
+#include <unistd.h>
+
+#include <cmath>
+#include <iostream>
+#include <regex>
+
+#include "client/args.h"
+#include "client/client_util.h"
+#include "client/commands.h"
+#include "client/local_daemon.h"
+#include "common/command_plan.h"
+#include "common/convert.h"
+#include "common/file_util.h"
+#include "common/gpu_list.h"
+#include "common/results_file.h"
+
+namespace ckprof {
+
+Result<std::vector<TaskResult>> FetchResults(Connection& conn, int64_t job_id, bool with_output,
+                                             JobSummary* summary);  // results_cmd.cpp
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string Fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+std::string ShortOp(const std::string& op) {
+  if (op.find("bwd_data") != std::string::npos) return "bwd_data";
+  if (op.find("bwd_weight") != std::string::npos) return "bwd_weight";
+  return "fwd";
+}
+
+// One line (two for a success: the kernel on the second) per finished config.
+void PrintTaskLine(const TaskResult& t, int64_t done, int64_t total) {
+  std::cout << "[" << done << "/" << total << "] " << (t.ok() ? "✓ " : "✗ ") << ShortOp(t.operation)
+            << " (rank " << t.priority_rank << "): " << t.description << "\n";
+  if (t.ok()) {
+    std::cout << "    " << Fmt(t.avg_ms) << " ms, " << Fmt(t.tflops) << " TFlops, " << Fmt(t.gbps)
+              << " GB/s" << (t.split_k.empty() ? "" : ", SplitK " + t.split_k) << " on GPU "
+              << t.gpu << " (" << Fmt(t.elapsed_s) << " s)\n    " << t.best_name << "\n";
+  } else {
+    std::cout << "    " << (t.error.empty() ? t.state : t.error) << "\n";
+  }
+  std::cout.flush();
+}
+
+void PrintSummary(const ResultStats& s, const std::string& saved_to) {
+  std::cout << "\n" << std::string(60, '=') << "\nProfiling summary\n" << std::string(60, '=')
+            << "\n"
+            << "Total configs:      " << s.total << "\n"
+            << "  ✓ Successful:     " << s.success << "\n"
+            << "  ✗ Failed:         " << s.failed;
+  if (s.unsupported) std::cout << " (" << s.unsupported << " with no supporting instance)";
+  std::cout << "\n  ⚠ Skipped:        " << s.skipped << "\n";
+  if (!saved_to.empty()) std::cout << "Results saved to: " << saved_to << "\n";
+}
+
+}  // namespace
+
+int RunRunCommand(const GlobalOptions& global, const Args& args) {
+  std::string config_file, profiler = "./build/bin", max_ops, output = "profiler_results.json",
+                           gpus, timeout;
+  bool dry_run = false, quiet = false, no_save = false, local = false;
+  ArgParser p(
+      "ckprof run",
+      "Run the CK profiler for every config of CONFIG_FILE and save the results: the original "
+      "run_ck_profiler.py workflow, run on ckprofd's GPUs.",
+      "CONFIG_FILE is a configs file from 'ckprof convert' (ck_profiler_configs.json); a replay-IR\n"
+      "list or a PyTorch trace is converted first. Without --local, the configs run on the\n"
+      "daemon at --socket/$CKPROF_SOCKET; with --local (or --dry-run) no daemon is needed: a\n"
+      "private ckprofd runs them on --gpus and stops afterwards. Exit 1 if any config failed.\n\n"
+      "examples:\n"
+      "  ckprof run ck_profiler_configs.json --profiler-path ./build/bin\n"
+      "  ckprof run ck_profiler_configs.json --max-ops 5 --dry-run\n"
+      "  ckprof run conv_repros_ir.json --local --gpus 0-3 --output resnet.json");
+  p.Positional("CONFIG_FILE", &config_file, true, "configs (or IR list, or trace) to run");
+  p.Option("--profiler-path", &profiler, "P",
+           "ckProfiler, or the directory holding it or profile_grouped_conv_* "
+           "(default ./build/bin)");
+  p.Option("--max-ops", &max_ops, "N", "run only the first N configs");
+  p.Flag("--dry-run", &dry_run, "print the commands, run nothing");
+  p.Flag("--quiet", &quiet, "print only the summary");
+  p.Flag("--no-save", &no_save, "do not write the results file");
+  p.Option("--output", &output, "FILE", "results file (default profiler_results.json)");
+  p.Option("--gpus", &gpus, "LIST", "GPUs to use, e.g. 0,1 or 0-7 (default: all)");
+  p.Option("--timeout", &timeout, "S", "seconds one profiler run may take (default: none)");
+  p.Flag("--local", &local, "run on a private ckprofd instead of the system daemon");
+  if (auto code = p.Parse(args)) return *code;
+
+  int64_t max = 0;
+  if (!max_ops.empty()) {
+    static const std::regex num(R"(\d{1,12})");
+    if (!std::regex_match(max_ops, num)) {
+      PrintError("run", "--max-ops must be a non-negative integer, got '" + max_ops + "'");
+      return 2;
+    }
+    max = std::stoll(max_ops);
+  }
+  if (!gpus.empty() && !ParseGpuListArg(gpus, "run")) return 2;
+  if (!timeout.empty()) {
+    char* end = nullptr;
+    double t = std::strtod(timeout.c_str(), &end);
+    if (*end != '\0' || !(t >= 0)) {
+      PrintError("run", "--timeout must be a number of seconds >= 0, got '" + timeout + "'");
+      return 2;
+    }
+  }
+  auto content = ReadInputFile(config_file);
+  if (!content) {
+    PrintError("run", content.error());
+    return 1;
+  }
+
+  if (dry_run) {
+    auto conv = ConvertText(*content, ConvertOptions{});
+    if (!conv) {
+      PrintError("run", config_file + ": " + conv.error());
+      return 1;
+    }
+    std::vector<CkConfig>& configs = conv->configs;
+    if (max > 0 && configs.size() > static_cast<size_t>(max)) configs.resize(static_cast<size_t>(max));
+    std::string note;
+    ProfilerTarget target = ResolveOrAssumeProfiler(profiler, &note);
+    if (!quiet) std::cout << "Dry run: " << configs.size() << " config(s); " << note << "\n";
+    const auto plan = PlanCommands(target, configs);
+    int64_t bad = 0;
+    for (const auto& c : plan) {
+      if (!quiet) {
+        std::cout << "[" << c.position << "/" << plan.size() << "] " << ShortOp(std::string(OperationTypeName(c.op)))
+                  << " (rank " << c.priority_rank << "): " << c.description << "\n";
+      }
+      if (c.argv.empty()) {
+        ++bad;
+        std::cout << "    cannot build the command: " << c.error << "\n";
+      } else {
+        std::cout << (quiet ? "" : "    ") << FormatCommandLine(c.argv) << "\n";
+      }
+    }
+    return bad ? 1 : 0;
+  }
+
+  std::unique_ptr<LocalDaemon> daemon;
+  std::string socket = ResolveSocketPath(global.socket);
+  const std::string abs_profiler = AbsolutePath(profiler);
+  if (local) {
+    LocalDaemonOptions o;
+    o.profiler_path = abs_profiler;
+    o.timeout = timeout;
+    if (!gpus.empty()) {
+      o.gpus = gpus;
+    } else {
+      std::string found;
+      o.gpus = DetectGpus(&found).empty() ? "0" : "auto";
+      if (o.gpus == "0" && !quiet) std::cout << "No GPU detected (" << found << "): using GPU 0\n";
+    }
+    if (const char* pin = std::getenv("CKPROF_PIN_ENV"); pin && *pin) o.pin_env = pin;
+    auto started = LocalDaemon::Start(o);
+    if (!started) {
+      PrintError("run", started.error());
+      return 1;
+    }
+    daemon = std::move(*started);
+    socket = daemon->socket();
+  }
+  auto conn_or = Connection::Open(socket);
+  if (!conn_or) {
+    PrintError("run", conn_or.error());
+    return kExitUnreachable;
+  }
+  Connection& conn = **conn_or;
+
+  Request r;
+  r.type = RequestType::kSubmit;
+  r.submit.content = std::move(*content);
+  r.submit.input_name = config_file.substr(config_file.find_last_of('/') + 1);
+  r.submit.name = r.submit.input_name;
+  r.submit.max_ops = max;
+  r.submit.profiler_path = abs_profiler;
+  if (!gpus.empty() && !local) r.submit.gpus = *ParseGpuListArg(gpus, "run");
+  r.submit.timeout_s = timeout.empty() ? -1 : std::strtod(timeout.c_str(), nullptr);
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd)) r.submit.cwd = cwd;
+  auto submitted = conn.Call(r);
+  if (!submitted) {
+    PrintError("run", submitted.error());
+    return 1;
+  }
+  const int64_t job = submitted->value("job_id", int64_t{0});
+  const json conv = submitted->value("conversion", json::object());
+  for (const auto& w : conv.value("warnings", json::array())) {
+    std::cerr << "⚠ " << w.get<std::string>() << "\n";
+  }
+  const int64_t total = conv.value("kept", int64_t{0});
+  if (!quiet) {
+    std::cout << "Running " << total << " config(s) as job " << job << " on "
+              << (local ? "a private ckprofd (GPUs " + daemon->gpus() + ")" : "ckprofd at " + socket)
+              << "\n\n";
+  }
+  int64_t done = 0;
+  Status followed = conn.Watch(job, [&](const json& f) {
+    if (f.value("event", "") != "task_finished") return true;
+    ++done;
+    auto t = TaskResultFromJson(f.value("task", json::object()));
+    if (t && !quiet) PrintTaskLine(*t, done, total);
+    return true;
+  });
+  if (!followed) {
+    PrintError("run", followed.error() + " (job " + std::to_string(job) +
+                          " goes on; see 'ckprof status " + std::to_string(job) + "')");
+    return 1;
+  }
+  JobSummary summary;
+  auto tasks = FetchResults(conn, job, /*with_output=*/true, &summary);
+  if (!tasks) {
+    PrintError("run", tasks.error());
+    return 1;
+  }
+  std::string saved;
+  if (!no_save) {
+    std::string text = ResultsFileJson(*tasks, summary.owner, LocalTimestamp()).dump(2) + "\n";
+    if (Status s = WriteFileAtomic(output, text); !s) {
+      PrintError("run", s.error());
+      return 1;
+    }
+    saved = output;
+  }
+  ResultStats stats = ComputeStats(*tasks);
+  PrintSummary(stats, saved);
+  if (daemon) {
+    if (Status s = daemon->Stop(); !s) PrintError("run", s.error());
+  }
+  return stats.failed > 0 || stats.skipped > 0 ? 1 : 0;
+}
+
+}  // namespace ckprof

@@ -1,0 +1,131 @@
+// ckprof status / list / gpus: what the daemon is doing, as a table or JSON.
+#include <iostream>
+
+#include "client/args.h"
+#include "client/client_util.h"
+#include "client/commands.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::json;
+
+std::string Pad(std::string s, size_t w, bool right = false) {
+  if (s.size() > w) s = s.substr(0, w - 1) + "~";
+  std::string fill(w - s.size(), ' ');
+  return right ? fill + s : s + fill;
+}
+
+std::string GpuList(const std::vector<int>& gpus) {
+  std::string s;
+  for (int g : gpus) s += (s.empty() ? "" : ",") + std::to_string(g);
+  return s.empty() ? "-" : s;
+}
+
+void PrintJobTable(const std::vector<JobSummary>& jobs) {
+  std::cout << Pad("JOB", 6, true) << "  " << Pad("OWNER", 10) << " " << Pad("NAME", 24) << " "
+            << Pad("STATE", 10) << " " << Pad("DONE/TOTAL", 12, true) << " "
+            << Pad("OK/FAILED", 10, true) << " " << Pad("GPUS", 10) << " " << Pad("AGE", 5, true)
+            << " " << Pad("ETA", 8, true) << "\n";
+  for (const auto& j : jobs) {
+    std::cout << Pad(std::to_string(j.id), 6, true) << "  " << Pad(j.owner, 10) << " "
+              << Pad(j.name, 24) << " " << Pad(j.state, 10) << " "
+              << Pad(std::to_string(j.done()) + "/" + std::to_string(j.total), 12, true) << " "
+              << Pad(std::to_string(j.succeeded) + "/" + std::to_string(j.failed + j.unsupported),
+                     10, true)
+              << " " << Pad(GpuList(j.gpus_in_use), 10) << " "
+              << Pad(FormatAge(j.submitted_at), 5, true) << " "
+              << Pad(j.eta_s < 0 ? "-" : FormatDuration(j.eta_s), 8, true) << "\n";
+  }
+  if (jobs.empty()) std::cout << "(no jobs)\n";
+}
+
+std::vector<JobSummary> JobsFrom(const json& a) {
+  std::vector<JobSummary> jobs;
+  for (const auto& j : a.value("jobs", json::array())) {
+    if (auto s = JobSummaryFromJson(j); s) jobs.push_back(*s);
+  }
+  return jobs;
+}
+
+}  // namespace
+
+int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mode) {
+  const std::string cmd = list_mode ? "list" : "status";
+  std::string job;
+  bool json_out = false, all = false;
+  ArgParser p("ckprof " + cmd,
+              list_mode ? "List the daemon's jobs: active ones, or all with --all."
+                        : "Show one job (JOB), or every job the daemon knows.",
+              list_mode ? "example:\n  ckprof list --all --json"
+                        : "example:\n  ckprof status 12\n  ckprof status --json");
+  if (!list_mode) p.Positional("JOB", &job, false, "a job id");
+  if (list_mode) p.Flag("--all", &all, "include finished and cancelled jobs");
+  p.Flag("--json", &json_out, "print JSON for scripts");
+  if (auto code = p.Parse(args)) return *code;
+  Request r;
+  r.type = list_mode ? RequestType::kList : RequestType::kStatus;
+  r.all = all;
+  if (!job.empty()) {
+    auto id = ParseJobId(job, cmd);
+    if (!id) return 2;
+    r.job_id = *id;
+  }
+  auto conn = ConnectOrReport(global, cmd);
+  if (!conn) return kExitUnreachable;
+  auto a = conn->Call(r);
+  if (!a) {
+    PrintError(cmd, a.error());
+    return 1;
+  }
+  if (json_out) {
+    std::cout << (r.job_id ? (*a)["job"] : json((*a).value("jobs", json::array()))).dump(2) << "\n";
+    return 0;
+  }
+  if (r.job_id) {
+    auto s = JobSummaryFromJson((*a)["job"]);
+    PrintJobTable({*s});
+    std::cout << "profiler: " << s->profiler << "\n";
+    return 0;
+  }
+  PrintJobTable(JobsFrom(*a));
+  return 0;
+}
+
+int RunGpusCommand(const GlobalOptions& global, const Args& args) {
+  bool json_out = false;
+  ArgParser p("ckprof gpus", "Show the daemon's GPUs: which task each one runs, drained or not.",
+              "example:\n  ckprof gpus --json");
+  p.Flag("--json", &json_out, "print JSON for scripts");
+  if (auto code = p.Parse(args)) return *code;
+  auto conn = ConnectOrReport(global, "gpus");
+  if (!conn) return kExitUnreachable;
+  Request r;
+  r.type = RequestType::kGpus;
+  auto a = conn->Call(r);
+  if (!a) {
+    PrintError("gpus", a.error());
+    return 1;
+  }
+  if (json_out) {
+    std::cout << (*a)["gpus"].dump(2) << "\n";
+    return 0;
+  }
+  std::cout << Pad("GPU", 4, true) << "  " << Pad("STATE", 9) << " " << Pad("JOB", 6, true) << " "
+            << Pad("TASK", 8, true) << " " << Pad("FOR", 8, true) << " " << Pad("RUNS", 7, true)
+            << "\n";
+  for (const auto& g : (*a)["gpus"]) {
+    auto gi = GpuInfoFromJson(g);
+    if (!gi) continue;
+    std::string state = gi->drained ? (gi->task_id ? "draining" : "drained")
+                                     : (gi->task_id ? "busy" : "idle");
+    std::cout << Pad(std::to_string(gi->index), 4, true) << "  " << Pad(state, 9) << " "
+              << Pad(gi->job_id ? std::to_string(gi->job_id) : "-", 6, true) << " "
+              << Pad(gi->task_id ? std::to_string(gi->task_id) : "-", 8, true) << " "
+              << Pad(gi->task_id ? FormatAge(gi->busy_since) : "-", 8, true) << " "
+              << Pad(std::to_string(gi->tasks_run), 7, true) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace ckprof

@@ -1,0 +1,170 @@
+// ckprof submit: send an input file's content to ckprofd as a job.
+#include <unistd.h>
+
+#include <cmath>
+#include <ctime>
+#include <iostream>
+#include <regex>
+
+#include "client/args.h"
+#include "client/client_util.h"
+#include "client/commands.h"
+#include "common/file_util.h"
+
+namespace ckprof {
+namespace {
+
+// "2026-11-30T02:00", "2026-11-30 02:00:00", "+30m", "+2h", "+90s", or unix seconds.
+std::optional<double> ParseTime(const std::string& text) {
+  static const std::regex rel(R"(\+(\d+)([smhd]))");
+  std::smatch m;
+  if (std::regex_match(text, m, rel)) {
+    double n = std::stod(m[1]);
+    double unit = m[2] == "s" ? 1 : m[2] == "m" ? 60 : m[2] == "h" ? 3600 : 86400;
+    return static_cast<double>(std::time(nullptr)) + n * unit;
+  }
+  static const std::regex unix_s(R"(\d{9,11})");
+  if (std::regex_match(text, unix_s)) return std::stod(text);
+  std::tm tm{};
+  for (const char* fmt : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M",
+                          "%Y-%m-%d %H:%M"}) {
+    tm = std::tm{};
+    const char* end = strptime(text.c_str(), fmt, &tm);
+    if (end && *end == '\0') {
+      tm.tm_isdst = -1;
+      return static_cast<double>(std::mktime(&tm));
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
+  std::string input, name, priority, gpus, max_gpus, not_before, timeout, max_ops, profiler,
+      data_type, layout;
+  bool dry_run = false, json_out = false;
+  ArgParser p("ckprof submit", "Submit a job to ckprofd: every convolution of INPUT becomes CK "
+              "profiler runs, queued fairly on the daemon's GPUs.",
+              "INPUT may be a replay-IR list (conv_repros_ir.json), a PyTorch profiler trace\n"
+              "(plain or .gz) or a CK configs file (ck_profiler_configs.json); ckprofd converts it.\n"
+              "Prints the job id; follow it with 'ckprof watch JOB'.\n\n"
+              "example:\n"
+              "  ckprof submit conv_repros_ir.json --name resnet-bf16 --profiler-path "
+              "/opt/ck/build/bin\n"
+              "  ckprof submit trace.json.gz --gpus 0-3 --max-gpus 2 --not-before +2h");
+  p.Positional("INPUT", &input, true, "the file to profile");
+  p.Option("--name", &name, "N", "job name (default: the file name)");
+  p.Option("--priority", &priority, "P",
+           "order among your own jobs, -1000..1000, higher first (default 0)");
+  p.Option("--gpus", &gpus, "LIST", "GPUs the job may use, e.g. 0,1 or 0-3 (default: any)");
+  p.Option("--max-gpus", &max_gpus, "M", "at most M GPUs at once (default: no limit)");
+  p.Option("--not-before", &not_before, "TIME",
+           "start no earlier than TIME: 2026-12-01T02:00, +30m, +2h (default: now)");
+  p.Option("--timeout", &timeout, "S", "seconds one profiler run may take (default: the daemon's)");
+  p.Option("--max-ops", &max_ops, "N", "profile only the first N configs");
+  p.Option("--profiler-path", &profiler, "P",
+           "ckProfiler, or the directory holding it or profile_grouped_conv_* (default: the "
+           "daemon's)");
+  p.Option("--data-type", &data_type, "T", "auto|fp16|bf16|fp32 (default auto: from the tensors)");
+  p.Option("--layout", &layout, "L", "auto|nchw|nhwc (default auto: from the strides)");
+  p.Flag("--dry-run", &dry_run, "print the CK command lines; run and store nothing");
+  p.Flag("--json", &json_out, "print the daemon's answer as JSON");
+  if (auto code = p.Parse(args)) return *code;
+
+  Request r;
+  r.type = RequestType::kSubmit;
+  SubmitOptions& s = r.submit;
+  auto content = ReadInputFile(input);
+  if (!content) {
+    PrintError("submit", content.error());
+    return 1;
+  }
+  s.content = std::move(*content);
+  s.input_name = input.substr(input.find_last_of('/') + 1);
+  s.name = name;
+  auto int_opt = [&](const std::string& flag, const std::string& text, int64_t lo, int64_t hi,
+                     int64_t* out) {
+    static const std::regex num(R"(-?\d{1,18})");
+    if (text.empty()) return true;
+    if (!std::regex_match(text, num) || std::stoll(text) < lo || std::stoll(text) > hi) {
+      PrintError("submit", flag + " must be an integer from " + std::to_string(lo) + " to " +
+                               std::to_string(hi) + ", got '" + text + "'");
+      return false;
+    }
+    *out = std::stoll(text);
+    return true;
+  };
+  int64_t v = 0;
+  if (!int_opt("--priority", priority, -1000, 1000, &v)) return 2;
+  s.priority = static_cast<int>(v);
+  v = 0;
+  if (!int_opt("--max-gpus", max_gpus, 0, 1024, &v)) return 2;
+  s.max_gpus = static_cast<int>(v);
+  if (!int_opt("--max-ops", max_ops, 0, int64_t{1} << 40, &s.max_ops)) return 2;
+  if (!gpus.empty()) {
+    auto list = ParseGpuListArg(gpus, "submit");
+    if (!list) return 2;
+    s.gpus = *list;
+  }
+  if (!not_before.empty()) {
+    auto t = ParseTime(not_before);
+    if (!t) {
+      PrintError("submit", "--not-before must be a time such as 2026-12-01T02:00 or +2h, got '" +
+                               not_before + "'");
+      return 2;
+    }
+    s.not_before = *t;
+  }
+  if (!timeout.empty()) {
+    char* end = nullptr;
+    double t = std::strtod(timeout.c_str(), &end);
+    if (*end != '\0' || !(t >= 0) || !std::isfinite(t)) {
+      PrintError("submit", "--timeout must be a number of seconds >= 0, got '" + timeout + "'");
+      return 2;
+    }
+    s.timeout_s = t;
+  }
+  s.dry_run = dry_run;
+  s.data_type = data_type;
+  s.layout = layout;
+  s.profiler_path = AbsolutePath(profiler);
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd)) s.cwd = cwd;
+
+  auto conn = ConnectOrReport(global, "submit");
+  if (!conn) return kExitUnreachable;
+  auto answer = conn->Call(r);
+  if (!answer) {
+    PrintError("submit", answer.error());
+    return 1;
+  }
+  const auto& a = *answer;
+  if (json_out) {
+    std::cout << a.dump(2) << "\n";
+    return 0;
+  }
+  const auto conv = a.value("conversion", nlohmann::json::object());
+  for (const auto& w : conv.value("warnings", nlohmann::json::array())) {
+    std::cerr << "⚠ " << w.get<std::string>() << "\n";
+  }
+  if (dry_run) {
+    std::cout << a.value("profiler", "") << "\n";
+    for (const auto& c : a.value("commands", nlohmann::json::array())) {
+      std::string cmd = c.value("command", "");
+      std::cout << (cmd.empty() ? "# cannot build: " + c.value("error", "") : cmd) << "\n";
+    }
+    return 0;
+  }
+  const int64_t job = a.value("job_id", int64_t{0});
+  std::cerr << "submitted job " << job << ": " << conv.value("kept", 0) << " profiler run(s) from "
+            << conv.value("records", 0) << " record(s) of a " << conv.value("format", "")
+            << (conv.value("skipped", 0) ? ", " + std::to_string(conv.value("skipped", 0)) +
+                                               " skipped"
+                                         : std::string())
+            << "\n";
+  std::cout << job << "\n";
+  return 0;
+}
+
+}  // namespace ckprof

@@ -1,0 +1,160 @@
+// ckprof watch / wait: follow a job until it ends. watch draws a live progress bar on a
+// terminal (plain line-per-event output otherwise); wait is silent. Both exit 0 only when
+// every task succeeded.
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <map>
+
+#include "client/args.h"
+#include "client/client_util.h"
+#include "client/commands.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string ShortOp(const std::string& op) {
+  if (op.find("bwd_data") != std::string::npos) return "bwd_data";
+  if (op.find("bwd_weight") != std::string::npos) return "bwd_weight";
+  return "fwd";
+}
+
+// Renders a job's event stream.
+class ProgressView {
+ public:
+  ProgressView(bool live, int64_t job_id) : live_(live), job_id_(job_id), start_(Clock::now()) {}
+
+  void OnFrame(const json& f) {
+    if (f.contains("job")) {
+      if (auto s = JobSummaryFromJson(f["job"]); s) job_ = *s;
+    }
+    const std::string ev = f.value("event", "");
+    if (f.value("type", "") != "event") {
+      // The first answer: the job as it stands, and what runs now.
+      for (const auto& g : f.value("running", json::array())) {
+        running_[g.value("index", -1)] = "task " + std::to_string(g.value("task_id", 0));
+      }
+      if (!live_) {
+        std::cout << "job " << job_id_ << " \"" << job_.name << "\": " << job_.done() << "/"
+                  << job_.total << " done, " << job_.running << " running, " << job_.queued
+                  << " queued\n";
+      }
+      start_done_ = job_.done();
+    } else if (ev == "task_started") {
+      std::string what = "#" + std::to_string(f.value("position", 0)) + " " +
+                         ShortOp(f.value("operation", "")) + " (rank " +
+                         std::to_string(f.value("priority_rank", 0)) + ")";
+      running_[f.value("gpu", -1)] = what;
+      if (!live_) std::cout << "started  " << what << " on GPU " << f.value("gpu", -1) << "\n";
+    } else if (ev == "task_finished") {
+      auto t = TaskResultFromJson(f.value("task", json::object()));
+      if (t) Finished(*t);
+    } else if (ev == "job_finished") {
+      if (live_) std::cout << "\r\033[K";
+      std::cout << "job " << job_id_ << " " << job_.state << ": " << job_.succeeded
+                << " succeeded, " << job_.failed << " failed, " << job_.unsupported
+                << " unsupported, " << job_.cancelled << " cancelled";
+      double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+      std::cout << " (" << FormatDuration(secs) << " watched)\n";
+      std::cout.flush();
+      return;
+    }
+    if (live_) Redraw();
+  }
+
+ private:
+  void Finished(const TaskResult& t) {
+    if (running_.count(t.gpu)) running_.erase(t.gpu);
+    std::string what = "#" + std::to_string(t.position) + " " + ShortOp(t.operation) + " (rank " +
+                       std::to_string(t.priority_rank) + ")";
+    std::string line;
+    if (t.ok()) {
+      if (live_) return;
+      line = "finished " + what + " on GPU " + std::to_string(t.gpu) + ": " +
+             FormatMs(t.avg_ms) + " ms, " + FormatMs(t.tflops) + " TFlops";
+    } else {
+      line = (t.state == "cancelled" ? "cancelled " : "FAILED   ") + what +
+             (t.gpu >= 0 ? " on GPU " + std::to_string(t.gpu) : "") + ": " +
+             (t.error.empty() ? t.state : t.error);
+    }
+    line += "  [" + std::to_string(job_.done()) + "/" + std::to_string(job_.total) + "]";
+    if (live_) std::cout << "\r\033[K";
+    std::cout << line << "\n";
+  }
+
+  static std::string FormatMs(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return buf;
+  }
+
+  void Redraw() {
+    const int64_t done = job_.done(), total = std::max<int64_t>(job_.total, 1);
+    const int width = 30;
+    int filled = static_cast<int>(width * done / total);
+    std::string bar = std::string(filled, '#') + std::string(width - filled, '-');
+    double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+    double rate = secs > 0.5 ? static_cast<double>(done - start_done_) / secs : 0;
+    double eta = rate > 0 ? static_cast<double>(total - done) / rate : job_.eta_s;
+    char head[160];
+    std::snprintf(head, sizeof head, "[%s] %lld/%lld %3d%%  %.2f/s  ETA %s", bar.c_str(),
+                  static_cast<long long>(done), static_cast<long long>(job_.total),
+                  static_cast<int>(100 * done / total), rate, FormatDuration(eta).c_str());
+    std::string line = head;
+    for (const auto& [gpu, what] : running_) {
+      line += "  GPU" + std::to_string(gpu) + ": " + what;
+    }
+    if (line.size() > 200) line = line.substr(0, 197) + "...";
+    std::cout << "\r\033[K" << line << std::flush;
+  }
+
+  bool live_;
+  int64_t job_id_;
+  Clock::time_point start_;
+  int64_t start_done_ = 0;
+  JobSummary job_;
+  std::map<int, std::string> running_;
+};
+
+}  // namespace
+
+int FollowJob(Connection& conn, int64_t job_id, bool show, bool live, JobSummary* final_summary) {
+  ProgressView view(live, job_id);
+  JobSummary last;
+  Status s = conn.Watch(job_id, [&](const json& f) {
+    if (f.contains("job")) {
+      if (auto js = JobSummaryFromJson(f["job"]); js) last = *js;
+    }
+    if (show) view.OnFrame(f);
+    return true;
+  });
+  if (!s) {
+    PrintError(show ? "watch" : "wait", s.error());
+    return 1;
+  }
+  if (final_summary) *final_summary = last;
+  return last.total > 0 && last.succeeded == last.total ? 0 : 1;
+}
+
+int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) {
+  const std::string cmd = silent ? "wait" : "watch";
+  std::string job;
+  ArgParser p("ckprof " + cmd,
+              silent ? "Wait silently until a job ends. Exit 0 only if every task succeeded."
+                     : "Follow a job live: progress bar, rate, ETA, which task runs on which GPU, "
+                       "failures as they happen (one line per event when not on a terminal). "
+                       "Exit 0 only if every task succeeded.",
+              "example:\n  ckprof " + cmd + " 12 && ckprof results 12");
+  p.Positional("JOB", &job, true, "the job id");
+  if (auto code = p.Parse(args)) return *code;
+  auto id = ParseJobId(job, cmd);
+  if (!id) return 2;
+  auto conn = ConnectOrReport(global, cmd);
+  if (!conn) return kExitUnreachable;
+  return FollowJob(*conn, *id, !silent, !silent && StdoutIsTerminal(), nullptr);
+}
+
+}  // namespace ckprof
