@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iostream>
 #include <regex>
+#include <set>
 
 #include "client/args.h"
 #include "client/client_util.h"
@@ -203,12 +204,16 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
               << (local ? "a private ckprofd (GPUs " + daemon->gpus() + ")" : "ckprofd at " + socket)
               << "\n\n";
   }
+  // Lines as tasks finish; those that finished before the watch began come from the results.
   int64_t done = 0;
+  std::set<int64_t> printed;
   Status followed = conn.Watch(job, [&](const json& f) {
     if (f.value("event", "") != "task_finished") return true;
-    ++done;
     auto t = TaskResultFromJson(f.value("task", json::object()));
-    if (t && !quiet) PrintTaskLine(*t, done, total);
+    if (t && t->finished() && printed.insert(t->task_id).second) {
+      ++done;
+      if (!quiet) PrintTaskLine(*t, done, total);
+    }
     return true;
   });
   if (!followed) {
@@ -221,6 +226,12 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   if (!tasks) {
     PrintError("run", tasks.error());
     return 1;
+  }
+  for (const auto& t : *tasks) {
+    if (t.finished() && printed.insert(t.task_id).second) {
+      ++done;
+      if (!quiet) PrintTaskLine(t, done, total);
+    }
   }
   std::string saved;
   if (!no_save) {

@@ -53,16 +53,24 @@ class ProgressView {
       auto t = TaskResultFromJson(f.value("task", json::object()));
       if (t) Finished(*t);
     } else if (ev == "job_finished") {
-      if (live_) std::cout << "\r\033[K";
-      std::cout << "job " << job_id_ << " " << job_.state << ": " << job_.succeeded
-                << " succeeded, " << job_.failed << " failed, " << job_.unsupported
-                << " unsupported, " << job_.cancelled << " cancelled";
-      double secs = std::chrono::duration<double>(Clock::now() - start_).count();
-      std::cout << " (" << FormatDuration(secs) << " watched)\n";
-      std::cout.flush();
+      End();
       return;
     }
     if (live_) Redraw();
+  }
+
+  // The closing line, once: on job_finished, or when the stream ended without one (the job
+  // had already ended when the watch began).
+  void End() {
+    if (ended_) return;
+    ended_ = true;
+    if (live_) std::cout << "\r\033[K";
+    std::cout << "job " << job_id_ << " " << job_.state << ": " << job_.succeeded
+              << " succeeded, " << job_.failed << " failed, " << job_.unsupported
+              << " unsupported, " << job_.cancelled << " cancelled";
+    double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+    std::cout << " (" << FormatDuration(secs) << " watched)\n";
+    std::cout.flush();
   }
 
  private:
@@ -117,6 +125,7 @@ class ProgressView {
   int64_t start_done_ = 0;
   JobSummary job_;
   std::map<int, std::string> running_;
+  bool ended_ = false;
 };
 
 }  // namespace
@@ -135,6 +144,7 @@ int FollowJob(Connection& conn, int64_t job_id, bool show, bool live, JobSummary
     PrintError(show ? "watch" : "wait", s.error());
     return 1;
   }
+  if (show) view.End();
   if (final_summary) *final_summary = last;
   return last.total > 0 && last.succeeded == last.total ? 0 : 1;
 }

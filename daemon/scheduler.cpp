@@ -482,7 +482,7 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
   Dequeue(task);
   // The command: from the stored config and the job's profiler.
   std::vector<std::string> argv;
-  std::string error;
+  std::string error, description;
   auto config_text = store_.TaskConfig(task.id);
   if (!config_text) {
     error = config_text.error();
@@ -497,6 +497,7 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
     if (!cfg) {
       error = cfg.error();
     } else {
+      description = cfg->description();
       auto cmd = BuildCommand(*job.target, *cfg);
       if (cmd) argv = std::move(*cmd); else error = cmd.error();
     }
@@ -504,7 +505,7 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
   const std::string command = argv.empty() ? "" : FormatCommandLine(argv);
   if (!error.empty()) {
     task.attempts += 1;
-    FinishWithoutRun(task, Outcome{Kind::kSpawnFailed, 0, 0, error}, command, now);
+    FinishWithoutRun(task, Outcome{Kind::kSpawnFailed, 0, 0, error}, command, description, now);
     return;
   }
   const int attempt = task.attempts + 1;
@@ -545,10 +546,10 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
   gpu.busy_since = now;
   const int64_t task_id = task.id;
   const int gpu_index = gpu.index;
-  gpu.run = launcher_.Start(std::move(spec),
-                            [this, task_id, gpu_index, attempt, command](RunResult r) {
-                              OnRunDone(task_id, gpu_index, attempt, command, std::move(r));
-                            });
+  gpu.run = launcher_.Start(
+      std::move(spec), [this, task_id, gpu_index, attempt, command, description](RunResult r) {
+        OnRunDone(task_id, gpu_index, attempt, command, description, std::move(r));
+      });
   const int64_t pid = launcher_.Pid(gpu.run);
   if (pid > 0) {
     if (Status s = store_.SetPgid(task.id, attempt, pid); !s) {
@@ -564,13 +565,14 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
                  {"position", task.position},
                  {"priority_rank", task.rank},
                  {"operation", OperationTypeName(static_cast<ConvOp>(task.op))},
+                 {"description", description},
                  {"gpu", gpu.index},
                  {"attempt", attempt},
                  {"job", ToJson(MakeSummary(job))}});
 }
 
 void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& command,
-                                 double now) {
+                                 const std::string& description, double now) {
   Job& job = jobs_.at(task.job_id);
   const std::string state(OutcomeKindName(outcome.kind));
   if (Status s = store_.MarkRunning(task.id, task.attempts, -1, now); s) {
@@ -593,13 +595,14 @@ void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::
   tr.attempts = task.attempts;
   tr.error = outcome.Summary();
   tr.command = command;
+  tr.description = description;
   Emit(job, json{{"type", "event"}, {"event", "task_finished"}, {"job_id", job.rec.id},
                  {"task", ToJson(tr)}, {"job", ToJson(MakeSummary(job))}});
   MaybeFinishJob(job, now);
 }
 
 void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
-                          RunResult r) {
+                          const std::string& description, RunResult r) {
   const double now = UnixNow();
   Task& task = tasks_.at(task_id);
   Job& job = jobs_.at(task.job_id);
@@ -658,6 +661,7 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   tr.split_k = r.perf.split_k;
   tr.valids = r.perf.valids;
   tr.command = command;
+  tr.description = description;
   if (!outcome.ok()) tr.error = outcome.Summary();
   Emit(job, json{{"type", "event"}, {"event", "task_finished"}, {"job_id", job.rec.id},
                  {"task", ToJson(tr)}, {"job", ToJson(MakeSummary(job))}});

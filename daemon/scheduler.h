@@ -158,10 +158,10 @@ class Scheduler {
   Task* PickTask(const Gpu& gpu, double now);
   void StartTask(Task& task, Gpu& gpu, double now);
   void OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
-                 RunResult result);
+                 const std::string& description, RunResult result);
   // Records a final (or requeued) end of a task that never reached a process.
   void FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& command,
-                        double now);
+                        const std::string& description, double now);
   void Enqueue(Task& t);
   void Dequeue(Task& t);
   void UpdateActive(Job& job);

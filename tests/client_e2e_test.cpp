@@ -1,0 +1,268 @@
+// End-to-end tests of the ckprof client through a real ckprofd (and through its own private
+// daemon with --local): submit → watch → results for each input format, the original run
+// workflow's output and exit codes, dry-run command lines, and the documented errors.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "common/ck_config.h"
+#include "common/json_util.h"
+#include "tests/test_util.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::json;
+using testing::BinPath;
+using testing::CommandResult;
+using testing::DaemonProcess;
+using testing::DataPath;
+using testing::RunCommand;
+using testing::TempDir;
+
+// The sample config of conversion.md, and its exact ckProfiler command line.
+constexpr const char* kSampleConfig = R"([{"operation_type": "profile_grouped_conv_fwd",
+ "profiler_args": {"data_type": 1, "layout": 3, "index_type": 0, "verify": 0, "init": 1, "log": 0,
+   "time": 1, "num_dim_spatial": 2, "G": 32, "N": 32, "K": 4, "C": 4, "filter_spatial": [3, 3],
+   "input_spatial": [200, 200], "strides": [1, 1], "dilations": [1, 1], "left_pads": [1, 1],
+   "right_pads": [1, 1]},
+ "metadata": {"priority_rank": 1, "pytorch_op": "aten::miopen_convolution",
+   "description": "Forward conv: G=32, N=32, K=4, C=4, [3, 3] kernel, [200, 200] input"}},
+ {"operation_type": "grouped_conv_bwd_data",
+ "profiler_args": {"data_type": 2, "layout": 3, "verify": 0, "init": 1, "log": 0,
+   "time": 1, "num_dim_spatial": 2, "G": 1, "N": 10, "K": 64, "C": 64, "filter_spatial": [3, 3],
+   "input_spatial": [56, 56], "strides": [1, 1], "dilations": [1, 1], "left_pads": [1, 1],
+   "right_pads": [1, 1], "split_k": "all"},
+ "metadata": {"priority_rank": 2}}])";
+constexpr const char* kSampleCommand =
+    "./build/bin/ckProfiler grouped_conv_fwd 1 3 0 0 1 0 1 2 32 32 4 4 3 3 200 200 1 1 1 1 1 1 "
+    "1 1";
+// bwd_data: no index_type, split_k last, "all" passed as -1 (real CK aborts on "all").
+constexpr const char* kSampleBwdCommand =
+    "./build/bin/ckProfiler grouped_conv_bwd_data 2 3 0 1 0 1 2 1 10 64 64 3 3 56 56 1 1 1 1 1 "
+    "1 1 1 -1";
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A build/bin with the emulator linked as ckProfiler, like a CK build tree.
+    mkdir(dir_.File("build").c_str(), 0755);
+    mkdir(dir_.File("build/bin").c_str(), 0755);
+    ASSERT_EQ(symlink(BinPath("ckprofiler-emu").c_str(), dir_.File("build/bin/ckProfiler").c_str()), 0);
+    testing::WriteFile(dir_.File("configs.json"), kSampleConfig);
+  }
+
+  void StartDaemon() {
+    daemon_ = std::make_unique<DaemonProcess>(dir_.path());
+    DaemonProcess::Options o;
+    o.gpus = "0-1";
+    o.env = {"CKEMU_TIME_SCALE=0"};
+    std::string error;
+    ASSERT_TRUE(daemon_->Start(o, &error)) << error;
+  }
+
+  // Runs ckprof in the test's directory, against the test daemon when one runs.
+  CommandResult Ckprof(std::vector<std::string> args, std::vector<std::string> env = {}) {
+    std::vector<std::string> argv = {BinPath("ckprof")};
+    if (daemon_) argv.insert(argv.end(), {"--socket", daemon_->socket()});
+    argv.insert(argv.end(), args.begin(), args.end());
+    env.push_back("CKEMU_TIME_SCALE=0");
+    return RunCommand(argv, env, dir_.path());
+  }
+
+  TempDir dir_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST_F(ClientTest, SubmitWatchResultsForEveryInputFormat) {
+  StartDaemon();
+  struct Case {
+    const char* name;
+    std::string input;
+    int configs;
+  } cases[] = {
+      {"replay IR", DataPath("conv_repros_ir.json"), 32},
+      {"gzipped trace", DataPath("resnet_mi300_trace.json.gz"), 32},
+      {"configs file", dir_.File("configs.json"), 2},
+  };
+  for (const auto& c : cases) {
+    CommandResult sub = Ckprof({"submit", c.input, "--profiler-path", "build/bin", "--name", c.name});
+    ASSERT_EQ(sub.exit_code, 0) << c.name << ": " << sub.err;
+    const std::string job = sub.out.substr(0, sub.out.find('\n'));
+    CommandResult watch = Ckprof({"watch", job});
+    EXPECT_EQ(watch.exit_code, 0) << c.name << ": " << watch.out << watch.err;
+    EXPECT_NE(watch.out.find("finished: " + std::to_string(c.configs) + " succeeded"),
+              std::string::npos)
+        << c.name << ": " << watch.out;
+    CommandResult res = Ckprof({"results", job, "--format", "json"});
+    ASSERT_EQ(res.exit_code, 0) << res.err;
+    auto j = ParseJson(res.out);
+    ASSERT_TRUE(j.ok()) << j.error();
+    EXPECT_EQ((*j)["stats"]["total"], c.configs) << c.name;
+    EXPECT_EQ((*j)["stats"]["success"], c.configs) << c.name;
+    const json& first = (*j)["results"][0];
+    for (const char* key : {"operation", "description", "priority_rank", "success", "returncode",
+                            "elapsed_time", "command", "error", "stdout"}) {
+      EXPECT_TRUE(first.contains(key)) << c.name << " lacks " << key;
+    }
+    EXPECT_TRUE(first["error"].is_null());
+    EXPECT_GT(first["tflops"].get<double>(), 0);
+    EXPECT_NE(first["stdout"].get<std::string>().find("Best configuration parameters:"),
+              std::string::npos);
+    CommandResult csv = Ckprof({"results", job, "--format", "csv"});
+    EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), c.configs + 1) << csv.out;
+    CommandResult table = Ckprof({"results", job, "--format", "table"});
+    EXPECT_NE(table.out.find(std::to_string(c.configs) + " task(s): " +
+                             std::to_string(c.configs) + " succeeded"),
+              std::string::npos)
+        << table.out;
+  }
+}
+
+TEST_F(ClientTest, JsonOutputsParse) {
+  StartDaemon();
+  CommandResult sub = Ckprof({"submit", "configs.json", "--profiler-path", "build/bin", "--json"});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  auto answer = ParseJson(sub.out);
+  ASSERT_TRUE(answer.ok()) << sub.out;
+  const std::string job = std::to_string((*answer)["job_id"].get<int64_t>());
+  ASSERT_EQ(Ckprof({"wait", job}).exit_code, 0);
+  for (std::vector<std::string> args : {std::vector<std::string>{"status", job, "--json"},
+                                        {"list", "--all", "--json"},
+                                        {"gpus", "--json"}}) {
+    CommandResult r = Ckprof(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(ParseJson(r.out).ok()) << args[0] << ": " << r.out;
+  }
+  auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+  EXPECT_EQ((*status)["state"], "finished");
+  EXPECT_EQ((*status)["succeeded"], 2);
+}
+
+TEST_F(ClientTest, RunThroughTheDaemonReproducesTheOriginalWorkflow) {
+  StartDaemon();
+  CommandResult r = Ckprof({"run", "configs.json"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("[1/2] ✓"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Total configs:      2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Results saved to: profiler_results.json"), std::string::npos) << r.out;
+  auto saved = ParseJson(testing::ReadFile(dir_.File("profiler_results.json")));
+  ASSERT_TRUE(saved.ok());
+  EXPECT_EQ((*saved)["stats"]["success"], 2);
+  // The command recorded is the one that ran: the absolute profiler, CK's argument order.
+  std::string cmd = (*saved)["results"][0]["command"];
+  EXPECT_NE(cmd.find("ckProfiler grouped_conv_fwd 1 3 0 0 1 0 1 2 32 32 4 4 3 3 200 200"),
+            std::string::npos)
+      << cmd;
+  // --quiet prints only the summary; --no-save writes nothing.
+  unlink(dir_.File("profiler_results.json").c_str());
+  CommandResult q = Ckprof({"run", "configs.json", "--quiet", "--no-save"});
+  EXPECT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_EQ(q.out.find("[1/2]"), std::string::npos) << q.out;
+  EXPECT_NE(q.out.find("Profiling summary"), std::string::npos);
+  EXPECT_NE(access(dir_.File("profiler_results.json").c_str(), F_OK), 0);
+}
+
+TEST_F(ClientTest, RunExitsOneWhenAConfigFails) {
+  StartDaemon();
+  std::string text = kSampleConfig;
+  text.replace(text.find("\"N\": 32"), 7, "\"N\": 9003");  // the emulator's "fail" fault
+  testing::WriteFile(dir_.File("failing.json"), text);
+  CommandResult r = Ckprof({"run", "failing.json", "--output", "out.json"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("✗ fwd (rank 1)"), std::string::npos) << r.out;
+  auto saved = ParseJson(testing::ReadFile(dir_.File("out.json")));
+  ASSERT_TRUE(saved.ok());
+  EXPECT_EQ((*saved)["stats"]["failed"], 1);
+  EXPECT_EQ((*saved)["results"][0]["success"], false);
+  EXPECT_EQ((*saved)["results"][0]["returncode"], 1);
+  EXPECT_NE((*saved)["results"][0]["error"].get<std::string>().find("exit"), std::string::npos);
+}
+
+TEST_F(ClientTest, RunLocalNeedsNoDaemon) {
+  CommandResult r = Ckprof({"run", "configs.json", "--local", "--gpus", "0,1", "--max-ops", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("private ckprofd"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Total configs:      1"), std::string::npos) << r.out;
+  auto saved = ParseJson(testing::ReadFile(dir_.File("profiler_results.json")));
+  ASSERT_TRUE(saved.ok());
+  EXPECT_EQ((*saved)["results"].size(), 1u);
+  // Replay IR works too (converted first).
+  CommandResult ir = Ckprof({"run", DataPath("conv_repros_ir.json"), "--local", "--quiet",
+                             "--no-save", "--max-ops", "4"});
+  EXPECT_EQ(ir.exit_code, 0) << ir.out << ir.err;
+  EXPECT_NE(ir.out.find("Total configs:      4"), std::string::npos) << ir.out;
+}
+
+TEST_F(ClientTest, DryRunPrintsExactlyTheCkCommandLines) {
+  CommandResult r = Ckprof({"run", "configs.json", "--dry-run", "--quiet"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // No ckProfiler under ./build/bin? Then the default path is assumed as given.
+  unlink(dir_.File("build/bin/ckProfiler").c_str());
+  r = Ckprof({"run", "configs.json", "--dry-run", "--quiet"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string(kSampleCommand) + "\n" + kSampleBwdCommand + "\n");
+  CommandResult one = Ckprof({"run", "configs.json", "--dry-run", "--max-ops", "1"});
+  EXPECT_NE(one.out.find(std::string("    ") + kSampleCommand + "\n"), std::string::npos) << one.out;
+  EXPECT_EQ(one.out.find("grouped_conv_bwd_data"), std::string::npos) << one.out;
+}
+
+TEST_F(ClientTest, BadArgumentsGiveTheDocumentedMessagesAndCodes) {
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    const char* message;
+  } cases[] = {
+      {{"frobnicate"}, 2, "unknown command 'frobnicate'"},
+      {{"run"}, 2, "missing CONFIG_FILE"},
+      {{"run", "configs.json", "--bogus"}, 2, "unknown option --bogus"},
+      {{"run", "configs.json", "--max-ops", "many"}, 2, "--max-ops must be a non-negative integer"},
+      {{"run", "configs.json", "--gpus", "0-x"}, 2, "--gpus"},
+      {{"run", "missing.json", "--dry-run"}, 1, "missing.json"},
+      {{"submit", "configs.json", "--priority", "9999"}, 2, "--priority must be an integer"},
+      {{"watch", "abc"}, 2, "JOB must be a job id"},
+      {{"results", "1", "--format", "xml"}, 2, "--format must be json, csv or table"},
+      {{"--socket", dir_.File("none.sock"), "status"}, 2, "cannot reach ckprofd"},
+  };
+  for (const auto& c : cases) {
+    CommandResult r = Ckprof(c.args);
+    EXPECT_EQ(r.exit_code, c.code) << c.args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args[0] << ": " << r.err;
+  }
+  // Every command has --help with an example.
+  for (const char* cmd : {"convert", "run", "submit", "status", "list", "watch", "wait", "results",
+                          "cancel", "retry", "boost", "gpus", "drain", "resume", "ping"}) {
+    CommandResult h = Ckprof({cmd, "--help"});
+    EXPECT_EQ(h.exit_code, 0) << cmd;
+    EXPECT_NE(h.out.find("usage: ckprof " + std::string(cmd)), std::string::npos) << cmd;
+    EXPECT_NE(h.out.find("ckprof " + std::string(cmd) + " "), h.out.rfind("usage:", 0)) << cmd;
+  }
+}
+
+TEST_F(ClientTest, CancelAndRetry) {
+  StartDaemon();
+  std::string text = kSampleConfig;
+  text.replace(text.find("\"N\": 32"), 7, "\"N\": 9001");  // both hang until cancelled
+  text.replace(text.find("\"N\": 10"), 7, "\"N\": 9001");
+  testing::WriteFile(dir_.File("hang.json"), text);
+  CommandResult sub = Ckprof({"submit", "hang.json", "--profiler-path", "build/bin"});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  const std::string job = sub.out.substr(0, sub.out.find('\n'));
+  CommandResult c = Ckprof({"cancel", job});
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  CommandResult w = Ckprof({"wait", job});
+  EXPECT_EQ(w.exit_code, 1);
+  auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+  EXPECT_EQ((*status)["state"], "cancelled");
+  EXPECT_EQ((*status)["cancelled"], 2);
+  CommandResult r = Ckprof({"retry", job});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 task(s) requeued"), std::string::npos) << r.out;
+  EXPECT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace ckprof
