@@ -5,6 +5,37 @@
 #include <iostream>
 
 namespace ckprof {
+namespace {
+
+// Word-wraps `text` to `width` columns; continuation lines start with `indent` spaces.
+std::string Wrap(const std::string& text, size_t width, size_t indent, size_t first_col = 0) {
+  std::string out, word;
+  size_t col = first_col;
+  auto flush = [&] {
+    if (word.empty()) return;
+    if (col > indent && col + 1 + word.size() > width) {
+      out += "\n" + std::string(indent, ' ');
+      col = indent;
+    } else if (col > first_col || (col > indent)) {
+      out += ' ';
+      ++col;
+    }
+    out += word;
+    col += word.size();
+    word.clear();
+  };
+  for (char c : text) {
+    if (c == ' ') {
+      flush();
+    } else {
+      word += c;
+    }
+  }
+  flush();
+  return out;
+}
+
+}  // namespace
 
 ArgParser::ArgParser(std::string command, std::string summary, std::string details)
     : command_(std::move(command)), summary_(std::move(summary)), details_(std::move(details)) {}
@@ -92,7 +123,7 @@ std::string ArgParser::Help() const {
     if (!s.positional) continue;
     usage += s.required ? " " + s.name : " [" + s.name + "]";
   }
-  usage += " [options]\n\n" + summary_ + "\n";
+  usage += " [options]\n\n" + Wrap(summary_, 78, 0) + "\n";
   std::string pos, opt;
   auto line = [](std::string left, const std::string& help) {
     left = "  " + left;
@@ -101,7 +132,7 @@ std::string ArgParser::Help() const {
     } else {
       left += "\n" + std::string(26, ' ');
     }
-    return left + help + "\n";
+    return left + Wrap(help, 78, 26, 26) + "\n";
   };
   for (const auto& s : specs_) {
     if (s.positional) {

@@ -74,7 +74,8 @@ std::string TopHelp() {
       "  --socket PATH  the daemon's socket (default: $CKPROF_SOCKET, else\n"
       "                 /run/ckprofd/ckprofd.sock)\n"
       "  --version      print the version and exit\n"
-      "  -h, --help     show this help; 'ckprof COMMAND --help' shows a command's\n";
+      "  -h, --help     show this help\n\n"
+      "'ckprof COMMAND --help' shows a command's options and an example.\n";
   return s;
 }
 
