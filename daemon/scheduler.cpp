@@ -218,9 +218,9 @@ Status Scheduler::Recover() {
           t.state = TaskState::kQueued;  // decided below
           was_running.push_back(r);
         } else {
+          // Final: counted, not kept in memory.
           t.state = TaskState::kFinal;
-          t.outcome = KindByte(ParseOutcomeKindName(r.state).value_or(Kind::kFailed));
-          CountFinal(job, ByteKind(t.outcome), +1);
+          CountFinal(job, ParseOutcomeKindName(r.state).value_or(Kind::kFailed), +1);
           if (r.ended_at > r.started_at && r.started_at > 0) {
             job.elapsed_sum += r.ended_at - r.started_at;
             ++job.elapsed_n;
@@ -229,7 +229,7 @@ Status Scheduler::Recover() {
         if (r.started_at > 0 && (job.first_start == 0 || r.started_at < job.first_start)) {
           job.first_start = r.started_at;
         }
-        tasks_.emplace(t.id, t);
+        if (t.state != TaskState::kFinal) tasks_.emplace(t.id, t);
       });
       !s) {
     return s;
@@ -274,9 +274,8 @@ Status Scheduler::Recover() {
       return s;
     }
     if (!requeue) {
-      t.state = TaskState::kFinal;
-      t.outcome = KindByte(o.kind);
       CountFinal(job, o.kind, +1);
+      Forget(t.id);
     }
     spdlog::info("task {} (job {}) interrupted by the restart: {}", r.id, r.job_id,
                  requeue ? "requeued" : "attempts used up, left " + state);
@@ -302,14 +301,13 @@ Status Scheduler::Recover() {
       return s;
     }
     for (int64_t tid : ids) {
-      tasks_.at(tid).state = TaskState::kFinal;
-      tasks_.at(tid).outcome = KindByte(Kind::kCancelled);
       CountFinal(job, Kind::kCancelled, +1);
+      Forget(tid);
     }
   }
   for (auto& [id, job] : jobs_) MaybeFinishJob(job, now);
-  spdlog::info("recovered {} job(s), {} task(s): {} queued, {} were running", jobs_.size(),
-               tasks_.size(), queued_total_, was_running.size());
+  spdlog::info("recovered {} job(s): {} task(s) queued, {} were running", jobs_.size(),
+               queued_total_, was_running.size());
   Dispatch();
   return Status::Ok();
 }
@@ -360,13 +358,13 @@ Result<int64_t> Scheduler::Submit(JobRecord job, const std::vector<CkConfig>& co
 void Scheduler::Enqueue(Task& t) {
   Job& job = jobs_.at(t.job_id);
   t.state = TaskState::kQueued;
-  if (job.queue.emplace(t.rank, t.position, t.id).second) ++queued_total_;
+  if (job.queue.insert(KeyOf(t)).second) ++queued_total_;
   UpdateActive(job);
 }
 
 void Scheduler::Dequeue(Task& t) {
   Job& job = jobs_.at(t.job_id);
-  if (job.queue.erase(QueueKey{t.rank, t.position, t.id})) --queued_total_;
+  if (job.queue.erase(KeyOf(t))) --queued_total_;
   UpdateActive(job);
 }
 
@@ -429,7 +427,7 @@ Scheduler::Task* Scheduler::PickTask(const Gpu& gpu, double now) {
           std::find(job.rec.gpus.begin(), job.rec.gpus.end(), gpu.index) == job.rec.gpus.end()) {
         continue;
       }
-      return &tasks_.at(std::get<2>(*job.queue.begin()));
+      return &tasks_.at(std::get<3>(*job.queue.begin()));
     }
   }
   return nullptr;
@@ -596,6 +594,7 @@ void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::
   tr.error = outcome.Summary();
   tr.command = command;
   tr.description = description;
+  Forget(task.id);
   Emit(job, json{{"type", "event"}, {"event", "task_finished"}, {"job_id", job.rec.id},
                  {"task", ToJson(tr)}, {"job", ToJson(MakeSummary(job))}});
   MaybeFinishJob(job, now);
@@ -634,8 +633,6 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
     task.state = TaskState::kQueued;
     if (!shutting_down_) Enqueue(task);
   } else {
-    task.state = TaskState::kFinal;
-    task.outcome = KindByte(outcome.kind);
     CountFinal(job, outcome.kind, +1);
   }
   spdlog::info("end job {} task {} (#{}) on GPU {}: {} in {:.3f} s{}", job.rec.id, task_id,
@@ -663,6 +660,7 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   tr.command = command;
   tr.description = description;
   if (!outcome.ok()) tr.error = outcome.Summary();
+  if (!requeue) Forget(task_id);  // `task` is gone from here on
   Emit(job, json{{"type", "event"}, {"event", "task_finished"}, {"job_id", job.rec.id},
                  {"task", ToJson(tr)}, {"job", ToJson(MakeSummary(job))}});
   MaybeFinishJob(job, now);
@@ -747,17 +745,15 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who) {
   job.rec.cancelled = true;
   const double now = UnixNow();
   std::vector<int64_t> ids;
-  for (const auto& key : job.queue) ids.push_back(std::get<2>(key));
+  for (const auto& key : job.queue) ids.push_back(std::get<3>(key));
   Outcome o{Kind::kCancelled, 0, 0, "cancelled by " + who.user};
   if (Status s = store_.SetTasksState(ids, "cancelled", ResultJson(o, "", -1, nullptr), now); !s) {
     return s;
   }
   for (int64_t id : ids) {
-    Task& t = tasks_.at(id);
-    Dequeue(t);
-    t.state = TaskState::kFinal;
-    t.outcome = KindByte(Kind::kCancelled);
+    Dequeue(tasks_.at(id));
     CountFinal(job, Kind::kCancelled, +1);
+    Forget(id);
   }
   UpdateActive(job);
   for (auto& g : gpus_) {
@@ -778,12 +774,26 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who) {
     return MakeError("job " + std::to_string(job_id) + " belongs to " + job.rec.owner +
                      "; only its owner or an admin may retry it");
   }
-  std::vector<int64_t> ids;
-  for (auto& [id, t] : tasks_) {
-    if (t.job_id == job_id && t.state == TaskState::kFinal && Retryable(ByteKind(t.outcome))) {
-      ids.push_back(id);
-    }
+  // Final tasks live in the Store only.
+  auto rows = store_.JobTasks(job_id);
+  if (!rows) return Error{rows.error()};
+  std::vector<Task> retry;
+  for (const auto& r : *rows) {
+    auto kind = ParseOutcomeKindName(r.state);
+    if (!kind || !Retryable(*kind) || tasks_.count(r.id)) continue;
+    Task t;
+    t.id = r.id;
+    t.job_id = job_id;
+    t.position = r.position;
+    t.rank = r.rank;
+    t.est_cost = r.est_cost;
+    t.attempts = r.attempts;
+    t.outcome = KindByte(*kind);
+    t.op = static_cast<uint8_t>(ParseOperationType(r.op).value_or(ConvOp::kFwd));
+    retry.push_back(t);
   }
+  std::vector<int64_t> ids;
+  for (const auto& t : retry) ids.push_back(t.id);
   if (ids.empty()) return int64_t{0};
   if (job.rec.cancelled) {
     // Retrying a cancelled job revives it.
@@ -793,10 +803,9 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who) {
   if (Status s = store_.SetTasksState(ids, "queued", "", 0); !s) return Error{s.error()};
   if (Status s = store_.SetJobFinished(job_id, 0); !s) return Error{s.error()};
   job.rec.finished_at = 0;
-  for (int64_t id : ids) {
-    Task& t = tasks_.at(id);
-    CountFinal(job, ByteKind(t.outcome), -1);
-    Enqueue(t);
+  for (const auto& r : retry) {
+    CountFinal(job, ByteKind(r.outcome), -1);
+    Enqueue(tasks_.emplace(r.id, r).first->second);
   }
   spdlog::info("job {}: {} task(s) requeued by {} (uid {})", job_id, ids.size(), who.user, who.uid);
   Dispatch();

@@ -126,7 +126,9 @@ class Scheduler {
     int attempts = 0;
     int gpu = -1;
   };
-  using QueueKey = std::tuple<int64_t, int64_t, int64_t>;  // rank, position, task id
+  // rank, then longer first (-estimated FLOPs: shortens the sweep), position, task id.
+  using QueueKey = std::tuple<int64_t, double, int64_t, int64_t>;
+  static QueueKey KeyOf(const Task& t) { return {t.rank, -t.est_cost, t.position, t.id}; }
   struct Job {
     JobRecord rec;
     std::optional<ProfilerTarget> target;
@@ -164,6 +166,8 @@ class Scheduler {
                         const std::string& description, double now);
   void Enqueue(Task& t);
   void Dequeue(Task& t);
+  // Drops a task that reached a final state from memory: its record lives in the Store.
+  void Forget(int64_t task_id) { tasks_.erase(task_id); }
   void UpdateActive(Job& job);
   double EffectiveUsage(uint32_t uid, double now) const;
   void ChargeUsage(uint32_t uid, double seconds, double now);
@@ -182,7 +186,7 @@ class Scheduler {
   Launcher& launcher_;
   SchedulerOptions options_;
   std::map<int64_t, Job> jobs_;
-  std::unordered_map<int64_t, Task> tasks_;
+  std::unordered_map<int64_t, Task> tasks_;  // queued and running tasks only
   std::map<uint32_t, User> users_;
   std::vector<Gpu> gpus_;
   size_t queued_total_ = 0;
