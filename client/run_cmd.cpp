@@ -179,7 +179,10 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
 
   Request r;
   r.type = RequestType::kSubmit;
-  r.submit.content = std::move(*content);
+  if (Status st = EncodeSubmitContent(std::move(*content), &r.submit); !st) {
+    PrintError("run", config_file + ": " + st.error());
+    return 1;
+  }
   r.submit.input_name = config_file.substr(config_file.find_last_of('/') + 1);
   r.submit.name = r.submit.input_name;
   r.submit.max_ops = max;

@@ -75,12 +75,15 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   Request r;
   r.type = RequestType::kSubmit;
   SubmitOptions& s = r.submit;
-  auto content = ReadInputFile(input);
-  if (!content) {
-    PrintError("submit", content.error());
+  auto bytes = ReadFileBytes(input);
+  if (!bytes) {
+    PrintError("submit", bytes.error());
     return 1;
   }
-  s.content = std::move(*content);
+  if (Status st = EncodeSubmitContent(std::move(*bytes), &s); !st) {
+    PrintError("submit", input + ": " + st.error());
+    return 1;
+  }
   s.input_name = input.substr(input.find_last_of('/') + 1);
   s.name = name;
   auto int_opt = [&](const std::string& flag, const std::string& text, int64_t lo, int64_t hi,

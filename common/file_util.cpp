@@ -5,8 +5,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <streambuf>
 #include <vector>
 
@@ -136,6 +139,44 @@ Result<std::string> Gunzip(std::string_view data) {
   }
   inf.Finish();
   if (!inf.ok()) return MakeError(inf.error());
+  return out;
+}
+
+Result<std::string> Gzip(std::string_view data, int level) {
+  z_stream zs;
+  std::memset(&zs, 0, sizeof zs);
+  if (deflateInit2(&zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    return MakeError("cannot initialise zlib");
+  }
+  std::string out;
+  std::vector<char> chunk(kChunk);
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    const size_t take = std::min<size_t>(data.size(), 1u << 30);
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+    zs.avail_in = static_cast<uInt>(take);
+    const int flush = take == data.size() ? Z_FINISH : Z_NO_FLUSH;
+    do {
+      zs.next_out = reinterpret_cast<Bytef*>(chunk.data());
+      zs.avail_out = static_cast<uInt>(chunk.size());
+      rc = deflate(&zs, flush);
+      if (rc == Z_STREAM_ERROR) {
+        deflateEnd(&zs);
+        return MakeError("gzip compression failed");
+      }
+      out.append(chunk.data(), chunk.size() - zs.avail_out);
+    } while (zs.avail_out == 0);
+    data.remove_prefix(take - zs.avail_in);
+  }
+  deflateEnd(&zs);
+  return out;
+}
+
+Result<std::string> ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return MakeError("cannot open " + path + ": " + std::strerror(errno));
+  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return MakeError("cannot read " + path + ": " + std::strerror(errno));
   return out;
 }
 

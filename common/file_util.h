@@ -22,6 +22,12 @@ bool HasGzipMagic(std::string_view data);
 // corrupt or truncated.
 Result<std::string> Gunzip(std::string_view data);
 
+// Compresses data into one gzip member (level 1-9).
+Result<std::string> Gzip(std::string_view data, int level = 6);
+
+// Reads a whole file as it is on disk, without decompressing.
+Result<std::string> ReadFileBytes(const std::string& path);
+
 // Reads a whole file. Content that is gzipped (by name ".gz" or by its magic bytes) is
 // decompressed transparently. Errors: "cannot open FILE: No such file or directory", ...
 Result<std::string> ReadInputFile(const std::string& path);

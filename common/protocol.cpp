@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "common/base64.h"
+#include "common/file_util.h"
 #include "common/json_util.h"
 
 namespace ckprof {
@@ -32,13 +34,12 @@ class FieldReader {
   void Int(const char* key, int64_t* out, int64_t min, int64_t max) {
     auto it = obj_.find(key);
     if (it == obj_.end() || it->is_null()) return;
-    if (!it->is_number_integer() ||
-        (it->is_number_unsigned() &&
-         it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
-      return Fail(key, "must be an integer");
-    }
-    int64_t v = it->get<int64_t>();
-    if (v < min || v > max) {
+    if (!it->is_number_integer()) return Fail(key, "must be an integer");
+    const bool too_big =
+        it->is_number_unsigned() &&
+        it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    int64_t v = too_big ? 0 : it->get<int64_t>();
+    if (too_big || v < min || v > max) {
       return Fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
     }
     *out = v;
@@ -142,6 +143,11 @@ Result<Request> ParseRequest(std::string_view frame) {
         return MakeError("submit: field 'content' (the input file's text) is missing");
       }
       f.String("content", &s.content, std::numeric_limits<size_t>::max());
+      f.String("content_encoding", &s.content_encoding, 32);
+      if (f.ok() && !s.content_encoding.empty() && s.content_encoding != "gzip+base64") {
+        return MakeError("submit: content_encoding must be \"\" or \"gzip+base64\", got '" +
+                         s.content_encoding + "'");
+      }
       f.String("input_name", &s.input_name, 4096);
       f.String("name", &s.name, 256);
       f.Int("priority", &s.priority, -1000, 1000);
@@ -197,6 +203,7 @@ json RequestToJson(const Request& r) {
     case RequestType::kSubmit: {
       const auto& s = r.submit;
       j["content"] = s.content;
+      if (!s.content_encoding.empty()) j["content_encoding"] = s.content_encoding;
       j["input_name"] = s.input_name;
       j["name"] = s.name;
       j["priority"] = s.priority;
@@ -236,6 +243,31 @@ json RequestToJson(const Request& r) {
       break;
   }
   return j;
+}
+
+Status EncodeSubmitContent(std::string bytes, SubmitOptions* s) {
+  constexpr size_t kCompressAbove = 1u << 20;
+  if (HasGzipMagic(bytes)) {
+    s->content = Base64Encode(bytes);
+    s->content_encoding = "gzip+base64";
+  } else if (bytes.size() > kCompressAbove) {
+    auto gz = Gzip(bytes, 1);
+    if (!gz) return Error{gz.error()};
+    s->content = Base64Encode(*gz);
+    s->content_encoding = "gzip+base64";
+  } else {
+    s->content = std::move(bytes);
+    s->content_encoding.clear();
+  }
+  return Status::Ok();
+}
+
+Result<std::string> DecodeSubmitContent(const SubmitOptions& s) {
+  if (s.content_encoding.empty()) return s.content;
+  auto raw = Base64Decode(s.content);
+  if (!raw) return MakeError("submit: content: " + raw.error());
+  if (!HasGzipMagic(*raw)) return MakeError("submit: content is not gzip data");
+  return std::move(*raw);
 }
 
 json OkResponse(const Request& r) {

@@ -48,6 +48,9 @@ std::optional<RequestType> ParseRequestTypeName(std::string_view name);
 // What a submit carries. The content is the input file's text (IR list, trace or configs).
 struct SubmitOptions {
   std::string content;
+  // "" = content is the text itself; "gzip+base64" = base64 of a gzip file (a compressed
+  // trace travels compressed). See EncodeSubmitContent.
+  std::string content_encoding;
   std::string input_name;     // the file name, for display only
   std::string name;           // job name; default: input_name
   int priority = 0;           // higher runs first within the submitting user's jobs
@@ -74,6 +77,12 @@ struct Request {
   int gpu = -1;                // drain, resume
   int priority = 0;            // boost
 };
+
+// Fills content/content_encoding from a file's bytes: gzip files go as base64 of the gzip,
+// large text files are gzipped first, small text goes as it is.
+Status EncodeSubmitContent(std::string file_bytes, SubmitOptions* s);
+// The text a submit carries, decoded (the gzip is left for the converter, which reads it).
+Result<std::string> DecodeSubmitContent(const SubmitOptions& s);
 
 // Parses and validates one frame. Errors name the field: "request field 'job_id' must be a
 // positive integer".

@@ -138,11 +138,18 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
     if (Status s = CheckProfilerPolicy(profiler, who); !s) {
       co_return ErrorResponse(r.id, "submit: " + s.error());
     }
+    // This daemon will run another user's profiler as itself: keep the path that was checked,
+    // resolved, so that a symlink the user controls cannot be re-pointed before the task runs.
+    if (getuid() != 0 && who.uid != getuid()) profiler = RealPath(profiler);
   }
   // Convert on the pool: a large trace must not stall every other client.
-  const std::string* content = &o.content;
   co_await asio::post(pool_, asio::use_awaitable);
-  Result<Conversion> converted = ConvertText(*content, conv);
+  Result<Conversion> converted = Error{""};
+  if (auto text = DecodeSubmitContent(o); !text) {
+    converted = Error{text.error()};
+  } else {
+    converted = ConvertText(*text, conv);
+  }
   co_await asio::post(io_, asio::use_awaitable);
   if (!converted) co_return ErrorResponse(r.id, "submit: the input cannot be used: " + converted.error());
   Conversion& c = *converted;

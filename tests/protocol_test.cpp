@@ -1,0 +1,104 @@
+// The wire protocol: request parsing and validation, framing helpers, content encoding.
+#include "common/protocol.h"
+
+#include <gtest/gtest.h>
+
+#include "common/base64.h"
+#include "common/file_util.h"
+
+namespace ckprof {
+namespace {
+
+TEST(Protocol, RequestsRoundTrip) {
+  Request r;
+  r.type = RequestType::kSubmit;
+  r.id = 7;
+  r.submit.content = "[]";
+  r.submit.name = "sweep";
+  r.submit.priority = 3;
+  r.submit.gpus = {0, 2};
+  r.submit.max_gpus = 1;
+  r.submit.timeout_s = 30;
+  r.submit.dry_run = true;
+  auto back = ParseRequest(RequestToJson(r).dump());
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(back->type, RequestType::kSubmit);
+  EXPECT_EQ(back->id, 7);
+  EXPECT_EQ(back->submit.name, "sweep");
+  EXPECT_EQ(back->submit.gpus, (std::vector<int>{0, 2}));
+  EXPECT_TRUE(back->submit.dry_run);
+  EXPECT_DOUBLE_EQ(back->submit.timeout_s, 30);
+}
+
+TEST(Protocol, BadRequestsNameTheProblem) {
+  struct Case {
+    const char* frame;
+    const char* expect;
+  } cases[] = {
+      {"{", "malformed request: not valid JSON at line 1"},
+      {"[1,2]", "a request must be a JSON object"},
+      {R"({"id":1})", "field 'type' is missing"},
+      {R"({"type":"explode"})", "unknown request type 'explode'"},
+      {R"({"type":"cancel"})", "field 'job_id' is missing"},
+      {R"({"type":"cancel","job_id":-4})", "field 'job_id' must be between 1"},
+      {R"({"type":"cancel","job_id":"4"})", "field 'job_id' must be an integer"},
+      {R"({"type":"status","job_id":9223372036854775808})", "field 'job_id' must be an integer"},
+      {R"({"type":"submit"})", "field 'content'"},
+      {R"({"type":"submit","content":"x","gpus":[0,-1]})", "field 'gpus'"},
+      {R"({"type":"submit","content":"x","priority":1e9})", "field 'priority'"},
+      {R"({"type":"submit","content":"x","content_encoding":"zip"})", "content_encoding"},
+      {R"({"type":"drain"})", "field 'gpu' is missing"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseRequest(c.frame);
+    ASSERT_FALSE(r.ok()) << c.frame;
+    EXPECT_NE(r.error().find(c.expect), std::string::npos) << c.frame << " -> " << r.error();
+  }
+  std::string deep(100000, '[');
+  auto r = ParseRequest(deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("nested deeper"), std::string::npos) << r.error();
+}
+
+TEST(Protocol, FrameReplacesInvalidUtf8) {
+  nlohmann::json j = {{"error", std::string("bad \xff byte")}};
+  std::string f = Frame(j);
+  EXPECT_EQ(f.back(), '\n');
+  EXPECT_EQ(f.find('\n'), f.size() - 1);
+  EXPECT_TRUE(ParseRequest(f).ok() || true);  // the frame itself is valid JSON
+  EXPECT_FALSE(nlohmann::json::parse(f, nullptr, false).is_discarded());
+}
+
+TEST(Protocol, Base64RoundTripAndErrors) {
+  for (std::string s : {"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
+    auto back = Base64Decode(Base64Encode(s));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, s);
+  }
+  EXPECT_EQ(Base64Encode("Man"), "TWFu");
+  EXPECT_EQ(Base64Encode("Ma"), "TWE=");
+  EXPECT_FALSE(Base64Decode("TW*u").ok());
+}
+
+TEST(Protocol, SubmitContentTravelsCompressedWhenLarge) {
+  SubmitOptions s;
+  ASSERT_TRUE(EncodeSubmitContent("[1]", &s).ok());
+  EXPECT_EQ(s.content, "[1]");
+  EXPECT_TRUE(s.content_encoding.empty());
+  std::string big(3u << 20, ' ');
+  big[0] = '[';
+  big.back() = ']';
+  ASSERT_TRUE(EncodeSubmitContent(big, &s).ok());
+  EXPECT_EQ(s.content_encoding, "gzip+base64");
+  EXPECT_LT(s.content.size(), big.size() / 10);
+  auto decoded = DecodeSubmitContent(s);
+  ASSERT_TRUE(decoded.ok());
+  auto plain = Gunzip(*decoded);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(*plain, big);
+  s.content = Base64Encode("not gzip");
+  EXPECT_FALSE(DecodeSubmitContent(s).ok());
+}
+
+}  // namespace
+}  // namespace ckprof
