@@ -65,12 +65,12 @@ TEST(Protocol, FrameReplacesInvalidUtf8) {
   std::string f = Frame(j);
   EXPECT_EQ(f.back(), '\n');
   EXPECT_EQ(f.find('\n'), f.size() - 1);
-  EXPECT_TRUE(ParseRequest(f).ok() || true);  // the frame itself is valid JSON
   EXPECT_FALSE(nlohmann::json::parse(f, nullptr, false).is_discarded());
 }
 
 TEST(Protocol, Base64RoundTripAndErrors) {
-  for (std::string s : {"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
+  for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd",
+                                                       std::string("\0\xff\x10", 3)}) {
     auto back = Base64Decode(Base64Encode(s));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, s);
