@@ -25,6 +25,7 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args);    // resu
 int RunPingCommand(const GlobalOptions& global, const Args& args);       // control_cmd.cpp
 int RunGpuActionCommand(const GlobalOptions& global, const Args& args, bool drain);
 int RunRunCommand(const GlobalOptions& global, const Args& args);        // run_cmd.cpp
+int RunCompareCommand(const GlobalOptions& global, const Args& args);    // compare_cmd.cpp
 
 int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestType type);
 

@@ -34,6 +34,8 @@ const std::vector<Command>& Commands() {
        [](const GlobalOptions& g, const Args& a) { return RunWatchCommand(g, a, true); }},
       {"results", "fetch a job's results (json, csv or table)",
        [](const GlobalOptions& g, const Args& a) { return RunResultsCommand(g, a); }},
+      {"compare", "compare two jobs or results files: times, speedups, geometric mean",
+       [](const GlobalOptions& g, const Args& a) { return RunCompareCommand(g, a); }},
       {"cancel", "cancel a job",
        [](const GlobalOptions& g, const Args& a) {
          return RunJobActionCommand(g, a, RequestType::kCancel);

@@ -1,0 +1,499 @@
+// ckprof compare: two runs of the same configs side by side — typically a CK job and a job of the
+// PyTorch baseline profiler (tools/torch-conv-profiler) — per config both times and the speedup,
+// ranked by priority_rank, with a geometric-mean summary. Each side is a job id (fetched from the
+// daemon) or a results file (profiler_results.json).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+#include <sstream>
+
+#include "client/args.h"
+#include "client/client_util.h"
+#include "client/commands.h"
+#include "common/file_util.h"
+#include "common/results_file.h"
+
+namespace ckprof {
+
+Result<std::vector<TaskResult>> FetchResults(Connection& conn, int64_t job_id, bool with_output,
+                                             JobSummary* summary);  // results_cmd.cpp
+
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+// One config's result on one side.
+struct Entry {
+  int64_t position = 0;  // 1-based
+  int64_t rank = 0;      // priority_rank
+  std::string op;        // fwd, bwd_data, bwd_weight
+  std::string description;
+  std::string signature;  // the problem from the config's profiler_args; empty when absent
+  std::string state;      // succeeded, failed, unsupported, ...
+  double avg_ms = 0;
+  double tflops = 0;
+  std::string best;
+  // A time that can be compared: a success with a positive, finite time (time=0 runs have none).
+  bool comparable() const { return state == "succeeded" && avg_ms > 0 && std::isfinite(avg_ms); }
+};
+
+// One side of the comparison: where it came from and what it holds.
+struct Side {
+  std::string label;  // "job 12 (resnet)" or the file path, for the legend
+  std::string name;   // "job 12" or the file's base name, for columns
+  std::string source;
+  int64_t job_id = 0;
+  std::vector<Entry> entries;
+};
+
+std::string ShortOp(const std::string& op) {
+  if (op.find("bwd_data") != std::string::npos) return "bwd_data";
+  if (op.find("bwd_weight") != std::string::npos) return "bwd_weight";
+  return "fwd";
+}
+
+// The problem a config describes, as a canonical string: what identifies it beyond its
+// description (which omits strides, pads and the data type).
+std::string Signature(const json& config) {
+  if (!config.is_object()) return "";
+  auto args = config.find("profiler_args");
+  if (args == config.end() || !args->is_object()) return "";
+  json sig = json::object();
+  for (const char* key :
+       {"data_type", "layout", "num_dim_spatial", "G", "N", "K", "C", "filter_spatial",
+        "input_spatial", "strides", "dilations", "left_pads", "right_pads"}) {
+    if (auto it = args->find(key); it != args->end()) sig[key] = *it;
+  }
+  return sig.dump();
+}
+
+Entry FromTask(const TaskResult& t) {
+  Entry e;
+  e.position = t.position;
+  e.rank = t.priority_rank;
+  e.op = ShortOp(t.operation);
+  e.description = t.description;
+  e.signature = Signature(json::parse(t.config.dump()));
+  e.state = t.state;
+  if (t.ok()) {
+    e.avg_ms = t.avg_ms;
+    e.tflops = t.tflops;
+  }
+  e.best = t.best_name;
+  return e;
+}
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Reads a profiler_results.json ({"results": [...]}, or the bare array).
+Result<Side> LoadFile(const std::string& path) {
+  auto text = ReadInputFile(path);
+  if (!text) return Error{text.error()};
+  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    return MakeError(path +
+                     ": not valid JSON (expected a profiler_results.json from 'ckprof run' "
+                     "or 'ckprof results JOB --format json')");
+  }
+  const json* results = &doc;
+  if (doc.is_object()) {
+    auto it = doc.find("results");
+    if (it == doc.end()) {
+      return MakeError(path +
+                       ": no \"results\" array (expected a profiler_results.json from "
+                       "'ckprof run' or 'ckprof results JOB --format json')");
+    }
+    results = &*it;
+  }
+  if (!results->is_array()) return MakeError(path + ": \"results\" is not an array");
+  Side side;
+  side.label = path;
+  side.name = BaseName(path);
+  side.source = path;
+  int64_t index = 0;
+  for (const json& r : *results) {
+    ++index;
+    const std::string where = path + ": results[" + std::to_string(index - 1) + "]";
+    if (!r.is_object()) return MakeError(where + " is not an object");
+    Entry e;
+    auto op = r.find("operation");
+    if (op == r.end() || !op->is_string()) {
+      return MakeError(where + ": \"operation\" is missing or not a string");
+    }
+    e.op = ShortOp(op->get<std::string>());
+    e.description =
+        r.value("description", json()).is_string() ? r["description"].get<std::string>() : "";
+    auto number = [&](const char* key, int64_t dflt) -> int64_t {
+      auto it = r.find(key);
+      return it != r.end() && it->is_number_integer() ? it->get<int64_t>() : dflt;
+    };
+    e.position = number("position", index);
+    e.rank = number("priority_rank", e.position);
+    const bool success = r.value("success", json(false)).is_boolean() && r["success"].get<bool>();
+    auto status = r.find("status");
+    e.state = status != r.end() && status->is_string() ? status->get<std::string>()
+                                                       : (success ? "succeeded" : "failed");
+    if (!success && e.state == "succeeded") e.state = "failed";
+    auto ms = r.find("avg_time_ms");
+    if (success && ms != r.end() && ms->is_number()) e.avg_ms = ms->get<double>();
+    if (success && e.avg_ms <= 0) e.state = "no time";  // the original tool's results: no ms
+    auto tflops = r.find("tflops");
+    if (tflops != r.end() && tflops->is_number()) e.tflops = tflops->get<double>();
+    auto best = r.find("best_instance");
+    if (best != r.end() && best->is_string()) e.best = best->get<std::string>();
+    if (auto c = r.find("config"); c != r.end()) e.signature = Signature(*c);
+    side.entries.push_back(std::move(e));
+  }
+  return side;
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+// A matched (or unmatched) row: a or b may be null.
+struct Row {
+  const Entry* a = nullptr;
+  const Entry* b = nullptr;
+  int64_t rank() const { return a ? a->rank : b->rank; }
+  int64_t position() const { return a ? a->position : b->position; }
+  bool compared() const { return a && b && a->comparable() && b->comparable(); }
+  double speedup() const { return compared() ? a->avg_ms / b->avg_ms : std::nan(""); }
+  // "a", "b", "tie", or "" when not compared.
+  std::string faster() const {
+    if (!compared()) return "";
+    const double s = speedup();
+    return s > 1 ? "b" : s < 1 ? "a" : "tie";
+  }
+};
+
+// Pairs the configs of a and b: first by (op, description, problem) where both sides know the
+// problem, then by (op, description), then by (op, position) for descriptions that are absent
+// or ambiguous — each key used only where it is unique on both sides.
+std::vector<Row> Match(const Side& a, const Side& b) {
+  std::vector<int> b_of_a(a.entries.size(), -1);
+  std::vector<bool> b_used(b.entries.size(), false);
+  using KeyFn = std::optional<std::string> (*)(const Entry&);
+  auto pass = [&](KeyFn key) {
+    std::map<std::string, std::vector<size_t>> ka, kb;
+    for (size_t i = 0; i < a.entries.size(); ++i) {
+      if (b_of_a[i] >= 0) continue;
+      if (auto k = key(a.entries[i])) ka[*k].push_back(i);
+    }
+    for (size_t j = 0; j < b.entries.size(); ++j) {
+      if (b_used[j]) continue;
+      if (auto k = key(b.entries[j])) kb[*k].push_back(j);
+    }
+    for (const auto& [k, ia] : ka) {
+      auto it = kb.find(k);
+      if (ia.size() != 1 || it == kb.end() || it->second.size() != 1) continue;
+      b_of_a[ia[0]] = static_cast<int>(it->second[0]);
+      b_used[it->second[0]] = true;
+    }
+  };
+  pass([](const Entry& e) -> std::optional<std::string> {
+    if (e.signature.empty()) return std::nullopt;
+    return e.op + "\n" + e.description + "\n" + e.signature;
+  });
+  pass([](const Entry& e) -> std::optional<std::string> {
+    if (e.description.empty()) return std::nullopt;
+    return e.op + "\n" + e.description;
+  });
+  pass([](const Entry& e) -> std::optional<std::string> {
+    return e.op + "\n" + std::to_string(e.position) + "\n" + e.description;
+  });
+
+  std::vector<Row> rows;
+  for (size_t i = 0; i < a.entries.size(); ++i) {
+    rows.push_back(
+        Row{&a.entries[i], b_of_a[i] >= 0 ? &b.entries[static_cast<size_t>(b_of_a[i])] : nullptr});
+  }
+  for (size_t j = 0; j < b.entries.size(); ++j) {
+    if (!b_used[j]) rows.push_back(Row{nullptr, &b.entries[j]});
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) {
+    return std::make_pair(x.rank(), x.position()) < std::make_pair(y.rank(), y.position());
+  });
+  return rows;
+}
+
+struct Summary {
+  int64_t compared = 0, a_faster = 0, b_faster = 0, ties = 0;
+  int64_t a_failed = 0, b_failed = 0, only_a = 0, only_b = 0;
+  double geomean = std::nan("");  // of the speedups; nan when nothing was compared
+};
+
+Summary Summarize(const std::vector<Row>& rows) {
+  Summary s;
+  double log_sum = 0;
+  for (const Row& r : rows) {
+    if (!r.a) {
+      ++s.only_b;
+    } else if (!r.b) {
+      ++s.only_a;
+    } else if (r.compared()) {
+      ++s.compared;
+      log_sum += std::log(r.speedup());
+      const std::string f = r.faster();
+      ++(f == "a" ? s.a_faster : f == "b" ? s.b_faster : s.ties);
+    } else {
+      if (!r.a->comparable()) ++s.a_failed;
+      if (!r.b->comparable()) ++s.b_failed;
+    }
+  }
+  if (s.compared > 0) s.geomean = std::exp(log_sum / static_cast<double>(s.compared));
+  return s;
+}
+
+// Width of the problem column: a typical description ("G=32, N=32, K=4, C=4, [3, 3] kernel,
+// [200, 200] input") fits.
+constexpr size_t kProblemWidth = 56;
+
+std::string Problem(const std::string& description) {
+  auto colon = description.find(": ");
+  return colon == std::string::npos ? description : description.substr(colon + 2);
+}
+
+std::string Fit(const std::string& s, size_t width) {
+  if (s.size() <= width) return s + std::string(width - s.size(), ' ');
+  return s.substr(0, width - 3) + "...";
+}
+
+std::string Right(const std::string& s, size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+// The ms cell of one side: the time, the state when it did not succeed, "-" when absent.
+std::string MsCell(const Entry* e) {
+  if (!e) return "-";
+  return e->comparable() ? FormatNumber(e->avg_ms, 5) : e->state;
+}
+
+std::string Note(const Row& r, const Side& a, const Side& b) {
+  if (!r.a) return "only in " + b.name;
+  if (!r.b) return "only in " + a.name;
+  const std::string f = r.faster();
+  if (f == "a") return a.name;
+  if (f == "b") return b.name;
+  if (f == "tie") return "tie";
+  return "not compared";
+}
+
+std::string Table(const std::vector<Row>& rows, const Summary& s, const Side& a, const Side& b) {
+  const std::string a_col = a.name + " ms", b_col = b.name + " ms";
+  const size_t a_w = std::max<size_t>(11, std::min<size_t>(a_col.size(), 24));
+  const size_t b_w = std::max<size_t>(11, std::min<size_t>(b_col.size(), 24));
+  std::ostringstream out;
+  out << "A: " << a.label << "\nB: " << b.label
+      << "\nspeedup = A ms / B ms (above 1: B is faster)\n\n";
+  auto cell = [](const std::string& text, size_t width) {
+    return text.size() > width ? Fit(text, width) : Right(text, width);
+  };
+  out << Right("rank", 5) << " " << Fit("op", 11) << " " << Fit("problem", kProblemWidth) << " "
+      << cell(a_col, a_w) << " " << cell(b_col, b_w) << " " << Right("speedup", 9) << "  faster\n";
+  for (const Row& r : rows) {
+    const Entry& any = r.a ? *r.a : *r.b;
+    out << Right(std::to_string(r.rank()), 5) << " " << Fit(any.op, 11) << " "
+        << Fit(Problem(any.description), kProblemWidth) << " " << Right(MsCell(r.a), a_w) << " "
+        << Right(MsCell(r.b), b_w) << " "
+        << Right(r.compared() ? FormatNumber(r.speedup(), 4) + "x" : "-", 9) << "  "
+        << Note(r, a, b) << "\n";
+  }
+  out << "\nCompared: " << s.compared << " config(s) that succeeded on both sides\n";
+  if (s.compared > 0) {
+    out << "Geometric mean speedup (A ms / B ms): " << FormatNumber(s.geomean, 4) << "x"
+        << (s.geomean > 1   ? " (" + b.name + " faster on average)"
+            : s.geomean < 1 ? " (" + a.name + " faster on average)"
+                            : " (even)")
+        << "\n";
+  } else {
+    out << "Geometric mean speedup: - (no config succeeded on both sides)\n";
+  }
+  out << "Faster: " << a.name << " " << s.a_faster << ", " << b.name << " " << s.b_faster
+      << ", ties " << s.ties << "\n";
+  out << "Not compared: " << s.a_failed << " without a time in " << a.name << ", " << s.b_failed
+      << " without a time in " << b.name << ", " << s.only_a << " only in " << a.name << ", "
+      << s.only_b << " only in " << b.name << "\n";
+  return out.str();
+}
+
+ojson SideJson(const Side& side) {
+  ojson j = {{"label", side.label}, {"name", side.name}, {"source", side.source}};
+  j["job_id"] = side.job_id > 0 ? ojson(side.job_id) : ojson(nullptr);
+  return j;
+}
+
+ojson NumberOrNull(double v) { return std::isfinite(v) ? ojson(v) : ojson(nullptr); }
+
+ojson Json(const std::vector<Row>& rows, const Summary& s, const Side& a, const Side& b) {
+  ojson out = ojson::object();
+  out["a"] = SideJson(a);
+  out["b"] = SideJson(b);
+  out["speedup_definition"] = "a_ms / b_ms (above 1: b is faster)";
+  ojson list = ojson::array();
+  for (const Row& r : rows) {
+    const Entry& any = r.a ? *r.a : *r.b;
+    ojson j = ojson::object();
+    j["priority_rank"] = r.rank();
+    j["operation"] = any.op;
+    j["description"] = any.description;
+    j["position_a"] = r.a ? ojson(r.a->position) : ojson(nullptr);
+    j["position_b"] = r.b ? ojson(r.b->position) : ojson(nullptr);
+    j["a_status"] = r.a ? ojson(r.a->state) : ojson(nullptr);
+    j["b_status"] = r.b ? ojson(r.b->state) : ojson(nullptr);
+    j["a_ms"] = r.a && r.a->comparable() ? ojson(r.a->avg_ms) : ojson(nullptr);
+    j["b_ms"] = r.b && r.b->comparable() ? ojson(r.b->avg_ms) : ojson(nullptr);
+    j["a_best"] = r.a && !r.a->best.empty() ? ojson(r.a->best) : ojson(nullptr);
+    j["b_best"] = r.b && !r.b->best.empty() ? ojson(r.b->best) : ojson(nullptr);
+    j["speedup"] = NumberOrNull(r.speedup());
+    j["faster"] = r.faster().empty() ? ojson(nullptr) : ojson(r.faster());
+    j["matched"] = r.a && r.b;
+    list.push_back(std::move(j));
+  }
+  out["rows"] = std::move(list);
+  out["summary"] = {{"compared", s.compared},
+                    {"geomean_speedup", NumberOrNull(s.geomean)},
+                    {"a_faster", s.a_faster},
+                    {"b_faster", s.b_faster},
+                    {"ties", s.ties},
+                    {"a_without_time", s.a_failed},
+                    {"b_without_time", s.b_failed},
+                    {"only_a", s.only_a},
+                    {"only_b", s.only_b}};
+  return out;
+}
+
+std::string CsvField(const std::string& v) {
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string Csv(const std::vector<Row>& rows) {
+  std::string out =
+      "priority_rank,operation,description,a_ms,b_ms,speedup,faster,a_status,b_status,a_best,"
+      "b_best\n";
+  for (const Row& r : rows) {
+    const Entry& any = r.a ? *r.a : *r.b;
+    auto ms = [](const Entry* e) {
+      return e && e->comparable() ? FormatNumber(e->avg_ms, 9) : std::string();
+    };
+    out += std::to_string(r.rank()) + "," + any.op + "," + CsvField(any.description) + "," +
+           ms(r.a) + "," + ms(r.b) + "," + (r.compared() ? FormatNumber(r.speedup(), 9) : "") +
+           "," + r.faster() + "," + (r.a ? r.a->state : "") + "," + (r.b ? r.b->state : "") + "," +
+           CsvField(r.a ? r.a->best : "") + "," + CsvField(r.b ? r.b->best : "") + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+int RunCompareCommand(const GlobalOptions& global, const Args& args) {
+  std::string first, second, format;
+  bool as_json = false;
+  ArgParser p("ckprof compare",
+              "Compare two runs of the same configs: per config both times and the speedup "
+              "(A ms / B ms; above 1, B is faster), ranked by priority_rank, and the geometric "
+              "mean of the speedups.",
+              "A and B are each a job id (fetched from the daemon) or a results file\n"
+              "(profiler_results.json from 'ckprof run' or 'ckprof results JOB --format json').\n"
+              "An existing file wins over a job id of the same name. Configs are matched by\n"
+              "operation and problem, then by description, then by position; configs without a\n"
+              "time on either side, and those on one side only, are listed but not averaged.\n\n"
+              "examples:\n"
+              "  ckprof compare 12 13              # a CK job against a torch-conv-profiler job\n"
+              "  ckprof compare ck.json torch.json --format csv");
+  p.Positional("A", &first, true, "the first job id or results file");
+  p.Positional("B", &second, true, "the second job id or results file");
+  p.Flag("--json", &as_json, "print the comparison as JSON (same as --format json)");
+  p.Option("--format", &format, "F", "table (default), json or csv");
+  if (auto code = p.Parse(args)) return *code;
+  if (as_json) {
+    if (!format.empty() && format != "json") {
+      PrintError("compare", "--json and --format " + format + " contradict each other");
+      return 2;
+    }
+    format = "json";
+  }
+  if (format.empty()) format = "table";
+  if (format != "table" && format != "json" && format != "csv") {
+    PrintError("compare", "--format must be table, json or csv, got '" + format + "'");
+    return 2;
+  }
+
+  // Decide what each argument is before any work, so that usage errors come first.
+  static const std::regex digits(R"(\d+)");
+  struct Source {
+    std::string text;
+    std::optional<int64_t> job;
+  };
+  Source sources[2] = {{first, std::nullopt}, {second, std::nullopt}};
+  for (Source& src : sources) {
+    if (IsFile(src.text) || !std::regex_match(src.text, digits)) continue;
+    src.job = ParseJobId(src.text, "compare");
+    if (!src.job) return 2;
+  }
+
+  std::unique_ptr<Connection> conn;
+  Side sides[2];
+  for (int i = 0; i < 2; ++i) {
+    const Source& src = sources[i];
+    if (!src.job) {
+      auto side = LoadFile(src.text);
+      if (!side) {
+        PrintError("compare", side.error());
+        return 1;
+      }
+      sides[i] = std::move(*side);
+      continue;
+    }
+    if (!conn) {
+      conn = ConnectOrReport(global, "compare");
+      if (!conn) return kExitUnreachable;
+    }
+    JobSummary summary;
+    auto tasks = FetchResults(*conn, *src.job, /*with_output=*/true, &summary);
+    if (!tasks) {
+      PrintError("compare", "job " + std::to_string(*src.job) + ": " + tasks.error());
+      return 1;
+    }
+    Side& side = sides[i];
+    side.job_id = *src.job;
+    side.name = "job " + std::to_string(*src.job);
+    side.label = side.name + (summary.name.empty() ? "" : " (" + summary.name + ")");
+    side.source = side.name;
+    for (const TaskResult& t : *tasks) side.entries.push_back(FromTask(t));
+  }
+  if (sides[0].name == sides[1].name) {  // the same file name twice: tell the columns apart
+    sides[0].name = "A:" + sides[0].name;
+    sides[1].name = "B:" + sides[1].name;
+  }
+
+  const std::vector<Row> rows = Match(sides[0], sides[1]);
+  const Summary summary = Summarize(rows);
+  if (format == "json") {
+    std::cout << Json(rows, summary, sides[0], sides[1]).dump(2) << "\n";
+  } else if (format == "csv") {
+    std::cout << Csv(rows);
+  } else {
+    std::cout << Table(rows, summary, sides[0], sides[1]);
+  }
+  return 0;
+}
+
+}  // namespace ckprof

@@ -1,0 +1,277 @@
+// Tests of `ckprof compare` on results files: the per-config table ranked by priority_rank, the
+// speedups and their geometric mean, matching (by problem, description or position), configs on
+// one side only or without a time, the JSON and CSV forms, and the errors a user meets.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/test_util.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::json;
+using testing::BinPath;
+using testing::CommandResult;
+using testing::RunCommand;
+using testing::TempDir;
+
+// One entry of a profiler_results.json; avg_ms < 0: a failure.
+json Result(int64_t position, int64_t rank, const std::string& op, const std::string& description,
+            double avg_ms, int stride = 1) {
+  json r = {{"operation", "profile_grouped_conv_" + op},
+            {"description", description},
+            {"priority_rank", rank},
+            {"success", avg_ms >= 0},
+            {"returncode", avg_ms >= 0 ? 0 : 1},
+            {"position", position},
+            {"status", avg_ms >= 0 ? "succeeded" : "failed"},
+            {"best_instance", avg_ms >= 0 ? json("Kernel<" + op + ">") : json(nullptr)},
+            {"avg_time_ms", avg_ms >= 0 ? json(avg_ms) : json(nullptr)}};
+  r["config"] = {{"operation_type", "profile_grouped_conv_" + op},
+                 {"profiler_args",
+                  {{"data_type", 2},
+                   {"layout", 3},
+                   {"num_dim_spatial", 2},
+                   {"G", 1},
+                   {"N", 10},
+                   {"K", 64},
+                   {"C", 64},
+                   {"filter_spatial", {3, 3}},
+                   {"input_spatial", {56, 56}},
+                   {"strides", {stride, stride}},
+                   {"dilations", {1, 1}},
+                   {"left_pads", {1, 1}},
+                   {"right_pads", {1, 1}}}}};
+  return r;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+class CompareTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // ck.json: five configs; torch.json: the same problems in another order, one config of
+    // its own, one of ck.json's missing. Two configs share a description (strides differ).
+    json a = json::array({
+        Result(1, 1, "fwd", "Forward conv: problem one", 1.0),
+        Result(2, 2, "bwd_data", "Backward data conv: problem two", 2.0),
+        Result(3, 3, "bwd_weight", "Backward weight conv: problem three", 0.5),
+        Result(4, 4, "fwd", "Forward conv: problem four", -1),  // failed on A
+        Result(5, 5, "fwd", "Forward conv: only in ck", 1.0),
+        Result(6, 6, "fwd", "Forward conv: same words", 3.0, /*stride=*/1),
+        Result(7, 7, "fwd", "Forward conv: same words", 1.5, /*stride=*/2),
+    });
+    json b = json::array({
+        Result(1, 7, "fwd", "Forward conv: same words", 0.5, /*stride=*/2),      // speedup 3
+        Result(2, 3, "bwd_weight", "Backward weight conv: problem three", 2.0),  // 0.25
+        Result(3, 1, "fwd", "Forward conv: problem one", 0.5),                   // 2
+        Result(4, 2, "bwd_data", "Backward data conv: problem two", 0.5),        // 4
+        Result(5, 4, "fwd", "Forward conv: problem four", 1.0),
+        Result(6, 6, "fwd", "Forward conv: same words", 3.0, /*stride=*/1),  // 1: a tie
+        Result(7, 8, "bwd_data", "Backward data conv: only in torch", 1.0),
+    });
+    testing::WriteFile(dir_.File("ck.json"),
+                       json({{"timestamp", "2026-01-19T05:48:00"}, {"results", a}}).dump(2));
+    testing::WriteFile(dir_.File("torch.json"), json({{"results", b}}).dump(2));
+  }
+
+  CommandResult Ckprof(std::vector<std::string> args) {
+    args.insert(args.begin(), BinPath("ckprof"));
+    return RunCommand(args, {"CKPROF_SOCKET=" + dir_.File("no-daemon.sock")}, dir_.path());
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(CompareTest, TableRanksConfigsAndSummarizes) {
+  CommandResult r = Ckprof({"compare", "ck.json", "torch.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_GE(lines.size(), 14u) << r.out;
+  EXPECT_EQ(lines[0], "A: ck.json");
+  EXPECT_EQ(lines[1], "B: torch.json");
+  EXPECT_EQ(lines[2], "speedup = A ms / B ms (above 1: B is faster)");
+  EXPECT_TRUE(Contains(lines[4], "ck.json ms")) << lines[4];
+  EXPECT_TRUE(Contains(lines[4], "torch.json ms")) << lines[4];
+  // Rows, ranked by priority_rank: A's time, B's time, speedup, the faster side.
+  struct Row {
+    const char* rank;
+    const char* problem;
+    const char* a_ms;
+    const char* b_ms;
+    const char* speedup;
+    const char* faster;
+  } rows[] = {
+      {"1", "problem one", "1", "0.5", "2x", "torch.json"},
+      {"2", "problem two", "2", "0.5", "4x", "torch.json"},
+      {"3", "problem three", "0.5", "2", "0.25x", "ck.json"},
+      {"4", "problem four", "failed", "1", "-", "not compared"},
+      {"5", "only in ck", "1", "-", "-", "only in ck.json"},
+      {"6", "same words", "3", "3", "1x", "tie"},
+      {"7", "same words", "1.5", "0.5", "3x", "torch.json"},
+      {"8", "only in torch", "-", "1", "-", "only in torch.json"},
+  };
+  for (size_t i = 0; i < std::size(rows); ++i) {
+    const Row& w = rows[i];
+    std::istringstream line(lines[5 + i]);
+    std::string rank, op;
+    line >> rank >> op;
+    EXPECT_EQ(rank, w.rank) << lines[5 + i];
+    EXPECT_TRUE(Contains(lines[5 + i], w.problem)) << lines[5 + i];
+    // The columns after the 56-character problem.
+    std::istringstream rest(lines[5 + i].substr(5 + 1 + 11 + 1 + 56));
+    std::string a_ms, b_ms, speedup, faster;
+    rest >> a_ms >> b_ms >> speedup;
+    std::getline(rest >> std::ws, faster);
+    EXPECT_EQ(a_ms, w.a_ms) << lines[5 + i];
+    EXPECT_EQ(b_ms, w.b_ms) << lines[5 + i];
+    EXPECT_EQ(speedup, w.speedup) << lines[5 + i];
+    EXPECT_EQ(faster, w.faster) << lines[5 + i];
+  }
+  // Speedups 2, 4, 0.25, 1, 3: geometric mean 6^(1/5) = 1.431.
+  EXPECT_TRUE(Contains(r.out, "\nCompared: 5 config(s) that succeeded on both sides\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out,
+                       "Geometric mean speedup (A ms / B ms): 1.431x (torch.json faster "
+                       "on average)\n"))
+      << r.out;
+  EXPECT_TRUE(Contains(r.out, "Faster: ck.json 1, torch.json 3, ties 1\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out,
+                       "Not compared: 1 without a time in ck.json, 0 without a time in "
+                       "torch.json, 1 only in ck.json, 1 only in torch.json\n"))
+      << r.out;
+}
+
+TEST_F(CompareTest, JsonHasExactNumbers) {
+  CommandResult r = Ckprof({"compare", "ck.json", "torch.json", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["a"]["name"], "ck.json");
+  EXPECT_TRUE(j["a"]["job_id"].is_null());
+  const json& s = j["summary"];
+  EXPECT_EQ(s["compared"], 5);
+  EXPECT_NEAR(s["geomean_speedup"].get<double>(), std::pow(6.0, 1.0 / 5), 1e-12);
+  EXPECT_EQ(s["a_faster"], 1);
+  EXPECT_EQ(s["b_faster"], 3);
+  EXPECT_EQ(s["ties"], 1);
+  EXPECT_EQ(s["a_without_time"], 1);
+  EXPECT_EQ(s["b_without_time"], 0);
+  EXPECT_EQ(s["only_a"], 1);
+  EXPECT_EQ(s["only_b"], 1);
+  const json& rows = j["rows"];
+  ASSERT_EQ(rows.size(), 8u);
+  EXPECT_EQ(rows[0]["priority_rank"], 1);
+  EXPECT_EQ(rows[0]["speedup"], 2.0);
+  EXPECT_EQ(rows[0]["faster"], "b");
+  EXPECT_EQ(rows[0]["a_best"], "Kernel<fwd>");
+  EXPECT_EQ(rows[2]["faster"], "a");
+  EXPECT_EQ(rows[3]["a_status"], "failed");
+  EXPECT_TRUE(rows[3]["speedup"].is_null());
+  // Same description, different strides: paired by problem, not by order.
+  EXPECT_EQ(rows[6]["position_a"], 7);
+  EXPECT_EQ(rows[6]["position_b"], 1);
+  EXPECT_EQ(rows[6]["speedup"], 3.0);
+  EXPECT_FALSE(rows[7]["matched"]);
+  EXPECT_TRUE(rows[7]["a_ms"].is_null());
+}
+
+TEST_F(CompareTest, WithoutConfigsDuplicatesPairByPosition) {
+  // The original tool's results: no config, no position key (the index counts).
+  json a = json::array({Result(1, 1, "fwd", "Forward conv: twin", 1.0),
+                        Result(2, 2, "fwd", "Forward conv: twin", 4.0)});
+  json b = json::array({Result(1, 1, "fwd", "Forward conv: twin", 2.0),
+                        Result(2, 2, "fwd", "Forward conv: twin", 1.0)});
+  for (json* side : {&a, &b}) {
+    for (json& r : *side) {
+      r.erase("config");
+      r.erase("position");
+    }
+  }
+  testing::WriteFile(dir_.File("a.json"), json({{"results", a}}).dump());
+  testing::WriteFile(dir_.File("b.json"), json({{"results", b}}).dump());
+  CommandResult r = Ckprof({"compare", "a.json", "b.json", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["speedup"], 0.5);
+  EXPECT_EQ(j["rows"][1]["speedup"], 4.0);
+  EXPECT_NEAR(j["summary"]["geomean_speedup"].get<double>(), std::sqrt(2.0), 1e-12);
+}
+
+TEST_F(CompareTest, CsvHasOneRowPerConfig) {
+  CommandResult r = Ckprof({"compare", "ck.json", "torch.json", "--format", "csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 9u) << r.out;
+  EXPECT_EQ(lines[0],
+            "priority_rank,operation,description,a_ms,b_ms,speedup,faster,a_status,b_status,"
+            "a_best,b_best");
+  EXPECT_EQ(lines[1],
+            "1,fwd,Forward conv: problem one,1,0.5,2,b,succeeded,succeeded,"
+            "Kernel<fwd>,Kernel<fwd>");
+}
+
+TEST_F(CompareTest, NothingInCommonStillReports) {
+  testing::WriteFile(dir_.File("empty.json"), R"({"results": []})");
+  CommandResult r = Ckprof({"compare", "ck.json", "empty.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "Geometric mean speedup: - (no config succeeded on both sides)"))
+      << r.out;
+  EXPECT_TRUE(Contains(r.out, "7 only in ck.json, 0 only in empty.json")) << r.out;
+}
+
+TEST_F(CompareTest, ErrorsNameTheProblem) {
+  // A missing file: exit 1, the file named.
+  CommandResult missing = Ckprof({"compare", "ck.json", "nope.json"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(Contains(missing.err, "nope.json")) << missing.err;
+  EXPECT_EQ(missing.out, "");
+  // Not JSON, or JSON without results: exit 1, the file named.
+  testing::WriteFile(dir_.File("bad.json"), "{not json");
+  testing::WriteFile(dir_.File("configs.json"), R"({"something": 1})");
+  CommandResult bad = Ckprof({"compare", "bad.json", "ck.json"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(Contains(bad.err, "bad.json: not valid JSON")) << bad.err;
+  CommandResult no_results = Ckprof({"compare", "configs.json", "ck.json"});
+  EXPECT_EQ(no_results.exit_code, 1);
+  EXPECT_TRUE(Contains(no_results.err, "configs.json: no \"results\" array")) << no_results.err;
+  // Usage errors: exit 2.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"compare", "ck.json"},
+           {"compare", "ck.json", "torch.json", "--format", "xml"},
+           {"compare", "ck.json", "torch.json", "--bogus"},
+           {"compare", "0", "ck.json"},
+           {"compare", "ck.json", "torch.json", "--json", "--format", "csv"}}) {
+    CommandResult r = Ckprof(args);
+    EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.err;
+    EXPECT_TRUE(Contains(r.err, "ckprof compare")) << r.err;
+  }
+  // A job id with no daemon: the client's "unreachable" exit, the socket named.
+  CommandResult job = Ckprof({"compare", "12", "ck.json"});
+  EXPECT_EQ(job.exit_code, 2) << job.err;
+  EXPECT_TRUE(Contains(job.err, "no-daemon.sock")) << job.err;
+}
+
+TEST_F(CompareTest, HelpHasAnExample) {
+  CommandResult r = Ckprof({"compare", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(Contains(r.out, "ckprof compare 12 13")) << r.out;
+  CommandResult top = Ckprof({"--help"});
+  EXPECT_TRUE(Contains(top.out, "  compare ")) << top.out;
+}
+
+}  // namespace
+}  // namespace ckprof
