@@ -26,5 +26,12 @@ build_dir=${CKPROF_BUILD_DIR:-build}
 werror=${CKPROF_WERROR:-$([ "${CI:-}" = true ] && echo ON || echo OFF)}
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${CKPROF_BUILD_TYPE:-Release} \
   -DCKPROF_WERROR="$werror" -DCKPROF_SANITIZE="${CKPROF_SANITIZE:-}" >/dev/null
-cmake --build "$build_dir" -- -j"$(nproc)" | grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)' || true
-test "${PIPESTATUS[0]}" -eq 0
+# Show what the compiler says, not the progress lines; fail when the build fails.
+set +e
+cmake --build "$build_dir" -- -j"$(nproc)" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)'
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+  echo "setup: the build in $build_dir failed (see the errors above)" >&2
+  exit 1
+fi
