@@ -27,6 +27,19 @@ std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const s
   return std::move(*c);
 }
 
+int Ask(const GlobalOptions& global, const std::string& cmd, const Request& request,
+        nlohmann::json* answer) {
+  auto conn = ConnectOrReport(global, cmd);
+  if (!conn) return kExitUnreachable;
+  auto a = conn->Call(request);
+  if (!a) {
+    PrintError(cmd, a.error());
+    return 1;
+  }
+  *answer = std::move(*a);
+  return 0;
+}
+
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd) {
   static const std::regex id(R"(\d{1,18})");
   if (std::regex_match(text, id)) {

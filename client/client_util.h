@@ -16,6 +16,11 @@ namespace ckprof {
 // and returns nullptr; the caller exits with kExitUnreachable.
 std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const std::string& cmd);
 
+// Connects, sends `request` and stores the daemon's answer in *answer. Returns 0, or the
+// exit code after printing why: kExitUnreachable when no daemon answers, 1 when it refused.
+int Ask(const GlobalOptions& global, const std::string& cmd, const Request& request,
+        nlohmann::json* answer);
+
 // "12" -> 12; prints "ckprof CMD: JOB must be a job id (a positive integer), got 'x'" else.
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd);
 

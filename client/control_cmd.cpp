@@ -36,16 +36,11 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
     }
     r.priority = std::stoi(priority);
   }
-  auto conn = ConnectOrReport(global, cmd);
-  if (!conn) return kExitUnreachable;
-  auto a = conn->Call(r);
-  if (!a) {
-    PrintError(cmd, a.error());
-    return 1;
-  }
+  nlohmann::json a;
+  if (int code = Ask(global, cmd, r, &a)) return code;
   if (type == RequestType::kCancel) std::cout << "job " << *id << " cancelled\n";
   if (type == RequestType::kRetry) {
-    std::cout << "job " << *id << ": " << a->value("requeued", 0) << " task(s) requeued\n";
+    std::cout << "job " << *id << ": " << a.value("requeued", 0) << " task(s) requeued\n";
   }
   if (type == RequestType::kBoost) std::cout << "job " << *id << ": priority " << r.priority << "\n";
   return 0;
@@ -65,16 +60,11 @@ int RunGpuActionCommand(const GlobalOptions& global, const Args& args, bool drai
     PrintError(cmd, "GPU must be a GPU index such as 0 (see 'ckprof gpus'), got '" + gpu + "'");
     return 2;
   }
-  auto conn = ConnectOrReport(global, cmd);
-  if (!conn) return kExitUnreachable;
   Request r;
   r.type = drain ? RequestType::kDrain : RequestType::kResume;
   r.gpu = std::stoi(gpu);
-  auto a = conn->Call(r);
-  if (!a) {
-    PrintError(cmd, a.error());
-    return 1;
-  }
+  nlohmann::json a;
+  if (int code = Ask(global, cmd, r, &a)) return code;
   std::cout << "GPU " << r.gpu << (drain ? " drained" : " resumed") << "\n";
   return 0;
 }
@@ -83,18 +73,13 @@ int RunPingCommand(const GlobalOptions& global, const Args& args) {
   ArgParser p("ckprof ping", "Check that ckprofd answers, and who it thinks you are.",
               "example:\n  ckprof --socket /tmp/ckprofd.sock ping");
   if (auto code = p.Parse(args)) return *code;
-  auto conn = ConnectOrReport(global, "ping");
-  if (!conn) return kExitUnreachable;
   Request r;
   r.type = RequestType::kPing;
-  auto a = conn->Call(r);
-  if (!a) {
-    PrintError("ping", a.error());
-    return 1;
-  }
-  std::cout << a->value("server", "ckprofd") << " at " << conn->path() << ": you are "
-            << a->value("user", "?") << " (uid " << a->value("uid", 0) << ")"
-            << (a->value("admin", false) ? ", admin" : "") << "\n";
+  nlohmann::json a;
+  if (int code = Ask(global, "ping", r, &a)) return code;
+  std::cout << a.value("server", "ckprofd") << " at " << ResolveSocketPath(global.socket)
+            << ": you are " << a.value("user", "?") << " (uid " << a.value("uid", 0) << ")"
+            << (a.value("admin", false) ? ", admin" : "") << "\n";
   return 0;
 }
 

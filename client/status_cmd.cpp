@@ -71,24 +71,19 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     if (!id) return 2;
     r.job_id = *id;
   }
-  auto conn = ConnectOrReport(global, cmd);
-  if (!conn) return kExitUnreachable;
-  auto a = conn->Call(r);
-  if (!a) {
-    PrintError(cmd, a.error());
-    return 1;
-  }
+  json a;
+  if (int code = Ask(global, cmd, r, &a)) return code;
   if (json_out) {
-    std::cout << (r.job_id ? (*a)["job"] : json((*a).value("jobs", json::array()))).dump(2) << "\n";
+    std::cout << (r.job_id ? a["job"] : a.value("jobs", json::array())).dump(2) << "\n";
     return 0;
   }
   if (r.job_id) {
-    auto s = JobSummaryFromJson((*a)["job"]);
+    auto s = JobSummaryFromJson(a["job"]);
     PrintJobTable({*s});
     std::cout << "profiler: " << s->profiler << "\n";
     return 0;
   }
-  PrintJobTable(JobsFrom(*a));
+  PrintJobTable(JobsFrom(a));
   return 0;
 }
 
@@ -98,23 +93,18 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
               "example:\n  ckprof gpus --json");
   p.Flag("--json", &json_out, "print JSON for scripts");
   if (auto code = p.Parse(args)) return *code;
-  auto conn = ConnectOrReport(global, "gpus");
-  if (!conn) return kExitUnreachable;
   Request r;
   r.type = RequestType::kGpus;
-  auto a = conn->Call(r);
-  if (!a) {
-    PrintError("gpus", a.error());
-    return 1;
-  }
+  json a;
+  if (int code = Ask(global, "gpus", r, &a)) return code;
   if (json_out) {
-    std::cout << (*a)["gpus"].dump(2) << "\n";
+    std::cout << a["gpus"].dump(2) << "\n";
     return 0;
   }
   std::cout << Pad("GPU", 4, true) << "  " << Pad("STATE", 9) << " " << Pad("JOB", 6, true) << " "
             << Pad("TASK", 8, true) << " " << Pad("FOR", 8, true) << " " << Pad("RUNS", 7, true)
             << "\n";
-  for (const auto& g : (*a)["gpus"]) {
+  for (const auto& g : a["gpus"]) {
     auto gi = GpuInfoFromJson(g);
     if (!gi) continue;
     std::string state = gi->drained ? (gi->task_id ? "draining" : "drained")
