@@ -389,9 +389,15 @@ std::string LineColumnOfFile(const std::string& path, size_t position) {
 Result<Conversion> ConvertTextImpl(std::string_view text, const ConvertOptions& options,
                                    bool allow_gzip) {
   if (allow_gzip && HasGzipMagic(text)) {
-    auto plain = Gunzip(text);
-    if (!plain) return MakeError("input: " + plain.error());
-    return ConvertTextImpl(*plain, options, false);
+    // Streamed, never inflated whole: memory follows the convolutions found, and a gzip bomb
+    // stops at the cap.
+    GzipMemoryReader reader(text, kMaxInflatedInputBytes);
+    DocumentHandler handler(options);
+    (void)json::sax_parse(reader.stream(), &handler);
+    if (Status s = reader.status(); !s) return MakeError("input: " + s.error());
+    return handler.Finish("input", [](size_t pos) {
+      return "byte " + std::to_string(pos) + " of the inflated input";
+    });
   }
   DocumentHandler handler(options);
   (void)json::sax_parse(text.begin(), text.end(), &handler);

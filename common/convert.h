@@ -76,5 +76,7 @@ Status WriteConfigsFile(const std::string& path, const std::vector<CkConfig>& co
 
 // The deepest JSON nesting accepted.
 inline constexpr size_t kMaxInputDepth = 512;
+// Gzipped text handed to ConvertText may inflate to at most this many bytes.
+inline constexpr uint64_t kMaxInflatedInputBytes = uint64_t{4} << 30;
 
 }  // namespace ckprof

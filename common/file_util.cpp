@@ -389,6 +389,57 @@ class InputFileReader::Buffer : public std::streambuf {
   uint64_t file_bytes_ = 0, delivered_ = 0;
 };
 
+class GzipMemoryReader::Buffer : public std::streambuf {
+ public:
+  Buffer(std::string_view gz, uint64_t max_bytes) : in_(gz), max_(max_bytes), out_(kChunk) {}
+  const Status& status() const { return status_; }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    while (status_.ok()) {
+      size_t consumed = 0;
+      size_t n = inflater_.Run(in_, &consumed, out_.data(), out_.size());
+      in_.remove_prefix(consumed);
+      if (!inflater_.ok()) {
+        status_ = MakeError(inflater_.error());
+        break;
+      }
+      if (n > 0) {
+        delivered_ += n;
+        if (delivered_ > max_) {
+          status_ = MakeError("the gzip data inflates to more than " + std::to_string(max_) +
+                              " bytes");
+          break;
+        }
+        setg(out_.data(), out_.data(), out_.data() + n);
+        return traits_type::to_int_type(*gptr());
+      }
+      if (consumed == 0) {
+        inflater_.Finish();
+        if (!inflater_.ok()) status_ = MakeError(inflater_.error());
+        break;
+      }
+    }
+    return traits_type::eof();
+  }
+
+ private:
+  std::string_view in_;
+  uint64_t max_;
+  uint64_t delivered_ = 0;
+  std::vector<char> out_;
+  Inflater inflater_;
+  Status status_;
+};
+
+GzipMemoryReader::GzipMemoryReader(std::string_view gz, uint64_t max_bytes)
+    : buf_(std::make_unique<Buffer>(gz, max_bytes)),
+      stream_(std::make_unique<std::istream>(buf_.get())) {}
+GzipMemoryReader::~GzipMemoryReader() = default;
+std::istream& GzipMemoryReader::stream() { return *stream_; }
+Status GzipMemoryReader::status() const { return buf_->status(); }
+
 InputFileReader::InputFileReader() : buf_(std::make_unique<Buffer>()) {}
 InputFileReader::~InputFileReader() = default;
 

@@ -65,6 +65,25 @@ class AtomicFileWriter {
   Status status_;
 };
 
+// A std::istream over gzip data held in memory, inflated a chunk at a time: memory stays one
+// chunk however large the data inflates. Stops with an error past `max_bytes` inflated (a gzip
+// bomb). `gz` must outlive the reader. Single-threaded.
+class GzipMemoryReader {
+ public:
+  GzipMemoryReader(std::string_view gz, uint64_t max_bytes);
+  ~GzipMemoryReader();
+  GzipMemoryReader(const GzipMemoryReader&) = delete;
+  GzipMemoryReader& operator=(const GzipMemoryReader&) = delete;
+  std::istream& stream();
+  // Ok, or why the stream ended early (corrupt data, over max_bytes).
+  Status status() const;
+
+ private:
+  class Buffer;
+  std::unique_ptr<Buffer> buf_;
+  std::unique_ptr<std::istream> stream_;
+};
+
 // A std::istream over a file that may be gzipped (detected by its magic bytes, not its name),
 // read in chunks so that memory does not grow with the file. Used for streaming parsers.
 // Single-threaded; the reader owns the file descriptor and closes it on destruction.

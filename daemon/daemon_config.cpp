@@ -3,6 +3,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -49,9 +50,13 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
     auto str = [&](std::string* out) {
       if (v.is_string()) *out = v.get<std::string>(); else bad(k, "must be a string");
     };
-    auto num = [&](double* out, double min) {
-      if (v.is_number() && v.get<double>() >= min) *out = v.get<double>();
-      else bad(k, "must be a number >= " + std::to_string(static_cast<int64_t>(min)));
+    auto num = [&](double* out, double min, double max = 1e12) {
+      if (v.is_number() && v.get<double>() >= min && v.get<double>() <= max) {
+        *out = v.get<double>();
+      } else {
+        bad(k, "must be a number from " + std::to_string(static_cast<int64_t>(min)) + " to " +
+                   std::to_string(static_cast<int64_t>(max)));
+      }
     };
     auto strlist = [&](std::vector<std::string>* out) {
       if (v.is_string()) {
@@ -67,14 +72,20 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
     if (k == "socket") str(&c.socket);
     else if (k == "socket_group") str(&c.socket_group);
     else if (k == "socket_mode") {
-      std::string m;
+      unsigned mode = 0;
+      bool ok = false;
       if (v.is_string()) {
-        m = v.get<std::string>();
-        c.socket_mode = static_cast<uint32_t>(std::stoul(m, nullptr, 8));
-      } else if (v.is_number_integer()) {
-        c.socket_mode = v.get<uint32_t>();
+        const std::string m = v.get<std::string>();
+        auto [end, ec] = std::from_chars(m.data(), m.data() + m.size(), mode, 8);
+        ok = !m.empty() && ec == std::errc() && end == m.data() + m.size();
+      } else if (v.is_number_unsigned()) {
+        ok = v.get<uint64_t>() <= 07777;
+        if (ok) mode = static_cast<unsigned>(v.get<uint64_t>());
+      }
+      if (ok && mode <= 07777) {
+        c.socket_mode = mode;
       } else {
-        bad(k, "must be an octal string such as \"0660\"");
+        bad(k, "must be an octal mode string such as \"0660\"");
       }
     } else if (k == "state_dir") str(&c.state_dir);
     else if (k == "gpus") {
@@ -98,22 +109,22 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
     else if (k == "fair_share_half_life") num(&c.fair_share_half_life_s, 1);
     else if (k == "max_attempts") {
       double d = c.max_attempts;
-      num(&d, 1);
+      num(&d, 1, 1000);
       c.max_attempts = static_cast<int>(d);
     } else if (k == "max_frame_bytes") {
       double d = static_cast<double>(c.max_frame_bytes);
-      num(&d, 1024);
+      num(&d, 1024, 16.0 * (1ull << 30));
       c.max_frame_bytes = static_cast<uint64_t>(d);
     } else if (k == "client_timeout") num(&c.client_timeout_s, 0.1);
     else if (k == "max_clients") {
       double d = c.max_clients;
-      num(&d, 1);
+      num(&d, 1, 100000);
       c.max_clients = static_cast<int>(d);
     } else if (k == "full_sync") {
       if (v.is_boolean()) c.full_sync = v.get<bool>(); else bad(k, "must be true or false");
     } else if (k == "capture_bytes") {
       double d = static_cast<double>(c.capture_bytes);
-      num(&d, 256);
+      num(&d, 256, 1u << 30);
       c.capture_bytes = static_cast<size_t>(d);
     } else {
       bad(k, "is not a known setting (see config/ckprofd.json)");

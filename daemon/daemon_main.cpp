@@ -224,7 +224,12 @@ int Run(DaemonConfig config) {
       if (config.config_file.empty()) {
         spdlog::info("SIGHUP: no config file to re-read");
       } else {
-        auto reloaded = LoadDaemonConfigFile(config.config_file, DaemonConfig{});
+        Result<DaemonConfig> reloaded = Error{"unreadable"};
+        try {  // a second line of defence: a reload must never end the daemon
+          reloaded = LoadDaemonConfigFile(config.config_file, DaemonConfig{});
+        } catch (const std::exception& e) {
+          reloaded = Error{config.config_file + ": " + e.what()};
+        }
         if (!reloaded) {
           spdlog::error("SIGHUP: keeping the current config: {}", reloaded.error());
         } else {

@@ -119,7 +119,7 @@ std::vector<pid_t> FindMarkedProcesses(const std::string& marker) {
   std::vector<pid_t> out;
   DIR* d = opendir("/proc");
   if (!d) return out;
-  const std::string needle = marker + '\0';
+  const std::string needle = '\0' + marker + '\0';
   while (dirent* e = readdir(d)) {
     char* end = nullptr;
     long pid = std::strtol(e->d_name, &end, 10);
@@ -127,7 +127,8 @@ std::vector<pid_t> FindMarkedProcesses(const std::string& marker) {
     std::ifstream env("/proc/" + std::string(e->d_name) + "/environ", std::ios::binary);
     if (!env) continue;
     std::string content((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
-    if (content.find(needle) != std::string::npos || content.rfind(marker, 0) == 0) {
+    if (content.find(needle) != std::string::npos ||
+        content.compare(0, marker.size() + 1, needle, 1, marker.size() + 1) == 0) {
       out.push_back(static_cast<pid_t>(pid));
     }
   }
@@ -149,7 +150,8 @@ Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
       launcher_(launcher),
       options_(std::move(options)),
       not_before_timer_(ex),
-      store_retry_timer_(ex) {
+      store_retry_timer_(ex),
+      end_retry_timer_(ex) {
   for (int g : options_.gpus) gpus_.push_back(Gpu{g});
 }
 
@@ -234,28 +236,32 @@ Status Scheduler::Recover() {
       !s) {
     return s;
   }
+  // A stored process group is signalled only while one of its processes carries our marker:
+  // pids wrap, and the id may belong to an unrelated process by now. Marked processes whose
+  // group never reached the store (a crash right after spawn) are stopped too.
   const auto grace = std::chrono::milliseconds(static_cast<int64_t>(options_.grace_s * 1000));
+  std::set<pid_t> marked_groups;
+  for (pid_t pid : options_.state_dir.empty()
+                       ? std::vector<pid_t>{}
+                       : FindMarkedProcesses("CKPROFD_STATE=" + options_.state_dir)) {
+    if (pid_t pgid = getpgid(pid); pgid > 1) marked_groups.insert(pgid);
+  }
   for (const auto& r : was_running) {
-    if (r.pgid > 1) {
+    if (r.pgid <= 1) continue;
+    if (marked_groups.count(static_cast<pid_t>(r.pgid))) {
       spdlog::warn("task {} (job {}) was running on GPU {} when ckprofd stopped; stopping its "
                    "process group {}",
                    r.id, r.job_id, r.gpu, r.pgid);
-      if (Status s = KillProcessGroupAndWait(static_cast<pid_t>(r.pgid), grace); !s) {
-        return MakeError("cannot stop the profiler left running by the previous ckprofd "
-                         "(process group " + std::to_string(r.pgid) + "): " + s.error());
-      }
+    } else {
+      spdlog::info("task {} (job {}): its process group {} is gone (or reused by another "
+                   "program, which is left alone)",
+                   r.id, r.job_id, r.pgid);
     }
   }
-  if (!options_.state_dir.empty()) {
-    for (pid_t pid : FindMarkedProcesses("CKPROFD_STATE=" + options_.state_dir)) {
-      pid_t pgid = getpgid(pid);
-      if (pgid <= 1) continue;
-      spdlog::warn("stopping leftover profiler process {} (group {}) of a previous ckprofd", pid,
-                   pgid);
-      if (Status s = KillProcessGroupAndWait(pgid, grace); !s) {
-        return MakeError("cannot stop leftover profiler process group " + std::to_string(pgid) +
-                         ": " + s.error());
-      }
+  for (pid_t pgid : marked_groups) {
+    if (Status s = KillProcessGroupAndWait(pgid, grace); !s) {
+      return MakeError("cannot stop the profiler left running by the previous ckprofd "
+                       "(process group " + std::to_string(pgid) + "): " + s.error());
     }
   }
   for (const auto& r : was_running) {
@@ -602,25 +608,78 @@ void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::
 
 void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
                           const std::string& description, RunResult r) {
-  const double now = UnixNow();
+  PendingEnd end;
+  end.now = UnixNow();
+  end.task_id = task_id;
+  end.gpu_index = gpu_index;
+  end.attempt = attempt;
+  end.command = command;
+  end.description = description;
+  const Task& task = tasks_.at(task_id);
+  const Job& job = jobs_.at(task.job_id);
+  const Gpu* gpu = FindGpu(gpu_index);
+  // Interrupted by our own shutdown: requeued for the next start while attempts remain.
+  end.requeue = r.outcome.kind == Kind::kInterrupted && !job.rec.cancelled &&
+                attempt < options_.max_attempts;
+  end.outcome_name = OutcomeKindName(r.outcome.kind);
+  end.state = end.requeue ? "queued" : end.outcome_name;
+  end.elapsed = r.elapsed_s > 0 ? r.elapsed_s : end.now - (gpu ? gpu->busy_since : end.now);
+  ChargeUsage(job.rec.uid, end.elapsed, end.now);
+  const User& u = users_.at(job.rec.uid);
+  end.usage = UsageRecord{job.rec.uid, u.usage, u.updated_at};
+  end.result_json = ResultJson(r.outcome, command, gpu_index, &r);
+  end.run = std::move(r);
+  if (Status s = RecordEnd(end); !s) {
+    // The state dir is full or failing. Until the end is recorded the task stays running and
+    // its GPU stays taken, so that what `status` and `results` say agree and nothing is lost.
+    spdlog::error("cannot record the end of task {}: {}; GPU {} waits until it is recorded",
+                  task_id, s.error(), gpu_index);
+    pending_ends_.push_back(std::move(end));
+    ArmEndRetry();
+    return;
+  }
+  ApplyEnd(std::move(end));
+}
+
+Status Scheduler::RecordEnd(const PendingEnd& e) {
+  return store_.FinishAttempt(e.task_id, e.attempt, e.outcome_name, e.state, e.now,
+                              e.result_json, &e.usage);
+}
+
+void Scheduler::ArmEndRetry() {
+  end_retry_timer_.expires_after(std::chrono::seconds(1));
+  end_retry_timer_.async_wait([this](const asio::error_code& ec) {
+    if (ec) return;
+    FlushPendingEnds();
+    if (!pending_ends_.empty()) ArmEndRetry();
+  });
+}
+
+void Scheduler::FlushPendingEnds() {
+  while (!pending_ends_.empty()) {
+    if (Status s = RecordEnd(pending_ends_.front()); !s) return;
+    PendingEnd e = std::move(pending_ends_.front());
+    pending_ends_.pop_front();
+    spdlog::info("the end of task {} is recorded now", e.task_id);
+    ApplyEnd(std::move(e));
+  }
+}
+
+void Scheduler::ApplyEnd(PendingEnd end) {
+  const double now = end.now;
+  const int64_t task_id = end.task_id;
+  const int gpu_index = end.gpu_index;
+  const int attempt = end.attempt;
+  const bool requeue = end.requeue;
+  const double elapsed = end.elapsed;
+  const std::string& state = end.state;
+  const std::string& command = end.command;
+  const std::string& description = end.description;
+  const RunResult& r = end.run;
+  const Outcome& outcome = r.outcome;
   Task& task = tasks_.at(task_id);
   Job& job = jobs_.at(task.job_id);
   Gpu* gpu = FindGpu(gpu_index);
-  Outcome outcome = r.outcome;
-  // Interrupted by our own shutdown: requeued for the next start while attempts remain.
-  bool requeue = outcome.kind == Kind::kInterrupted && !job.rec.cancelled &&
-                 attempt < options_.max_attempts;
-  const std::string outcome_name(OutcomeKindName(outcome.kind));
-  const std::string state = requeue ? "queued" : outcome_name;
-  const double elapsed = r.elapsed_s > 0 ? r.elapsed_s : now - (gpu ? gpu->busy_since : now);
-  ChargeUsage(job.rec.uid, elapsed, now);
-  const User& u = users_.at(job.rec.uid);
-  UsageRecord usage{job.rec.uid, u.usage, u.updated_at};
-  if (Status s = store_.FinishAttempt(task_id, attempt, outcome_name, state, now,
-                                      ResultJson(outcome, command, gpu_index, &r), &usage);
-      !s) {
-    spdlog::error("cannot record the end of task {}: {}", task_id, s.error());
-  }
   --job.running;
   if (gpu) {
     gpu->task_id = 0;
@@ -665,14 +724,24 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
                  {"task", ToJson(tr)}, {"job", ToJson(MakeSummary(job))}});
   MaybeFinishJob(job, now);
   if (shutting_down_) {
-    if (running_count() == 0 && shutdown_done_) {
-      auto done = std::move(shutdown_done_);
-      shutdown_done_ = nullptr;
-      done();
-    }
+    MaybeFinishShutdown();
     return;
   }
   Dispatch();
+}
+
+void Scheduler::MaybeFinishShutdown() {
+  if (!shutdown_done_ || running_count() > pending_ends_.size()) return;
+  // Only ends that cannot be recorded are left: one last try, then they stay "running" in
+  // the store and the next start requeues them as interrupted.
+  FlushPendingEnds();
+  if (!pending_ends_.empty()) {
+    spdlog::error("{} task end(s) could not be recorded; they run again after the restart",
+                  pending_ends_.size());
+  }
+  auto done = std::move(shutdown_done_);
+  shutdown_done_ = nullptr;
+  done();
 }
 
 void Scheduler::CountFinal(Job& job, Kind kind, int delta) {
@@ -931,14 +1000,12 @@ void Scheduler::Shutdown(std::function<void()> done) {
   shutting_down_ = true;
   not_before_timer_.cancel();
   store_retry_timer_.cancel();
-  if (running_count() == 0) {
-    done();
-    return;
-  }
+  end_retry_timer_.cancel();
   shutdown_done_ = std::move(done);
   for (auto& g : gpus_) {
-    if (g.task_id) launcher_.Interrupt(g.run);
+    if (g.task_id && g.run) launcher_.Interrupt(g.run);
   }
+  MaybeFinishShutdown();
 }
 
 void Scheduler::Changed() {

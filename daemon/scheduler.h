@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -161,6 +162,22 @@ class Scheduler {
   void StartTask(Task& task, Gpu& gpu, double now);
   void OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
                  const std::string& description, RunResult result);
+  // A run's end, as recorded in the Store and then applied to memory.
+  struct PendingEnd {
+    int64_t task_id = 0;
+    int gpu_index = -1;
+    int attempt = 0;
+    bool requeue = false;
+    double now = 0, elapsed = 0;
+    std::string outcome_name, state, command, description, result_json;
+    UsageRecord usage;
+    RunResult run;
+  };
+  Status RecordEnd(const PendingEnd& end);
+  void ApplyEnd(PendingEnd end);
+  void ArmEndRetry();
+  void FlushPendingEnds();
+  void MaybeFinishShutdown();
   // Records a final (or requeued) end of a task that never reached a process.
   void FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& command,
                         const std::string& description, double now);
@@ -196,6 +213,8 @@ class Scheduler {
   std::function<void()> shutdown_done_;
   asio::steady_timer not_before_timer_;
   asio::steady_timer store_retry_timer_;
+  asio::steady_timer end_retry_timer_;
+  std::deque<PendingEnd> pending_ends_;  // ends the Store could not record yet, in order
   double not_before_armed_ = 0;
 };
 

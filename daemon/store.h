@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/result.h"
@@ -114,9 +115,17 @@ class Store {
   // PRAGMA quick_check: "ok" or what is wrong.
   Result<std::string> QuickCheck();
 
+  class Stmt;  // a statement borrowed from this store's cache (store.cpp only)
+
  private:
   Store(sqlite3* db, std::string path);
   Status Exec(const char* sql);
+  friend class Stmt;
+  struct Cached {
+    sqlite3_stmt* stmt = nullptr;
+    bool in_use = false;
+  };
+  std::unordered_map<const char*, Cached> stmts_;  // by SQL text (string literals)
   void Rollback();
   sqlite3* db_;
   std::string path_;
