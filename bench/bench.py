@@ -1,0 +1,617 @@
+#!/usr/bin/env python3
+"""ckprofd side by side with the machine's limit and the tools users would use instead.
+
+Runs the sections of bench/README.md on simulated GPUs (the CK emulator) and prints one table
+per section. Every figure is measured in this run, on this machine: the comparison rows run the
+same command lines as ckprofd, one after the other, round-robin when repeated. Benchmarks, not
+tests: nothing here asserts a timing; the goal column only says how a figure compares.
+
+Called by bench/run.sh (which builds and installs what this needs); settings come from the
+environment (see bench/README.md), e.g. BENCH_QUICK=1 for a smoke run.
+"""
+import concurrent.futures
+import json
+import math
+import os
+import platform
+import random
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def env_num(name, default, quick_default=None):
+    quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return quick_default if quick and quick_default is not None else default
+    return type(default)(value)
+
+
+QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+BIN = os.path.abspath(os.environ.get("BENCH_BIN", os.path.join(REPO, "build", "bin")))
+GPUS = env_num("BENCH_GPUS", 8)
+SECTIONS = set(os.environ.get("BENCH_SECTIONS", "1,2,3,4,5").replace(" ", "").split(","))
+DISPATCH_TASKS = env_num("BENCH_DISPATCH_TASKS", 2000, 300)
+REPEAT = env_num("BENCH_REPEAT", 3, 1)          # limit and ckprofd runs in section 1
+ALT_REPEAT = env_num("BENCH_ALT_REPEAT", 1)     # GNU parallel, tsp and the Python loop
+MAKESPAN_TASKS = env_num("BENCH_MAKESPAN_TASKS", 400, 60)
+MAKESPAN_MIN_MS = env_num("BENCH_MAKESPAN_MIN_MS", 5.0)
+MAKESPAN_MAX_MS = env_num("BENCH_MAKESPAN_MAX_MS", 2000.0, 500.0)
+SCALE_CONFIGS = env_num("BENCH_SCALE_CONFIGS", 100000, 5000)
+SCALE_TIME_SCALE = env_num("BENCH_SCALE_TIME_SCALE", 0.1)
+STATUS_CLIENTS = env_num("BENCH_STATUS_CLIENTS", 32)
+POLL_MS = env_num("BENCH_POLL_MS", 100)
+POLL_SECONDS = env_num("BENCH_POLL_SECONDS", 20.0, 3.0)
+IDLE_SECONDS = env_num("BENCH_IDLE_SECONDS", 10.0, 2.0)
+CONVERT_IR_RECORDS = env_num("BENCH_CONVERT_IR_RECORDS", 100000, 5000)
+CONVERT_TRACE_MB = env_num("BENCH_CONVERT_TRACE_MB", 200.0, 10.0)
+SKIP = set(os.environ.get("BENCH_SKIP", "").replace(" ", "").split(",")) - {""}
+
+EMU = os.path.join(BIN, "ckprofiler-emu")
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def run_json(argv, env=None):
+    """Runs a bench binary and returns the JSON object of its last stdout line."""
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:2])} failed ({p.returncode}): {p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def with_env(**kv):
+    env = dict(os.environ)
+    env.pop("HIP_VISIBLE_DEVICES", None)
+    env.update({k: str(v) for k, v in kv.items()})
+    return env
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def pct(values, p):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, int(p * (len(v) - 1) + 0.5))]
+
+
+def table(title, headers, rows, notes=()):
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
+              for i, h in enumerate(headers)]
+    line = "  ".join("-" * w for w in widths)
+    print(f"\n## {title}\n")
+    print("  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+                    for i, (h, w) in enumerate(zip(headers, widths))))
+    print(line)
+    for r in cells:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(r, widths))))
+    for n in notes:
+        print(n)
+    sys.stdout.flush()
+
+
+def verdict(value, goal, lower_is_better=True):
+    if value != value:  # nan
+        return "?"
+    ok = value <= goal if lower_is_better else value >= goal
+    return "met" if ok else "MISSED"
+
+
+# ---------------------------------------------------------------- the machine
+
+
+def machine_line():
+    cpu = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) / 1024 / 1024
+    distro = ""
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    distro = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    rev = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"],
+                         capture_output=True, text=True).stdout.strip() or "?"
+    return (f"{cpu}, {os.cpu_count()} CPUs, {mem:.0f} GiB, Linux {platform.release()}"
+            f"{', ' + distro if distro else ''}; ckprof {rev}")
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def tool_version(argv):
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        text = (out.stdout or out.stderr).strip().splitlines()
+        return text[0] if text else "?"
+    except (OSError, subprocess.SubprocessError):
+        return "missing"
+
+
+# ---------------------------------------------------------------- workloads
+
+
+def real_configs(work):
+    """The 32 CK configs of the real ResNet convolutions (tests/data/conv_repros_ir.json)."""
+    out = os.path.join(work, "real_configs.json")
+    subprocess.run([os.path.join(BIN, "ckprof"), "convert",
+                    os.path.join(REPO, "tests", "data", "conv_repros_ir.json"), out, "--quiet"],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        return json.load(f)
+
+
+def write_configs(path, configs):
+    with open(path, "w") as f:
+        json.dump(configs, f, separators=(",", ":"))
+
+
+def cycled(base, n):
+    """n configs cycling through `base`, ranked in file order."""
+    out = []
+    for i in range(n):
+        c = json.loads(json.dumps(base[i % len(base)]))
+        c.setdefault("metadata", {})["priority_rank"] = i + 1
+        out.append(c)
+    return out
+
+
+def commands_for(configs_path, out_path):
+    run_json([os.path.join(BIN, "bench_daemon"), "commands", "--configs", configs_path,
+              "--profiler", EMU, "--out", out_path])
+    with open(out_path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+PERF_RE = re.compile(r"Perf:\s*([0-9.eE+-]+) ms")
+
+
+def simulated_ms(argvs, work):
+    """What each command would sleep at CKEMU_TIME_SCALE=1: sum of its Perf times x 55 runs.
+    Measured by running the emulator instantly (CKEMU_TIME_SCALE=0) and reading its output."""
+    env = with_env(CKEMU_TIME_SCALE=0)
+
+    def one(argv):
+        out = subprocess.run(argv, capture_output=True, text=True, env=env).stdout
+        return sum(float(m) for m in PERF_RE.findall(out)) * 55
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return list(pool.map(one, argvs))
+
+
+def makespan_configs(base, work):
+    """MAKESPAN_TASKS configs whose simulated times (CKEMU_TIME_SCALE=1) are log-uniform
+    between MAKESPAN_MIN_MS and MAKESPAN_MAX_MS: each is a real ResNet problem whose batch size
+    N is scaled until its FLOPs (and so its time) reach the target. Seeded: the same every run."""
+    rng = random.Random(8)
+    probe = os.path.join(work, "probe.json")
+
+    def predicted(configs, tag):
+        write_configs(probe, configs)
+        return simulated_ms(commands_for(probe, os.path.join(work, f"probe_{tag}.jsonl")), work)
+
+    # Per real problem: its time at N=1 and at its own N.
+    ones = [json.loads(json.dumps(c)) for c in base]
+    for c in ones:
+        c["profiler_args"]["N"] = 1
+    t_one = predicted(ones, "one")
+    t_base = predicted(base, "base")
+    targets = [math.exp(rng.uniform(math.log(MAKESPAN_MIN_MS), math.log(MAKESPAN_MAX_MS)))
+               for _ in range(MAKESPAN_TASKS)]
+    configs = []
+    for i, target in enumerate(targets):
+        fits = [j for j in range(len(base)) if t_one[j] <= target] or \
+            [min(range(len(base)), key=lambda j: t_one[j])]
+        j = rng.choice(fits)
+        c = json.loads(json.dumps(base[j]))
+        n0 = c["profiler_args"]["N"]
+        per_n = max((t_base[j] - t_one[j]) / max(n0 - 1, 1), 1e-6)
+        c["profiler_args"]["N"] = max(1, round(1 + (target - t_one[j]) / per_n))
+        c["metadata"]["priority_rank"] = i + 1
+        configs.append(c)
+    # One correction step with the emulator's own figures.
+    t = predicted(configs, "round1")
+    for c, target, got in zip(configs, targets, t):
+        n = c["profiler_args"]["N"]
+        c["profiler_args"]["N"] = max(1, round(n * target / got)) if got > 0 else n
+    for c in configs:  # the emulator's fault-injection batch sizes
+        if 9001 <= c["profiler_args"]["N"] <= 9010:
+            c["profiler_args"]["N"] = 9000
+    return configs, targets
+
+
+# ---------------------------------------------------------------- runners
+
+
+def run_limit(cmds_path, env):
+    return run_json([os.path.join(BIN, "bench_spawn_limit"), "--commands", cmds_path,
+                     "--jobs", str(GPUS)], env=env)
+
+
+def run_ckprofd(configs_path, work, tag, env_pairs):
+    d = os.path.join(work, f"ckprofd-{tag}")
+    shutil.rmtree(d, ignore_errors=True)
+    argv = [os.path.join(BIN, "bench_daemon"), "run", "--ckprofd", os.path.join(BIN, "ckprofd"),
+            "--emulator", EMU, "--dir", d, "--configs", configs_path, "--gpus", str(GPUS)]
+    for k, v in env_pairs.items():
+        argv += ["--env", f"{k}={v}"]
+    r = run_json(argv)
+    r["dir"] = d
+    return r
+
+
+def run_parallel(cmds, work, env):
+    path = os.path.join(work, "parallel_cmds.txt")
+    with open(path, "w") as f:
+        for argv in cmds:
+            f.write(shlex.join(argv) + "\n")
+    with open(path) as stdin:
+        t0 = time.monotonic()
+        p = subprocess.run(["parallel", "--will-cite", f"-j{GPUS}"], stdin=stdin,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        seconds = time.monotonic() - t0
+    return {"tasks": len(cmds), "seconds": seconds, "tasks_per_s": len(cmds) / seconds,
+            "failed": p.returncode}
+
+
+def run_tsp(cmds, work, env):
+    d = tempfile.mkdtemp(prefix="tsp-", dir=work)
+    env = dict(env, TS_SOCKET=os.path.join(d, "socket"), TMPDIR=d, TS_SLOTS=str(GPUS),
+               TS_MAXFINISHED=str(len(cmds) + 10))
+    q = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    subprocess.run(["tsp", "-S", str(GPUS)], check=True, **q)  # starts the server
+    try:
+        t0 = time.monotonic()
+        for argv in cmds:
+            subprocess.run(["tsp", "-n"] + argv, check=True, **q)
+        # A barrier: a job that needs every slot starts only once all before it have ended.
+        last = subprocess.run(["tsp", "-n", "-N", str(GPUS), "true"], check=True,
+                              capture_output=True, text=True, env=env).stdout.strip()
+        subprocess.run(["tsp", "-w", last], **q)
+        seconds = time.monotonic() - t0
+    finally:
+        subprocess.run(["tsp", "-K"], **q)
+    return {"tasks": len(cmds), "seconds": seconds, "tasks_per_s": len(cmds) / seconds}
+
+
+def run_python_loop(cmds_path, env):
+    return run_json([sys.executable, os.path.abspath(__file__), "--python-loop", cmds_path],
+                    env=env)
+
+
+def python_loop_main(cmds_path):
+    """The original runner's loop: one subprocess.run at a time, output captured."""
+    with open(cmds_path) as f:
+        cmds = [json.loads(line) for line in f if line.strip()]
+    failed = 0
+    t0 = time.monotonic()
+    for argv in cmds:
+        p = subprocess.run(argv, capture_output=True, timeout=600)
+        failed += p.returncode != 0
+    seconds = time.monotonic() - t0
+    print(json.dumps({"tasks": len(cmds), "seconds": seconds,
+                      "tasks_per_s": len(cmds) / seconds, "failed": failed}))
+
+
+def emu_log(path):
+    """The emulator's log: per invocation (pid, gpu, start s, end s)."""
+    runs = []
+    with open(path) as f:
+        for line in f:
+            j = json.loads(line)
+            if j.get("event") == "end":
+                gpu = j.get("env", {}).get("HIP_VISIBLE_DEVICES", "")
+                runs.append((j["pid"], gpu, j["start"] / 1e6, j["end"] / 1e6))
+    return runs
+
+
+def lower_bound(runs):
+    durations = [e - s for _, _, s, e in runs]
+    total = sum(durations)
+    return max(total / GPUS, max(durations)), total, max(durations)
+
+
+def emulator_gaps(runs):
+    """Per GPU (HIP_VISIBLE_DEVICES), the next start minus the previous end, in ms."""
+    by_gpu = {}
+    for _, gpu, s, e in runs:
+        by_gpu.setdefault(gpu, []).append((s, e))
+    gaps = []
+    for spans in by_gpu.values():
+        spans.sort()
+        gaps += [(b[0] - a[1]) * 1e3 for a, b in zip(spans, spans[1:])]
+    return gaps
+
+
+# ---------------------------------------------------------------- sections
+
+
+def fmt_rate(values):
+    m = median(values)
+    if len(values) > 1:
+        return f"{m:8.0f} ({min(values):.0f}-{max(values):.0f})"
+    return f"{m:8.0f}"
+
+
+def section_dispatch(base, work):
+    n = DISPATCH_TASKS
+    configs_path = os.path.join(work, f"dispatch_{n}.json")
+    write_configs(configs_path, cycled(base, n))
+    cmds_path = os.path.join(work, "dispatch_cmds.jsonl")
+    cmds = commands_for(configs_path, cmds_path)
+    env = with_env(CKEMU_TIME_SCALE=0)
+    runners = [
+        ("limit: C++ posix_spawn + waitpid loop, 8 at a time", "limit",
+         lambda: run_limit(cmds_path, env)),
+        ("ckprofd (submit -> every result stored)", "ckprofd",
+         lambda: run_ckprofd(configs_path, work, "dispatch", {"CKEMU_TIME_SCALE": 0})),
+        (f"GNU parallel -j{GPUS}", "parallel", lambda: run_parallel(cmds, work, env)),
+        (f"task-spooler (tsp, {GPUS} slots)", "tsp", lambda: run_tsp(cmds, work, env)),
+        ("Python loop, subprocess.run(capture_output, timeout=600)", "python",
+         lambda: run_python_loop(cmds_path, env)),
+    ]
+    runners = [r for r in runners if r[1] not in SKIP]
+    results = {key: [] for _, key, _ in runners}
+    for rep in range(max(REPEAT, ALT_REPEAT)):
+        for label, key, fn in runners:
+            times = REPEAT if key in ("limit", "ckprofd") else ALT_REPEAT
+            if rep >= times:
+                continue
+            log(f"dispatch {rep + 1}/{times}: {key} ({n} tasks)")
+            results[key].append(fn())
+    return runners, results
+
+
+def print_dispatch(runners, results):
+    n = DISPATCH_TASKS
+    limit = median([r["tasks_per_s"] for r in results.get("limit", [])]) \
+        if results.get("limit") else float("nan")
+    rows = []
+    for label, key, _ in runners:
+        rates = [r["tasks_per_s"] for r in results[key]]
+        secs = [r["seconds"] for r in results[key]]
+        ratio = median(rates) / limit if limit == limit else float("nan")
+        extra = ""
+        if key == "ckprofd":
+            cpu = median([r["daemon_cpu_s"] for r in results[key]])
+            extra = f"daemon CPU {cpu / n * 1e3:.2f} ms/task"
+        rows.append([label, f"{median(secs):.2f}", fmt_rate(rates), f"{ratio:.2f}x", extra])
+    ck = median([r["tasks_per_s"] for r in results.get("ckprofd", [])]) / limit \
+        if results.get("ckprofd") and limit == limit else float("nan")
+    table(f"1. Dispatch overhead: {n} zero-time tasks, {GPUS} simulated GPUs "
+          f"(limit and ckprofd: median of {REPEAT} interleaved runs, min-max in brackets)",
+          ["runner", "wall s", "tasks/s", "vs limit", "notes"], rows,
+          [f"goal: ckprofd >= 0.80x the limit: {ck:.2f}x, {verdict(ck, 0.8, False)}",
+           "(same command lines for every runner, CKEMU_TIME_SCALE=0; the Python loop runs "
+           "one at a time, as the original runner did)"])
+
+
+def section_gaps(dispatch, makespan):
+    rows = []
+    goal_row = None
+    if dispatch and dispatch.get("ckprofd"):
+        runs = dispatch["ckprofd"]
+        p50 = median([r["gap_ms"]["p50"] for r in runs])
+        p99 = median([r["gap_ms"]["p99"] for r in runs])
+        mx = max(r["gap_ms"]["max"] for r in runs)
+        goal_row = (p50, p99)
+        rows.append(["ckprofd, zero-time tasks (daemon's records)", f"{p50:.2f}", f"{p99:.2f}",
+                     f"{mx:.1f}", runs[0]["gap_ms"]["n"]])
+    if makespan and makespan.get("ckprofd:random"):
+        r = makespan["ckprofd:random"]
+        rows.append(["ckprofd, makespan workload, random order (daemon's records)", f"{r['gap_ms']['p50']:.2f}",
+                     f"{r['gap_ms']['p99']:.2f}", f"{r['gap_ms']['max']:.1f}", r["gap_ms"]["n"]])
+        g = r.get("emu_gaps", [])
+        if g:
+            rows.append(["ckprofd, makespan workload, random order (emulator's view)",
+                         f"{pct(g, .5):.2f}", f"{pct(g, .99):.2f}", f"{max(g):.1f}", len(g)])
+    if makespan and makespan.get("limit:random"):
+        g = makespan["limit:random"].get("emu_gaps", [])
+        if g:
+            rows.append(["limit loop, makespan workload, random order (emulator's view)",
+                         f"{pct(g, .5):.2f}", f"{pct(g, .99):.2f}", f"{max(g):.1f}", len(g)])
+    notes = ["(daemon's records: per GPU, the next task's started_at minus the previous task's "
+             "ended_at in the attempts table; started_at is taken before the spawn, ended_at after "
+             "the reap and the output drain. Emulator: per GPU, the next emulator's own start "
+             "minus the previous one's own end (CKEMU_LOG), so it includes the reap, the spawn "
+             "and the exec)"]
+    if goal_row:
+        notes.insert(0, f"goal: p50 <= 1 ms: {goal_row[0]:.2f} ms, {verdict(goal_row[0], 1)}; "
+                        f"p99 <= 5 ms: {goal_row[1]:.2f} ms, {verdict(goal_row[1], 5)}")
+    table("2. Idle gap: a GPU's idle time between one task's exit and the next task's start",
+          ["measured on", "p50 ms", "p99 ms", "max ms", "gaps"], rows, notes)
+
+
+def section_makespan(base, work):
+    log(f"makespan: calibrating {MAKESPAN_TASKS} configs with the emulator")
+    configs, targets = makespan_configs(base, work)
+    # Two orders: as drawn (an IR list's order says nothing of size), and largest first (how
+    # a trace's ranking by GPU time tends to order them).
+    by_size = [json.loads(json.dumps(c)) for _, c in
+               sorted(zip(targets, configs), key=lambda tc: -tc[0])]
+    for i, c in enumerate(by_size):
+        c["metadata"]["priority_rank"] = i + 1
+    results = {}
+    plan = [("random", configs, ["ckprofd", "limit", "parallel"]),
+            ("largest first", by_size, ["ckprofd", "limit"])]
+    labels = {"ckprofd": "ckprofd", "limit": "limit: posix_spawn loop, 8 at a time",
+              "parallel": f"GNU parallel -j{GPUS}"}
+    cmds = []
+    for order, order_configs, keys in plan:
+        tag = order.split()[0]
+        configs_path = os.path.join(work, f"makespan_{tag}.json")
+        write_configs(configs_path, order_configs)
+        cmds_path = os.path.join(work, f"makespan_{tag}_cmds.jsonl")
+        cmds = commands_for(configs_path, cmds_path)
+        for key in keys:
+            if key in SKIP:
+                continue
+            logp = os.path.join(work, f"makespan_{tag}_{key}.log")
+            if os.path.exists(logp):
+                os.unlink(logp)
+            env_pairs = {"CKEMU_TIME_SCALE": 1, "CKEMU_LOG": logp}
+            log(f"makespan: {key}, {order} ({len(cmds)} tasks)")
+            if key == "ckprofd":
+                r = run_ckprofd(configs_path, work, f"makespan-{tag}", env_pairs)
+            elif key == "limit":
+                r = run_limit(cmds_path, with_env(**env_pairs))
+            else:
+                r = run_parallel(cmds, work, with_env(**env_pairs))
+            runs = emu_log(logp)
+            r["lb"], r["sum"], r["longest"] = lower_bound(runs)
+            r["emu_gaps"] = emulator_gaps(runs) if key != "parallel" else []
+            r["durations"] = sorted(e - s for _, _, s, e in runs)
+            results[f"{key}:{order}"] = (f"{labels[key]}, {order}", r)
+    return cmds, results
+
+
+def print_makespan(cmds, results):
+    rows = []
+    for key, (label, r) in results.items():
+        rows.append([label, f"{r['seconds']:.2f}", f"{r['sum']:.1f}", f"{r['longest']:.2f}",
+                     f"{r['lb']:.2f}", f"{r['seconds'] / r['lb']:.3f}"])
+    notes = []
+    for order in ("random", "largest first"):
+        if f"ckprofd:{order}" in results:
+            r = results[f"ckprofd:{order}"][1]
+            ratio = r["seconds"] / r["lb"]
+            notes.append(f"goal: ckprofd wall / lower bound <= 1.05, {order}: {ratio:.3f}, "
+                         f"{verdict(ratio, 1.05)}")
+    if notes:
+        d = next(iter(results.values()))[1]["durations"]
+        notes.append(f"(task times as the emulator logged them: min {d[0] * 1e3:.0f} ms, "
+                     f"median {pct(d, .5) * 1e3:.0f} ms, p90 {pct(d, .9) * 1e3:.0f} ms, "
+                     f"max {d[-1] * 1e3:.0f} ms, CKEMU_TIME_SCALE=1; bound = max(sum/{GPUS}, "
+                     "longest) of each run's own logged times; random: a seeded shuffle)")
+    table(f"3. Makespan: {len(cmds)} tasks of {MAKESPAN_MIN_MS:g} ms to {MAKESPAN_MAX_MS:g} ms "
+          f"(real ResNet problems, batch scaled to log-uniform FLOPs), {GPUS} simulated GPUs",
+          ["runner, task order", "wall s", "sum s", "longest s", "bound s", "wall/bound"], rows,
+          notes)
+
+
+def section_scale(base, work):
+    n = SCALE_CONFIGS
+    configs_path = os.path.join(work, f"scale_{n}.json")
+    write_configs(configs_path, cycled(base, n))
+    mib = os.path.getsize(configs_path) / 2**20
+    log(f"scale: {n} configs ({mib:.0f} MiB), {STATUS_CLIENTS} clients for {POLL_SECONDS:g} s, "
+        f"idle {IDLE_SECONDS:g} s")
+    d = os.path.join(work, "ckprofd-scale")
+    shutil.rmtree(d, ignore_errors=True)
+    r = run_json([os.path.join(BIN, "bench_daemon"), "scale", "--ckprofd",
+                  os.path.join(BIN, "ckprofd"), "--emulator", EMU, "--dir", d, "--configs",
+                  configs_path, "--gpus", str(GPUS), "--env",
+                  f"CKEMU_TIME_SCALE={SCALE_TIME_SCALE}", "--clients", str(STATUS_CLIENTS),
+                  "--poll-ms", str(POLL_MS), "--poll-seconds", str(POLL_SECONDS),
+                  "--idle-seconds", str(IDLE_SECONDS)])
+    s = r["status_ms"]
+    rows = [
+        [f"submit latency ({n} configs, {mib:.0f} MiB configs file)", f"{r['submit_s']:.2f} s",
+         "<= 2 s", verdict(r["submit_s"], 2)],
+        ["daemon RSS before submit", f"{r['rss_start_mib']:.0f} MiB", "", ""],
+        ["daemon RSS after submit (as the answer arrives)", f"{r['rss_after_submit_mib']:.0f} MiB",
+         "<= 150 MiB", verdict(r["rss_after_submit_mib"], 150)],
+        ["daemon RSS after submit (1 s later)", f"{r['rss_settled_mib']:.0f} MiB", "<= 150 MiB",
+         verdict(r["rss_settled_mib"], 150)],
+        ["daemon RSS while running + polled", f"{r['rss_busy_mib']:.0f} MiB", "", ""],
+        ["daemon RSS at the end (job cancelled, ended)", f"{r['rss_end_mib']:.0f} MiB",
+         "<= 150 MiB", verdict(r["rss_end_mib"], 150)],
+        ["daemon peak RSS (VmHWM, during the submit)", f"{r['hwm_mib']:.0f} MiB", "", ""],
+        [f"status p50, {r['clients']} clients every {r['poll_ms']} ms, {GPUS} GPUs running",
+         f"{s['p50']:.2f} ms", "", ""],
+        [f"status p99 ({s['n']} calls, connect + hello + status)", f"{s['p99']:.2f} ms",
+         "<= 20 ms", verdict(s["p99"], 20)],
+        ["status max", f"{s['max']:.1f} ms", "", ""],
+        ["tasks finished while polled", f"{r['tasks_done_while_polled']} in "
+         f"{r['polled_s']:.0f} s", "", ""],
+        ["daemon CPU while running + polled", f"{r['busy_cpu_s']:.2f} s", "", ""],
+        [f"daemon CPU while idle for {r['idle_s']:g} s", f"{r['idle_cpu_s']:.3f} s", "~0",
+         verdict(r["idle_cpu_s"], 0.05)],
+    ]
+    table(f"4. Scale: one job of {n} configs, {GPUS} simulated GPUs "
+          f"(tasks of ~5-25 ms: CKEMU_TIME_SCALE={SCALE_TIME_SCALE:g})",
+          ["measure", "value", "goal", ""], rows)
+
+
+def section_convert(work):
+    log(f"convert: {CONVERT_IR_RECORDS} IR records, {CONVERT_TRACE_MB:g} MB trace, real data")
+    print(f"\n## 5. Conversion rate (bench_convert: generated IR of {CONVERT_IR_RECORDS} records, "
+          f"generated trace of {CONVERT_TRACE_MB:g} MB, and the real inputs of tests/data)\n",
+          flush=True)
+    subprocess.run([os.path.join(BIN, "bench_convert"), "--ir-records", str(CONVERT_IR_RECORDS),
+                    "--trace-mb", str(CONVERT_TRACE_MB), "--data",
+                    os.path.join(REPO, "tests", "data")], check=True)
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--python-loop":
+        python_loop_main(sys.argv[2])
+        return
+    started = time.monotonic()
+    work = tempfile.mkdtemp(prefix="ckprof-bench-")
+    keep = os.environ.get("BENCH_KEEP", "") not in ("", "0")
+    print(f"# ckprof benchmarks{' (QUICK)' if QUICK else ''}, {time.strftime('%Y-%m-%d %H:%M %Z')}")
+    print(f"machine: {machine_line()}")
+    print(f"load average at start: {loadavg()}; GNU parallel: "
+          f"{tool_version(['parallel', '--version'])}; task-spooler: "
+          f"{tool_version(['tsp', '-V'])}; {sys.version.split()[0]} python")
+    sys.stdout.flush()
+    try:
+        base = real_configs(work)
+        dispatch = makespan = None
+        if "1" in SECTIONS or "2" in SECTIONS:
+            dispatch = section_dispatch(base, work)
+            if "1" in SECTIONS:
+                print_dispatch(*dispatch)
+        if "3" in SECTIONS or "2" in SECTIONS:
+            makespan = section_makespan(base, work)
+        if "2" in SECTIONS:
+            section_gaps(dispatch[1] if dispatch else None,
+                         {k: v[1] for k, v in makespan[1].items()} if makespan else None)
+        if "3" in SECTIONS:
+            print_makespan(*makespan)
+        if "4" in SECTIONS:
+            section_scale(base, work)
+        if "5" in SECTIONS:
+            section_convert(work)
+    finally:
+        if keep:
+            log(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"\nload average at the end: {loadavg()}; total {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
