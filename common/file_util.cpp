@@ -412,6 +412,8 @@ class GzipMemoryReader::Buffer : public std::streambuf {
                               " bytes");
           break;
         }
+        n = CompactWhitespace(out_.data(), n);
+        if (n == 0) continue;
         setg(out_.data(), out_.data(), out_.data() + n);
         return traits_type::to_int_type(*gptr());
       }
@@ -424,7 +426,34 @@ class GzipMemoryReader::Buffer : public std::streambuf {
     return traits_type::eof();
   }
 
+  // Keeps one whitespace character of each run outside JSON strings: the JSON parser keeps
+  // every character of a gap between tokens, so a gigabyte of blanks would cost a gigabyte.
+  size_t CompactWhitespace(char* p, size_t n) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const char c = p[i];
+      if (in_string_) {
+        if (escaped_) {
+          escaped_ = false;
+        } else if (c == '\\') {
+          escaped_ = true;
+        } else if (c == '"') {
+          in_string_ = false;
+        }
+        p[w++] = c;
+        continue;
+      }
+      const bool ws = c == ' ' || c == '\n' || c == '\r' || c == '\t';
+      if (ws && last_ws_) continue;
+      last_ws_ = ws;
+      if (c == '"') in_string_ = true;
+      p[w++] = c;
+    }
+    return w;
+  }
+
  private:
+  bool in_string_ = false, escaped_ = false, last_ws_ = false;
   std::string_view in_;
   uint64_t max_;
   uint64_t delivered_ = 0;

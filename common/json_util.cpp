@@ -8,6 +8,11 @@ namespace {
 template <typename JsonT>
 Result<JsonT> ParseImpl(std::string_view text, size_t max_depth) {
   if (Status depth = CheckJsonDepth(text, max_depth); !depth) return Error{depth.error()};
+  // nlohmann's lexer takes a NUL byte for the end of the input: "{...}\0anything" would parse.
+  // JSON text never holds a raw NUL (inside strings it must be escaped).
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return MakeError("not valid JSON at " + LineColumn(text, nul) + ": a NUL byte");
+  }
   try {
     return JsonT::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {

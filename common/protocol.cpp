@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "common/base64.h"
 #include "common/file_util.h"
@@ -117,7 +119,7 @@ std::optional<RequestType> ParseRequestTypeName(std::string_view name) {
 Result<Request> ParseRequest(std::string_view frame) {
   auto parsed = ParseJson(frame);
   if (!parsed) return MakeError("malformed request: " + parsed.error());
-  const json& j = *parsed;
+  json& j = *parsed;
   if (!j.is_object()) return MakeError("malformed request: a request must be a JSON object");
   auto type_it = j.find("type");
   if (type_it == j.end() || !type_it->is_string()) {
@@ -142,7 +144,8 @@ Result<Request> ParseRequest(std::string_view frame) {
       if (content == j.end() || !content->is_string()) {
         return MakeError("submit: field 'content' (the input file's text) is missing");
       }
-      f.String("content", &s.content, std::numeric_limits<size_t>::max());
+      // Moved, not copied: a submit frame may be hundreds of MB, nearly all of it content.
+      s.content = std::move(content->get_ref<std::string&>());
       f.String("content_encoding", &s.content_encoding, 32);
       if (f.ok() && !s.content_encoding.empty() && s.content_encoding != "gzip+base64") {
         return MakeError("submit: content_encoding must be \"\" or \"gzip+base64\", got '" +
@@ -305,15 +308,34 @@ json ToJson(const JobSummary& s) {
 
 namespace {
 
+// True when a JSON number converts to the integer type T without undefined behaviour: nlohmann
+// casts a float such as 1e300 with static_cast, which is UB outside T's range.
+template <typename T>
+bool FitsInteger(const json& v) {
+  if (!v.is_number_float()) return true;
+  const double d = v.get<double>();
+  const double limit = std::ldexp(1.0, std::numeric_limits<T>::digits);  // 2^31, 2^63, 2^32...
+  return std::isfinite(d) && d > (std::is_signed_v<T> ? -limit - 1 : -1.0) && d < limit;
+}
+
 // Tolerant readers for daemon-produced JSON (the client trusts the shape, not the values).
 template <typename T>
 void Get(const json& j, const char* key, T* out) {
   auto it = j.find(key);
-  if (it != j.end() && !it->is_null()) {
-    try {
-      *out = it->get<T>();
-    } catch (const std::exception&) {
+  if (it == j.end() || it->is_null()) return;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!FitsInteger<T>(*it)) return;
+  }
+  if constexpr (std::is_same_v<T, std::vector<int>>) {
+    if (it->is_array()) {
+      for (const auto& e : *it) {
+        if (!FitsInteger<int>(e)) return;
+      }
     }
+  }
+  try {
+    *out = it->get<T>();
+  } catch (const std::exception&) {
   }
 }
 

@@ -220,8 +220,13 @@ asio::awaitable<void> Server::Session(Socket socket) {
         timer.async_wait(kTuple));
     if (!*alive || stopping_) co_return;
     if (result.index() == 1) {
-      std::string why = greeted ? std::string("connection idle for too long; closing")
-                                : "no hello within " + FormatSeconds(timeout_s) + "; closing";
+      // Silent, or too slow to finish a frame (one byte a second): either way it goes.
+      std::string why =
+          !greeted ? "no hello within " + FormatSeconds(timeout_s) + "; closing"
+          : buffer.empty()
+              ? "connection idle for " + FormatSeconds(timeout_s) + "; closing"
+              : "request not complete within " + FormatSeconds(timeout_s) + " (" +
+                    std::to_string(buffer.size()) + " bytes received, no newline); closing";
       std::string out = Frame(ErrorResponse(0, why));
       co_await WriteFrame(socket, out, 1);
       co_return;
@@ -236,12 +241,22 @@ asio::awaitable<void> Server::Session(Socket socket) {
       co_return;
     }
     if (ec) co_return;  // EOF or reset: the client left
-    std::string frame = buffer.substr(0, n - 1);
-    buffer.erase(0, n);
+    // A large frame (a submit) is usually all the buffer holds: take it without a copy, and
+    // let go of its memory once parsed, not when the request is done.
+    std::string frame;
+    if (n == buffer.size()) {
+      frame = std::move(buffer);
+      buffer = std::string();
+      frame.pop_back();
+    } else {
+      frame = buffer.substr(0, n - 1);
+      buffer.erase(0, n);
+    }
     if (!frame.empty() && frame.back() == '\r') frame.pop_back();
     if (frame.find_first_not_of(" \t") == std::string::npos) continue;
 
     auto request = ParseRequest(frame);
+    std::string().swap(frame);
     if (!request) {
       // A malformed frame gets a clear answer; the connection stays usable.
       std::string out = Frame(ErrorResponse(0, request.error()));
@@ -296,9 +311,11 @@ asio::awaitable<void> Server::Session(Socket socket) {
         if (g.job_id == req.job_id) running.push_back(ToJson(g));
       }
       first["running"] = std::move(running);
+      // Decided with the summary, before the write: events of a job that ends while the first
+      // frame is being written are queued, and must be sent, job_finished included.
+      bool ended = sched.JobEnded(req.job_id);
       std::string first_frame = Frame(first);
       if (!co_await WriteFrame(socket, first_frame, timeout_s)) co_return;
-      bool ended = sched.JobEnded(req.job_id);
       char probe = 0;
       while (!ended) {
         while (queue.events().empty()) {

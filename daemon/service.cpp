@@ -145,7 +145,9 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   // Convert on the pool: a large trace must not stall every other client.
   co_await asio::post(pool_, asio::use_awaitable);
   Result<Conversion> converted = Error{""};
-  if (auto text = DecodeSubmitContent(o); !text) {
+  if (o.content_encoding.empty()) {
+    converted = ConvertText(o.content, conv);  // plain text: converted in place, not copied
+  } else if (auto text = DecodeSubmitContent(o); !text) {
     converted = Error{text.error()};
   } else {
     converted = ConvertText(*text, conv);

@@ -239,3 +239,255 @@ std::vector<int> ProcessesWithEnv(const std::string& needle) {
 }
 
 }  // namespace ckprof::testing
+
+// ---- Helpers of the reliability suite ----
+
+#include <grp.h>
+#include <pwd.h>
+#include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <map>
+
+namespace ckprof::testing {
+
+SystemUser::SystemUser(const std::string& name, const std::vector<std::string>& groups)
+    : name_(name) {
+  RunCommand({"userdel", name_});
+  std::vector<std::string> argv = {"useradd", "--no-create-home", "--shell", "/usr/sbin/nologin"};
+  if (!groups.empty()) {
+    std::string list;
+    for (const auto& g : groups) list += (list.empty() ? "" : ",") + g;
+    argv.insert(argv.end(), {"--groups", list});
+  }
+  argv.push_back(name_);
+  // Tests run in parallel: useradd fails at once while another holds /etc/passwd's lock.
+  for (int attempt = 0; attempt < 50 && !ok_; ++attempt) ok_ = RunCommand(argv).exit_code == 0;
+  if (passwd* pw = getpwnam(name_.c_str()); ok_ && pw) {
+    uid_ = pw->pw_uid;
+    gid_ = pw->pw_gid;
+  }
+}
+
+SystemUser::~SystemUser() {
+  if (!ok_) return;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    // --force: a daemon started as this user may still be running when the test ends.
+    int code = RunCommand({"userdel", "--force", name_}).exit_code;
+    if (code != 1 && code != 10) break;  // 1, 10: a file is locked by another test
+  }
+}
+
+std::vector<std::string> SystemUser::As() const {
+  return {"setpriv", "--reuid=" + name_, "--regid=" + name_, "--init-groups", "--"};
+}
+
+SystemGroup::SystemGroup(const std::string& name) : name_(name) {
+  RunCommand({"groupdel", name_});
+  for (int attempt = 0; attempt < 50 && !ok_; ++attempt) {
+    ok_ = RunCommand({"groupadd", name_}).exit_code == 0;
+  }
+  if (group* g = getgrnam(name_.c_str()); ok_ && g) gid_ = g->gr_gid;
+  ok_ = ok_ && gid_ != 0;
+}
+
+SystemGroup::~SystemGroup() {
+  if (!ok_) return;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    int code = RunCommand({"groupdel", name_}).exit_code;
+    if (code != 10) break;  // 10: the group file is locked by another test
+  }
+}
+
+LaunchedDaemon::~LaunchedDaemon() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+pid_t LaunchedDaemon::Spawn(const std::string& notify_path) {
+  const Options& o = options_;
+  std::vector<std::string> argv = {
+      BinPath("ckprofd"), "--socket", socket(),      "--state-dir", state_dir(),
+      "--gpus",           o.gpus,     "--log-level", "debug"};
+  if (!o.config_json.empty()) {
+    WriteFile(o.dir + "/ckprofd.json", o.config_json);
+    chmod((o.dir + "/ckprofd.json").c_str(), 0644);
+    argv.insert(argv.end(), {"--config", o.dir + "/ckprofd.json"});
+  }
+  argv.insert(argv.end(), o.args.begin(), o.args.end());
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  for (const auto& kv : o.env) env.push_back(kv);
+  if (!notify_path.empty()) env.push_back("NOTIFY_SOCKET=" + notify_path);
+  std::vector<char*> cargv, cenv;
+  for (auto& s : argv) cargv.push_back(s.data());
+  cargv.push_back(nullptr);
+  for (auto& s : env) cenv.push_back(s.data());
+  cenv.push_back(nullptr);
+  int log = open(log_path().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(log, 2);
+    dup2(log, 1);
+    if (o.fsize_limit >= 0) {
+      signal(SIGXFSZ, SIG_IGN);  // inherited through exec: writes fail with EFBIG instead
+      rlimit lim{static_cast<rlim_t>(o.fsize_limit), static_cast<rlim_t>(o.fsize_limit)};
+      if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(126);
+    }
+    if (o.gid >= 0) {
+      gid_t g = static_cast<gid_t>(o.gid);
+      if (setgroups(1, &g) != 0 || setgid(g) != 0) _exit(126);
+    }
+    if (o.uid >= 0 && setuid(static_cast<uid_t>(o.uid)) != 0) _exit(126);
+    execve(cargv[0], cargv.data(), cenv.data());
+    _exit(127);
+  }
+  close(log);
+  return pid;
+}
+
+bool LaunchedDaemon::Start(const Options& o, std::string* error) {
+  options_ = o;
+  const std::string notify_path = o.dir + "/notify-" + std::to_string(getpid()) + ".sock";
+  unlink(notify_path.c_str());
+  int notify = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, notify_path.c_str(), sizeof addr.sun_path - 1);
+  if (bind(notify, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    *error = "cannot bind the notify socket " + notify_path;
+    close(notify);
+    return false;
+  }
+  chmod(notify_path.c_str(), 0666);  // a daemon of another uid must be able to send
+  pid_ = Spawn(notify_path);
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  bool ready = false;
+  while (!ready) {
+    pollfd fds[2] = {{notify, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    int n = poll(fds, 2, 30000);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *error = "ckprofd not ready within 30 s: " + ReadFile(log_path());
+      break;
+    }
+    if (fds[0].revents & POLLIN) {
+      char buf[512];
+      ssize_t got = recv(notify, buf, sizeof buf, 0);
+      ready = got > 0 &&
+              std::string(buf, static_cast<size_t>(got)).find("READY=1") != std::string::npos;
+    }
+    if (!ready && (fds[1].revents & POLLIN)) {
+      int status = 0;
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+      *error = "ckprofd exited (status " + std::to_string(status) + "): " + ReadFile(log_path());
+      break;
+    }
+  }
+  close(pidfd);
+  close(notify);
+  unlink(notify_path.c_str());
+  return ready;
+}
+
+int LaunchedDaemon::RunToExit(const Options& o, double timeout_s) {
+  options_ = o;
+  pid_ = Spawn("");
+  auto status = WaitExit(timeout_s);
+  if (!status) return Stop(SIGKILL);
+  return *status;
+}
+
+std::optional<int> LaunchedDaemon::WaitExit(double timeout_s) {
+  if (pid_ <= 0) return std::nullopt;
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  pollfd fd = {pidfd, POLLIN, 0};
+  int n;
+  while ((n = poll(&fd, 1, static_cast<int>(timeout_s * 1000))) < 0 && errno == EINTR) {
+  }
+  close(pidfd);
+  if (n <= 0) return std::nullopt;
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+int LaunchedDaemon::Stop(int sig) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, sig);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+int64_t ProcStatusBytes(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) {
+      return std::strtoll(line.c_str() + field.size() + 1, nullptr, 10) * 1024;  // kB
+    }
+  }
+  return -1;
+}
+
+int64_t LaunchedDaemon::PeakRssBytes() const { return ProcStatusBytes(pid_, "VmHWM"); }
+int64_t LaunchedDaemon::RssBytes() const { return ProcStatusBytes(pid_, "VmRSS"); }
+
+bool GroupHasLiveProcess(pid_t pgid) {
+  if (pgid <= 1) return false;
+  DIR* d = opendir("/proc");
+  if (!d) return kill(-pgid, 0) == 0;
+  bool found = false;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    auto close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0, group = 0;
+    if (std::sscanf(text.c_str() + close + 1, " %c %d %d", &state, &ppid, &group) != 3) continue;
+    if (group == pgid && state != 'Z' && state != 'X') {
+      found = true;
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+std::vector<std::vector<std::string>> SqlQuery(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close_v2(db);
+    throw std::runtime_error("cannot open " + db_path + ": " + msg);
+  }
+  sqlite3_busy_timeout(db, 5000);
+  std::vector<std::vector<std::string>> rows;
+  auto on_row = [](void* p, int n, char** values, char**) {
+    auto* out = static_cast<std::vector<std::vector<std::string>>*>(p);
+    std::vector<std::string> row;
+    for (int i = 0; i < n; ++i) row.emplace_back(values[i] ? values[i] : "");
+    out->push_back(std::move(row));
+    return 0;
+  };
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), on_row, &rows, &err);
+  std::string msg = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close_v2(db);
+  if (rc != SQLITE_OK) throw std::runtime_error("query failed on " + db_path + ": " + msg);
+  return rows;
+}
+
+}  // namespace ckprof::testing

@@ -76,3 +76,106 @@ class DaemonProcess {
 std::vector<int> ProcessesWithEnv(const std::string& needle);
 
 }  // namespace ckprof::testing
+
+// ---- Helpers of the reliability suite (tests/reliability_*, integration_reliability_*) ----
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace ckprof::testing {
+
+// A throwaway system user created for a test (root only; useradd), removed on destruction.
+// `groups`: supplementary groups to join (they must exist).
+class SystemUser {
+ public:
+  explicit SystemUser(const std::string& name, const std::vector<std::string>& groups = {});
+  ~SystemUser();
+  SystemUser(const SystemUser&) = delete;
+  SystemUser& operator=(const SystemUser&) = delete;
+  bool ok() const { return ok_ && uid_ != 0; }
+  const std::string& name() const { return name_; }
+  uint32_t uid() const { return uid_; }
+  uint32_t gid() const { return gid_; }
+  // A command prefix that runs the rest as this user (setpriv, with the user's groups).
+  std::vector<std::string> As() const;
+
+ private:
+  std::string name_;
+  bool ok_ = false;
+  uint32_t uid_ = 0, gid_ = 0;
+};
+
+// A throwaway group (root only; groupadd), removed on destruction.
+class SystemGroup {
+ public:
+  explicit SystemGroup(const std::string& name);
+  ~SystemGroup();
+  SystemGroup(const SystemGroup&) = delete;
+  SystemGroup& operator=(const SystemGroup&) = delete;
+  bool ok() const { return ok_; }
+  const std::string& name() const { return name_; }
+  uint32_t gid() const { return gid_; }
+
+ private:
+  std::string name_;
+  bool ok_ = false;
+  uint32_t gid_ = 0;
+};
+
+// A ckprofd started with more control than DaemonProcess: as another user, with a file size
+// limit, on a chosen state dir. Start() waits for READY=1 (no sleeps); the destructor kills it.
+class LaunchedDaemon {
+ public:
+  struct Options {
+    std::string dir;        // socket, log, config and notify socket live here
+    std::string state_dir;  // default: dir + "/state"
+    std::string gpus = "0-3";
+    std::vector<std::string> args;  // more ckprofd flags
+    std::vector<std::string> env;   // "K=V" for the daemon (and so its profilers)
+    std::string config_json;        // written to dir/ckprofd.json and passed with --config
+    int64_t uid = -1, gid = -1;     // run as this uid/gid (root only); -1 = ours
+    int64_t fsize_limit = -1;       // RLIMIT_FSIZE in bytes (SIGXFSZ ignored); -1 = none
+  };
+  LaunchedDaemon() = default;
+  ~LaunchedDaemon();
+  LaunchedDaemon(const LaunchedDaemon&) = delete;
+  LaunchedDaemon& operator=(const LaunchedDaemon&) = delete;
+
+  // Starts ckprofd; false (and `error`, with its log) when it exits or is not ready in 30 s.
+  bool Start(const Options& options, std::string* error);
+  // Runs ckprofd to its exit (a start that must fail); returns its wait status.
+  int RunToExit(const Options& options, double timeout_s = 30);
+  // Sends `sig` and waits for the exit; returns the wait status (-1 when not running).
+  int Stop(int sig);
+  // Waits up to timeout_s for the daemon to exit by itself; its wait status, or nullopt.
+  std::optional<int> WaitExit(double timeout_s);
+  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+  std::string socket() const { return options_.dir + "/ckprofd.sock"; }
+  std::string state_dir() const {
+    return options_.state_dir.empty() ? options_.dir + "/state" : options_.state_dir;
+  }
+  std::string log_path() const { return options_.dir + "/ckprofd.log"; }
+  // Peak resident set (VmHWM) and current (VmRSS) in bytes; -1 when unknown.
+  int64_t PeakRssBytes() const;
+  int64_t RssBytes() const;
+
+ private:
+  pid_t Spawn(const std::string& notify_path);
+  Options options_;
+  pid_t pid_ = -1;
+};
+
+// The value of a "VmHWM:"-style field of /proc/PID/status in bytes; -1 when unknown.
+int64_t ProcStatusBytes(pid_t pid, const std::string& field);
+
+// True when some live (non-zombie) process is in process group `pgid`.
+bool GroupHasLiveProcess(pid_t pgid);
+
+// Runs an SQLite query on a database file; the rows, each column as text. For checks such as
+// PRAGMA integrity_check on a daemon's state. Throws on error.
+std::vector<std::vector<std::string>> SqlQuery(const std::string& db_path, const std::string& sql);
+
+}  // namespace ckprof::testing

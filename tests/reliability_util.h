@@ -1,0 +1,278 @@
+// Helpers shared by the reliability suite (tests/reliability_*_test.cpp and
+// tests/integration_reliability_*_test.cpp): talking to a daemon through the real client
+// Connection, and a raw socket for clients that misbehave on purpose. Header-only; test threads
+// only.
+#pragma once
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/connection.h"
+#include "common/ck_config.h"
+#include "common/json_util.h"
+#include "common/protocol.h"
+#include "tests/test_util.h"
+
+namespace ckprof::testing {
+
+// Configs-file text of `n` distinct small fwd problems (K varies); every `every`-th config gets
+// the emulator's fault-selecting batch size `magic_n` (0 = none).
+inline std::string FwdConfigsText(int n, int magic_n = 0, int every = 1, int64_t spatial = 8) {
+  std::vector<CkConfig> configs;
+  for (int i = 1; i <= n; ++i) {
+    CkConfig c;
+    c.op = ConvOp::kFwd;
+    c.index_type = 0;
+    c.num_dim_spatial = 2;
+    c.G = 1;
+    c.N = (magic_n && i % every == 0) ? magic_n : 2;
+    c.K = 8 + i;
+    c.C = 8;
+    c.filter_spatial = {3, 3};
+    c.input_spatial = {spatial, spatial};
+    c.strides = {1, 1};
+    c.dilations = {1, 1};
+    c.left_pads = {1, 1};
+    c.right_pads = {1, 1};
+    c.metadata["priority_rank"] = i;
+    c.metadata["description"] = Describe(c);
+    configs.push_back(c);
+  }
+  return ConfigsToText(configs);
+}
+
+// One invocation of the emulator from its CKEMU_LOG (start and end merged).
+struct EmuRun {
+  int pid = 0, pgid = 0, uid = -1, gid = -1;
+  std::vector<std::string> argv;
+  std::string gpu;   // HIP_VISIBLE_DEVICES
+  double start = 0;  // microseconds since the epoch
+  double end = 0;    // 0 when it never logged an end (killed)
+  std::string outcome;
+};
+
+// Runs are told apart by pid and start time: pids wrap quickly on a busy machine.
+inline std::vector<EmuRun> ReadEmuRuns(const std::string& log_path) {
+  std::map<std::pair<int, double>, EmuRun> by_pid;
+  std::ifstream in(log_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = ParseJson(line);
+    if (!j.ok() || !j->is_object()) continue;
+    EmuRun& r = by_pid[{j->value("pid", 0), j->value("start", 0.0)}];
+    r.pid = j->value("pid", 0);
+    r.pgid = j->value("pgid", 0);
+    r.uid = j->value("uid", -1);
+    r.gid = j->value("gid", -1);
+    r.argv = j->value("argv", std::vector<std::string>{});
+    r.gpu = j->value("env", nlohmann::json::object()).value("HIP_VISIBLE_DEVICES", "");
+    r.start = j->value("start", 0.0);
+    if (j->value("event", "") == "end") {
+      r.end = j->value("end", 0.0);
+      r.outcome = j->value("outcome", "");
+    }
+  }
+  std::vector<EmuRun> out;
+  for (auto& [pid, r] : by_pid) out.push_back(std::move(r));
+  return out;
+}
+
+// True when `pid` exists and is not a zombie (a killed child waiting for init to reap it).
+inline bool ProcessIsLive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return false;
+  const char state = text[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+// One request on a fresh connection.
+inline Result<nlohmann::json> CallOnce(const std::string& socket, Request r) {
+  auto conn = Connection::Open(socket);
+  if (!conn) return Error{conn.error()};
+  return (*conn)->Call(std::move(r));
+}
+
+// Submits `content` (a configs file, IR list or trace text); `tweak` may set more options.
+inline Result<int64_t> SubmitContent(const std::string& socket, const std::string& content,
+                                     const std::function<void(SubmitOptions&)>& tweak = {}) {
+  Request r;
+  r.type = RequestType::kSubmit;
+  r.submit.content = content;
+  r.submit.input_name = "reliability.json";
+  if (tweak) tweak(r.submit);
+  auto a = CallOnce(socket, std::move(r));
+  if (!a) return Error{a.error()};
+  return a->value("job_id", int64_t{0});
+}
+
+// Follows a job's event stream until `until` is true for a frame's job summary (or the stream
+// ends); returns the last summary seen.
+inline Result<JobSummary> WatchUntil(const std::string& socket, int64_t job,
+                                     const std::function<bool(const JobSummary&)>& until) {
+  auto conn = Connection::Open(socket);
+  if (!conn) return Error{conn.error()};
+  JobSummary last;
+  Status s = (*conn)->Watch(job, [&](const nlohmann::json& f) {
+    if (auto it = f.find("job"); it != f.end()) {
+      if (auto js = JobSummaryFromJson(*it); js) last = *js;
+    }
+    return !until(last);
+  });
+  if (!s) return Error{s.error()};
+  return last;
+}
+
+// Waits for a job to end (its watch stream's end); returns its final summary.
+inline Result<JobSummary> WaitJobEnd(const std::string& socket, int64_t job) {
+  auto end = WatchUntil(socket, job, [](const JobSummary&) { return false; });
+  if (!end) return end;
+  Request r;
+  r.type = RequestType::kStatus;
+  r.job_id = job;
+  auto a = CallOnce(socket, r);
+  if (!a) return Error{a.error()};
+  return JobSummaryFromJson((*a)["job"]);
+}
+
+// A job's per-task results (with output captures and configs when `with_output`).
+inline Result<std::vector<TaskResult>> JobResults(const std::string& socket, int64_t job,
+                                                  bool with_output = false) {
+  Request r;
+  r.type = RequestType::kResults;
+  r.job_id = job;
+  r.all = with_output;
+  auto a = CallOnce(socket, r);
+  if (!a) return Error{a.error()};
+  std::vector<TaskResult> out;
+  for (const auto& t : a->value("tasks", nlohmann::json::array())) {
+    if (auto tr = TaskResultFromJson(t); tr) out.push_back(*tr);
+  }
+  return out;
+}
+
+inline bool Ping(const std::string& socket) {
+  Request r;
+  r.type = RequestType::kPing;
+  return CallOnce(socket, r).ok();
+}
+
+// A client socket that sends whatever bytes a test wants and reads raw answer lines.
+class RawClient {
+ public:
+  RawClient() = default;
+  ~RawClient() { Close(); }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  // Connects; false (errno kept) when the connection is refused.
+  bool Connect(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      int e = errno;
+      Close();
+      errno = e;
+      return false;
+    }
+    return true;
+  }
+  int fd() const { return fd_; }
+  // Writes all of `bytes`; false when the daemon has closed the connection.
+  bool Send(std::string_view bytes) {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      off += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  bool Hello() {
+    if (!Send("{\"type\":\"hello\",\"protocol\":1,\"id\":1}\n")) return false;
+    auto line = ReadLine(10);
+    return line && line->find("\"ok\":true") != std::string::npos;
+  }
+  // The next answer line (without '\n'), or nullopt on EOF or after timeout_s.
+  std::optional<std::string> ReadLine(double timeout_s) {
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+    for (;;) {
+      if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return line;
+      }
+      if (eof_) return std::nullopt;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now())
+                      .count();
+      if (left <= 0) return std::nullopt;
+      pollfd p = {fd_, POLLIN, 0};
+      int n = poll(&p, 1, static_cast<int>(left));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return std::nullopt;
+      char buf[65536];
+      ssize_t got = ::recv(fd_, buf, sizeof buf, 0);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        eof_ = true;
+      } else {
+        buffer_.append(buf, static_cast<size_t>(got));
+      }
+    }
+  }
+  // The next answer, parsed; nullopt on EOF, timeout, or an answer that is not valid JSON.
+  std::optional<nlohmann::json> ReadJson(double timeout_s) {
+    auto line = ReadLine(timeout_s);
+    if (!line) return std::nullopt;
+    auto j = ParseJson(*line);
+    if (!j) return std::nullopt;
+    return *j;
+  }
+  // True when the daemon closes the connection within timeout_s (answers before EOF are
+  // skipped and kept in `skipped`).
+  bool WaitClosed(double timeout_s, std::vector<std::string>* skipped = nullptr) {
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now());
+      auto line = ReadLine(left.count());
+      if (line) {
+        if (skipped) skipped->push_back(*line);
+        continue;
+      }
+      return eof_;
+    }
+    return eof_;
+  }
+  void ShutdownWrite() { shutdown(fd_, SHUT_WR); }
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  std::string buffer_;
+  bool eof_ = false;
+};
+
+}  // namespace ckprof::testing
