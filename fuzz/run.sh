@@ -18,8 +18,14 @@ cxx=${CKPROF_FUZZ_CXX:-clang++-14}
 echo "fuzz: building ${targets[*]} with $cxx in $build"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
   -DCKPROF_FUZZ=ON -DCKPROF_BUILD_TESTS=OFF -DCKPROF_SANITIZE=address,undefined >/dev/null
-ninja -C "$build" "${targets[@]}" | grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)' || true
-test "${PIPESTATUS[0]}" -eq 0
+set +e
+ninja -C "$build" "${targets[@]}" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)'
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+  echo "fuzz: the build in $build failed (see the errors above)" >&2
+  exit 1
+fi
 
 mkdir -p "$build/artifacts"
 failed=0
