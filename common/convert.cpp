@@ -14,6 +14,8 @@
 namespace ckprof {
 namespace {
 
+constexpr size_t kMaxUndecidedElements = 1000;
+
 using json = nlohmann::ordered_json;
 
 // Builds one JSON value from SAX events (an element of the root array). Objects with many keys
@@ -304,6 +306,14 @@ class DocumentHandler {
       conv_.records.push_back(std::move(out));
       conv_.configs.push_back(std::move(*c));
       return true;
+    }
+    if (array_kind_ == ArrayKind::kUndecided && index >= kMaxUndecidedElements) {
+      // A list that never shows a record is not an input; stop before its skipped elements
+      // (one outcome and warning each) cost more memory than the input itself.
+      abort_error_ = "the first " + std::to_string(kMaxUndecidedElements) +
+                     " elements of the list are neither replay-IR records (with op_name) nor "
+                     "CK configs (with operation_type)";
+      return false;
     }
     if (array_kind_ == ArrayKind::kUndecided && first_config_error_.empty()) {
       auto c = ConfigFromJson(element, index);

@@ -99,6 +99,7 @@ class FieldReader {
 };
 
 constexpr int64_t kMaxId = std::numeric_limits<int64_t>::max();
+constexpr double kMaxNotBefore = 4102444800;  // 2100-01-01T00:00:00Z
 
 }  // namespace
 
@@ -156,7 +157,8 @@ Result<Request> ParseRequest(std::string_view frame) {
       f.Int("priority", &s.priority, -1000, 1000);
       f.IntList("gpus", &s.gpus, 0, 1023);
       f.Int("max_gpus", &s.max_gpus, 0, 1024);
-      f.Double("not_before", &s.not_before, 0, 1e11);
+      // Up to 2100-01-01: a later time would overflow the daemon's nanosecond timers.
+      f.Double("not_before", &s.not_before, 0, kMaxNotBefore);
       f.Double("timeout_s", &s.timeout_s, -1, 1e7);
       f.Int("max_ops", &s.max_ops, 0, kMaxId);
       f.Bool("dry_run", &s.dry_run);
