@@ -472,8 +472,11 @@ void Scheduler::ArmNotBeforeTimer(double now) {
   }
   if (next == 0 || next == not_before_armed_) return;
   not_before_armed_ = next;
+  // At most a day at a time: a far-away time must not overflow the clock's duration (the
+  // timer then fires early, finds nothing due, and arms again).
+  const double delay_s = std::min(next - now, 86400.0);
   not_before_timer_.expires_after(
-      std::chrono::microseconds(static_cast<int64_t>((next - now) * 1e6) + 1000));
+      std::chrono::microseconds(static_cast<int64_t>(delay_s * 1e6) + 1000));
   not_before_timer_.async_wait([this](const asio::error_code& ec) {
     if (ec) return;
     not_before_armed_ = 0;

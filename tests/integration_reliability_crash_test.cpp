@@ -375,10 +375,6 @@ TEST_F(ReliabilityCrashTest, NotBeforeAsLateAsTheProtocolAllowsWaitsWithoutSpinn
 // A job waiting for a not_before far away must cost nothing while it waits. The fault here is
 // a busy loop, so this test measures the daemon's CPU over half a second of wall time.
 TEST_F(ReliabilityCrashTest, StoredNotBeforeBeyondTheTimerRangeDoesNotSpinAfterRestart) {
-  GTEST_SKIP() << "bug: Scheduler::ArmNotBeforeTimer converts (not_before - now) to a steady_clock "
-                  "duration without a bound; past ~2262 it overflows (UB; UBSan aborts) and "
-                  "for some values the timer fires at once and re-arms forever: 100% CPU (see "
-                  "docs/reliability.md)";
   auto o = Options("0");
   Start(o);
   auto job = testing::SubmitContent(daemon_.socket(), testing::FwdConfigsText(1),
