@@ -302,6 +302,30 @@ TEST_F(ReliabilityFaultsTest, MissingOrNonExecutableProfilerIsSpawnFailedWithThe
   EXPECT_EQ(WaitEnd(ok_job).succeeded, 1);
 }
 
+// A profiler that prints binary garbage (random bytes, NULs, invalid UTF-8) on both streams:
+// the run is classified, its captures are stored and served as valid JSON text.
+TEST_F(ReliabilityFaultsTest, BinaryGarbageOutputIsCapturedAsValidText) {
+  StartDaemon("0");
+  const std::string prof = dir_.File("garbage/ckProfiler");
+  std::filesystem::create_directories(dir_.File("garbage"));
+  testing::WriteFile(prof,
+                     "#!/bin/sh\nhead -c 200000 /dev/urandom\nhead -c 50000 /dev/urandom >&2\n");
+  chmod(prof.c_str(), 0755);
+  int64_t job = Submit(FaultConfigs({0, 0}), [&](SubmitOptions& o) { o.profiler_path = prof; });
+  JobSummary end = WaitEnd(job);
+  EXPECT_EQ(end.state, "finished");
+  auto results = Results(job, /*with_output=*/true);
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.state, "unsupported") << r.error;  // exit 0 and no valid instance
+    EXPECT_FALSE(r.stdout_text.empty());
+    EXPECT_FALSE(r.stderr_text.empty());
+    // Head and tail of 16 KiB each; an invalid byte comes back as U+FFFD (3 bytes).
+    EXPECT_LT(r.stdout_text.size(), 3u * 2 * 16384 + 200);
+  }
+  EXPECT_TRUE(testing::Ping(daemon_.socket()));
+}
+
 TEST_F(ReliabilityFaultsTest, ProfilerDeletedMidSweepFailsTheRestClearlyAndRetryRecovers) {
   // Each run takes ~20 ms (slow-start), one GPU: the sweep is still going when we delete.
   StartDaemon("0", {"CKEMU_SLOW_START_MS=20"});
