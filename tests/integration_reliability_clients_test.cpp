@@ -243,7 +243,9 @@ TEST_F(ReliabilityClientsTest, FramesOverTheCapAreRefusedAndFramesUnderItServed)
     EXPECT_TRUE(c.WaitClosed(10, &lines));
     ASSERT_FALSE(lines.empty());
     EXPECT_NE(lines[0].find("frame too large"), std::string::npos) << lines[0];
-    EXPECT_LT(daemon_.PeakRssBytes() - before, int64_t{16} << 20);
+    if (testing::kMemoryIsMeasurable) {
+      EXPECT_LT(daemon_.PeakRssBytes() - before, int64_t{16} << 20);
+    }
   }
   EXPECT_TRUE(testing::Ping(daemon_.socket()));
 }
@@ -270,6 +272,7 @@ TEST_F(ReliabilityClientsTest, LargeSubmitsCostAFewTimesTheirSizeAndNothingIsKep
   std::cerr << "[ info ] " << (kContent >> 20) << " MiB submits: daemon peak +" << (growth[0] >> 20)
             << ", +" << (growth[1] >> 20) << ", +" << (growth[2] >> 20) << " MiB\n";
   // 4x: socket buffer, the parser's token, the string, growth slack (5.4x before moves).
+  if (!testing::kMemoryIsMeasurable) return;
   EXPECT_LT(growth[0], 9 * static_cast<int64_t>(kContent) / 2) << "more copies than needed";
   // (The allocator may keep some for reuse after the first; after that, nothing may grow.)
   EXPECT_LT(growth[2] - growth[1], int64_t{8} << 20) << "each large submit leaves memory behind";
@@ -483,7 +486,10 @@ TEST_F(ReliabilityClientsTest, GzipBombOfManyTokensKeepsTheDaemonsMemoryBounded)
   while (plain.size() < (size_t{64} << 20)) plain += "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,";
   plain += "0]";
   std::string error;
-  EXPECT_LT(GzipBombGrowth(daemon_, plain, &error), int64_t{16} << 20);
+  const int64_t growth = GzipBombGrowth(daemon_, plain, &error);
+  if (testing::kMemoryIsMeasurable) {
+    EXPECT_LT(growth, int64_t{16} << 20);
+  }
   EXPECT_NE(error.find("submit: "), std::string::npos) << error;
   EXPECT_TRUE(testing::Ping(daemon_.socket()));
 }
@@ -500,7 +506,9 @@ TEST_F(ReliabilityClientsTest, PlainSubmitOfManySmallTokensKeepsTheDaemonsMemory
   const int64_t growth = daemon_.PeakRssBytes() - before;
   std::cerr << "[ info ] an " << (content.size() >> 20) << " MiB submit of small tokens grew "
             << "ckprofd by " << (growth >> 20) << " MiB\n";
-  EXPECT_LT(growth, int64_t{64} << 20);
+  if (testing::kMemoryIsMeasurable) {
+    EXPECT_LT(growth, int64_t{64} << 20);
+  }
   EXPECT_TRUE(testing::Ping(daemon_.socket()));
 }
 
@@ -510,7 +518,10 @@ TEST_F(ReliabilityClientsTest, GzipBombOfOneHugeTokenKeepsTheDaemonsMemoryBounde
   plain.front() = '[';
   plain.back() = ']';
   std::string error;
-  EXPECT_LT(GzipBombGrowth(daemon_, plain, &error), int64_t{128} << 20);
+  const int64_t growth = GzipBombGrowth(daemon_, plain, &error);
+  if (testing::kMemoryIsMeasurable) {
+    EXPECT_LT(growth, int64_t{128} << 20);
+  }
   EXPECT_TRUE(testing::Ping(daemon_.socket()));
 }
 

@@ -41,7 +41,12 @@ class ReliabilityCrashTest : public ::testing::Test {
     chmod(emu_log_.c_str(), 0666);
   }
   void TearDown() override {
-    daemon_.Stop(SIGKILL);
+    // Gracefully (the daemon stops its profilers), then whatever a killed daemon left behind.
+    if (daemon_.running()) {
+      kill(daemon_.pid(), SIGTERM);
+      if (!daemon_.WaitExit(10)) daemon_.Stop(SIGKILL);
+    }
+    testing::KillMarkedProcesses("CKPROFD_STATE=" + daemon_.state_dir());
     for (const auto& m : mounts_) umount2(m.c_str(), MNT_DETACH);
   }
 

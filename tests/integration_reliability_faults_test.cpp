@@ -196,7 +196,9 @@ void ReliabilityFaultsTest::CheckHugeOutput(const std::string& bytes, int64_t ex
   RecordProperty("daemon_peak_rss_growth_bytes", std::to_string(after - before));
   std::cerr << "[ info ] " << bytes << " of output in " << seconds << " s; daemon VmHWM "
             << before / 1048576 << " MiB -> " << after / 1048576 << " MiB\n";
-  EXPECT_LT(after - before, int64_t{48} << 20) << "the daemon's memory followed the output";
+  if (testing::kMemoryIsMeasurable) {
+    EXPECT_LT(after - before, int64_t{48} << 20) << "the daemon's memory followed the output";
+  }
   auto results = Results(job, /*with_output=*/true);
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].state, "succeeded") << results[0].error;

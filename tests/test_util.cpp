@@ -301,9 +301,23 @@ SystemGroup::~SystemGroup() {
 }
 
 LaunchedDaemon::~LaunchedDaemon() {
+  // Gracefully, so that the daemon stops its running profilers; then whatever a daemon killed
+  // with SIGKILL (by a test, or here) left behind: processes carrying this state dir's marker.
   if (pid_ > 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
+    kill(pid_, SIGTERM);
+    if (!WaitExit(10)) Stop(SIGKILL);
+  }
+  if (!options_.dir.empty()) KillMarkedProcesses("CKPROFD_STATE=" + state_dir());
+}
+
+void KillMarkedProcesses(const std::string& marker) {
+  for (int pid : ProcessesWithEnv(marker)) {
+    pid_t group = getpgid(pid);
+    if (group > 1 && group != getpgrp()) {
+      kill(-group, SIGKILL);
+    } else {
+      kill(pid, SIGKILL);
+    }
   }
 }
 

@@ -168,6 +168,10 @@ class LaunchedDaemon {
   pid_t pid_ = -1;
 };
 
+// SIGKILLs every process whose environment holds `marker` ("CKPROFD_STATE=/dir"), with its
+// process group: the profilers a daemon killed with SIGKILL leaves behind.
+void KillMarkedProcesses(const std::string& marker);
+
 // The value of a "VmHWM:"-style field of /proc/PID/status in bytes; -1 when unknown.
 int64_t ProcStatusBytes(pid_t pid, const std::string& field);
 
