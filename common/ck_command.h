@@ -27,9 +27,9 @@ Result<std::vector<std::string>> BuildProfilerArgs(const CkConfig& config);
 // BuildProfilerArgs does, and when the target lacks the executable for config.op.
 Result<std::vector<std::string>> BuildCommand(const ProfilerTarget& target, const CkConfig& config);
 
-// Reads config `index` of a configs file (operation_type with or without "profile_"; integer
-// checks by ConfigFromJson, errors such as "config 3: field profiler_args.G must be an integer,
-// got 2.5") and builds its argv.
+// Reads config `index` (0-based) of a configs file (operation_type with or without "profile_";
+// integer checks by ConfigFromJson, errors such as "config 3: field profiler_args.G must be an
+// integer, got 2.5" for index 2) and builds its argv.
 Result<std::vector<std::string>> BuildCommandFromJson(const ProfilerTarget& target,
                                                       const nlohmann::ordered_json& config,
                                                       size_t index);

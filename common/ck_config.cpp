@@ -17,8 +17,11 @@ std::string JoinList(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+// "config 4" for index 3: users count configs (and tasks, records) from 1.
+std::string ConfigName(size_t index) { return "config " + std::to_string(index + 1); }
+
 std::string Where(size_t index, std::string_view field) {
-  return "config " + std::to_string(index) + ": field " + std::string(field);
+  return ConfigName(index) + ": field " + std::string(field);
 }
 
 // Reads an integer field, rejecting floats, strings, booleans and out-of-range values.
@@ -236,7 +239,7 @@ nlohmann::ordered_json ConfigToJson(const CkConfig& c) {
 }
 
 Result<CkConfig> ConfigFromJson(const json& j, size_t index) {
-  const std::string who = "config " + std::to_string(index);
+  const std::string who = ConfigName(index);
   if (!j.is_object()) return MakeError(who + ": must be a JSON object, got " + j.type_name());
   auto op_it = j.find("operation_type");
   if (op_it == j.end()) return MakeError(Where(index, "operation_type") + " is missing");

@@ -80,8 +80,9 @@ std::string Describe(const CkConfig& c);
 // The configs-file form of one config, keys in the order conversion.md shows.
 nlohmann::ordered_json ConfigToJson(const CkConfig& c);
 
-// Reads one config object. `index` (0-based) names it in errors: "config 3: field
-// profiler_args.strides has 3 entries but num_dim_spatial is 2".
+// Reads one config object. `index` is 0-based; errors name the config 1-based, as tasks and
+// records are numbered: index 2 reads "config 3: field profiler_args.strides has 3 entries but
+// num_dim_spatial is 2".
 Result<CkConfig> ConfigFromJson(const nlohmann::ordered_json& j, size_t index);
 
 // Reads a whole configs file (a JSON array of configs). Errors name the config and field.

@@ -1,11 +1,15 @@
 #include "common/convert.h"
 
 #include <charconv>
+#include <cstring>
 #include <exception>
 #include <functional>
+#include <istream>
 #include <iterator>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <streambuf>
 
 #include "common/file_util.h"
 #include "common/replay_ir.h"
@@ -65,6 +69,47 @@ class ElementBuilder {
   std::vector<json*> stack_;
   std::string key_;
 };
+
+// A stream that ends at the first NUL byte of another and remembers where it was. nlohmann's
+// lexer takes NUL for the end of the input, so "[...]\0anything" would otherwise convert
+// without a word about what follows; the caller reports the NUL instead (JSON text never holds
+// a raw NUL: inside strings it must be escaped).
+class NulStopBuffer : public std::streambuf {
+ public:
+  explicit NulStopBuffer(std::streambuf* in) : in_(in), buf_(1 << 16) {}
+  // The 0-based offset of the first NUL byte, once the stream has reached it.
+  std::optional<uint64_t> nul_offset() const { return nul_; }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    offset_ += static_cast<uint64_t>(egptr() - eback());
+    setg(nullptr, nullptr, nullptr);
+    if (nul_) return traits_type::eof();
+    const std::streamsize got = in_->sgetn(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    if (got <= 0) return traits_type::eof();
+    size_t len = static_cast<size_t>(got);
+    if (const void* nul = std::memchr(buf_.data(), '\0', len)) {
+      len = static_cast<size_t>(static_cast<const char*>(nul) - buf_.data());
+      nul_ = offset_ + len;
+      if (len == 0) return traits_type::eof();
+    }
+    setg(buf_.data(), buf_.data(), buf_.data() + len);
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  std::streambuf* in_;
+  std::vector<char> buf_;
+  uint64_t offset_ = 0;  // of eback() in the stream
+  std::optional<uint64_t> nul_;
+};
+
+// The error for a NUL byte at `offset`; `where` is its "line L, column C".
+std::string NulError(std::string_view who, const std::string& where, uint64_t offset) {
+  return std::string(who) + ": not valid JSON at " + where + ": a NUL byte (byte offset " +
+         std::to_string(offset) + ")";
+}
 
 std::string ProducedText(const std::vector<ConvOp>& ops) {
   std::string s;
@@ -185,6 +230,13 @@ class DocumentHandler {
     if (auto last = what.find("; last read: "); last != std::string::npos) what.resize(last);
     parse_message_ = what;
     return false;
+  }
+
+  // True when the parse, fed the input up to a NUL byte at `offset`, failed for no reason
+  // before it: the NUL is then the input's first fault, and the error to report.
+  bool FirstFaultIsNulAt(uint64_t offset) const {
+    // A parse error's position counts the offending character: it is at position - 1.
+    return !too_deep_ && abort_error_.empty() && (!parse_failed_ || error_position_ > offset);
   }
 
   // The outcome, once sax_parse returned. `name` names the input in errors ("input", a path);
@@ -317,7 +369,8 @@ class DocumentHandler {
     }
     if (array_kind_ == ArrayKind::kUndecided && first_config_error_.empty()) {
       auto c = ConfigFromJson(element, index);
-      first_config_error_ = c ? "config " + std::to_string(index) + ": not a config" : c.error();
+      first_config_error_ =
+          c ? "config " + std::to_string(index + 1) + ": not a config" : c.error();
     }
     ConvertIrElement(element, index);
     return true;
@@ -402,15 +455,34 @@ Result<Conversion> ConvertTextImpl(std::string_view text, const ConvertOptions& 
     // Streamed, never inflated whole: memory follows the convolutions found, and a gzip bomb
     // stops at the cap.
     GzipMemoryReader reader(text, kMaxInflatedInputBytes);
+    NulStopBuffer nul_stop(reader.stream().rdbuf());
+    std::istream in(&nul_stop);
     DocumentHandler handler(options);
-    (void)json::sax_parse(reader.stream(), &handler);
+    (void)json::sax_parse(in, &handler);
     if (Status s = reader.status(); !s) return MakeError("input: " + s.error());
-    return handler.Finish("input", [](size_t pos) {
-      return "byte " + std::to_string(pos) + " of the inflated input";
-    });
+    // The parser saw the inflated text with runs of whitespace cut: positions are found again
+    // in the inflated text itself.
+    auto where = [&](uint64_t stream_offset) {
+      const InflatedPosition p = LocateInGzipStream(text, stream_offset);
+      return std::pair{"line " + std::to_string(p.line) + ", column " + std::to_string(p.column) +
+                           " of the inflated input",
+                       p.offset};
+    };
+    if (auto nul = nul_stop.nul_offset(); nul && handler.FirstFaultIsNulAt(*nul)) {
+      auto [line_column, offset] = where(*nul);
+      return MakeError(NulError("input", line_column, offset));
+    }
+    return handler.Finish("input", [&](size_t pos) { return where(pos == 0 ? 0 : pos - 1).first; });
   }
+  // The parser sees the text up to its first NUL byte, which is reported unless an error
+  // comes before it.
+  const size_t nul = text.find('\0');
+  const std::string_view head = text.substr(0, nul);
   DocumentHandler handler(options);
-  (void)json::sax_parse(text.begin(), text.end(), &handler);
+  (void)json::sax_parse(head.begin(), head.end(), &handler);
+  if (nul != std::string_view::npos && handler.FirstFaultIsNulAt(nul)) {
+    return MakeError(NulError("input", LineColumnOfText(text, nul + 1), nul));
+  }
   return handler.Finish("input", [&](size_t pos) { return LineColumnOfText(text, pos); });
 }
 
@@ -442,10 +514,15 @@ Result<Conversion> ConvertFile(const std::string& path, const ConvertOptions& op
   try {
     InputFileReader reader;
     if (Status s = reader.Open(path); !s) return Error{s.error()};
+    NulStopBuffer nul_stop(reader.stream().rdbuf());
+    std::istream in(&nul_stop);
     DocumentHandler handler(options);
-    (void)json::sax_parse(reader.stream(), &handler);
+    (void)json::sax_parse(in, &handler);
     // A read or gzip error ends the stream early; report it rather than the parse error.
     if (Status s = reader.status(); !s) return Error{s.error()};
+    if (auto nul = nul_stop.nul_offset(); nul && handler.FirstFaultIsNulAt(*nul)) {
+      return MakeError(NulError(path, LineColumnOfFile(path, *nul + 1), *nul));
+    }
     return handler.Finish(path, [&](size_t pos) { return LineColumnOfFile(path, pos); });
   } catch (const std::bad_alloc&) {
     return MakeError(path + ": out of memory while converting");

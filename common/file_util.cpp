@@ -389,6 +389,37 @@ class InputFileReader::Buffer : public std::streambuf {
   uint64_t file_bytes_ = 0, delivered_ = 0;
 };
 
+namespace {
+
+// Which inflated characters GzipMemoryReader keeps: one whitespace character of each run outside
+// JSON strings. The JSON parser keeps every character of a gap between tokens, so a gigabyte of
+// blanks would cost a gigabyte.
+class WhitespaceCompactor {
+ public:
+  bool Keep(char c) {
+    if (in_string_) {
+      if (escaped_) {
+        escaped_ = false;
+      } else if (c == '\\') {
+        escaped_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+      }
+      return true;
+    }
+    const bool ws = c == ' ' || c == '\n' || c == '\r' || c == '\t';
+    if (ws && last_ws_) return false;
+    last_ws_ = ws;
+    if (c == '"') in_string_ = true;
+    return true;
+  }
+
+ private:
+  bool in_string_ = false, escaped_ = false, last_ws_ = false;
+};
+
+}  // namespace
+
 class GzipMemoryReader::Buffer : public std::streambuf {
  public:
   Buffer(std::string_view gz, uint64_t max_bytes) : in_(gz), max_(max_bytes), out_(kChunk) {}
@@ -426,34 +457,17 @@ class GzipMemoryReader::Buffer : public std::streambuf {
     return traits_type::eof();
   }
 
-  // Keeps one whitespace character of each run outside JSON strings: the JSON parser keeps
-  // every character of a gap between tokens, so a gigabyte of blanks would cost a gigabyte.
+  // Keeps what compactor_ keeps, in place; returns the new length.
   size_t CompactWhitespace(char* p, size_t n) {
     size_t w = 0;
     for (size_t i = 0; i < n; ++i) {
-      const char c = p[i];
-      if (in_string_) {
-        if (escaped_) {
-          escaped_ = false;
-        } else if (c == '\\') {
-          escaped_ = true;
-        } else if (c == '"') {
-          in_string_ = false;
-        }
-        p[w++] = c;
-        continue;
-      }
-      const bool ws = c == ' ' || c == '\n' || c == '\r' || c == '\t';
-      if (ws && last_ws_) continue;
-      last_ws_ = ws;
-      if (c == '"') in_string_ = true;
-      p[w++] = c;
+      if (compactor_.Keep(p[i])) p[w++] = p[i];
     }
     return w;
   }
 
  private:
-  bool in_string_ = false, escaped_ = false, last_ws_ = false;
+  WhitespaceCompactor compactor_;
   std::string_view in_;
   uint64_t max_;
   uint64_t delivered_ = 0;
@@ -468,6 +482,32 @@ GzipMemoryReader::GzipMemoryReader(std::string_view gz, uint64_t max_bytes)
 GzipMemoryReader::~GzipMemoryReader() = default;
 std::istream& GzipMemoryReader::stream() { return *stream_; }
 Status GzipMemoryReader::status() const { return buf_->status(); }
+
+InflatedPosition LocateInGzipStream(std::string_view gz, uint64_t stream_offset) {
+  Inflater inflater;
+  WhitespaceCompactor compactor;
+  InflatedPosition pos;
+  uint64_t kept = 0;
+  std::vector<char> out(kChunk);
+  while (inflater.ok()) {
+    size_t consumed = 0;
+    const size_t n = inflater.Run(gz, &consumed, out.data(), out.size());
+    gz.remove_prefix(consumed);
+    for (size_t i = 0; i < n; ++i) {
+      const char c = out[i];
+      if (compactor.Keep(c) && kept++ == stream_offset) return pos;
+      ++pos.offset;
+      if (c == '\n') {
+        ++pos.line;
+        pos.column = 1;
+      } else {
+        ++pos.column;
+      }
+    }
+    if (n == 0 && consumed == 0) break;
+  }
+  return pos;
+}
 
 InputFileReader::InputFileReader() : buf_(std::make_unique<Buffer>()) {}
 InputFileReader::~InputFileReader() = default;

@@ -85,6 +85,15 @@ class GzipMemoryReader {
   std::unique_ptr<std::istream> stream_;
 };
 
+// Where character `stream_offset` of a GzipMemoryReader's stream (whitespace runs cut) stands in
+// the inflated data: its byte offset there, line and column. For error messages: it inflates `gz`
+// again, up to that character (the end of the data when the stream is shorter).
+struct InflatedPosition {
+  uint64_t offset = 0;
+  uint64_t line = 1, column = 1;
+};
+InflatedPosition LocateInGzipStream(std::string_view gz, uint64_t stream_offset);
+
 // A std::istream over a file that may be gzipped (detected by its magic bytes, not its name),
 // read in chunks so that memory does not grow with the file. Used for streaming parsers.
 // Single-threaded; the reader owns the file descriptor and closes it on destruction.

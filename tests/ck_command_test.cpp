@@ -168,20 +168,20 @@ TEST(BuildCommandFromJson, PrefixOptionalAndErrorsNameConfigAndField) {
   j["profiler_args"]["G"] = 2.5;
   a = BuildCommandFromJson(CkProfilerAt("/ck"), j, 3);
   ASSERT_FALSE(a.ok());
-  EXPECT_EQ(a.error(), "config 3: field profiler_args.G must be an integer, got 2.5");
+  EXPECT_EQ(a.error(), "config 4: field profiler_args.G must be an integer, got 2.5");
 
   j = FwdJson();
   j["profiler_args"]["strides"] = {1, 1, 1};
   a = BuildCommandFromJson(CkProfilerAt("/ck"), j, 4);
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.error(),
-            "config 4: field profiler_args.strides has 3 entries but num_dim_spatial is 2");
+            "config 5: field profiler_args.strides has 3 entries but num_dim_spatial is 2");
 
   j = FwdJson();
   j["profiler_args"]["left_pads"] = {1, "1"};
   a = BuildCommandFromJson(CkProfilerAt("/ck"), j, 5);
   ASSERT_FALSE(a.ok());
-  EXPECT_EQ(a.error(), "config 5: field profiler_args.left_pads must hold integers, got \"1\"");
+  EXPECT_EQ(a.error(), "config 6: field profiler_args.left_pads must hold integers, got \"1\"");
 }
 
 TEST(FormatCommandLine, QuotesOnlyWhereNeeded) {

@@ -160,6 +160,75 @@ TEST(ConvertFile, StreamsGzippedFilesAndLocatesJsonErrors) {
       << bad.error();
 }
 
+// nlohmann's lexer takes a NUL byte for the end of the input; the converter must not stop there
+// silently. The first fault in input order is reported: a NUL (with its line, column and byte
+// offset) unless a syntax error comes before it.
+TEST(ConvertText, NulByteIsAnErrorNamingItsOffset) {
+  const std::string configs = testing::FwdConfigsText(1);
+  struct Case {
+    const char* name;
+    std::string text;
+    std::string error;  // the whole message
+  } cases[] = {
+      {"after a complete list", std::string("[]\0[1]", 6),
+       "input: not valid JSON at line 1, column 3: a NUL byte (byte offset 2)"},
+      {"after a configs file", configs + std::string("\0 anything", 10),
+       "input: not valid JSON at line " +
+           std::to_string(1 + std::count(configs.begin(), configs.end(), '\n')) +
+           ", column 1: a NUL byte (byte offset " + std::to_string(configs.size()) + ")"},
+      {"last byte", std::string("[]\n\0", 4),
+       "input: not valid JSON at line 2, column 1: a NUL byte (byte offset 3)"},
+      {"inside a string", std::string("[\"a\0b\"]", 7),
+       "input: not valid JSON at line 1, column 4: a NUL byte (byte offset 3)"},
+      {"mid-list", std::string("[1,\0]", 5),
+       "input: not valid JSON at line 1, column 4: a NUL byte (byte offset 3)"},
+      {"a syntax error first", std::string("[1,,]\0", 6),
+       "input: not valid JSON at line 1, column 4: syntax error while parsing value - "
+       "unexpected ','; expected '[', '{', or a literal"},
+  };
+  for (const auto& tc : cases) {
+    auto r = ConvertText(tc.text, {});
+    ASSERT_FALSE(r.ok()) << tc.name << ": accepted " << r->configs.size() << " config(s)";
+    EXPECT_EQ(r.error(), tc.error) << tc.name;
+  }
+  // Gzipped: the place in the inflated text (the reader cuts runs of whitespace; the message
+  // counts them).
+  auto zipped = ConvertText(Gzip(configs + std::string("\0", 1)), {});
+  ASSERT_FALSE(zipped.ok());
+  EXPECT_EQ(zipped.error(),
+            "input: not valid JSON at line " +
+                std::to_string(1 + std::count(configs.begin(), configs.end(), '\n')) +
+                ", column 1 of the inflated input: a NUL byte (byte offset " +
+                std::to_string(configs.size()) + ")");
+  // A syntax error in gzipped text is placed in the inflated text too.
+  auto broken = ConvertText(Gzip("[\n    1,\n        ,\n]"), {});
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.error().rfind("input: not valid JSON at line 3, column 9 of the inflated input: "
+                                 "syntax error",
+                                 0),
+            0u)
+      << broken.error();
+  // Without the NUL, the same text converts.
+  EXPECT_TRUE(ConvertText(configs, {}).ok());
+}
+
+TEST(ConvertFile, NulByteIsAnErrorNamingItsOffset) {
+  TempDir dir;
+  // Far past the reader's first chunk (64 KiB), so that offsets add up over chunks.
+  const std::string text = "[" + std::string(200000, ' ') + "]\n  ";
+  const std::string with_nul = text + std::string("\0[]", 3);
+  WriteFile(dir.File("nul.json"), with_nul);
+  WriteFile(dir.File("nul.json.gz"), Gzip(with_nul));
+  for (const char* name : {"nul.json", "nul.json.gz"}) {
+    auto r = ConvertFile(dir.File(name), {});
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_EQ(r.error(), dir.File(name) + ": not valid JSON at line 2, column 3: a NUL byte " +
+                             "(byte offset " + std::to_string(text.size()) + ")");
+  }
+  WriteFile(dir.File("clean.json"), text);
+  EXPECT_TRUE(ConvertFile(dir.File("clean.json"), {}).ok());
+}
+
 TEST(ConvertFile, PeakMemoryIsNotTheTraceSize) {
   // The reader keeps conv events and kernel (id, time) pairs, not the document: a trace with
   // 200,000 non-conv events converts, and what it produced is the one problem.

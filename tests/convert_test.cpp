@@ -609,7 +609,7 @@ TEST(ConvertFormats, ErrorsForUnusableInput) {
       {"too deep", std::string(100000, '['), "input: JSON nested deeper than 512 levels"},
       {"bad config in a configs file",
        R"([{"operation_type": "profile_grouped_conv_fwd", "profiler_args": {}}])",
-       "input: config 0: field profiler_args.data_type is missing"},
+       "input: config 1: field profiler_args.data_type is missing"},
   };
   for (const auto& tc : cases) {
     auto conv = ConvertText(tc.text, {});
@@ -650,7 +650,7 @@ TEST(ConvertFormats, ConfigsFilePassesThrough) {
   // A configs file with a non-config element first is an error, not a skipped record.
   auto mixed = ConvertText("[1, " + text.substr(1), {});
   ASSERT_FALSE(mixed.ok());
-  EXPECT_NE(mixed.error().find("config 0: must be a JSON object"), std::string::npos)
+  EXPECT_NE(mixed.error().find("config 1: must be a JSON object"), std::string::npos)
       << mixed.error();
 }
 
