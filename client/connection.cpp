@@ -90,8 +90,14 @@ Result<nlohmann::json> Connection::Receive() {
 
 Result<nlohmann::json> Connection::Call(Request request) {
   request.id = next_id_++;
-  if (Status s = Send(RequestToJson(request)); !s) return Error{s.error()};
+  Status sent = Send(RequestToJson(request));
   auto answer = Receive();
+  if (!sent) {
+    // A daemon that turns a connection away ("serving too many clients") answers and closes
+    // without reading: a request written after that fails (EPIPE), but the answer is still
+    // there to read and says more than "Broken pipe".
+    if (!answer || !answer->is_object() || answer->value("ok", true)) return Error{sent.error()};
+  }
   if (!answer) return answer;
   const auto& j = *answer;
   if (!j.is_object()) return MakeError("ckprofd sent an answer that is not an object");
