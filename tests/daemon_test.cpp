@@ -1,8 +1,6 @@
 // Integration tests: a real ckprofd on a temp socket, real clients, the CK emulator as
 // profiler (logging every invocation with CKEMU_LOG). They wait on events — the daemon's
 // READY=1, watch streams, process exits — never on fixed sleeps.
-#include <grp.h>
-#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,10 +11,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "client/connection.h"
-#include "common/ck_config.h"
 #include "common/json_util.h"
 #include "daemon/store.h"
 #include "tests/test_util.h"
@@ -28,72 +24,13 @@ using json = nlohmann::json;
 using testing::BinPath;
 using testing::CommandResult;
 using testing::DaemonProcess;
+using testing::FwdConfigsText;
+using testing::ReadEmuRuns;
 using testing::RunCommand;
 using testing::TempDir;
 
-// A configs file of `n` distinct small fwd problems (K varies); `magic_n` puts the emulator's
-// fault-selecting batch size into every `every`-th config.
-std::string ConfigsText(int n, int magic_n = 0, int every = 1, int64_t spatial = 8) {
-  std::vector<CkConfig> configs;
-  for (int i = 1; i <= n; ++i) {
-    CkConfig c;
-    c.op = ConvOp::kFwd;
-    c.index_type = 0;
-    c.num_dim_spatial = 2;
-    c.G = 1;
-    c.N = (magic_n && i % every == 0) ? magic_n : 2;
-    c.K = 8 + i;
-    c.C = 8;
-    c.filter_spatial = {3, 3};
-    c.input_spatial = {spatial, spatial};
-    c.strides = {1, 1};
-    c.dilations = {1, 1};
-    c.left_pads = {1, 1};
-    c.right_pads = {1, 1};
-    c.metadata["priority_rank"] = i;
-    c.metadata["description"] = Describe(c);
-    configs.push_back(c);
-  }
-  return ConfigsToText(configs);
-}
-
-struct Invocation {
-  int pid = 0;
-  int uid = 0;
-  std::string gpu;  // HIP_VISIBLE_DEVICES
-  json env;
-  std::vector<std::string> argv;
-  double start = 0, end = 0;  // microseconds; end 0 when it never logged one
-  std::string outcome;
-};
-
-// Reads the emulator's CKEMU_LOG: one entry per pid, start and end merged.
-std::vector<Invocation> ReadEmuLog(const std::string& path) {
-  std::map<int, Invocation> by_pid;
-  std::istringstream in(testing::ReadFile(path));
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = ParseJson(line);
-    if (!j.ok()) continue;
-    Invocation& inv = by_pid[j->value("pid", 0)];
-    inv.pid = j->value("pid", 0);
-    inv.uid = j->value("uid", -1);
-    inv.env = j->value("env", json::object());
-    inv.gpu = inv.env.value("HIP_VISIBLE_DEVICES", "");
-    inv.argv = j->value("argv", std::vector<std::string>{});
-    inv.start = j->value("start", 0.0);
-    if (j->value("event", "") == "end") {
-      inv.end = j->value("end", 0.0);
-      inv.outcome = j->value("outcome", "");
-    }
-  }
-  std::vector<Invocation> out;
-  for (auto& [pid, inv] : by_pid) out.push_back(std::move(inv));
-  return out;
-}
-
 // No two runs on one GPU overlap in time.
-void ExpectExclusivePerGpu(const std::vector<Invocation>& runs) {
+void ExpectExclusivePerGpu(const std::vector<testing::EmuRun>& runs) {
   std::map<std::string, std::vector<std::pair<double, double>>> by_gpu;
   for (const auto& r : runs) {
     if (r.end > 0) by_gpu[r.gpu].emplace_back(r.start, r.end);
@@ -179,14 +116,14 @@ TEST_F(DaemonTest, EveryRunSeesExactlyOneGpuAndNoGpuRunsTwo) {
   o.env = {"HIP_VISIBLE_DEVICES=7", "CUDA_VISIBLE_DEVICES=5", "ROCR_VISIBLE_DEVICES=1",
            "CKEMU_TIME_SCALE=20"};
   StartDaemon(o);
-  int64_t job = Submit(ConfigsText(160));
+  int64_t job = Submit(FwdConfigsText(160));
   CommandResult w = Ckprof({"wait", std::to_string(job)});
   EXPECT_EQ(w.exit_code, 0) << w.err;
-  auto runs = ReadEmuLog(emu_log_);
+  auto runs = ReadEmuRuns(emu_log_);
   ASSERT_EQ(runs.size(), 160u);
   std::set<std::string> gpus;
   for (const auto& r : runs) {
-    EXPECT_EQ(r.env.size(), 1u) << r.env.dump();
+    EXPECT_EQ(r.env.size(), 1u) << "pin variables: " << ::testing::PrintToString(r.env);
     EXPECT_FALSE(r.gpu.empty());
     gpus.insert(r.gpu);
     EXPECT_EQ(r.outcome, "succeeded");
@@ -200,10 +137,10 @@ TEST_F(DaemonTest, EveryRunSeesExactlyOneGpuAndNoGpuRunsTwo) {
 
 TEST_F(DaemonTest, TwoThousandTasksRunExactlyOnceEach) {
   StartDaemon();
-  int64_t job = Submit(ConfigsText(2000));
+  int64_t job = Submit(FwdConfigsText(2000));
   CommandResult w = Ckprof({"wait", std::to_string(job)});
   EXPECT_EQ(w.exit_code, 0) << w.err;
-  auto runs = ReadEmuLog(emu_log_);
+  auto runs = ReadEmuRuns(emu_log_);
   std::map<std::vector<std::string>, int> times;
   for (const auto& r : runs) ++times[r.argv];
   EXPECT_EQ(runs.size(), 2000u);
@@ -216,7 +153,7 @@ TEST_F(DaemonTest, KillDashNineMidSweepLosesNothing) {
   DaemonProcess::Options o;
   o.env = {"CKEMU_TIME_SCALE=30"};
   StartDaemon(o);
-  int64_t job = Submit(ConfigsText(120));
+  int64_t job = Submit(FwdConfigsText(120));
   WaitFinished(job, 40);
   daemon_->Signal(SIGKILL);
   StartDaemon(o);  // recovery stops leftover profilers, requeues what was running
@@ -230,7 +167,7 @@ TEST_F(DaemonTest, KillDashNineMidSweepLosesNothing) {
     reruns += r["attempts"].get<int>() - 1;
   }
   EXPECT_LE(reruns, 4) << "only tasks running at the kill run again";
-  auto runs = ReadEmuLog(emu_log_);
+  auto runs = ReadEmuRuns(emu_log_);
   std::map<std::vector<std::string>, int> times;
   for (const auto& r : runs) ++times[r.argv];
   EXPECT_EQ(times.size(), 120u);
@@ -246,7 +183,7 @@ TEST_F(DaemonTest, TimeoutsCrashesAndFailuresAreRecordedWithTheirOutcome) {
   StartDaemon();
   std::string text = "[";
   for (int magic : {9001, 9002, 9003, 9004, 9008, 0}) {
-    auto one = ParseOrderedJson(ConfigsText(1, magic ? magic : 0));
+    auto one = ParseOrderedJson(FwdConfigsText(1, magic ? magic : 0));
     if (text.size() > 1) text += ",";
     text += (*one)[0].dump();
   }
@@ -269,7 +206,7 @@ TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
   o.gpus = "0-1";
   o.config_json = R"({"kill_grace": 0.3})";
   StartDaemon(o);
-  int64_t job = Submit(ConfigsText(3, 9010));  // hang, ignoring SIGTERM
+  int64_t job = Submit(FwdConfigsText(3, 9010));  // hang, ignoring SIGTERM
   {
     auto conn = Connection::Open(daemon_->socket());
     ASSERT_TRUE(conn.ok());
@@ -312,41 +249,18 @@ TEST_F(DaemonTest, UnreachableDaemonIsOneClearLineAndExitTwo) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
 }
 
-// Creates a throwaway user for the test (root only); removed on destruction.
-class TestUser {
- public:
-  explicit TestUser(const std::string& name) : name_(name) {
-    RunCommand({"userdel", name_});
-    ok_ = RunCommand({"useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name_})
-              .exit_code == 0;
-    if (passwd* pw = getpwnam(name_.c_str()); ok_ && pw) uid_ = pw->pw_uid;
-  }
-  ~TestUser() { RunCommand({"userdel", name_}); }
-  bool ok() const { return ok_ && uid_ != 0; }
-  uint32_t uid() const { return uid_; }
-  // A command prefix that runs the rest as this user.
-  std::vector<std::string> As() const {
-    return {"setpriv", "--reuid=" + name_, "--regid=" + name_, "--init-groups", "--"};
-  }
-
- private:
-  std::string name_;
-  bool ok_ = false;
-  uint32_t uid_ = 0;
-};
-
 TEST_F(DaemonTest, FairShareBetweenTwoRealUsersAndOwnershipIsEnforced) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
-  TestUser alice("ckprof-alice"), bob("ckprof-bob");
+  testing::SystemUser alice("ckprof-alice"), bob("ckprof-bob");
   if (!alice.ok() || !bob.ok()) GTEST_SKIP() << "useradd is not available";
   DaemonProcess::Options o;
   o.gpus = "0-1";
   o.config_json = R"({"socket_mode": "0666"})";
   o.env = {"CKEMU_TIME_SCALE=40"};
   StartDaemon(o);
-  int64_t sweep = Submit(ConfigsText(80, 0, 1, 16), {}, alice.As());
+  int64_t sweep = Submit(FwdConfigsText(80, 0, 1, 16), {}, alice.As());
   WaitFinished(sweep, 6);
-  int64_t small = Submit(ConfigsText(4, 0, 1, 12), {}, bob.As());
+  int64_t small = Submit(FwdConfigsText(4, 0, 1, 12), {}, bob.As());
   // Bob may not cancel Alice's job; nothing of it changes.
   CommandResult cancel = Ckprof({"cancel", std::to_string(sweep)}, bob.As());
   EXPECT_EQ(cancel.exit_code, 1);
@@ -355,7 +269,7 @@ TEST_F(DaemonTest, FairShareBetweenTwoRealUsersAndOwnershipIsEnforced) {
   EXPECT_EQ(w.exit_code, 0) << w.err;
   // Bob's four tasks ran as bob, and while they waited Alice's sweep started at most one task
   // per GPU (the ones already running when Bob submitted finish first).
-  auto runs = ReadEmuLog(emu_log_);
+  auto runs = ReadEmuRuns(emu_log_);
   double bob_submit = 1e300, bob_last_start = 0;
   int bob_runs = 0;
   for (const auto& r : runs) {

@@ -14,14 +14,12 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "client/connection.h"
-#include "common/ck_config.h"
 #include "common/json_util.h"
 #include "common/protocol.h"
 #include "tests/test_util.h"
@@ -42,68 +40,6 @@ inline constexpr bool kMemoryIsMeasurable = true;
 #else
 inline constexpr bool kMemoryIsMeasurable = true;
 #endif
-
-// Configs-file text of `n` distinct small fwd problems (K varies); every `every`-th config gets
-// the emulator's fault-selecting batch size `magic_n` (0 = none).
-inline std::string FwdConfigsText(int n, int magic_n = 0, int every = 1, int64_t spatial = 8) {
-  std::vector<CkConfig> configs;
-  for (int i = 1; i <= n; ++i) {
-    CkConfig c;
-    c.op = ConvOp::kFwd;
-    c.index_type = 0;
-    c.num_dim_spatial = 2;
-    c.G = 1;
-    c.N = (magic_n && i % every == 0) ? magic_n : 2;
-    c.K = 8 + i;
-    c.C = 8;
-    c.filter_spatial = {3, 3};
-    c.input_spatial = {spatial, spatial};
-    c.strides = {1, 1};
-    c.dilations = {1, 1};
-    c.left_pads = {1, 1};
-    c.right_pads = {1, 1};
-    c.metadata["priority_rank"] = i;
-    c.metadata["description"] = Describe(c);
-    configs.push_back(c);
-  }
-  return ConfigsToText(configs);
-}
-
-// One invocation of the emulator from its CKEMU_LOG (start and end merged).
-struct EmuRun {
-  int pid = 0, pgid = 0, uid = -1, gid = -1;
-  std::vector<std::string> argv;
-  std::string gpu;   // HIP_VISIBLE_DEVICES
-  double start = 0;  // microseconds since the epoch
-  double end = 0;    // 0 when it never logged an end (killed)
-  std::string outcome;
-};
-
-// Runs are told apart by pid and start time: pids wrap quickly on a busy machine.
-inline std::vector<EmuRun> ReadEmuRuns(const std::string& log_path) {
-  std::map<std::pair<int, double>, EmuRun> by_pid;
-  std::ifstream in(log_path);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = ParseJson(line);
-    if (!j.ok() || !j->is_object()) continue;
-    EmuRun& r = by_pid[{j->value("pid", 0), j->value("start", 0.0)}];
-    r.pid = j->value("pid", 0);
-    r.pgid = j->value("pgid", 0);
-    r.uid = j->value("uid", -1);
-    r.gid = j->value("gid", -1);
-    r.argv = j->value("argv", std::vector<std::string>{});
-    r.gpu = j->value("env", nlohmann::json::object()).value("HIP_VISIBLE_DEVICES", "");
-    r.start = j->value("start", 0.0);
-    if (j->value("event", "") == "end") {
-      r.end = j->value("end", 0.0);
-      r.outcome = j->value("outcome", "");
-    }
-  }
-  std::vector<EmuRun> out;
-  for (auto& [pid, r] : by_pid) out.push_back(std::move(r));
-  return out;
-}
 
 // True when `pid` exists and is not a zombie (a killed child waiting for init to reap it).
 inline bool ProcessIsLive(pid_t pid) {

@@ -7,12 +7,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "common/ck_config.h"
+#include "common/json_util.h"
 
 extern char** environ;
 
@@ -133,6 +138,63 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
   return r;
 }
 
+std::string FwdConfigsText(int n, int magic_n, int every, int64_t spatial) {
+  std::vector<CkConfig> configs;
+  for (int i = 1; i <= n; ++i) {
+    CkConfig c;
+    c.op = ConvOp::kFwd;
+    c.index_type = 0;
+    c.num_dim_spatial = 2;
+    c.G = 1;
+    c.N = (magic_n && i % every == 0) ? magic_n : 2;
+    c.K = 8 + i;
+    c.C = 8;
+    c.filter_spatial = {3, 3};
+    c.input_spatial = {spatial, spatial};
+    c.strides = {1, 1};
+    c.dilations = {1, 1};
+    c.left_pads = {1, 1};
+    c.right_pads = {1, 1};
+    c.metadata["priority_rank"] = i;
+    c.metadata["description"] = Describe(c);
+    configs.push_back(c);
+  }
+  return ConfigsToText(configs);
+}
+
+std::vector<EmuRun> ReadEmuRuns(const std::string& log_path) {
+  std::vector<EmuRun> runs;
+  std::map<std::pair<int, double>, size_t> index;  // (pid, start) -> runs[i]
+  std::ifstream in(log_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = ParseJson(line);
+    if (!j.ok() || !j->is_object()) continue;
+    const std::pair<int, double> key = {j->value("pid", 0), j->value("start", 0.0)};
+    auto [it, added] = index.emplace(key, runs.size());
+    if (added) runs.emplace_back();
+    EmuRun& r = runs[it->second];
+    r.pid = key.first;
+    r.start = key.second;
+    r.pgid = j->value("pgid", 0);
+    r.uid = j->value("uid", -1);
+    r.gid = j->value("gid", -1);
+    r.argv = j->value("argv", std::vector<std::string>{});
+    r.env.clear();
+    const nlohmann::json env = j->value("env", nlohmann::json::object());
+    for (const auto& [name, value] : env.items()) {
+      if (value.is_string()) r.env[name] = value.get<std::string>();
+    }
+    auto gpu = r.env.find("HIP_VISIBLE_DEVICES");
+    r.gpu = gpu == r.env.end() ? "" : gpu->second;
+    if (j->value("event", "") == "end") {
+      r.end = j->value("end", 0.0);
+      r.outcome = j->value("outcome", "");
+    }
+  }
+  return runs;
+}
+
 }  // namespace ckprof::testing
 
 #include <dirent.h>
@@ -141,86 +203,6 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
 #include <sys/un.h>
 
 namespace ckprof::testing {
-
-DaemonProcess::~DaemonProcess() {
-  if (pid_ > 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-}
-
-bool DaemonProcess::Start(const Options& o, std::string* error) {
-  const std::string notify_path = dir_ + "/notify-" + std::to_string(getpid()) + ".sock";
-  unlink(notify_path.c_str());
-  int notify = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, notify_path.c_str(), sizeof addr.sun_path - 1);
-  if (bind(notify, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    *error = "cannot bind the notify socket";
-    return false;
-  }
-  std::vector<std::string> argv = {BinPath("ckprofd"), "--socket", socket(), "--state-dir",
-                                   state_dir(), "--gpus", o.gpus, "--log-level", "debug"};
-  if (!o.config_json.empty()) {
-    WriteFile(dir_ + "/ckprofd.json", o.config_json);
-    argv.insert(argv.end(), {"--config", dir_ + "/ckprofd.json"});
-  }
-  argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
-  for (const auto& kv : o.env) env.push_back(kv);
-  env.push_back("NOTIFY_SOCKET=" + notify_path);
-  std::vector<char*> cargv, cenv;
-  for (auto& s : argv) cargv.push_back(s.data());
-  cargv.push_back(nullptr);
-  for (auto& s : env) cenv.push_back(s.data());
-  cenv.push_back(nullptr);
-  int log = open(log_path().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  pid_ = fork();
-  if (pid_ == 0) {
-    dup2(log, 2);
-    dup2(log, 1);
-    execve(cargv[0], cargv.data(), cenv.data());
-    _exit(127);
-  }
-  close(log);
-  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
-  bool ready = false;
-  while (!ready) {
-    pollfd fds[2] = {{notify, POLLIN, 0}, {pidfd, POLLIN, 0}};
-    int n = poll(fds, 2, 30000);
-    if (n <= 0) {
-      *error = "ckprofd not ready within 30 s";
-      break;
-    }
-    if (fds[0].revents & POLLIN) {
-      char buf[512];
-      ssize_t got = recv(notify, buf, sizeof buf, 0);
-      ready = got > 0 && std::string(buf, static_cast<size_t>(got)).find("READY=1") != std::string::npos;
-    }
-    if (!ready && (fds[1].revents & POLLIN)) {
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-      *error = "ckprofd exited: " + ReadFile(log_path());
-      break;
-    }
-  }
-  close(pidfd);
-  close(notify);
-  unlink(notify_path.c_str());
-  return ready;
-}
-
-int DaemonProcess::Signal(int sig) {
-  if (pid_ <= 0) return -1;
-  kill(pid_, sig);
-  if (sig == 0) return 0;
-  int status = 0;
-  waitpid(pid_, &status, 0);
-  pid_ = -1;
-  return status;
-}
 
 std::vector<int> ProcessesWithEnv(const std::string& needle) {
   std::vector<int> out;
@@ -240,7 +222,7 @@ std::vector<int> ProcessesWithEnv(const std::string& needle) {
 
 }  // namespace ckprof::testing
 
-// ---- Helpers of the reliability suite ----
+// ---- Users, groups, daemons and processes: the integration and reliability tests ----
 
 #include <grp.h>
 #include <pwd.h>
@@ -303,11 +285,63 @@ SystemGroup::~SystemGroup() {
 LaunchedDaemon::~LaunchedDaemon() {
   // Gracefully, so that the daemon stops its running profilers; then whatever a daemon killed
   // with SIGKILL (by a test, or here) left behind: processes carrying this state dir's marker.
-  if (pid_ > 0) {
-    kill(pid_, SIGTERM);
-    if (!WaitExit(10)) Stop(SIGKILL);
+  if (pid_ > 0) (void)StopGracefully(30);
+  if (kill_leftovers_ && !options_.dir.empty()) {
+    KillMarkedProcesses("CKPROFD_STATE=" + state_dir());
   }
-  if (!options_.dir.empty()) KillMarkedProcesses("CKPROFD_STATE=" + state_dir());
+}
+
+std::string LaunchedDaemon::StopGracefully(double timeout_s) {
+  if (pid_ <= 0) return "";
+  const pid_t pid = pid_;
+  kill(pid_, SIGTERM);
+  std::optional<int> status = WaitExit(timeout_s);
+  std::string what;
+  if (!status) {
+    Stop(SIGKILL);
+    what = "did not exit within " + std::to_string(static_cast<int>(timeout_s)) +
+           " s of SIGTERM (killed)";
+  } else if (WIFSIGNALED(*status)) {
+    what = std::string("died by ") + strsignal(WTERMSIG(*status)) + " after SIGTERM";
+  } else if (WEXITSTATUS(*status) != 0) {
+    what = "exited with status " + std::to_string(WEXITSTATUS(*status)) + " after SIGTERM";
+  } else {
+    return "";
+  }
+  std::string log;
+  try {
+    log = ReadFile(log_path());
+  } catch (const std::exception&) {
+  }
+  constexpr size_t kTail = 8000;
+  if (log.size() > kTail) log = "[...]" + log.substr(log.size() - kTail);
+  return "ckprofd (pid " + std::to_string(pid) + ") " + what + "; the end of its log:\n" + log;
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (!daemon_.running()) {
+    daemon_.KeepLeftovers();
+    return;
+  }
+  if (std::string error = daemon_.StopGracefully(kStopTimeoutS); !error.empty()) {
+    ADD_FAILURE() << error;
+  }
+}
+
+bool DaemonProcess::Start(const Options& o, std::string* error) {
+  LaunchedDaemon::Options options;
+  options.dir = dir_;
+  options.gpus = o.gpus;
+  options.args = o.extra_args;
+  options.env = o.env;
+  options.config_json = o.config_json;
+  return daemon_.Start(options, error);
+}
+
+int DaemonProcess::Signal(int sig) {
+  if (!daemon_.running()) return -1;
+  if (sig == 0) return kill(daemon_.pid(), 0);
+  return daemon_.Stop(sig);
 }
 
 void KillMarkedProcesses(const std::string& marker) {

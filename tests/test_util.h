@@ -1,7 +1,14 @@
 // Helpers shared by the tests: paths of test data and built binaries, temp dirs, running
-// commands and capturing their output.
+// commands and capturing their output, configs and the emulator's log, real daemons, and (for
+// the reliability suite) users, groups, processes and SQL on a daemon's state. Test threads
+// only.
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,48 +48,31 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::vector<std::string>& env = {}, const std::string& cwd = "",
                          const std::string& input = "");
 
-}  // namespace ckprof::testing
+// Configs-file text of `n` distinct small fwd problems (K varies, priority_rank 1..n); every
+// `every`-th config gets the emulator's fault-selecting batch size `magic_n` (0 = none).
+std::string FwdConfigsText(int n, int magic_n = 0, int every = 1, int64_t spatial = 8);
 
-namespace ckprof::testing {
-
-// A real ckprofd started for a test: on a socket in its own temp dir, with the emulator as
-// profiler. Start() waits for its READY=1 (sd_notify on a private socket): no sleeps.
-class DaemonProcess {
- public:
-  struct Options {
-    std::string gpus = "0-3";
-    std::vector<std::string> extra_args;  // more ckprofd flags
-    std::vector<std::string> env;         // "K=V" for the daemon (and so its profilers)
-    std::string config_json;              // written to a file and passed with --config
-  };
-  explicit DaemonProcess(const std::string& dir) : dir_(dir) {}
-  ~DaemonProcess();
-
-  // Starts ckprofd; false (and `error`) when it exits or is not ready within 30 s.
-  bool Start(const Options& options, std::string* error);
-  // Sends a signal and, unless sig is 0, waits for the exit; returns the wait status.
-  int Signal(int sig);
-  int pid() const { return pid_; }
-  std::string socket() const { return dir_ + "/ckprofd.sock"; }
-  std::string state_dir() const { return dir_ + "/state"; }
-  std::string log_path() const { return dir_ + "/ckprofd.log"; }
-
- private:
-  std::string dir_;
-  int pid_ = -1;
+// One invocation of the emulator, from its CKEMU_LOG (its start and end lines merged).
+struct EmuRun {
+  int pid = 0, pgid = 0, uid = -1, gid = -1;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // the pin variables it saw (HIP_VISIBLE_DEVICES, ...)
+  std::string gpu;                         // HIP_VISIBLE_DEVICES
+  double start = 0;                        // microseconds since the epoch
+  double end = 0;                          // 0 when it never logged an end (killed)
+  std::string outcome;
 };
+
+// The runs logged in a CKEMU_LOG file, in the order they started. A run is its pid and start
+// time together: pids wrap quickly on a busy machine, so two runs may share a pid.
+std::vector<EmuRun> ReadEmuRuns(const std::string& log_path);
 
 // Processes whose environment holds `needle` ("CKPROFD_STATE=/dir").
 std::vector<int> ProcessesWithEnv(const std::string& needle);
 
 }  // namespace ckprof::testing
 
-// ---- Helpers of the reliability suite (tests/reliability_*, integration_reliability_*) ----
-
-#include <sys/types.h>
-
-#include <cstdint>
-#include <optional>
+// ---- Users, groups, daemons and processes: the integration and reliability tests ----
 
 namespace ckprof::testing {
 
@@ -124,8 +114,10 @@ class SystemGroup {
   uint32_t gid_ = 0;
 };
 
-// A ckprofd started with more control than DaemonProcess: as another user, with a file size
-// limit, on a chosen state dir. Start() waits for READY=1 (no sleeps); the destructor kills it.
+// A real ckprofd started for a test, with full control: as another user, with a file size
+// limit, on a chosen state dir. Start() waits for READY=1 (sd_notify on a private socket): no
+// sleeps. The destructor stops it (StopGracefully) and SIGKILLs whatever processes carrying its
+// state dir's marker are left.
 class LaunchedDaemon {
  public:
   struct Options {
@@ -151,6 +143,13 @@ class LaunchedDaemon {
   int Stop(int sig);
   // Waits up to timeout_s for the daemon to exit by itself; its wait status, or nullopt.
   std::optional<int> WaitExit(double timeout_s);
+  // SIGTERM, then up to timeout_s for the exit, then SIGKILL. "" when the daemon exited with
+  // status 0 (a clean shutdown, and no sanitizer report at exit); else what happened, with the
+  // end of its log.
+  std::string StopGracefully(double timeout_s);
+  // Destruction then leaves the processes carrying the state dir's marker alone: a test that
+  // killed the daemon and starts another on the same state dir wants its recovery to find them.
+  void KeepLeftovers() { kill_leftovers_ = false; }
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   std::string socket() const { return options_.dir + "/ckprofd.sock"; }
@@ -166,6 +165,41 @@ class LaunchedDaemon {
   pid_t Spawn(const std::string& notify_path);
   Options options_;
   pid_t pid_ = -1;
+  bool kill_leftovers_ = true;
+};
+
+// A real ckprofd started for a test: on a socket in its own temp dir (`dir`, which it does not
+// own), with the emulator as profiler. Start() waits for its READY=1 (sd_notify on a private
+// socket): no sleeps. Destroyed while running, it stops the daemon with SIGTERM (SIGKILL after
+// kStopTimeoutS) and fails the test unless the daemon exited with status 0. A test that wants
+// kill -9 calls Signal(SIGKILL); what that daemon left running is then left for the next one.
+class DaemonProcess {
+ public:
+  struct Options {
+    std::string gpus = "0-3";
+    std::vector<std::string> extra_args;  // more ckprofd flags
+    std::vector<std::string> env;         // "K=V" for the daemon (and so its profilers)
+    std::string config_json;              // written to a file and passed with --config
+  };
+  static constexpr double kStopTimeoutS = 30;
+
+  explicit DaemonProcess(const std::string& dir) : dir_(dir) {}
+  ~DaemonProcess();
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  // Starts ckprofd; false (and `error`) when it exits or is not ready within 30 s.
+  bool Start(const Options& options, std::string* error);
+  // Sends a signal and, unless sig is 0, waits for the exit; returns the wait status.
+  int Signal(int sig);
+  int pid() const { return daemon_.pid(); }
+  std::string socket() const { return dir_ + "/ckprofd.sock"; }
+  std::string state_dir() const { return dir_ + "/state"; }
+  std::string log_path() const { return dir_ + "/ckprofd.log"; }
+
+ private:
+  std::string dir_;
+  LaunchedDaemon daemon_;
 };
 
 // SIGKILLs every process whose environment holds `marker` ("CKPROFD_STATE=/dir"), with its
