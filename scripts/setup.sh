@@ -4,6 +4,8 @@
 #   CKPROF_BUILD_DIR   build directory (default: build)
 #   CKPROF_SANITIZE    e.g. address,undefined (default: none)
 #   CKPROF_WERROR      ON to make warnings errors (default: ON when CI=true)
+#   CKPROF_BUILD_TYPE  CMake build type (default: Release)
+#   CKPROF_BUILD_TARGETS  build only these targets, space-separated (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +30,11 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${CKPROF_BUILD_TYPE:-Rele
   -DCKPROF_WERROR="$werror" -DCKPROF_SANITIZE="${CKPROF_SANITIZE:-}" >/dev/null
 # Show what the compiler says, not the progress lines; fail when the build fails.
 set +e
-cmake --build "$build_dir" -- -j"$(nproc)" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)'
+targets=()
+# shellcheck disable=SC2206  # a space-separated list, split on purpose
+[ -n "${CKPROF_BUILD_TARGETS:-}" ] && targets=(--target ${CKPROF_BUILD_TARGETS})
+cmake --build "$build_dir" "${targets[@]}" -- -j"$(nproc)" 2>&1 |
+  grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)'
 status=${PIPESTATUS[0]}
 set -e
 if [ "$status" -ne 0 ]; then
