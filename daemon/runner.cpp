@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +27,8 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr const char* kDroppedVariables[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
                                              "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"};
 constexpr size_t kReadChunk = 64 * 1024;
+// The spawned child's stack, until it execs (sanitizer builds need more than a few KiB).
+constexpr size_t kChildStackBytes = 256 * 1024;
 // After the run is over, how long to keep re-killing a group whose members are still dying.
 constexpr auto kSettleLimit = std::chrono::seconds(2);
 constexpr auto kSettleStep = std::chrono::milliseconds(5);
@@ -69,11 +73,11 @@ class Capture {
   uint64_t total_ = 0;
 };
 
-// What the child reports through the CLOEXEC pipe when it cannot exec.
-enum class SpawnStage : int { kStdio = 1, kGroups, kGid, kUid, kChdir, kExec };
+// Where the child failed, if it could not exec.
+enum class SpawnStage : int { kNone = 0, kStdio, kGroups, kGid, kUid, kChdir, kExec };
 struct SpawnError {
-  SpawnStage stage;
-  int err;
+  SpawnStage stage = SpawnStage::kNone;
+  int err = 0;
 };
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
@@ -97,18 +101,34 @@ std::string SpawnErrorText(const SpawnError& e, const RunSpec& spec) {
     case SpawnStage::kUid: return "cannot switch to uid " + std::to_string(*spec.uid) + ": " + why;
     case SpawnStage::kChdir: return "cannot change directory to " + spec.cwd + ": " + why;
     case SpawnStage::kExec: return "cannot execute " + spec.argv[0] + ": " + why;
+    case SpawnStage::kNone: break;
   }
   return why;
 }
 
-// The child, between fork and exec: only async-signal-safe calls. Never returns.
-[[noreturn]] void ChildAfterFork(int out_fd, int err_fd, int report_fd, const char* path,
-                                 char* const* argv, char* const* envp, const RunSpec& spec,
-                                 const gid_t* groups, size_t n_groups) {
-  auto fail = [report_fd](SpawnStage stage) {
-    SpawnError e{stage, errno};
-    ssize_t ignored = write(report_fd, &e, sizeof e);
-    (void)ignored;
+// What the child needs, prepared by the parent, and where it reports a failure. The child
+// shares our memory (CLONE_VM) while we are suspended (CLONE_VFORK): it reads this in place and
+// writes `error` before it exits; once clone returns, the child has exec'd or exited.
+struct ChildArgs {
+  int out_fd, err_fd;
+  const char* path;
+  char* const* argv;
+  char* const* envp;
+  const RunSpec* spec;
+  const gid_t* groups;
+  size_t n_groups;
+  SpawnError error;
+};
+
+// The child, between clone and exec: only async-signal-safe calls, and no glibc call that
+// touches process-wide state (it is not a thread glibc knows of: setuid & co. are raw system
+// calls, since glibc's wrappers would change the credentials of every thread of the daemon).
+// Never returns.
+int ChildMain(void* p) {
+  auto* a = static_cast<ChildArgs*>(p);
+  const RunSpec& spec = *a->spec;
+  auto fail = [a](SpawnStage stage) {
+    a->error = SpawnError{stage, errno};
     _exit(127);
   };
   setpgid(0, 0);
@@ -123,22 +143,25 @@ std::string SpawnErrorText(const SpawnError& e, const RunSpec& spec) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
   int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
+  if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(a->out_fd, 1) < 0 ||
+      dup2(a->err_fd, 2) < 0) {
     fail(SpawnStage::kStdio);
   }
-  if (spec.groups && setgroups(n_groups, groups) != 0) fail(SpawnStage::kGroups);
-  if (spec.gid && setgid(*spec.gid) != 0) fail(SpawnStage::kGid);
-  if (spec.uid && setuid(*spec.uid) != 0) fail(SpawnStage::kUid);
+  if (spec.groups && syscall(SYS_setgroups, a->n_groups, a->groups) != 0) {
+    fail(SpawnStage::kGroups);
+  }
+  if (spec.gid && syscall(SYS_setgid, *spec.gid) != 0) fail(SpawnStage::kGid);
+  if (spec.uid && syscall(SYS_setuid, *spec.uid) != 0) fail(SpawnStage::kUid);
   if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) fail(SpawnStage::kChdir);
-  // Everything above 2 closes at exec, including report_fd (so success reads as EOF).
+  // Everything above 2 closes at exec.
   if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
     long max_fd = sysconf(_SC_OPEN_MAX);
     if (max_fd < 0 || max_fd > 65536) max_fd = 65536;
     for (int fd = 3; fd < max_fd; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
-  execve(path, argv, envp);
+  execve(a->path, a->argv, a->envp);
   fail(SpawnStage::kExec);
-  _exit(127);  // not reached
+  return 127;  // not reached
 }
 
 }  // namespace
@@ -430,7 +453,7 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   };
   if (s.argv.empty() || s.argv[0].empty()) return fail_spawn("empty command");
 
-  // Everything the child needs, prepared before fork (the child may only make
+  // Everything the child needs, prepared before the clone (the child may only make
   // async-signal-safe calls).
   std::vector<std::string> base;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) base.emplace_back(*e);
@@ -443,7 +466,7 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   argv.push_back(nullptr);
   std::vector<gid_t> groups = s.groups.value_or(std::vector<gid_t>{});
 
-  int out_pipe[2], err_pipe[2], report_pipe[2];
+  int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) return fail_spawn(std::string("pipe: ") + strerror(errno));
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
     int e = errno;
@@ -451,41 +474,35 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
     close(out_pipe[1]);
     return fail_spawn(std::string("pipe: ") + strerror(e));
   }
-  if (pipe2(report_pipe, O_CLOEXEC) != 0) {
-    int e = errno;
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
-    return fail_spawn(std::string("pipe: ") + strerror(e));
-  }
+  if (!child_stack_) child_stack_ = std::make_unique<char[]>(kChildStackBytes);
 
-  pid_t pid = fork();
-  if (pid == 0) {
-    ChildAfterFork(out_pipe[1], err_pipe[1], report_pipe[1], argv[0], argv.data(), envp.data(),
-                   s, groups.data(), groups.size());
-  }
-  int fork_errno = errno;
+  // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: no copy of the daemon's page tables
+  // (fork's cost grows with its memory), and we resume once the child has exec'd or exited.
+  // Signals stay blocked until the child has reset every handler (ours must not run in it).
+  ChildArgs child{out_pipe[1], err_pipe[1], argv[0], argv.data(), envp.data(), &s,
+                  groups.data(), groups.size(), SpawnError{}};
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+  pid_t pid = clone(ChildMain, child_stack_.get() + kChildStackBytes,
+                    CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   close(out_pipe[1]);
   close(err_pipe[1]);
-  close(report_pipe[1]);
   if (pid < 0) {
-    for (int fd : {out_pipe[0], err_pipe[0], report_pipe[0]}) close(fd);
-    return fail_spawn(std::string("fork: ") + strerror(fork_errno));
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    return fail_spawn(std::string("clone: ") + strerror(clone_errno));
   }
-  // Also set the group from here, so that it exists whichever of us runs first.
-  setpgid(pid, pid);
   run->pid = pid;
-
-  SpawnError report{};
-  ssize_t got;
-  while ((got = read(report_pipe[0], &report, sizeof report)) < 0 && errno == EINTR) {
-  }
-  close(report_pipe[0]);
-  if (got == static_cast<ssize_t>(sizeof report)) {
+  if (child.error.stage != SpawnStage::kNone) {
     close(out_pipe[0]);
     close(err_pipe[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    return fail_spawn(SpawnErrorText(report, s));
+    return fail_spawn(SpawnErrorText(child.error, s));
   }
 
   asio::error_code ec;
