@@ -6,6 +6,8 @@
 // synchronous=FULL (an acknowledged job survives power loss); task transitions with the
 // configured durability (NORMAL by default: they survive a daemon crash, and a power loss can
 // at worst re-run the last tasks). Single-threaded: call only from the daemon's io thread.
+// WAL checkpoints (copying the log into the database file, and their fsyncs) run on a thread
+// of their own with a second connection, so that no commit waits for one.
 #pragma once
 
 #include <sqlite3.h>
@@ -116,6 +118,7 @@ class Store {
   Result<std::string> QuickCheck();
 
   class Stmt;  // a statement borrowed from this store's cache (store.cpp only)
+  class Checkpointer;
 
  private:
   Store(sqlite3* db, std::string path);
@@ -130,6 +133,7 @@ class Store {
   sqlite3* db_;
   std::string path_;
   bool full_sync_ = false;
+  std::unique_ptr<Checkpointer> checkpointer_;  // stopped before db_ closes
 };
 
 }  // namespace ckprof
