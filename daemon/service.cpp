@@ -142,7 +142,8 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
     // resolved, so that a symlink the user controls cannot be re-pointed before the task runs.
     if (getuid() != 0 && who.uid != getuid()) profiler = RealPath(profiler);
   }
-  // Convert on the pool: a large trace must not stall every other client.
+  // Convert on the pool: a large trace must not stall every other client. The tasks' stored
+  // text is made there too (a second per 100,000 configs).
   co_await asio::post(pool_, asio::use_awaitable);
   Result<Conversion> converted = Error{""};
   if (o.content_encoding.empty()) {
@@ -152,18 +153,29 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   } else {
     converted = ConvertText(*text, conv);
   }
+  std::vector<CkConfig> configs;
+  size_t converted_count = 0;
+  std::vector<TaskRecord> records;
+  if (converted) {
+    configs = std::move(converted->configs);
+    converted->configs.clear();
+    converted_count = configs.size();
+    if (o.max_ops > 0 && configs.size() > static_cast<size_t>(o.max_ops)) {
+      configs.resize(static_cast<size_t>(o.max_ops));
+    }
+    if (!o.dry_run) {
+      records = Scheduler::MakeTaskRecords(configs);
+      configs.clear();
+      configs.shrink_to_fit();
+    }
+  }
   co_await asio::post(io_, asio::use_awaitable);
   if (!converted) co_return ErrorResponse(r.id, "submit: the input cannot be used: " + converted.error());
   Conversion& c = *converted;
-  std::vector<CkConfig> configs = std::move(c.configs);
-  c.configs.clear();
-  const size_t converted_count = configs.size();
-  if (o.max_ops > 0 && configs.size() > static_cast<size_t>(o.max_ops)) {
-    configs.resize(static_cast<size_t>(o.max_ops));
-  }
-  json summary = ConversionJson(c, configs.size());
+  const size_t task_count = o.dry_run ? configs.size() : records.size();
+  json summary = ConversionJson(c, task_count);
   summary["configs"] = converted_count;
-  if (configs.empty()) {
+  if (task_count == 0) {
     json err = ErrorResponse(r.id, "submit: the input holds no convolution that could be converted");
     err["conversion"] = summary;
     co_return err;
@@ -208,7 +220,7 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   job.profiler_path = profiler;
   job.cwd = o.cwd.empty() ? "/" : o.cwd;
   job.input_format = std::string(InputFormatName(c.format));
-  auto id = scheduler_.Submit(std::move(job), configs);
+  auto id = scheduler_.Submit(std::move(job), std::move(records));
   if (!id) co_return ErrorResponse(r.id, "submit: " + id.error());
   json out = OkResponse(r);
   out["job_id"] = *id;
