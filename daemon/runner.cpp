@@ -200,9 +200,7 @@ struct ProcessRunner::Run {
         exit_poll_timer(ex),
         parser(spec.top_k),
         out_cap(spec.capture_head, spec.capture_tail),
-        err_cap(spec.capture_head, spec.capture_tail),
-        out_buf(kReadChunk),
-        err_buf(kReadChunk) {}
+        err_cap(spec.capture_head, spec.capture_tail) {}
 
   RunId id = 0;
   ProcessRunner* owner = nullptr;
@@ -213,7 +211,6 @@ struct ProcessRunner::Run {
   asio::steady_timer timeout_timer, grace_timer, drain_timer, exit_poll_timer;
   CkOutputParser parser;
   Capture out_cap, err_cap;
-  std::vector<char> out_buf, err_buf;
   bool out_open = false, err_open = false;
   bool exited = false;
   bool status_known = false;
@@ -246,13 +243,15 @@ class RunSteps {
  public:
   using RunPtr = std::shared_ptr<ProcessRunner::Run>;
   static void ReadMore(const RunPtr& run, bool is_stdout);
+  static void OnReadable(const RunPtr& run, bool is_stdout, const asio::error_code& ec);
   static void OnLeaderExited(const RunPtr& run);
   static void WaitForExit(const RunPtr& run);
   static void MaybeFinish(const RunPtr& run);
   static RunResult MakeResult(ProcessRunner::Run& run);
 };
 
-ProcessRunner::ProcessRunner(asio::any_io_executor ex) : ex_(std::move(ex)) {}
+ProcessRunner::ProcessRunner(asio::any_io_executor ex)
+    : ex_(std::move(ex)), read_buf_(kReadChunk) {}
 
 ProcessRunner::~ProcessRunner() {
   for (auto& [id, run] : runs_) {
@@ -276,34 +275,49 @@ pid_t ProcessRunner::RunningPid(RunId id) const {
   return it->second->pid;
 }
 
+// Waits for the pipe to be readable, then reads what is there into the runner's one buffer
+// (every handler runs on the same thread): no buffer per run to allocate and clear.
 void RunSteps::ReadMore(const RunPtr& run, bool is_stdout) {
   auto& stream = is_stdout ? run->out : run->err;
-  auto& buf = is_stdout ? run->out_buf : run->err_buf;
-  stream.async_read_some(
-      asio::buffer(buf.data(), buf.size()),
-      [run, is_stdout](const asio::error_code& ec, size_t n) {
-        if (!run->Alive()) return;
-        bool& open = is_stdout ? run->out_open : run->err_open;
-        if (!open) return;  // closed by the drain timer
-        if (n > 0) {
-          std::string_view data((is_stdout ? run->out_buf : run->err_buf).data(), n);
-          if (is_stdout) {
-            run->out_cap.Add(data);
-            run->parser.Feed(data);
-          } else {
-            run->err_cap.Add(data);
-            run->parser.FeedStderr(data);
-          }
-        }
-        if (ec) {
-          asio::error_code ignored;
-          (is_stdout ? run->out : run->err).close(ignored);
-          open = false;
-          MaybeFinish(run);
-          return;
-        }
-        ReadMore(run, is_stdout);
-      });
+  stream.async_wait(
+      asio::posix::stream_descriptor::wait_read,
+      [run, is_stdout](const asio::error_code& ec) { OnReadable(run, is_stdout, ec); });
+}
+
+void RunSteps::OnReadable(const RunPtr& run, bool is_stdout, const asio::error_code& ec) {
+  if (!run->Alive()) return;
+  bool& open = is_stdout ? run->out_open : run->err_open;
+  if (!open) return;  // closed by the drain timer
+  auto& stream = is_stdout ? run->out : run->err;
+  std::vector<char>& buf = run->owner->read_buf_;
+  bool done = static_cast<bool>(ec);
+  // A few reads per wakeup at most, so that one chatty profiler cannot hold the thread.
+  for (int i = 0; i < 4 && !done; ++i) {
+    ssize_t n = read(stream.native_handle(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) {
+      done = true;  // EOF, or an error: the stream is over either way
+      break;
+    }
+    std::string_view data(buf.data(), static_cast<size_t>(n));
+    if (is_stdout) {
+      run->out_cap.Add(data);
+      run->parser.Feed(data);
+    } else {
+      run->err_cap.Add(data);
+      run->parser.FeedStderr(data);
+    }
+    if (static_cast<size_t>(n) < buf.size()) break;  // drained for now
+  }
+  if (done) {
+    asio::error_code ignored;
+    stream.close(ignored);
+    open = false;
+    MaybeFinish(run);
+    return;
+  }
+  ReadMore(run, is_stdout);
 }
 
 // The leader has exited (it is a zombie, or already reaped elsewhere): kill what is left of
@@ -506,6 +520,8 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   }
 
   asio::error_code ec;
+  // Our ends are read until EAGAIN (ReadMore); the child's stay blocking.
+  for (int fd : {out_pipe[0], err_pipe[0]}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   run->out.assign(out_pipe[0], ec);
   if (ec) close(out_pipe[0]);
   run->out_open = !ec;

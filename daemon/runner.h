@@ -95,6 +95,7 @@ class ProcessRunner {
   asio::any_io_executor ex_;
   RunId next_id_ = 1;
   std::unordered_map<RunId, std::shared_ptr<Run>> runs_;
+  std::vector<char> read_buf_;           // what a run's handler reads its pipe into (one thread)
   std::unique_ptr<char[]> child_stack_;  // used by one spawn at a time (the caller is suspended)
 };
 
