@@ -22,6 +22,8 @@ namespace ckprof {
 
 namespace {
 
+constexpr size_t kParseOnPoolBytes = 1 << 20;
+
 // Gives the heap's free pages back to the system.
 void ReturnFreedMemory() {
 #ifdef __GLIBC__
@@ -267,7 +269,18 @@ asio::awaitable<void> Server::Session(Socket socket) {
     if (!frame.empty() && frame.back() == '\r') frame.pop_back();
     if (frame.find_first_not_of(" \t") == std::string::npos) continue;
 
-    auto request = ParseRequest(frame);
+    // A large frame (a submit of 100,000 configs is 50 MB) is parsed on the pool, so that
+    // other clients are answered meanwhile.
+    Result<Request> request = Error{""};
+    if (frame.size() >= kParseOnPoolBytes) {
+      co_await service_.ToPool();
+      request = ParseRequest(frame);
+      std::string().swap(frame);
+      co_await service_.ToIo();
+      if (!*alive || stopping_) co_return;
+    } else {
+      request = ParseRequest(frame);
+    }
     std::string().swap(frame);
     if (!request) {
       // A malformed frame gets a clear answer; the connection stays usable.

@@ -61,6 +61,16 @@ Service::Service(asio::any_io_executor io, asio::thread_pool& pool, Scheduler& s
                  const DaemonConfig& config)
     : io_(std::move(io)), pool_(pool), scheduler_(scheduler), config_(config) {}
 
+// (A plain post(pool_, use_awaitable) would resume on the coroutine's own executor: the
+// handler must be bound to the executor it is to run on.)
+asio::awaitable<void> Service::ToPool() {
+  co_await asio::post(asio::bind_executor(pool_.get_executor(), asio::use_awaitable));
+}
+
+asio::awaitable<void> Service::ToIo() {
+  co_await asio::post(asio::bind_executor(io_, asio::use_awaitable));
+}
+
 asio::awaitable<json> Service::Handle(const Request& r, const Identity& who) {
   switch (r.type) {
     case RequestType::kHello:
@@ -144,7 +154,8 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   }
   // Convert on the pool: a large trace must not stall every other client. The tasks' stored
   // text is made there too (a second per 100,000 configs).
-  co_await asio::post(pool_, asio::use_awaitable);
+  const auto convert_start = std::chrono::steady_clock::now();
+  co_await ToPool();
   Result<Conversion> converted = Error{""};
   if (o.content_encoding.empty()) {
     converted = ConvertText(o.content, conv);  // plain text: converted in place, not copied
@@ -169,7 +180,7 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
       configs.shrink_to_fit();
     }
   }
-  co_await asio::post(io_, asio::use_awaitable);
+  co_await ToIo();
   if (!converted) co_return ErrorResponse(r.id, "submit: the input cannot be used: " + converted.error());
   Conversion& c = *converted;
   const size_t task_count = o.dry_run ? configs.size() : records.size();
@@ -220,8 +231,15 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   job.profiler_path = profiler;
   job.cwd = o.cwd.empty() ? "/" : o.cwd;
   job.input_format = std::string(InputFormatName(c.format));
+  const auto store_start = std::chrono::steady_clock::now();
   auto id = scheduler_.Submit(std::move(job), std::move(records));
   if (!id) co_return ErrorResponse(r.id, "submit: " + id.error());
+  auto seconds = [](auto from, auto to) {
+    return std::chrono::duration<double>(to - from).count();
+  };
+  spdlog::debug("job {}: converted in {:.3f} s, stored and queued in {:.3f} s", *id,
+                seconds(convert_start, store_start),
+                seconds(store_start, std::chrono::steady_clock::now()));
   json out = OkResponse(r);
   out["job_id"] = *id;
   out["conversion"] = summary;
