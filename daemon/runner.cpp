@@ -2,20 +2,20 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <signal.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <cerrno>
 #include <cstring>
-
-#include <asio/post.hpp>
-#include <asio/posix/stream_descriptor.hpp>
-#include <asio/steady_timer.hpp>
 
 extern char** environ;
 
@@ -80,6 +80,13 @@ struct SpawnError {
   int err = 0;
 };
 
+// Our own nice value (getpriority returns -1 both for nice -1 and for an error: errno tells).
+int ReadNice() {
+  errno = 0;
+  int nice = getpriority(PRIO_PROCESS, 0);
+  return errno == 0 ? nice : 0;
+}
+
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
 // True when `pid` (our child) has exited; does not reap it.
@@ -117,6 +124,7 @@ struct ChildArgs {
   const RunSpec* spec;
   const gid_t* groups;
   size_t n_groups;
+  bool reset_nice;
   SpawnError error;
 };
 
@@ -132,6 +140,8 @@ int ChildMain(void* p) {
     _exit(127);
   };
   setpgid(0, 0);
+  // A daemon given a higher CPU priority (Nice=-5 in its unit) runs profilers at the normal one.
+  if (a->reset_nice) setpriority(PRIO_PROCESS, 0, 0);
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
@@ -493,8 +503,8 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: no copy of the daemon's page tables
   // (fork's cost grows with its memory), and we resume once the child has exec'd or exited.
   // Signals stay blocked until the child has reset every handler (ours must not run in it).
-  ChildArgs child{out_pipe[1], err_pipe[1], argv[0], argv.data(), envp.data(), &s,
-                  groups.data(), groups.size(), SpawnError{}};
+  ChildArgs child{out_pipe[1], err_pipe[1],   argv[0],       argv.data(),    envp.data(),
+                  &s,          groups.data(), groups.size(), ReadNice() < 0, SpawnError{}};
   sigset_t all, old_mask;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old_mask);
