@@ -152,7 +152,8 @@ Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
       options_(std::move(options)),
       not_before_timer_(ex),
       store_retry_timer_(ex),
-      end_retry_timer_(ex) {
+      end_retry_timer_(ex),
+      pgid_flush_timer_(ex) {
   for (int g : options_.gpus) gpus_.push_back(Gpu{g});
 }
 
@@ -568,8 +569,19 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
       });
   const int64_t pid = launcher_.Pid(gpu.run);
   if (pid > 0) {
-    if (Status s = store_.SetPgid(task.id, attempt, pid); !s) {
-      spdlog::error("cannot record the process group of task {}: {}", task.id, s.error());
+    // With the next transaction (usually another task's start or end, within milliseconds),
+    // or on its own a moment later.
+    store_.SetPgidLater(task.id, attempt, pid);
+    if (!pgid_flush_armed_) {
+      pgid_flush_armed_ = true;
+      pgid_flush_timer_.expires_after(std::chrono::milliseconds(100));
+      pgid_flush_timer_.async_wait([this](const asio::error_code& ec) {
+        if (ec) return;  // cancelled: the scheduler may be gone
+        pgid_flush_armed_ = false;
+        if (Status s = store_.FlushPgids(); !s) {
+          spdlog::error("cannot record the process groups of started tasks: {}", s.error());
+        }
+      });
     }
   }
   spdlog::info("start job {} task {} (#{}, rank {}) on GPU {}, attempt {}, pid {}: {}", job.rec.id,

@@ -219,6 +219,8 @@ class Scheduler {
   asio::steady_timer not_before_timer_;
   asio::steady_timer store_retry_timer_;
   asio::steady_timer end_retry_timer_;
+  asio::steady_timer pgid_flush_timer_;  // Store::FlushPgids, 100 ms after a start
+  bool pgid_flush_armed_ = false;
   std::deque<PendingEnd> pending_ends_;  // ends the Store could not record yet, in order
   double not_before_armed_ = 0;
 };

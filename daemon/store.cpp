@@ -310,7 +310,7 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
   if (!full_sync_) {
     if (Status s = Exec("PRAGMA synchronous=FULL"); !s) return s;
   }
-  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  if (Status s = Begin(); !s) return s;
   auto rollback = [&](Status s) {
     Rollback();
     if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
@@ -360,13 +360,13 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
       ins.Reset();
     }
   }
-  if (Status s = Exec("COMMIT"); !s) return rollback(s);
+  if (Status s = Commit(); !s) return rollback(s);
   if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
   return Status::Ok();
 }
 
 Status Store::MarkRunning(int64_t task_id, int attempt, int gpu, double started_at) {
-  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  if (Status s = Begin(); !s) return s;
   Stmt up(this,
           "UPDATE tasks SET state='running', attempts=?, gpu=?, pgid=0, started_at=?, "
           "ended_at=0 WHERE id=?");
@@ -383,30 +383,48 @@ Status Store::MarkRunning(int64_t task_id, int attempt, int gpu, double started_
     Rollback();
     return s;
   }
-  return Exec("COMMIT");
+  return Commit();
 }
 
-Status Store::SetPgid(int64_t task_id, int attempt, int64_t pgid) {
+void Store::SetPgidLater(int64_t task_id, int attempt, int64_t pgid) {
+  pending_pgids_.push_back({task_id, attempt, pgid});
+}
+
+Status Store::FlushPgids() {
+  if (pending_pgids_.empty()) return Status::Ok();
+  if (Status s = Begin(); !s) return s;
+  return Commit();
+}
+
+Status Store::Begin() {
   if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
-  Stmt up(this, "UPDATE tasks SET pgid=? WHERE id=?");
-  up.Bind(1, pgid).Bind(2, task_id);
-  Status s = StepDone(up, "record process group");
-  if (s) {
-    Stmt up2(this, "UPDATE attempts SET pgid=? WHERE task_id=? AND attempt=?");
-    up2.Bind(1, pgid).Bind(2, task_id).Bind(3, int64_t{attempt});
-    s = StepDone(up2, "record process group");
+  for (const auto& p : pending_pgids_) {
+    Stmt up(this, "UPDATE tasks SET pgid=? WHERE id=? AND attempts=? AND state='running'");
+    up.Bind(1, p.pgid).Bind(2, p.task_id).Bind(3, int64_t{p.attempt});
+    Status s = StepDone(up, "record process group");
+    if (s) {
+      Stmt up2(this, "UPDATE attempts SET pgid=? WHERE task_id=? AND attempt=?");
+      up2.Bind(1, p.pgid).Bind(2, p.task_id).Bind(3, int64_t{p.attempt});
+      s = StepDone(up2, "record process group");
+    }
+    if (!s) {
+      Rollback();
+      return s;
+    }
   }
-  if (!s) {
-    Rollback();
-    return s;
-  }
-  return Exec("COMMIT");
+  return Status::Ok();
+}
+
+Status Store::Commit() {
+  if (Status s = Exec("COMMIT"); !s) return s;
+  pending_pgids_.clear();
+  return Status::Ok();
 }
 
 Status Store::FinishAttempt(int64_t task_id, int attempt, const std::string& outcome,
                             const std::string& final_state, double ended_at,
                             const std::string& result_json, const UsageRecord* usage) {
-  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  if (Status s = Begin(); !s) return s;
   Status s;
   {
     Stmt up(this, "UPDATE tasks SET state=?, pgid=0, ended_at=?, result=? WHERE id=?");
@@ -427,13 +445,13 @@ Status Store::FinishAttempt(int64_t task_id, int attempt, const std::string& out
     Rollback();
     return s;
   }
-  return Exec("COMMIT");
+  return Commit();
 }
 
 Status Store::SetTasksState(const std::vector<int64_t>& task_ids, const std::string& state,
                             const std::string& result_json, double ended_at) {
   if (task_ids.empty()) return Status::Ok();
-  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  if (Status s = Begin(); !s) return s;
   Stmt up(this, "UPDATE tasks SET state=?, ended_at=?, result=? WHERE id=?");
   for (int64_t id : task_ids) {
     up.Bind(1, state).Bind(2, ended_at).Bind(3, result_json).Bind(4, id);
@@ -443,7 +461,7 @@ Status Store::SetTasksState(const std::vector<int64_t>& task_ids, const std::str
     }
     up.Reset();
   }
-  return Exec("COMMIT");
+  return Commit();
 }
 
 Status Store::SetJobCancelled(int64_t job_id) {
