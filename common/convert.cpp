@@ -627,6 +627,34 @@ std::string FormatConfigsText(const std::vector<CkConfig>& configs) {
   return out;
 }
 
+std::string ConfigJsonText(const CkConfig& c) {
+  std::string pretty;
+  pretty.reserve(640);
+  AppendConfigText(c, &pretty);
+  // The same text without the layout: drop whitespace outside strings.
+  std::string out;
+  out.reserve(pretty.size());
+  bool in_string = false, escaped = false;
+  for (char ch : pretty) {
+    if (in_string) {
+      out.push_back(ch);
+      if (escaped) {
+        escaped = false;
+      } else if (ch == '\\') {
+        escaped = true;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+    } else if (ch == '"') {
+      in_string = true;
+      out.push_back(ch);
+    } else if (ch != ' ' && ch != '\n') {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
 Status WriteConfigsFile(const std::string& path, const std::vector<CkConfig>& configs) {
   AtomicFileWriter w;
   if (Status s = w.Open(path); !s) return s;

@@ -2,18 +2,20 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <cerrno>
 #include <cstring>
-
-#include <asio/post.hpp>
-#include <asio/posix/stream_descriptor.hpp>
-#include <asio/steady_timer.hpp>
 
 extern char** environ;
 
@@ -25,6 +27,8 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr const char* kDroppedVariables[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
                                              "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"};
 constexpr size_t kReadChunk = 64 * 1024;
+// The spawned child's stack, until it execs (sanitizer builds need more than a few KiB).
+constexpr size_t kChildStackBytes = 256 * 1024;
 // After the run is over, how long to keep re-killing a group whose members are still dying.
 constexpr auto kSettleLimit = std::chrono::seconds(2);
 constexpr auto kSettleStep = std::chrono::milliseconds(5);
@@ -69,12 +73,19 @@ class Capture {
   uint64_t total_ = 0;
 };
 
-// What the child reports through the CLOEXEC pipe when it cannot exec.
-enum class SpawnStage : int { kStdio = 1, kGroups, kGid, kUid, kChdir, kExec };
+// Where the child failed, if it could not exec.
+enum class SpawnStage : int { kNone = 0, kStdio, kGroups, kGid, kUid, kChdir, kExec };
 struct SpawnError {
-  SpawnStage stage;
-  int err;
+  SpawnStage stage = SpawnStage::kNone;
+  int err = 0;
 };
+
+// Our own nice value (getpriority returns -1 both for nice -1 and for an error: errno tells).
+int ReadNice() {
+  errno = 0;
+  int nice = getpriority(PRIO_PROCESS, 0);
+  return errno == 0 ? nice : 0;
+}
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
@@ -97,21 +108,40 @@ std::string SpawnErrorText(const SpawnError& e, const RunSpec& spec) {
     case SpawnStage::kUid: return "cannot switch to uid " + std::to_string(*spec.uid) + ": " + why;
     case SpawnStage::kChdir: return "cannot change directory to " + spec.cwd + ": " + why;
     case SpawnStage::kExec: return "cannot execute " + spec.argv[0] + ": " + why;
+    case SpawnStage::kNone: break;
   }
   return why;
 }
 
-// The child, between fork and exec: only async-signal-safe calls. Never returns.
-[[noreturn]] void ChildAfterFork(int out_fd, int err_fd, int report_fd, const char* path,
-                                 char* const* argv, char* const* envp, const RunSpec& spec,
-                                 const gid_t* groups, size_t n_groups) {
-  auto fail = [report_fd](SpawnStage stage) {
-    SpawnError e{stage, errno};
-    ssize_t ignored = write(report_fd, &e, sizeof e);
-    (void)ignored;
+// What the child needs, prepared by the parent, and where it reports a failure. The child
+// shares our memory (CLONE_VM) while we are suspended (CLONE_VFORK): it reads this in place and
+// writes `error` before it exits; once clone returns, the child has exec'd or exited.
+struct ChildArgs {
+  int out_fd, err_fd;
+  const char* path;
+  char* const* argv;
+  char* const* envp;
+  const RunSpec* spec;
+  const gid_t* groups;
+  size_t n_groups;
+  bool reset_nice;
+  SpawnError error;
+};
+
+// The child, between clone and exec: only async-signal-safe calls, and no glibc call that
+// touches process-wide state (it is not a thread glibc knows of: setuid & co. are raw system
+// calls, since glibc's wrappers would change the credentials of every thread of the daemon).
+// Never returns.
+int ChildMain(void* p) {
+  auto* a = static_cast<ChildArgs*>(p);
+  const RunSpec& spec = *a->spec;
+  auto fail = [a](SpawnStage stage) {
+    a->error = SpawnError{stage, errno};
     _exit(127);
   };
   setpgid(0, 0);
+  // A daemon given a higher CPU priority (Nice=-5 in its unit) runs profilers at the normal one.
+  if (a->reset_nice) setpriority(PRIO_PROCESS, 0, 0);
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
@@ -123,22 +153,25 @@ std::string SpawnErrorText(const SpawnError& e, const RunSpec& spec) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
   int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
+  if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(a->out_fd, 1) < 0 ||
+      dup2(a->err_fd, 2) < 0) {
     fail(SpawnStage::kStdio);
   }
-  if (spec.groups && setgroups(n_groups, groups) != 0) fail(SpawnStage::kGroups);
-  if (spec.gid && setgid(*spec.gid) != 0) fail(SpawnStage::kGid);
-  if (spec.uid && setuid(*spec.uid) != 0) fail(SpawnStage::kUid);
+  if (spec.groups && syscall(SYS_setgroups, a->n_groups, a->groups) != 0) {
+    fail(SpawnStage::kGroups);
+  }
+  if (spec.gid && syscall(SYS_setgid, *spec.gid) != 0) fail(SpawnStage::kGid);
+  if (spec.uid && syscall(SYS_setuid, *spec.uid) != 0) fail(SpawnStage::kUid);
   if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) fail(SpawnStage::kChdir);
-  // Everything above 2 closes at exec, including report_fd (so success reads as EOF).
+  // Everything above 2 closes at exec.
   if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
     long max_fd = sysconf(_SC_OPEN_MAX);
     if (max_fd < 0 || max_fd > 65536) max_fd = 65536;
     for (int fd = 3; fd < max_fd; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
-  execve(path, argv, envp);
+  execve(a->path, a->argv, a->envp);
   fail(SpawnStage::kExec);
-  _exit(127);  // not reached
+  return 127;  // not reached
 }
 
 }  // namespace
@@ -177,9 +210,7 @@ struct ProcessRunner::Run {
         exit_poll_timer(ex),
         parser(spec.top_k),
         out_cap(spec.capture_head, spec.capture_tail),
-        err_cap(spec.capture_head, spec.capture_tail),
-        out_buf(kReadChunk),
-        err_buf(kReadChunk) {}
+        err_cap(spec.capture_head, spec.capture_tail) {}
 
   RunId id = 0;
   ProcessRunner* owner = nullptr;
@@ -190,7 +221,6 @@ struct ProcessRunner::Run {
   asio::steady_timer timeout_timer, grace_timer, drain_timer, exit_poll_timer;
   CkOutputParser parser;
   Capture out_cap, err_cap;
-  std::vector<char> out_buf, err_buf;
   bool out_open = false, err_open = false;
   bool exited = false;
   bool status_known = false;
@@ -223,13 +253,15 @@ class RunSteps {
  public:
   using RunPtr = std::shared_ptr<ProcessRunner::Run>;
   static void ReadMore(const RunPtr& run, bool is_stdout);
+  static void OnReadable(const RunPtr& run, bool is_stdout, const asio::error_code& ec);
   static void OnLeaderExited(const RunPtr& run);
   static void WaitForExit(const RunPtr& run);
   static void MaybeFinish(const RunPtr& run);
   static RunResult MakeResult(ProcessRunner::Run& run);
 };
 
-ProcessRunner::ProcessRunner(asio::any_io_executor ex) : ex_(std::move(ex)) {}
+ProcessRunner::ProcessRunner(asio::any_io_executor ex)
+    : ex_(std::move(ex)), read_buf_(kReadChunk) {}
 
 ProcessRunner::~ProcessRunner() {
   for (auto& [id, run] : runs_) {
@@ -253,34 +285,49 @@ pid_t ProcessRunner::RunningPid(RunId id) const {
   return it->second->pid;
 }
 
+// Waits for the pipe to be readable, then reads what is there into the runner's one buffer
+// (every handler runs on the same thread): no buffer per run to allocate and clear.
 void RunSteps::ReadMore(const RunPtr& run, bool is_stdout) {
   auto& stream = is_stdout ? run->out : run->err;
-  auto& buf = is_stdout ? run->out_buf : run->err_buf;
-  stream.async_read_some(
-      asio::buffer(buf.data(), buf.size()),
-      [run, is_stdout](const asio::error_code& ec, size_t n) {
-        if (!run->Alive()) return;
-        bool& open = is_stdout ? run->out_open : run->err_open;
-        if (!open) return;  // closed by the drain timer
-        if (n > 0) {
-          std::string_view data((is_stdout ? run->out_buf : run->err_buf).data(), n);
-          if (is_stdout) {
-            run->out_cap.Add(data);
-            run->parser.Feed(data);
-          } else {
-            run->err_cap.Add(data);
-            run->parser.FeedStderr(data);
-          }
-        }
-        if (ec) {
-          asio::error_code ignored;
-          (is_stdout ? run->out : run->err).close(ignored);
-          open = false;
-          MaybeFinish(run);
-          return;
-        }
-        ReadMore(run, is_stdout);
-      });
+  stream.async_wait(
+      asio::posix::stream_descriptor::wait_read,
+      [run, is_stdout](const asio::error_code& ec) { OnReadable(run, is_stdout, ec); });
+}
+
+void RunSteps::OnReadable(const RunPtr& run, bool is_stdout, const asio::error_code& ec) {
+  if (!run->Alive()) return;
+  bool& open = is_stdout ? run->out_open : run->err_open;
+  if (!open) return;  // closed by the drain timer
+  auto& stream = is_stdout ? run->out : run->err;
+  std::vector<char>& buf = run->owner->read_buf_;
+  bool done = static_cast<bool>(ec);
+  // A few reads per wakeup at most, so that one chatty profiler cannot hold the thread.
+  for (int i = 0; i < 4 && !done; ++i) {
+    ssize_t n = read(stream.native_handle(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) {
+      done = true;  // EOF, or an error: the stream is over either way
+      break;
+    }
+    std::string_view data(buf.data(), static_cast<size_t>(n));
+    if (is_stdout) {
+      run->out_cap.Add(data);
+      run->parser.Feed(data);
+    } else {
+      run->err_cap.Add(data);
+      run->parser.FeedStderr(data);
+    }
+    if (static_cast<size_t>(n) < buf.size()) break;  // drained for now
+  }
+  if (done) {
+    asio::error_code ignored;
+    stream.close(ignored);
+    open = false;
+    MaybeFinish(run);
+    return;
+  }
+  ReadMore(run, is_stdout);
 }
 
 // The leader has exited (it is a zombie, or already reaped elsewhere): kill what is left of
@@ -430,7 +477,7 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   };
   if (s.argv.empty() || s.argv[0].empty()) return fail_spawn("empty command");
 
-  // Everything the child needs, prepared before fork (the child may only make
+  // Everything the child needs, prepared before the clone (the child may only make
   // async-signal-safe calls).
   std::vector<std::string> base;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) base.emplace_back(*e);
@@ -443,7 +490,7 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   argv.push_back(nullptr);
   std::vector<gid_t> groups = s.groups.value_or(std::vector<gid_t>{});
 
-  int out_pipe[2], err_pipe[2], report_pipe[2];
+  int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) return fail_spawn(std::string("pipe: ") + strerror(errno));
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
     int e = errno;
@@ -451,44 +498,40 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
     close(out_pipe[1]);
     return fail_spawn(std::string("pipe: ") + strerror(e));
   }
-  if (pipe2(report_pipe, O_CLOEXEC) != 0) {
-    int e = errno;
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
-    return fail_spawn(std::string("pipe: ") + strerror(e));
-  }
+  if (!child_stack_) child_stack_ = std::make_unique<char[]>(kChildStackBytes);
 
-  pid_t pid = fork();
-  if (pid == 0) {
-    ChildAfterFork(out_pipe[1], err_pipe[1], report_pipe[1], argv[0], argv.data(), envp.data(),
-                   s, groups.data(), groups.size());
-  }
-  int fork_errno = errno;
+  // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: no copy of the daemon's page tables
+  // (fork's cost grows with its memory), and we resume once the child has exec'd or exited.
+  // Signals stay blocked until the child has reset every handler (ours must not run in it).
+  ChildArgs child{out_pipe[1], err_pipe[1],   argv[0],       argv.data(),    envp.data(),
+                  &s,          groups.data(), groups.size(), ReadNice() < 0, SpawnError{}};
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+  pid_t pid = clone(ChildMain, child_stack_.get() + kChildStackBytes,
+                    CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   close(out_pipe[1]);
   close(err_pipe[1]);
-  close(report_pipe[1]);
   if (pid < 0) {
-    for (int fd : {out_pipe[0], err_pipe[0], report_pipe[0]}) close(fd);
-    return fail_spawn(std::string("fork: ") + strerror(fork_errno));
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    return fail_spawn(std::string("clone: ") + strerror(clone_errno));
   }
-  // Also set the group from here, so that it exists whichever of us runs first.
-  setpgid(pid, pid);
   run->pid = pid;
-
-  SpawnError report{};
-  ssize_t got;
-  while ((got = read(report_pipe[0], &report, sizeof report)) < 0 && errno == EINTR) {
-  }
-  close(report_pipe[0]);
-  if (got == static_cast<ssize_t>(sizeof report)) {
+  if (child.error.stage != SpawnStage::kNone) {
     close(out_pipe[0]);
     close(err_pipe[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    return fail_spawn(SpawnErrorText(report, s));
+    return fail_spawn(SpawnErrorText(child.error, s));
   }
 
   asio::error_code ec;
+  // Our ends are read until EAGAIN (ReadMore); the child's stay blocking.
+  for (int fd : {out_pipe[0], err_pipe[0]}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   run->out.assign(out_pipe[0], ec);
   if (ec) close(out_pipe[0]);
   run->out_open = !ec;

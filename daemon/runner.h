@@ -71,7 +71,8 @@ class ProcessRunner {
   ProcessRunner(const ProcessRunner&) = delete;
   ProcessRunner& operator=(const ProcessRunner&) = delete;
 
-  // Spawns synchronously: the pid is known when Start returns (RunningPid(id)), so the caller
+  // Spawns synchronously (clone with CLONE_VM | CLONE_VFORK: returns once the child has exec'd,
+  // whatever the daemon's size): the pid is known when Start returns (RunningPid(id)), so the caller
   // can persist the process group before anything else happens. on_done is called exactly once,
   // on the executor, never from inside Start (a spawn failure is posted with kSpawnFailed).
   RunId Start(RunSpec spec, std::function<void(RunResult)> on_done);
@@ -94,6 +95,8 @@ class ProcessRunner {
   asio::any_io_executor ex_;
   RunId next_id_ = 1;
   std::unordered_map<RunId, std::shared_ptr<Run>> runs_;
+  std::vector<char> read_buf_;           // what a run's handler reads its pipe into (one thread)
+  std::unique_ptr<char[]> child_stack_;  // used by one spawn at a time (the caller is suspended)
 };
 
 // Builds a child environment from `base` (KEY=VALUE strings, e.g. environ): drops

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/ck_command.h"
+#include "common/convert.h"
 #include "common/json_util.h"
 #include "common/outcome.h"
 
@@ -151,7 +152,8 @@ Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
       options_(std::move(options)),
       not_before_timer_(ex),
       store_retry_timer_(ex),
-      end_retry_timer_(ex) {
+      end_retry_timer_(ex),
+      pgid_flush_timer_(ex) {
   for (int g : options_.gpus) gpus_.push_back(Gpu{g});
 }
 
@@ -318,9 +320,7 @@ Status Scheduler::Recover() {
   return Status::Ok();
 }
 
-Result<int64_t> Scheduler::Submit(JobRecord job, const std::vector<CkConfig>& configs) {
-  if (shutting_down_) return MakeError("ckprofd is shutting down; submit again once it is back");
-  if (configs.empty()) return MakeError("the input holds no convolution to profile");
+std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& configs) {
   std::vector<TaskRecord> records;
   records.reserve(configs.size());
   int64_t position = 0;
@@ -329,10 +329,20 @@ Result<int64_t> Scheduler::Submit(JobRecord job, const std::vector<CkConfig>& co
     t.position = ++position;
     t.rank = c.priority_rank() > 0 ? c.priority_rank() : position;
     t.op = std::string(OperationTypeName(c.op));
-    t.config = DumpJson(ConfigToJson(c));
+    t.config = ConfigJsonText(c);
     t.est_cost = c.Flops();
     records.push_back(std::move(t));
   }
+  return records;
+}
+
+Result<int64_t> Scheduler::Submit(JobRecord job, const std::vector<CkConfig>& configs) {
+  return Submit(std::move(job), MakeTaskRecords(configs));
+}
+
+Result<int64_t> Scheduler::Submit(JobRecord job, std::vector<TaskRecord> records) {
+  if (shutting_down_) return MakeError("ckprofd is shutting down; submit again once it is back");
+  if (records.empty()) return MakeError("the input holds no convolution to profile");
   job.submitted_at = UnixNow();
   if (Status s = store_.InsertJob(&job, &records); !s) {
     return MakeError("the job could not be stored, so it was not accepted: " + s.error());
@@ -559,23 +569,36 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
       });
   const int64_t pid = launcher_.Pid(gpu.run);
   if (pid > 0) {
-    if (Status s = store_.SetPgid(task.id, attempt, pid); !s) {
-      spdlog::error("cannot record the process group of task {}: {}", task.id, s.error());
+    // With the next transaction (usually another task's start or end, within milliseconds),
+    // or on its own a moment later.
+    store_.SetPgidLater(task.id, attempt, pid);
+    if (!pgid_flush_armed_) {
+      pgid_flush_armed_ = true;
+      pgid_flush_timer_.expires_after(std::chrono::milliseconds(100));
+      pgid_flush_timer_.async_wait([this](const asio::error_code& ec) {
+        if (ec) return;  // cancelled: the scheduler may be gone
+        pgid_flush_armed_ = false;
+        if (Status s = store_.FlushPgids(); !s) {
+          spdlog::error("cannot record the process groups of started tasks: {}", s.error());
+        }
+      });
     }
   }
   spdlog::info("start job {} task {} (#{}, rank {}) on GPU {}, attempt {}, pid {}: {}", job.rec.id,
                task.id, task.position, task.rank, gpu.index, attempt, pid, command);
-  Emit(job, json{{"type", "event"},
-                 {"event", "task_started"},
-                 {"job_id", job.rec.id},
-                 {"task_id", task.id},
-                 {"position", task.position},
-                 {"priority_rank", task.rank},
-                 {"operation", OperationTypeName(static_cast<ConvOp>(task.op))},
-                 {"description", description},
-                 {"gpu", gpu.index},
-                 {"attempt", attempt},
-                 {"job", ToJson(MakeSummary(job))}});
+  Emit(job, [&] {
+    return json{{"type", "event"},
+                {"event", "task_started"},
+                {"job_id", job.rec.id},
+                {"task_id", task.id},
+                {"position", task.position},
+                {"priority_rank", task.rank},
+                {"operation", OperationTypeName(static_cast<ConvOp>(task.op))},
+                {"description", description},
+                {"gpu", gpu.index},
+                {"attempt", attempt},
+                {"job", ToJson(MakeSummary(job))}};
+  });
 }
 
 void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& command,
@@ -604,8 +627,13 @@ void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::
   tr.command = command;
   tr.description = description;
   Forget(task.id);
-  Emit(job, json{{"type", "event"}, {"event", "task_finished"}, {"job_id", job.rec.id},
-                 {"task", ToJson(tr)}, {"job", ToJson(MakeSummary(job))}});
+  Emit(job, [&] {
+    return json{{"type", "event"},
+                {"event", "task_finished"},
+                {"job_id", job.rec.id},
+                {"task", ToJson(tr)},
+                {"job", ToJson(MakeSummary(job))}};
+  });
   MaybeFinishJob(job, now);
 }
 
@@ -723,8 +751,13 @@ void Scheduler::ApplyEnd(PendingEnd end) {
   tr.description = description;
   if (!outcome.ok()) tr.error = outcome.Summary();
   if (!requeue) Forget(task_id);  // `task` is gone from here on
-  Emit(job, json{{"type", "event"}, {"event", "task_finished"}, {"job_id", job.rec.id},
-                 {"task", ToJson(tr)}, {"job", ToJson(MakeSummary(job))}});
+  Emit(job, [&] {
+    return json{{"type", "event"},
+                {"event", "task_finished"},
+                {"job_id", job.rec.id},
+                {"task", ToJson(tr)},
+                {"job", ToJson(MakeSummary(job))}};
+  });
   MaybeFinishJob(job, now);
   if (shutting_down_) {
     MaybeFinishShutdown();
@@ -767,8 +800,12 @@ void Scheduler::MaybeFinishJob(Job& job, double now) {
     spdlog::info("job {} finished: {} succeeded, {} failed, {} unsupported, {} cancelled",
                  job.rec.id, job.succeeded, job.failed, job.unsupported, job.cancelled);
   }
-  Emit(job, json{{"type", "event"}, {"event", "job_finished"}, {"job_id", job.rec.id},
-                 {"job", ToJson(MakeSummary(job))}});
+  Emit(job, [&] {
+    return json{{"type", "event"},
+                {"event", "job_finished"},
+                {"job_id", job.rec.id},
+                {"job", ToJson(MakeSummary(job))}};
+  });
 }
 
 bool Scheduler::JobEnded(int64_t job_id) const {
@@ -779,7 +816,9 @@ bool Scheduler::JobEnded(int64_t job_id) const {
          job.succeeded + job.failed + job.unsupported + job.cancelled >= job.total;
 }
 
-void Scheduler::Emit(Job& job, const json& event) {
+void Scheduler::Emit(Job& job, const std::function<json()>& make_event) {
+  if (job.watchers.empty()) return;  // nobody watches: not even built
+  const json event = make_event();
   // Watchers may remove themselves while being told; iterate over a copy.
   auto watchers = job.watchers;
   for (JobWatcher* w : watchers) {

@@ -83,6 +83,10 @@ class Scheduler {
   // Stores a job with its configs (durably) and queues its tasks. `job` carries the owner,
   // options and profiler path. Returns the job id.
   Result<int64_t> Submit(JobRecord job, const std::vector<CkConfig>& configs);
+  // The same with the task records already made by MakeTaskRecords (which any thread may call:
+  // the daemon makes them on its conversion pool).
+  Result<int64_t> Submit(JobRecord job, std::vector<TaskRecord> records);
+  static std::vector<TaskRecord> MakeTaskRecords(const std::vector<CkConfig>& configs);
 
   Status Cancel(int64_t job_id, const Identity& who);
   // Requeues the job's tasks that ended failed, crashed, timed out, spawn-failed, interrupted or
@@ -190,7 +194,8 @@ class Scheduler {
   void ChargeUsage(uint32_t uid, double seconds, double now);
   JobSummary MakeSummary(const Job& job) const;
   void CountFinal(Job& job, Outcome::Kind kind, int delta);
-  void Emit(Job& job, const nlohmann::json& event);
+  // Tells the job's watchers; the event is built only when there is one.
+  void Emit(Job& job, const std::function<nlohmann::json()>& make_event);
   void MaybeFinishJob(Job& job, double now);
   void ArmNotBeforeTimer(double now);
   bool MayActOn(const Job& job, const Identity& who) const;
@@ -214,6 +219,8 @@ class Scheduler {
   asio::steady_timer not_before_timer_;
   asio::steady_timer store_retry_timer_;
   asio::steady_timer end_retry_timer_;
+  asio::steady_timer pgid_flush_timer_;  // Store::FlushPgids, 100 ms after a start
+  bool pgid_flush_armed_ = false;
   std::deque<PendingEnd> pending_ends_;  // ends the Store could not record yet, in order
   double not_before_armed_ = 0;
 };

@@ -1,6 +1,8 @@
 #include "daemon/server.h"
 
 #include <grp.h>
+#include <malloc.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -13,12 +15,24 @@
 #include <deque>
 #include <filesystem>
 
-#include <spdlog/spdlog.h>
-
 #include "common/json_util.h"
 #include "daemon/peer.h"
 
 namespace ckprof {
+
+namespace {
+
+constexpr size_t kParseOnPoolBytes = 1 << 20;
+
+// Gives the heap's free pages back to the system.
+void ReturnFreedMemory() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
+}  // namespace
+
 namespace {
 
 using json = nlohmann::json;
@@ -255,7 +269,18 @@ asio::awaitable<void> Server::Session(Socket socket) {
     if (!frame.empty() && frame.back() == '\r') frame.pop_back();
     if (frame.find_first_not_of(" \t") == std::string::npos) continue;
 
-    auto request = ParseRequest(frame);
+    // A large frame (a submit of 100,000 configs is 50 MB) is parsed on the pool, so that
+    // other clients are answered meanwhile.
+    Result<Request> request = Error{""};
+    if (frame.size() >= kParseOnPoolBytes) {
+      co_await service_.ToPool();
+      request = ParseRequest(frame);
+      std::string().swap(frame);
+      co_await service_.ToIo();
+      if (!*alive || stopping_) co_return;
+    } else {
+      request = ParseRequest(frame);
+    }
     std::string().swap(frame);
     if (!request) {
       // A malformed frame gets a clear answer; the connection stays usable.
@@ -349,6 +374,12 @@ asio::awaitable<void> Server::Session(Socket socket) {
       response = ErrorResponse(req.id, std::string("internal error: ") + e.what());
     }
     if (!*alive) co_return;
+    if (req.type == RequestType::kSubmit) {
+      // A submit's text and conversion are freed by now; glibc would keep the pages (hundreds
+      // of MiB for 100,000 configs) for the daemon's lifetime without being asked.
+      std::string().swap(req.submit.content);
+      ReturnFreedMemory();
+    }
     response["id"] = req.id;
     std::string response_frame = Frame(response);
     if (!co_await WriteFrame(socket, response_frame, timeout_s)) co_return;

@@ -61,6 +61,16 @@ Service::Service(asio::any_io_executor io, asio::thread_pool& pool, Scheduler& s
                  const DaemonConfig& config)
     : io_(std::move(io)), pool_(pool), scheduler_(scheduler), config_(config) {}
 
+// (A plain post(pool_, use_awaitable) would resume on the coroutine's own executor: the
+// handler must be bound to the executor it is to run on.)
+asio::awaitable<void> Service::ToPool() {
+  co_await asio::post(asio::bind_executor(pool_.get_executor(), asio::use_awaitable));
+}
+
+asio::awaitable<void> Service::ToIo() {
+  co_await asio::post(asio::bind_executor(io_, asio::use_awaitable));
+}
+
 asio::awaitable<json> Service::Handle(const Request& r, const Identity& who) {
   switch (r.type) {
     case RequestType::kHello:
@@ -142,8 +152,10 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
     // resolved, so that a symlink the user controls cannot be re-pointed before the task runs.
     if (getuid() != 0 && who.uid != getuid()) profiler = RealPath(profiler);
   }
-  // Convert on the pool: a large trace must not stall every other client.
-  co_await asio::post(pool_, asio::use_awaitable);
+  // Convert on the pool: a large trace must not stall every other client. The tasks' stored
+  // text is made there too (a second per 100,000 configs).
+  const auto convert_start = std::chrono::steady_clock::now();
+  co_await ToPool();
   Result<Conversion> converted = Error{""};
   if (o.content_encoding.empty()) {
     converted = ConvertText(o.content, conv);  // plain text: converted in place, not copied
@@ -152,18 +164,29 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   } else {
     converted = ConvertText(*text, conv);
   }
-  co_await asio::post(io_, asio::use_awaitable);
+  std::vector<CkConfig> configs;
+  size_t converted_count = 0;
+  std::vector<TaskRecord> records;
+  if (converted) {
+    configs = std::move(converted->configs);
+    converted->configs.clear();
+    converted_count = configs.size();
+    if (o.max_ops > 0 && configs.size() > static_cast<size_t>(o.max_ops)) {
+      configs.resize(static_cast<size_t>(o.max_ops));
+    }
+    if (!o.dry_run) {
+      records = Scheduler::MakeTaskRecords(configs);
+      configs.clear();
+      configs.shrink_to_fit();
+    }
+  }
+  co_await ToIo();
   if (!converted) co_return ErrorResponse(r.id, "submit: the input cannot be used: " + converted.error());
   Conversion& c = *converted;
-  std::vector<CkConfig> configs = std::move(c.configs);
-  c.configs.clear();
-  const size_t converted_count = configs.size();
-  if (o.max_ops > 0 && configs.size() > static_cast<size_t>(o.max_ops)) {
-    configs.resize(static_cast<size_t>(o.max_ops));
-  }
-  json summary = ConversionJson(c, configs.size());
+  const size_t task_count = o.dry_run ? configs.size() : records.size();
+  json summary = ConversionJson(c, task_count);
   summary["configs"] = converted_count;
-  if (configs.empty()) {
+  if (task_count == 0) {
     json err = ErrorResponse(r.id, "submit: the input holds no convolution that could be converted");
     err["conversion"] = summary;
     co_return err;
@@ -208,8 +231,15 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   job.profiler_path = profiler;
   job.cwd = o.cwd.empty() ? "/" : o.cwd;
   job.input_format = std::string(InputFormatName(c.format));
-  auto id = scheduler_.Submit(std::move(job), configs);
+  const auto store_start = std::chrono::steady_clock::now();
+  auto id = scheduler_.Submit(std::move(job), std::move(records));
   if (!id) co_return ErrorResponse(r.id, "submit: " + id.error());
+  auto seconds = [](auto from, auto to) {
+    return std::chrono::duration<double>(to - from).count();
+  };
+  spdlog::debug("job {}: converted in {:.3f} s, stored and queued in {:.3f} s", *id,
+                seconds(convert_start, store_start),
+                seconds(store_start, std::chrono::steady_clock::now()));
   json out = OkResponse(r);
   out["job_id"] = *id;
   out["conversion"] = summary;

@@ -24,6 +24,10 @@ class Service {
   asio::awaitable<nlohmann::json> Handle(const Request& request, const Identity& who);
 
   Scheduler& scheduler() { return scheduler_; }
+  // Resume the calling coroutine on the conversion pool, and back on the io thread: for work
+  // that would stall every other client (a large frame's parse, a conversion).
+  asio::awaitable<void> ToPool();
+  asio::awaitable<void> ToIo();
   void set_config(const DaemonConfig& c) { config_ = c; }
 
  private:

@@ -4,13 +4,86 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
+
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 namespace ckprof {
-namespace {
 
-}  // namespace
+// Checkpoints the WAL on its own thread and connection once it holds kPages pages (SQLite's
+// own automatic checkpoint would run inside a commit on the daemon's thread, fsyncs included:
+// the GPUs would wait for the disk). PASSIVE: it never blocks the writer nor waits for it; once
+// it has copied every frame, the writer's next transaction starts the WAL over.
+class Store::Checkpointer {
+ public:
+  static constexpr int kPages = 1000;  // SQLite's default automatic checkpoint size
+
+  Checkpointer(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~Checkpointer() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+    sqlite3_close_v2(db_);
+  }
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // The writer's connection's WAL hook: called after every commit with the WAL's size.
+  static int OnCommit(void* self, sqlite3*, const char*, int pages) {
+    if (pages >= kPages) static_cast<Checkpointer*>(self)->Poke();
+    return SQLITE_OK;
+  }
+
+ private:
+  void Poke() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (wanted_) return;
+      wanted_ = true;
+    }
+    cv_.notify_one();
+  }
+
+  void Loop() {
+    std::string last_error;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return wanted_ || stop_; });
+        if (stop_) return;
+      }
+      int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                                         nullptr);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        wanted_ = false;
+      }
+      // Busy: a checkpoint or recovery elsewhere; the next commit asks again.
+      std::string error = rc == SQLITE_OK || rc == SQLITE_BUSY ? "" : sqlite3_errmsg(db_);
+      if (!error.empty() && error != last_error) {
+        spdlog::warn("database {}: checkpoint failed: {} (the log grows until one succeeds)",
+                     path_, error);
+      }
+      last_error = error;
+    }
+  }
+
+  sqlite3* db_;  // the checkpointer's own connection, used only by its thread
+  std::string path_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool wanted_ = false, stop_ = false;
+  std::thread thread_;
+};
 
 // A statement borrowed from the Store's cache (prepared once per SQL text: parsing SQL was a
 // sixth of the daemon's CPU per task), or prepared for this use when the cached one is busy.
@@ -141,6 +214,8 @@ PRAGMA user_version = 1;
 Store::Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
 
 Store::~Store() {
+  sqlite3_wal_hook(db_, nullptr, nullptr);
+  checkpointer_.reset();
   for (auto& [sql, c] : stmts_) sqlite3_finalize(c.stmt);
   sqlite3_close_v2(db_);
 }
@@ -217,6 +292,17 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   }
   if (Status s = store->Exec(kSchema); !s) return Error{s.error()};
   store->full_sync_ = full_sync;
+  // Checkpoints on a second connection and thread; without one, SQLite's automatic ones.
+  sqlite3* cdb = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &cdb, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) == SQLITE_OK) {
+    store->checkpointer_ = std::make_unique<Checkpointer>(cdb, path);
+    sqlite3_wal_hook(db, &Checkpointer::OnCommit, store->checkpointer_.get());
+  } else {
+    spdlog::warn("database {}: no checkpoint connection ({}); checkpoints run inside commits",
+                 path, cdb ? sqlite3_errmsg(cdb) : "out of memory");
+    sqlite3_close_v2(cdb);
+  }
   return store;
 }
 
@@ -224,7 +310,7 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
   if (!full_sync_) {
     if (Status s = Exec("PRAGMA synchronous=FULL"); !s) return s;
   }
-  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  if (Status s = Begin(); !s) return s;
   auto rollback = [&](Status s) {
     Rollback();
     if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
@@ -274,13 +360,13 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
       ins.Reset();
     }
   }
-  if (Status s = Exec("COMMIT"); !s) return rollback(s);
+  if (Status s = Commit(); !s) return rollback(s);
   if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
   return Status::Ok();
 }
 
 Status Store::MarkRunning(int64_t task_id, int attempt, int gpu, double started_at) {
-  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  if (Status s = Begin(); !s) return s;
   Stmt up(this,
           "UPDATE tasks SET state='running', attempts=?, gpu=?, pgid=0, started_at=?, "
           "ended_at=0 WHERE id=?");
@@ -297,30 +383,48 @@ Status Store::MarkRunning(int64_t task_id, int attempt, int gpu, double started_
     Rollback();
     return s;
   }
-  return Exec("COMMIT");
+  return Commit();
 }
 
-Status Store::SetPgid(int64_t task_id, int attempt, int64_t pgid) {
+void Store::SetPgidLater(int64_t task_id, int attempt, int64_t pgid) {
+  pending_pgids_.push_back({task_id, attempt, pgid});
+}
+
+Status Store::FlushPgids() {
+  if (pending_pgids_.empty()) return Status::Ok();
+  if (Status s = Begin(); !s) return s;
+  return Commit();
+}
+
+Status Store::Begin() {
   if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
-  Stmt up(this, "UPDATE tasks SET pgid=? WHERE id=?");
-  up.Bind(1, pgid).Bind(2, task_id);
-  Status s = StepDone(up, "record process group");
-  if (s) {
-    Stmt up2(this, "UPDATE attempts SET pgid=? WHERE task_id=? AND attempt=?");
-    up2.Bind(1, pgid).Bind(2, task_id).Bind(3, int64_t{attempt});
-    s = StepDone(up2, "record process group");
+  for (const auto& p : pending_pgids_) {
+    Stmt up(this, "UPDATE tasks SET pgid=? WHERE id=? AND attempts=? AND state='running'");
+    up.Bind(1, p.pgid).Bind(2, p.task_id).Bind(3, int64_t{p.attempt});
+    Status s = StepDone(up, "record process group");
+    if (s) {
+      Stmt up2(this, "UPDATE attempts SET pgid=? WHERE task_id=? AND attempt=?");
+      up2.Bind(1, p.pgid).Bind(2, p.task_id).Bind(3, int64_t{p.attempt});
+      s = StepDone(up2, "record process group");
+    }
+    if (!s) {
+      Rollback();
+      return s;
+    }
   }
-  if (!s) {
-    Rollback();
-    return s;
-  }
-  return Exec("COMMIT");
+  return Status::Ok();
+}
+
+Status Store::Commit() {
+  if (Status s = Exec("COMMIT"); !s) return s;
+  pending_pgids_.clear();
+  return Status::Ok();
 }
 
 Status Store::FinishAttempt(int64_t task_id, int attempt, const std::string& outcome,
                             const std::string& final_state, double ended_at,
                             const std::string& result_json, const UsageRecord* usage) {
-  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  if (Status s = Begin(); !s) return s;
   Status s;
   {
     Stmt up(this, "UPDATE tasks SET state=?, pgid=0, ended_at=?, result=? WHERE id=?");
@@ -341,13 +445,13 @@ Status Store::FinishAttempt(int64_t task_id, int attempt, const std::string& out
     Rollback();
     return s;
   }
-  return Exec("COMMIT");
+  return Commit();
 }
 
 Status Store::SetTasksState(const std::vector<int64_t>& task_ids, const std::string& state,
                             const std::string& result_json, double ended_at) {
   if (task_ids.empty()) return Status::Ok();
-  if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
+  if (Status s = Begin(); !s) return s;
   Stmt up(this, "UPDATE tasks SET state=?, ended_at=?, result=? WHERE id=?");
   for (int64_t id : task_ids) {
     up.Bind(1, state).Bind(2, ended_at).Bind(3, result_json).Bind(4, id);
@@ -357,7 +461,7 @@ Status Store::SetTasksState(const std::vector<int64_t>& task_ids, const std::str
     }
     up.Reset();
   }
-  return Exec("COMMIT");
+  return Commit();
 }
 
 Status Store::SetJobCancelled(int64_t job_id) {

@@ -6,6 +6,8 @@
 // synchronous=FULL (an acknowledged job survives power loss); task transitions with the
 // configured durability (NORMAL by default: they survive a daemon crash, and a power loss can
 // at worst re-run the last tasks). Single-threaded: call only from the daemon's io thread.
+// WAL checkpoints (copying the log into the database file, and their fsyncs) run on a thread
+// of their own with a second connection, so that no commit waits for one.
 #pragma once
 
 #include <sqlite3.h>
@@ -88,8 +90,11 @@ class Store {
 
   // A task starts an attempt on a GPU: state running, attempts+1, attempt row. Commits.
   Status MarkRunning(int64_t task_id, int attempt, int gpu, double started_at);
-  // The process group of the running attempt, known right after spawn. Commits.
-  Status SetPgid(int64_t task_id, int attempt, int64_t pgid);
+  // The process group of the running attempt, known right after spawn. Written with the next
+  // transaction rather than in one of its own (a commit per task less); FlushPgids writes it
+  // now. Until then, recovery still finds the group by the marker in its environment.
+  void SetPgidLater(int64_t task_id, int attempt, int64_t pgid);
+  Status FlushPgids();
   // A task attempt ended. `final_state` is the task's new state ("queued" to requeue).
   // `usage` (when uid_for_usage is set) is the owner's new decayed usage. One transaction.
   Status FinishAttempt(int64_t task_id, int attempt, const std::string& outcome,
@@ -116,6 +121,7 @@ class Store {
   Result<std::string> QuickCheck();
 
   class Stmt;  // a statement borrowed from this store's cache (store.cpp only)
+  class Checkpointer;
 
  private:
   Store(sqlite3* db, std::string path);
@@ -127,9 +133,19 @@ class Store {
   };
   std::unordered_map<const char*, Cached> stmts_;  // by SQL text (string literals)
   void Rollback();
+  // BEGIN IMMEDIATE, then the pending process groups; COMMIT, then they are no longer pending.
+  Status Begin();
+  Status Commit();
+  struct PendingPgid {
+    int64_t task_id;
+    int attempt;
+    int64_t pgid;
+  };
+  std::vector<PendingPgid> pending_pgids_;
   sqlite3* db_;
   std::string path_;
   bool full_sync_ = false;
+  std::unique_ptr<Checkpointer> checkpointer_;  // stopped before db_ closes
 };
 
 }  // namespace ckprof

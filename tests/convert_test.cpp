@@ -10,6 +10,7 @@
 
 #include "common/conv_mapping.h"
 #include "common/file_util.h"
+#include "common/json_util.h"
 
 namespace ckprof {
 namespace {
@@ -711,4 +712,21 @@ TEST(ConvertOutput, ConfigsTextMatchesConfigsToText) {
 }
 
 }  // namespace
+TEST(ConvertOutput, ConfigJsonTextMatchesCompactDump) {
+  const Json fwd = Miopen(T({1, 4, 8, 8}), T({4, 4, 3, 3}), 1, 1, 1, 1);
+  const Json bwd = Backward(T({1, 4, 8, 8}), T({1, 4, 8, 8}), T({4, 4, 3, 3}), Ints({1, 1}),
+                            Ints({1, 1}), false, Ints({0, 0}), 1, Bools({true, true, false}));
+  auto conv = ConvertText(Json::array({fwd, bwd}).dump(), {});
+  ASSERT_TRUE(conv.ok()) << conv.error();
+  std::vector<CkConfig> configs = conv->configs;
+  // Strings with blanks, newlines, escaped quotes and backslashes must keep them all.
+  configs[0].metadata["extra"] =
+      Json::parse(R"({"a": [1, {"b": "µs ✓ \" \\ x\n y"}], "e": {}, "l": [], "f": 1.5})");
+  configs[1].split_k = "4";
+  configs.push_back(configs[1]);
+  configs.back().split_k = "all";
+  configs.back().metadata = Json::object();
+  for (const auto& c : configs) EXPECT_EQ(ConfigJsonText(c), DumpJson(ConfigToJson(c)));
+}
+
 }  // namespace ckprof

@@ -149,6 +149,17 @@ TEST(ProcessRunner, ExitCodesAndSignals) {
   EXPECT_EQ(r.outcome.kind, Outcome::Kind::kUnsupported);
 }
 
+TEST(ProcessRunner, ProfilersRunAtNormalPriorityUnderAFavouredDaemon) {
+  // As under the systemd unit (Nice=-5): the runner's process is favoured, its children not.
+  errno = 0;
+  const int before = getpriority(PRIO_PROCESS, 0);
+  if (setpriority(PRIO_PROCESS, 0, -3) != 0) GTEST_SKIP() << "needs CAP_SYS_NICE (root)";
+  Harness h;
+  RunResult r = h.Run(Shell("nice"));
+  setpriority(PRIO_PROCESS, 0, before);
+  EXPECT_EQ(r.stdout_capture, "0\n");
+}
+
 TEST(ProcessRunner, BoundedHeadAndTailCapture) {
   Harness h;
   RunSpec spec = Shell("seq 1 100000; echo tail-of-stderr >&2");
