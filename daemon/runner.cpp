@@ -26,6 +26,12 @@ using SteadyClock = std::chrono::steady_clock;
 
 constexpr const char* kDroppedVariables[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
                                              "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"};
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CKPROF_SANITIZED 1
+#else
+#define CKPROF_SANITIZED 0
+#endif
+
 constexpr size_t kReadChunk = 64 * 1024;
 // The spawned child's stack, until it execs (sanitizer builds need more than a few KiB).
 constexpr size_t kChildStackBytes = 256 * 1024;
@@ -498,7 +504,9 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
     close(out_pipe[1]);
     return fail_spawn(std::string("pipe: ") + strerror(e));
   }
-  if (!child_stack_) child_stack_ = std::make_unique<char[]>(kChildStackBytes);
+  if (!CKPROF_SANITIZED && !child_stack_) {
+    child_stack_ = std::make_unique<char[]>(kChildStackBytes);
+  }
 
   // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: no copy of the daemon's page tables
   // (fork's cost grows with its memory), and we resume once the child has exec'd or exited.
@@ -508,8 +516,15 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   sigset_t all, old_mask;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+#if CKPROF_SANITIZED
+  // The sanitizers cannot follow a child running on a stack of ours; vfork, which they
+  // intercept, shares memory and suspends us the same way.
+  pid_t pid = vfork();
+  if (pid == 0) _exit(ChildMain(&child));
+#else
   pid_t pid = clone(ChildMain, child_stack_.get() + kChildStackBytes,
                     CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
+#endif
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   close(out_pipe[1]);
