@@ -627,6 +627,11 @@ void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::
   tr.command = command;
   tr.description = description;
   Forget(task.id);
+  EmitTaskFinished(job, tr);
+  MaybeFinishJob(job, now);
+}
+
+void Scheduler::EmitTaskFinished(Job& job, const TaskResult& tr) {
   Emit(job, [&] {
     return json{{"type", "event"},
                 {"event", "task_finished"},
@@ -634,7 +639,6 @@ void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::
                 {"task", ToJson(tr)},
                 {"job", ToJson(MakeSummary(job))}};
   });
-  MaybeFinishJob(job, now);
 }
 
 void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
@@ -751,13 +755,7 @@ void Scheduler::ApplyEnd(PendingEnd end) {
   tr.description = description;
   if (!outcome.ok()) tr.error = outcome.Summary();
   if (!requeue) Forget(task_id);  // `task` is gone from here on
-  Emit(job, [&] {
-    return json{{"type", "event"},
-                {"event", "task_finished"},
-                {"job_id", job.rec.id},
-                {"task", ToJson(tr)},
-                {"job", ToJson(MakeSummary(job))}};
-  });
+  EmitTaskFinished(job, tr);
   MaybeFinishJob(job, now);
   if (shutting_down_) {
     MaybeFinishShutdown();

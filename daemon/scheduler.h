@@ -197,6 +197,7 @@ class Scheduler {
   // Tells the job's watchers; the event is built only when there is one.
   void Emit(Job& job, const std::function<nlohmann::json()>& make_event);
   void MaybeFinishJob(Job& job, double now);
+  void EmitTaskFinished(Job& job, const TaskResult& tr);
   void ArmNotBeforeTimer(double now);
   bool MayActOn(const Job& job, const Identity& who) const;
   void ResolveTarget(Job& job);

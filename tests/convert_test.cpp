@@ -695,13 +695,19 @@ TEST(ConvertReport, LinesAndSummary) {
                 summary);
 }
 
-TEST(ConvertOutput, ConfigsTextMatchesConfigsToText) {
+// One forward and one backward call: three configs (fwd, bwd_data, bwd_weight).
+std::vector<CkConfig> FwdAndBwdConfigs() {
   const Json fwd = Miopen(T({1, 4, 8, 8}), T({4, 4, 3, 3}), 1, 1, 1, 1);
   const Json bwd = Backward(T({1, 4, 8, 8}), T({1, 4, 8, 8}), T({4, 4, 3, 3}), Ints({1, 1}),
                             Ints({1, 1}), false, Ints({0, 0}), 1, Bools({true, true, false}));
   auto conv = ConvertText(Json::array({fwd, bwd}).dump(), {});
-  ASSERT_TRUE(conv.ok()) << conv.error();
-  std::vector<CkConfig> configs = conv->configs;
+  EXPECT_TRUE(conv.ok()) << conv.error();
+  return conv.ok() ? conv->configs : std::vector<CkConfig>{};
+}
+
+TEST(ConvertOutput, ConfigsTextMatchesConfigsToText) {
+  std::vector<CkConfig> configs = FwdAndBwdConfigs();
+  ASSERT_EQ(configs.size(), 3u);
   // Free-form metadata (nested, unicode, empty containers) and a numeric split_k.
   configs[0].metadata["extra"] = Json::parse(R"({"a": [1, {"b": "µs ✓"}], "e": {}, "l": []})");
   configs[1].split_k = "4";
@@ -711,14 +717,9 @@ TEST(ConvertOutput, ConfigsTextMatchesConfigsToText) {
   EXPECT_EQ(FormatConfigsText({}), ConfigsToText({}));
 }
 
-}  // namespace
 TEST(ConvertOutput, ConfigJsonTextMatchesCompactDump) {
-  const Json fwd = Miopen(T({1, 4, 8, 8}), T({4, 4, 3, 3}), 1, 1, 1, 1);
-  const Json bwd = Backward(T({1, 4, 8, 8}), T({1, 4, 8, 8}), T({4, 4, 3, 3}), Ints({1, 1}),
-                            Ints({1, 1}), false, Ints({0, 0}), 1, Bools({true, true, false}));
-  auto conv = ConvertText(Json::array({fwd, bwd}).dump(), {});
-  ASSERT_TRUE(conv.ok()) << conv.error();
-  std::vector<CkConfig> configs = conv->configs;
+  std::vector<CkConfig> configs = FwdAndBwdConfigs();
+  ASSERT_EQ(configs.size(), 3u);
   // Strings with blanks, newlines, escaped quotes and backslashes must keep them all.
   configs[0].metadata["extra"] =
       Json::parse(R"({"a": [1, {"b": "µs ✓ \" \\ x\n y"}], "e": {}, "l": [], "f": 1.5})");
@@ -729,4 +730,5 @@ TEST(ConvertOutput, ConfigJsonTextMatchesCompactDump) {
   for (const auto& c : configs) EXPECT_EQ(ConfigJsonText(c), DumpJson(ConfigToJson(c)));
 }
 
+}  // namespace
 }  // namespace ckprof
