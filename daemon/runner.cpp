@@ -131,6 +131,7 @@ struct ChildArgs {
   const gid_t* groups;
   size_t n_groups;
   bool reset_nice;
+  int report_fd;  // sanitizer builds: also report a failure here (see Start)
   SpawnError error;
 };
 
@@ -142,7 +143,12 @@ int ChildMain(void* p) {
   auto* a = static_cast<ChildArgs*>(p);
   const RunSpec& spec = *a->spec;
   auto fail = [a](SpawnStage stage) {
-    a->error = SpawnError{stage, errno};
+    const SpawnError e{stage, errno};
+    a->error = e;
+    if (a->report_fd >= 0) {
+      ssize_t ignored = write(a->report_fd, &e, sizeof e);
+      (void)ignored;
+    }
     _exit(127);
   };
   setpgid(0, 0);
@@ -511,16 +517,28 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: no copy of the daemon's page tables
   // (fork's cost grows with its memory), and we resume once the child has exec'd or exited.
   // Signals stay blocked until the child has reset every handler (ours must not run in it).
-  ChildArgs child{out_pipe[1], err_pipe[1],   argv[0],       argv.data(),    envp.data(),
-                  &s,          groups.data(), groups.size(), ReadNice() < 0, SpawnError{}};
+  ChildArgs child{out_pipe[1],   err_pipe[1],   argv[0],        argv.data(), envp.data(), &s,
+                  groups.data(), groups.size(), ReadNice() < 0, -1,          SpawnError{}};
   sigset_t all, old_mask;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old_mask);
 #if CKPROF_SANITIZED
-  // The sanitizers cannot follow a child running on a stack of ours; vfork, which they
-  // intercept, shares memory and suspends us the same way.
+  // The sanitizers cannot follow a child running on a stack of ours: vfork, which they
+  // intercept. TSan turns it into fork (no shared memory), so the child also reports a failure
+  // through a CLOEXEC pipe, read until the exec closes it.
+  int report_pipe[2];
+  if (pipe2(report_pipe, O_CLOEXEC) == 0) child.report_fd = report_pipe[1];
   pid_t pid = vfork();
   if (pid == 0) _exit(ChildMain(&child));
+  if (child.report_fd >= 0) {
+    close(report_pipe[1]);
+    SpawnError report;
+    ssize_t got;
+    while ((got = read(report_pipe[0], &report, sizeof report)) < 0 && errno == EINTR) {
+    }
+    if (got == static_cast<ssize_t>(sizeof report)) child.error = report;
+    close(report_pipe[0]);
+  }
 #else
   pid_t pid = clone(ChildMain, child_stack_.get() + kChildStackBytes,
                     CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
