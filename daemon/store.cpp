@@ -1,28 +1,37 @@
 #include "daemon/store.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
-#include <thread>
-
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <thread>
 
 namespace ckprof {
 
-// Checkpoints the WAL on its own thread and connection once it holds kPages pages (SQLite's
-// own automatic checkpoint would run inside a commit on the daemon's thread, fsyncs included:
-// the GPUs would wait for the disk). PASSIVE: it never blocks the writer nor waits for it; once
-// it has copied every frame, the writer's next transaction starts the WAL over.
+// Checkpoints the WAL on its own thread and connection (SQLite's own automatic checkpoint would
+// run inside a commit on the daemon's thread, fsyncs included: the GPUs would wait for the
+// disk). Asked for by the writer's WAL hook once kPages frames have been written since what the
+// last checkpoint copied: asking after every commit once the log is that long (as SQLite's own
+// rule does) woke this thread thousands of times a second while tasks ended back to back, a
+// quarter of the daemon's CPU. PASSIVE: it never blocks the writer nor waits for it; once it has
+// copied every frame, the writer's next transaction starts the log over. A writer that never
+// pauses gives it no such moment, so past kRestartPages the checkpoint is RESTART: it waits for
+// the writer's transaction to end, copies everything and has the log start over, holding the
+// writer back for that one checkpoint.
 class Store::Checkpointer {
  public:
-  static constexpr int kPages = 1000;  // SQLite's default automatic checkpoint size
+  static constexpr int kPages = 1000;          // SQLite's default automatic checkpoint size
+  static constexpr int kRestartPages = 16384;  // 64 MiB of 4 KiB pages
 
   Checkpointer(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {
+    sqlite3_busy_timeout(db_, 5000);  // RESTART waits for the writer's transaction
     thread_ = std::thread([this] { Loop(); });
   }
   ~Checkpointer() {
@@ -37,18 +46,23 @@ class Store::Checkpointer {
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
 
-  // The writer's connection's WAL hook: called after every commit with the WAL's size.
+  // The writer's connection's WAL hook: called after every commit with the log's length in
+  // frames. After the log starts over it is shorter than what was copied before.
   static int OnCommit(void* self, sqlite3*, const char*, int pages) {
-    if (pages >= kPages) static_cast<Checkpointer*>(self)->Poke();
+    auto* c = static_cast<Checkpointer*>(self);
+    const int copied = c->copied_.load(std::memory_order_relaxed);
+    const int uncopied = pages >= copied ? pages - copied : pages;
+    if (uncopied >= kPages) c->Poke(pages);
     return SQLITE_OK;
   }
 
  private:
-  void Poke() {
+  void Poke(int pages) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (wanted_) return;
       wanted_ = true;
+      log_pages_ = pages;
     }
     cv_.notify_one();
   }
@@ -56,18 +70,25 @@ class Store::Checkpointer {
   void Loop() {
     std::string last_error;
     for (;;) {
+      int pages = 0;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [this] { return wanted_ || stop_; });
         if (stop_) return;
+        pages = log_pages_;
       }
-      int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
-                                         nullptr);
+      const int mode =
+          pages >= kRestartPages ? SQLITE_CHECKPOINT_RESTART : SQLITE_CHECKPOINT_PASSIVE;
+      int log = 0, copied = 0;
+      int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, mode, &log, &copied);
+      // After a RESTART the log starts over: nothing of it is left to copy.
+      copied_.store(rc == SQLITE_OK && mode == SQLITE_CHECKPOINT_RESTART ? 0 : std::max(copied, 0),
+                    std::memory_order_relaxed);
       {
         std::lock_guard<std::mutex> lock(mu_);
         wanted_ = false;
       }
-      // Busy: a checkpoint or recovery elsewhere; the next commit asks again.
+      // Busy: a checkpoint or recovery elsewhere; a later commit asks again.
       std::string error = rc == SQLITE_OK || rc == SQLITE_BUSY ? "" : sqlite3_errmsg(db_);
       if (!error.empty() && error != last_error) {
         spdlog::warn("database {}: checkpoint failed: {} (the log grows until one succeeds)",
@@ -82,6 +103,8 @@ class Store::Checkpointer {
   std::mutex mu_;
   std::condition_variable cv_;
   bool wanted_ = false, stop_ = false;
+  int log_pages_ = 0;
+  std::atomic<int> copied_{0};  // frames the last checkpoint had copied
   std::thread thread_;
 };
 
