@@ -14,10 +14,9 @@ class Launcher {
  public:
   using RunId = uint64_t;
   virtual ~Launcher() = default;
-  // Starts a run; on_done is called exactly once, later, on the io thread.
+  // Starts a run; spec.on_started gets its process (and process group) id once it exists,
+  // on_done is called exactly once, later, on the io thread.
   virtual RunId Start(RunSpec spec, std::function<void(RunResult)> on_done) = 0;
-  // The run's process (and process group) id; -1 when none (spawn failed or finished).
-  virtual int64_t Pid(RunId id) const = 0;
   virtual bool Cancel(RunId id) = 0;
   virtual bool Interrupt(RunId id) = 0;
   virtual size_t running() const = 0;
@@ -29,7 +28,6 @@ class ProcessLauncher final : public Launcher {
   RunId Start(RunSpec spec, std::function<void(RunResult)> on_done) override {
     return runner_.Start(std::move(spec), std::move(on_done));
   }
-  int64_t Pid(RunId id) const override { return runner_.RunningPid(id); }
   bool Cancel(RunId id) override { return runner_.Cancel(id); }
   bool Interrupt(RunId id) override { return runner_.Interrupt(id); }
   size_t running() const override { return runner_.running(); }

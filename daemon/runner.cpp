@@ -11,11 +11,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <asio/execution/outstanding_work.hpp>
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/post.hpp>
+#include <asio/prefer.hpp>
 #include <asio/steady_timer.hpp>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
 
 extern char** environ;
 
@@ -243,6 +250,7 @@ struct ProcessRunner::Run {
   SteadyClock::time_point settle_deadline;
   bool finished = false;
   std::optional<std::string> spawn_error;
+  std::shared_ptr<ProcessRunner::SpawnRequest> spawning;  // until the spawn is reported back
   std::chrono::system_clock::time_point started_at;
   SteadyClock::time_point started_steady;
 
@@ -270,13 +278,134 @@ class RunSteps {
   static void WaitForExit(const RunPtr& run);
   static void MaybeFinish(const RunPtr& run);
   static RunResult MakeResult(ProcessRunner::Run& run);
+  static void OnSpawned(const RunPtr& run);
+  static void FailSpawn(const RunPtr& run, std::string why);
+  static void SendStop(const RunPtr& run);
+};
+
+// What one spawn needs, made on the io thread, used by the spawn thread (which writes only the
+// results below) and handed back through a post to the io thread (or, if the runner is
+// destroyed first, read by its destructor after the spawn thread has been joined).
+struct ProcessRunner::SpawnRequest {
+  std::vector<std::string> env, args;
+  std::vector<char*> envp, argv;
+  std::vector<gid_t> groups;
+  int out_read = -1, err_read = -1;  // ours: closed here unless taken by the run's streams
+  ChildArgs child{};
+  // Keeps the io_context running until the spawn is reported back: while a spawn is in flight
+  // nothing else may be pending on it (no pipe nor pidfd is watched yet), and a daemon stopping
+  // would otherwise see its io_context run out of work and exit with the run unreported.
+  asio::any_io_executor work;
+  pid_t pid = -1;       // the child, once cloned
+  int clone_errno = 0;  // when the clone itself failed
+
+  ~SpawnRequest() {
+    if (out_read >= 0) close(out_read);
+    if (err_read >= 0) close(err_read);
+  }
+};
+
+// The runner's spawn thread. clone(CLONE_VM | CLONE_VFORK) suspends the calling thread until
+// the child has exec'd: on a machine busy with the profilers themselves that is close to a
+// millisecond per spawn, during which the io thread, if it spawned itself, could neither reap
+// the runs that end nor record them: the GPUs waited in turn. The child shares this thread's
+// stack region and thread-local state (errno) only while this thread is suspended, as with
+// posix_spawn.
+class ProcessRunner::Spawner {
+ public:
+  explicit Spawner(asio::any_io_executor ex) : ex_(std::move(ex)) {
+#if !CKPROF_SANITIZED
+    stack_ = std::make_unique<char[]>(kChildStackBytes);
+#endif
+    thread_ = std::thread([this] { Loop(); });
+  }
+  // Finishes the spawn in progress; those still queued are dropped (never cloned).
+  ~Spawner() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  Spawner(const Spawner&) = delete;
+  Spawner& operator=(const Spawner&) = delete;
+
+  void Post(std::shared_ptr<Run> run) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(run));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::shared_ptr<Run> run;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        run = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      Clone(*run->spawning);
+      asio::post(ex_, [run] { RunSteps::OnSpawned(run); });
+    }
+  }
+
+  void Clone(SpawnRequest& req) {
+    ChildArgs& child = req.child;
+    // Signals stay blocked until the child has reset every handler (ours must not run in it).
+    sigset_t all, old_mask;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+#if CKPROF_SANITIZED
+    // The sanitizers cannot follow a child running on a stack of ours: vfork, which they
+    // intercept. TSan turns it into fork (no shared memory), so the child also reports a
+    // failure through a CLOEXEC pipe, read until the exec closes it.
+    int report_pipe[2];
+    if (pipe2(report_pipe, O_CLOEXEC) == 0) child.report_fd = report_pipe[1];
+    pid_t pid = vfork();
+    if (pid == 0) _exit(ChildMain(&child));
+    if (child.report_fd >= 0) {
+      close(report_pipe[1]);
+      SpawnError report;
+      ssize_t got;
+      while ((got = read(report_pipe[0], &report, sizeof report)) < 0 && errno == EINTR) {
+      }
+      if (got == static_cast<ssize_t>(sizeof report)) child.error = report;
+      close(report_pipe[0]);
+    }
+#else
+    pid_t pid =
+        clone(ChildMain, stack_.get() + kChildStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
+#endif
+    req.clone_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    close(child.out_fd);
+    close(child.err_fd);
+    req.pid = pid;
+  }
+
+  asio::any_io_executor ex_;
+  std::unique_ptr<char[]> stack_;  // the child's, until it execs (one spawn at a time)
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Run>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 ProcessRunner::ProcessRunner(asio::any_io_executor ex)
-    : ex_(std::move(ex)), read_buf_(kReadChunk) {}
+    : ex_(ex), read_buf_(kReadChunk), spawner_(std::make_unique<Spawner>(ex)) {}
 
 ProcessRunner::~ProcessRunner() {
+  spawner_.reset();  // no clone in progress from here on
   for (auto& [id, run] : runs_) {
+    // Spawned, but not reported back to this thread yet: it is ours to kill and reap.
+    if (run->spawning && run->spawning->pid > 0) run->pid = run->spawning->pid;
     // (A run whose leader has exited had its group killed then; its id may be free by now.)
     if (run->pid > 0 && !run->exited) {
       kill(-run->pid, SIGKILL);
@@ -491,16 +620,16 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
 
   // Everything the child needs, prepared before the clone (the child may only make
   // async-signal-safe calls).
+  auto req = std::make_shared<SpawnRequest>();
   std::vector<std::string> base;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) base.emplace_back(*e);
-  std::vector<std::string> env = BuildChildEnvironment(base, s.set_env);
-  std::vector<char*> envp, argv;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = s.argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<gid_t> groups = s.groups.value_or(std::vector<gid_t>{});
+  req->env = BuildChildEnvironment(base, s.set_env);
+  for (auto& e : req->env) req->envp.push_back(e.data());
+  req->envp.push_back(nullptr);
+  req->args = s.argv;
+  for (auto& a : req->args) req->argv.push_back(a.data());
+  req->argv.push_back(nullptr);
+  req->groups = s.groups.value_or(std::vector<gid_t>{});
 
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) return fail_spawn(std::string("pipe: ") + strerror(errno));
@@ -510,83 +639,70 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
     close(out_pipe[1]);
     return fail_spawn(std::string("pipe: ") + strerror(e));
   }
-  if (!CKPROF_SANITIZED && !child_stack_) {
-    child_stack_ = std::make_unique<char[]>(kChildStackBytes);
-  }
+  req->out_read = out_pipe[0];
+  req->err_read = err_pipe[0];
+  req->work = asio::prefer(ex_, asio::execution::outstanding_work.tracked);
+  req->child = ChildArgs{out_pipe[1],      err_pipe[1], req->argv[0],       req->argv.data(),
+                         req->envp.data(), &s,          req->groups.data(), req->groups.size(),
+                         ReadNice() < 0,   -1,          SpawnError{}};
+  run->spawning = std::move(req);
+  spawner_->Post(run);
+  return id;
+}
 
-  // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: no copy of the daemon's page tables
-  // (fork's cost grows with its memory), and we resume once the child has exec'd or exited.
-  // Signals stay blocked until the child has reset every handler (ours must not run in it).
-  ChildArgs child{out_pipe[1],   err_pipe[1],   argv[0],        argv.data(), envp.data(), &s,
-                  groups.data(), groups.size(), ReadNice() < 0, -1,          SpawnError{}};
-  sigset_t all, old_mask;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old_mask);
-#if CKPROF_SANITIZED
-  // The sanitizers cannot follow a child running on a stack of ours: vfork, which they
-  // intercept. TSan turns it into fork (no shared memory), so the child also reports a failure
-  // through a CLOEXEC pipe, read until the exec closes it.
-  int report_pipe[2];
-  if (pipe2(report_pipe, O_CLOEXEC) == 0) child.report_fd = report_pipe[1];
-  pid_t pid = vfork();
-  if (pid == 0) _exit(ChildMain(&child));
-  if (child.report_fd >= 0) {
-    close(report_pipe[1]);
-    SpawnError report;
-    ssize_t got;
-    while ((got = read(report_pipe[0], &report, sizeof report)) < 0 && errno == EINTR) {
-    }
-    if (got == static_cast<ssize_t>(sizeof report)) child.error = report;
-    close(report_pipe[0]);
+// Back on the io thread with the spawn's outcome.
+void RunSteps::OnSpawned(const RunPtr& run) {
+  if (!run->Alive()) return;  // the runner is gone (its destructor reaped the child)
+  std::shared_ptr<ProcessRunner::SpawnRequest> req = std::move(run->spawning);
+  const RunSpec& s = run->spec;
+  if (req->pid < 0) {
+    FailSpawn(run, std::string("clone: ") + strerror(req->clone_errno));
+    return;
   }
-#else
-  pid_t pid = clone(ChildMain, child_stack_.get() + kChildStackBytes,
-                    CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
-#endif
-  int clone_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  if (pid < 0) {
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    return fail_spawn(std::string("clone: ") + strerror(clone_errno));
-  }
-  run->pid = pid;
-  if (child.error.stage != SpawnStage::kNone) {
-    close(out_pipe[0]);
-    close(err_pipe[0]);
+  run->pid = req->pid;
+  if (req->child.error.stage != SpawnStage::kNone) {
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    while (waitpid(run->pid, &status, 0) < 0 && errno == EINTR) {
     }
-    return fail_spawn(SpawnErrorText(child.error, s));
+    FailSpawn(run, SpawnErrorText(req->child.error, s));
+    return;
   }
 
   asio::error_code ec;
   // Our ends are read until EAGAIN (ReadMore); the child's stay blocking.
-  for (int fd : {out_pipe[0], err_pipe[0]}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  run->out.assign(out_pipe[0], ec);
-  if (ec) close(out_pipe[0]);
+  for (int fd : {req->out_read, req->err_read}) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  const int out_fd = std::exchange(req->out_read, -1), err_fd = std::exchange(req->err_read, -1);
+  run->out.assign(out_fd, ec);
+  if (ec) close(out_fd);
   run->out_open = !ec;
-  run->err.assign(err_pipe[0], ec);
-  if (ec) close(err_pipe[0]);
+  run->err.assign(err_fd, ec);
+  if (ec) close(err_fd);
   run->err_open = !ec;
-  int pidfd = PidfdOpen(pid);
+  int pidfd = PidfdOpen(run->pid);
   if (pidfd >= 0) {
     run->pidfd.assign(pidfd, ec);
     if (ec) close(pidfd);
   }
-  if (run->out_open) RunSteps::ReadMore(run, true);
-  if (run->err_open) RunSteps::ReadMore(run, false);
-  RunSteps::WaitForExit(run);
+  if (run->out_open) ReadMore(run, true);
+  if (run->err_open) ReadMore(run, false);
+  WaitForExit(run);
   if (s.timeout.count() > 0) {
     run->timeout_timer.expires_after(s.timeout);
-    run->timeout_timer.async_wait([this, run](const asio::error_code& ec) {
+    run->timeout_timer.async_wait([run](const asio::error_code& ec) {
       if (ec || !run->Alive() || run->exited) return;
-      Stop(run->id, Outcome::Kind::kTimedOut);
+      run->owner->Stop(run->id, Outcome::Kind::kTimedOut);
     });
   }
-  return id;
+  if (s.on_started) s.on_started(run->pid);
+  if (run->Alive() && run->stop_kind && !run->exited) SendStop(run);  // asked before it existed
+}
+
+void RunSteps::FailSpawn(const RunPtr& run, std::string why) {
+  run->spawn_error = std::move(why);
+  run->exited = true;
+  MaybeFinish(run);
 }
 
 bool ProcessRunner::Stop(RunId id, Outcome::Kind kind) {
@@ -594,9 +710,18 @@ bool ProcessRunner::Stop(RunId id, Outcome::Kind kind) {
   if (it == runs_.end()) return false;
   auto run = it->second;
   if (run->exited || run->stop_kind || run->spawn_error) return false;
+  if (run->spawning) {
+    run->stop_kind = kind;  // stopped as soon as the spawn is reported back
+    return true;
+  }
   // It beat us to it: the exit watcher will report how it really ended.
   if (HasExited(run->pid)) return false;
   run->stop_kind = kind;
+  RunSteps::SendStop(run);
+  return true;
+}
+
+void RunSteps::SendStop(const RunPtr& run) {
   run->timeout_timer.cancel();
   kill(-run->pid, SIGTERM);
   run->grace_timer.expires_after(run->spec.grace);
@@ -605,7 +730,6 @@ bool ProcessRunner::Stop(RunId id, Outcome::Kind kind) {
     run->kill_sent = true;
     kill(-run->pid, SIGKILL);
   });
-  return true;
 }
 
 bool ProcessRunner::Cancel(RunId id) { return Stop(id, Outcome::Kind::kCancelled); }

@@ -48,6 +48,9 @@ struct RunSpec {
   std::chrono::milliseconds drain{500};
   size_t capture_head = 16384, capture_tail = 16384;  // bytes kept per stream
   size_t top_k = 5;                                   // CkPerf::top size
+  // Called once the process exists (before on_done, on the io thread) with its pid, which is
+  // also its process group id; not called when the spawn fails.
+  std::function<void(pid_t)> on_started;
 };
 
 struct RunResult {
@@ -71,12 +74,14 @@ class ProcessRunner {
   ProcessRunner(const ProcessRunner&) = delete;
   ProcessRunner& operator=(const ProcessRunner&) = delete;
 
-  // Spawns synchronously (clone with CLONE_VM | CLONE_VFORK: returns once the child has exec'd,
-  // whatever the daemon's size): the pid is known when Start returns (RunningPid(id)), so the caller
-  // can persist the process group before anything else happens. on_done is called exactly once,
-  // on the executor, never from inside Start (a spawn failure is posted with kSpawnFailed).
+  // Prepares the run (pipes, environment) and hands the spawn to the runner's spawn thread:
+  // clone(CLONE_VM | CLONE_VFORK), whatever the daemon's size, returns only once the child has
+  // exec'd, which takes up to a millisecond on a busy machine, and the io thread goes on
+  // meanwhile. RunSpec::on_started then gives the pid; on_done is called exactly once, on the
+  // executor, never from inside Start (a spawn failure comes with kSpawnFailed). Cancel and
+  // Interrupt work before the spawn is done too (the process is stopped as soon as it exists).
   RunId Start(RunSpec spec, std::function<void(RunResult)> on_done);
-  // The run's pid (= process group id); -1 if unknown, finished, or the spawn failed.
+  // The run's pid (= process group id); -1 if not spawned yet, finished, or the spawn failed.
   pid_t RunningPid(RunId id) const;
   // Group SIGTERM, grace, SIGKILL; the outcome is kCancelled. False when the run is unknown,
   // already being stopped, or its process has already exited (on_done says how it ended).
@@ -88,6 +93,8 @@ class ProcessRunner {
 
  private:
   struct Run;
+  struct SpawnRequest;
+  class Spawner;
   friend class RunSteps;
   bool Stop(RunId id, Outcome::Kind kind);
   void Forget(RunId id) { runs_.erase(id); }
@@ -95,8 +102,8 @@ class ProcessRunner {
   asio::any_io_executor ex_;
   RunId next_id_ = 1;
   std::unordered_map<RunId, std::shared_ptr<Run>> runs_;
-  std::vector<char> read_buf_;           // what a run's handler reads its pipe into (one thread)
-  std::unique_ptr<char[]> child_stack_;  // used by one spawn at a time (the caller is suspended)
+  std::vector<char> read_buf_;        // what a run's handler reads its pipe into (one thread)
+  std::unique_ptr<Spawner> spawner_;  // its thread clones; stopped first in the destructor
 };
 
 // Builds a child environment from `base` (KEY=VALUE strings, e.g. environ): drops

@@ -58,12 +58,21 @@ std::string ResultJson(const Outcome& o, const std::string& command, int gpu,
                  {"instances_tried", p.instances_tried},
                  {"instances_supported", p.instances_supported},
                  {"top", top}};
-    j["stdout"] = r->stdout_capture;
-    j["stderr"] = r->stderr_capture;
     j["stdout_bytes"] = r->stdout_bytes;
     j["stderr_bytes"] = r->stderr_bytes;
   }
-  return DumpJson(j);
+  std::string text = DumpJson(j);
+  if (r) {
+    // The captures (kilobytes a task) written directly: through the DOM they cost a copy and
+    // nlohmann's byte-by-byte UTF-8 checks, a tenth of the daemon's CPU per task.
+    text.pop_back();  // the closing brace
+    text += ",\"stdout\":";
+    AppendJsonString(text, r->stdout_capture);
+    text += ",\"stderr\":";
+    AppendJsonString(text, r->stderr_capture);
+    text += '}';
+  }
+  return text;
 }
 
 // Fills a TaskResult from a stored row.
@@ -563,29 +572,13 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
   gpu.busy_since = now;
   const int64_t task_id = task.id;
   const int gpu_index = gpu.index;
+  spec.on_started = [this, task_id, attempt](pid_t pid) { RecordPgid(task_id, attempt, pid); };
   gpu.run = launcher_.Start(
       std::move(spec), [this, task_id, gpu_index, attempt, command, description](RunResult r) {
         OnRunDone(task_id, gpu_index, attempt, command, description, std::move(r));
       });
-  const int64_t pid = launcher_.Pid(gpu.run);
-  if (pid > 0) {
-    // With the next transaction (usually another task's start or end, within milliseconds),
-    // or on its own a moment later.
-    store_.SetPgidLater(task.id, attempt, pid);
-    if (!pgid_flush_armed_) {
-      pgid_flush_armed_ = true;
-      pgid_flush_timer_.expires_after(std::chrono::milliseconds(100));
-      pgid_flush_timer_.async_wait([this](const asio::error_code& ec) {
-        if (ec) return;  // cancelled: the scheduler may be gone
-        pgid_flush_armed_ = false;
-        if (Status s = store_.FlushPgids(); !s) {
-          spdlog::error("cannot record the process groups of started tasks: {}", s.error());
-        }
-      });
-    }
-  }
-  spdlog::info("start job {} task {} (#{}, rank {}) on GPU {}, attempt {}, pid {}: {}", job.rec.id,
-               task.id, task.position, task.rank, gpu.index, attempt, pid, command);
+  spdlog::info("start job {} task {} (#{}, rank {}) on GPU {}, attempt {}: {}", job.rec.id, task.id,
+               task.position, task.rank, gpu.index, attempt, command);
   Emit(job, [&] {
     return json{{"type", "event"},
                 {"event", "task_started"},
@@ -598,6 +591,22 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
                 {"gpu", gpu.index},
                 {"attempt", attempt},
                 {"job", ToJson(MakeSummary(job))}};
+  });
+}
+
+// With the next transaction (usually another task's start or end, within milliseconds), or on
+// its own a moment later.
+void Scheduler::RecordPgid(int64_t task_id, int attempt, int64_t pid) {
+  store_.SetPgidLater(task_id, attempt, pid);
+  if (pgid_flush_armed_) return;
+  pgid_flush_armed_ = true;
+  pgid_flush_timer_.expires_after(std::chrono::milliseconds(100));
+  pgid_flush_timer_.async_wait([this](const asio::error_code& ec) {
+    if (ec) return;  // cancelled: the scheduler may be gone
+    pgid_flush_armed_ = false;
+    if (Status s = store_.FlushPgids(); !s) {
+      spdlog::error("cannot record the process groups of started tasks: {}", s.error());
+    }
   });
 }
 

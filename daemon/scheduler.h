@@ -164,6 +164,7 @@ class Scheduler {
   // Picks the next task for a GPU, or nullptr.
   Task* PickTask(const Gpu& gpu, double now);
   void StartTask(Task& task, Gpu& gpu, double now);
+  void RecordPgid(int64_t task_id, int attempt, int64_t pid);
   void OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
                  const std::string& description, RunResult result);
   // A run's end, as recorded in the Store and then applied to memory.

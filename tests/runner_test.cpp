@@ -106,11 +106,19 @@ TEST(ProcessRunner, HugeOutputKeepsMemoryBounded) {
 TEST(ProcessRunner, SucceedsAndParses) {
   Harness h;
   std::optional<RunResult> result;
-  auto id = h.runner().Start(Spec(Emu()), [&](RunResult r) { result = std::move(r); });
-  const pid_t pid = h.runner().RunningPid(id);
-  EXPECT_GT(pid, 0);
-  EXPECT_EQ(getpgid(pid), pid);  // its own process group, known when Start returns
+  pid_t started = -1;
+  RunSpec spec = Spec(Emu());
+  spec.on_started = [&](pid_t p) {
+    EXPECT_FALSE(result.has_value()) << "on_started after on_done";
+    started = p;
+  };
+  auto id = h.runner().Start(spec, [&](RunResult r) { result = std::move(r); });
+  EXPECT_EQ(h.runner().RunningPid(id), -1);  // spawned on the runner's own thread
   EXPECT_EQ(h.runner().running(), 1u);
+  h.RunUntil([&] { return started > 0; });
+  const pid_t pid = started;
+  EXPECT_EQ(h.runner().RunningPid(id), pid);
+  EXPECT_EQ(getpgid(pid), pid);  // its own process group, known once it exists
   h.RunUntil([&] { return result.has_value(); });
   EXPECT_EQ(h.runner().running(), 0u);
   EXPECT_EQ(h.runner().RunningPid(id), -1);
@@ -361,6 +369,7 @@ TEST(ProcessRunner, SpawnFailuresArePostedNotCalledInline) {
   };
   for (auto& c : cases) {
     std::optional<RunResult> result;
+    c.spec.on_started = [&](pid_t) { ADD_FAILURE() << "on_started for a failed spawn"; };
     auto id = h.runner().Start(c.spec, [&](RunResult r) { result = std::move(r); });
     EXPECT_FALSE(result.has_value()) << "on_done called from inside Start";
     EXPECT_EQ(h.runner().RunningPid(id), -1);
@@ -382,19 +391,20 @@ TEST(ProcessRunner, ManyRunsAtOnceOnOneThread) {
     spec.set_env = {{"CKEMU_TIME_SCALE", "0.5"}};
     spec.timeout = 300ms;
     spec.grace = 100ms;
-    auto id = h.runner().Start(spec, [&](RunResult r) {
+    spec.on_started = [&](pid_t p) { pids.push_back(p); };
+    h.runner().Start(spec, [&](RunResult r) {
       ++done;
       succeeded += r.outcome.kind == Outcome::Kind::kSucceeded;
       crashed += r.outcome.kind == Outcome::Kind::kCrashed;
       timed_out += r.outcome.kind == Outcome::Kind::kTimedOut;
     });
-    pids.push_back(h.runner().RunningPid(id));
   }
   EXPECT_EQ(h.runner().running(), static_cast<size_t>(kRuns));
   h.RunUntil([&] { return done == kRuns; });
   EXPECT_EQ(succeeded, kRuns - 8);
   EXPECT_EQ(crashed, 4);
   EXPECT_EQ(timed_out, 4);
+  EXPECT_EQ(pids.size(), static_cast<size_t>(kRuns));
   for (pid_t p : pids) EXPECT_TRUE(GroupGone(p)) << p;
 }
 
@@ -403,9 +413,10 @@ TEST(ProcessRunner, DestructorKillsAndReaps) {
   bool called = false;
   {
     Harness h;
-    auto id = h.runner().Start(Shell("sleep 30 & sleep 30"), [&](RunResult) { called = true; });
-    pid = h.runner().RunningPid(id);
-    ASSERT_GT(pid, 0);
+    RunSpec spec = Shell("sleep 30 & sleep 30");
+    spec.on_started = [&](pid_t p) { pid = p; };
+    h.runner().Start(spec, [&](RunResult) { called = true; });
+    h.RunUntil([&] { return pid > 0; });
   }
   EXPECT_FALSE(called);
   EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1);  // already reaped
@@ -413,6 +424,21 @@ TEST(ProcessRunner, DestructorKillsAndReaps) {
   // The background sleep got SIGKILL with the group; give it the moment it takes to die.
   for (int i = 0; i < 200 && !GroupGone(pid); ++i) usleep(5000);
   EXPECT_TRUE(GroupGone(pid));
+}
+
+// Destroyed while its spawn thread is still cloning (or has cloned without telling the io
+// thread yet): whatever exists is killed and reaped, nothing else is started.
+TEST(ProcessRunner, DestructorDuringSpawnsLeavesNoChild) {
+  bool called = false;
+  {
+    Harness h;
+    for (int i = 0; i < 8; ++i) {
+      h.runner().Start(Shell("sleep 30"), [&](RunResult) { called = true; });
+    }
+  }
+  EXPECT_FALSE(called);
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);  // no child of ours at all, not even a zombie
+  EXPECT_EQ(errno, ECHILD);
 }
 
 TEST(KillProcessGroupAndWait, KillsAStrayGroup) {

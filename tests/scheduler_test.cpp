@@ -23,11 +23,11 @@ class FakeLauncher final : public Launcher {
   };
   RunId Start(RunSpec spec, std::function<void(RunResult)> on_done) override {
     RunId id = next_++;
+    if (spec.on_started) spec.on_started(static_cast<pid_t>(100000 + id));
     runs_[id] = Run{std::move(spec), std::move(on_done)};
     order_.push_back(id);
     return id;
   }
-  int64_t Pid(RunId id) const override { return runs_.count(id) ? 100000 + static_cast<int64_t>(id) : -1; }
   bool Cancel(RunId id) override {
     runs_.at(id).cancelled = true;
     Finish(id, Outcome{Outcome::Kind::kCancelled, 0, SIGTERM, "cancelled"});
