@@ -90,4 +90,52 @@ std::string DumpJson(const nlohmann::ordered_json& j, int indent) {
   return j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+void AppendJsonString(std::string& out, std::string_view s) {
+  if (std::any_of(s.begin(), s.end(),
+                  [](char c) { return static_cast<unsigned char>(c) >= 0x80; })) {
+    out += DumpJson(nlohmann::json(std::string(s)));  // UTF-8 checks and replacements
+    return;
+  }
+  out.reserve(out.size() + s.size() + 2);
+  out += '"';
+  size_t run = 0;  // start of the bytes copied as they are
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default: {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 0xf];
+      }
+    }
+  }
+  out.append(s.data() + run, s.size() - run);
+  out += '"';
+}
+
 }  // namespace ckprof

@@ -31,4 +31,9 @@ Result<nlohmann::ordered_json> ParseOrderedJson(std::string_view text,
 std::string DumpJson(const nlohmann::json& j, int indent = -1);
 std::string DumpJson(const nlohmann::ordered_json& j, int indent = -1);
 
+// Appends `s` as a JSON string (quotes included), byte for byte what DumpJson writes for it:
+// a profiler's captured output, kilobytes per task, is mostly printable ASCII, which is
+// copied in runs; anything else takes nlohmann's path.
+void AppendJsonString(std::string& out, std::string_view s);
+
 }  // namespace ckprof

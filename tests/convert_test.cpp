@@ -730,5 +730,23 @@ TEST(ConvertOutput, ConfigJsonTextMatchesCompactDump) {
   for (const auto& c : configs) EXPECT_EQ(ConfigJsonText(c), DumpJson(ConfigToJson(c)));
 }
 
+TEST(JsonText, AppendJsonStringMatchesDump) {
+  std::string every_ascii_byte;
+  for (int c = 0; c < 0x80; ++c) every_ascii_byte += static_cast<char>(c);
+  const std::string cases[] = {
+      "",
+      "plain text",
+      every_ascii_byte,
+      "Perf: 0.1 ms, 12.5 TFlops\n\"quoted\" \\path\\ \x1b[31mred\x1b[0m\x7f",
+      "\xc2\xb5s \xe2\x9c\x93",       // valid UTF-8
+      "bad \xff\xfe bytes \xc3 end",  // invalid UTF-8: replaced, as DumpJson does
+  };
+  for (const auto& text : cases) {
+    std::string out = "prefix";
+    AppendJsonString(out, text);
+    EXPECT_EQ(out, "prefix" + DumpJson(Json(text))) << text;
+  }
+}
+
 }  // namespace
 }  // namespace ckprof
