@@ -15,10 +15,12 @@
 //       submit latency, RSS after submit (at once and 1 s later) and at the end, status latency
 //       under polling clients while the GPUs run, daemon CPU time while idle
 // common options: --ckprofd PATH --emulator PATH --dir DIR [--gpus 8] [--env K=V]...
+//                 [--nice N] (the daemon's nice value, as systemd/ckprofd.service sets it)
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -27,6 +29,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -121,6 +124,7 @@ double StatusMiB(pid_t pid, const std::string& field) {
 struct Common {
   std::string ckprofd, emulator, dir, configs;
   int gpus = 8;
+  int nice = 0;  // the daemon's nice value (systemd/ckprofd.service: Nice=-5)
   std::vector<std::string> env;
 };
 
@@ -157,6 +161,10 @@ class Daemon {
     if (pid_ == 0) {
       dup2(log_fd, 1);
       dup2(log_fd, 2);
+      if (c.nice != 0 && setpriority(PRIO_PROCESS, 0, c.nice) != 0) {
+        dprintf(2, "bench_daemon: cannot set nice %d: %s\n", c.nice, strerror(errno));
+        _exit(126);
+      }
       execve(cargv[0], cargv.data(), cenv.data());
       _exit(127);
     }
@@ -432,6 +440,8 @@ int main(int argc, char** argv) {
     else if (a == "--configs") c.configs = value();
     else if (a == "--gpus") c.gpus = std::atoi(value().c_str());
     else if (a == "--env") c.env.push_back(value());
+    else if (a == "--nice")
+      c.nice = std::atoi(value().c_str());
     else if (a == "--profiler") profiler = value();
     else if (a == "--out") out = value();
     else if (a == "--clients") clients = std::atoi(value().c_str());
