@@ -184,9 +184,24 @@ int Run(DaemonConfig config) {
            std::to_string(scheduler.queued_count()) + " queued on " + std::to_string(gpus.size()) +
            " GPU(s)";
   };
-  SystemdNotify("READY=1\n" + status_line());
+  std::string last_status = status_line();
+  SystemdNotify("READY=1\n" + last_status);
+  // At most two status lines a second: every task's start and end changes the counts, and a
+  // datagram to systemd per change (hundreds a second) loads both it and us.
+  asio::steady_timer status_timer(io);
+  bool status_due = false;
   scheduler.on_change = [&] {
-    if (SystemdNotifyEnabled()) SystemdNotify(status_line());
+    if (status_due || !SystemdNotifyEnabled()) return;
+    status_due = true;
+    status_timer.expires_after(std::chrono::milliseconds(500));
+    status_timer.async_wait([&](const asio::error_code& ec) {
+      status_due = false;
+      if (ec) return;
+      if (std::string line = status_line(); line != last_status) {
+        SystemdNotify(line);
+        last_status = std::move(line);
+      }
+    });
   };
 
   asio::steady_timer watchdog(io);
@@ -214,6 +229,7 @@ int Run(DaemonConfig config) {
     hup.cancel();
     scheduler.Shutdown([&] {
       watchdog.cancel();
+      status_timer.cancel();
       spdlog::info("stopped: state committed to {}", (*store)->path());
       io.stop();
     });
