@@ -114,6 +114,17 @@ bool ParsePerfBody(std::string_view rest, InstancePerf* out) {
 
 std::string StripAnsi(std::string_view in) {
   std::string out;
+  StripAnsiTo(in, &out);
+  return out;
+}
+
+void StripAnsiTo(std::string_view in, std::string* out_ptr) {
+  std::string& out = *out_ptr;
+  out.clear();
+  if (in.find('\033') == std::string_view::npos) {  // most lines: copied whole
+    out.assign(in);
+    return;
+  }
   out.reserve(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i] != '\033') {
@@ -134,7 +145,6 @@ std::string StripAnsi(std::string_view in) {
     }
     i = j;  // the loop's ++i skips the final byte
   }
-  return out;
 }
 
 bool ParsePerfLine(std::string_view line, InstancePerf* out) {
@@ -208,7 +218,7 @@ void CkOutputParser::ScanErrorMarkers(std::string_view line) {
 }
 
 void CkOutputParser::OnStderrLine(std::string_view raw) {
-  clean_ = StripAnsi(raw);
+  StripAnsiTo(raw, &clean_);
   ScanErrorMarkers(clean_);
 }
 
@@ -252,7 +262,7 @@ void CkOutputParser::CommitSummary() {
 void CkOutputParser::OnStdoutLine(std::string_view raw, bool truncated) {
   ++perf_.lines;
   if (truncated) ++perf_.truncated_lines;
-  clean_ = StripAnsi(raw);
+  StripAnsiTo(raw, &clean_);
   std::string_view line = Trim(clean_);
   if (line.empty()) return;
 

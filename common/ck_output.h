@@ -100,6 +100,8 @@ class CkOutputParser {
 
 // Removes ANSI escape sequences (CSI "\033[...m" and two-byte escapes) from `in`.
 std::string StripAnsi(std::string_view in);
+// The same into *out (its capacity reused: the parser strips every line of a profiler's output).
+void StripAnsiTo(std::string_view in, std::string* out);
 
 // Parses one `Perf:` line (after ANSI stripping): "Perf:   0.123 ms, 45.6 TFlops, 789 GB/s,
 // <name>[, SplitK <k>]". False when the line is not one.
