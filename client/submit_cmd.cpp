@@ -42,7 +42,7 @@ std::optional<double> ParseTime(const std::string& text) {
 
 int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   std::string input, name, priority, gpus, max_gpus, not_before, timeout, max_ops, profiler,
-      data_type, layout;
+      data_type, layout, order;
   bool dry_run = false, json_out = false;
   ArgParser p("ckprof submit", "Submit a job to ckprofd: every convolution of INPUT becomes CK "
               "profiler runs, queued fairly on the daemon's GPUs.",
@@ -59,6 +59,9 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
            "order among your own jobs, -1000..1000, higher first (default 0)");
   p.Option("--gpus", &gpus, "LIST", "GPUs the job may use, e.g. 0,1 or 0-3 (default: any)");
   p.Option("--max-gpus", &max_gpus, "M", "at most M GPUs at once (default: no limit)");
+  p.Option("--order", &order, "O",
+           "rank: the configs' priority rank, then file order (default); longest-first: the "
+           "most FLOPs first, the shortest sweep when the input's order says nothing of size");
   p.Option("--not-before", &not_before, "TIME",
            "start no earlier than TIME: 2026-12-01T02:00, +30m, +2h (default: now)");
   p.Option("--timeout", &timeout, "S", "seconds one profiler run may take (default: the daemon's)");
@@ -104,6 +107,11 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   v = 0;
   if (!int_opt("--max-gpus", max_gpus, 0, 1024, &v)) return 2;
   s.max_gpus = static_cast<int>(v);
+  if (!order.empty() && order != "rank" && order != "longest-first") {
+    PrintError("submit", "--order must be rank or longest-first, got '" + order + "'");
+    return 2;
+  }
+  s.order = order;
   if (!int_opt("--max-ops", max_ops, 0, int64_t{1} << 40, &s.max_ops)) return 2;
   if (!gpus.empty()) {
     auto list = ParseGpuListArg(gpus, "submit");

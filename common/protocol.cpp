@@ -157,6 +157,11 @@ Result<Request> ParseRequest(std::string_view frame) {
       f.Int("priority", &s.priority, -1000, 1000);
       f.IntList("gpus", &s.gpus, 0, 1023);
       f.Int("max_gpus", &s.max_gpus, 0, 1024);
+      f.String("order", &s.order, 32);
+      if (f.ok() && !s.order.empty() && s.order != "rank" && s.order != "longest-first") {
+        return MakeError("submit: order must be \"rank\" or \"longest-first\", got '" + s.order +
+                         "'");
+      }
       // Up to 2100-01-01: a later time would overflow the daemon's nanosecond timers.
       f.Double("not_before", &s.not_before, 0, kMaxNotBefore);
       f.Double("timeout_s", &s.timeout_s, -1, 1e7);
@@ -214,6 +219,7 @@ json RequestToJson(const Request& r) {
       j["priority"] = s.priority;
       j["gpus"] = s.gpus;
       j["max_gpus"] = s.max_gpus;
+      if (!s.order.empty()) j["order"] = s.order;
       j["not_before"] = s.not_before;
       j["timeout_s"] = s.timeout_s;
       j["max_ops"] = s.max_ops;

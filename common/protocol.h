@@ -56,6 +56,10 @@ struct SubmitOptions {
   int priority = 0;           // higher runs first within the submitting user's jobs
   std::vector<int> gpus;      // allowed GPUs; empty = any
   int max_gpus = 0;           // at most this many GPUs at once; 0 = no limit
+  // The order of the job's own tasks: "" or "rank" (the configs' priority rank, then their
+  // order in the file), or "longest-first" (the most estimated work, in FLOPs, first: the
+  // shortest sweep when the input's order says nothing of size).
+  std::string order;
   double not_before = 0;      // unix seconds; 0 = now
   double timeout_s = -1;      // per-task timeout; -1 = the daemon's default, 0 = none
   int64_t max_ops = 0;        // keep only the first N configs; 0 = all

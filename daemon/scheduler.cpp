@@ -197,6 +197,7 @@ Status Scheduler::Recover() {
   if (Status s = store_.ForEachJob([&](JobRecord&& r) {
         Job& j = jobs_[r.id];
         j.rec = std::move(r);
+        j.longest_first = j.rec.order == "longest-first";
       });
       !s) {
     return s;
@@ -359,6 +360,7 @@ Result<int64_t> Scheduler::Submit(JobRecord job, std::vector<TaskRecord> records
   const int64_t id = job.id;
   Job& j = jobs_[id];
   j.rec = std::move(job);
+  j.longest_first = j.rec.order == "longest-first";
   ResolveTarget(j);
   for (const auto& r : records) {
     Task t;
@@ -383,13 +385,13 @@ Result<int64_t> Scheduler::Submit(JobRecord job, std::vector<TaskRecord> records
 void Scheduler::Enqueue(Task& t) {
   Job& job = jobs_.at(t.job_id);
   t.state = TaskState::kQueued;
-  if (job.queue.insert(KeyOf(t)).second) ++queued_total_;
+  if (job.queue.insert(KeyOf(job, t)).second) ++queued_total_;
   UpdateActive(job);
 }
 
 void Scheduler::Dequeue(Task& t) {
   Job& job = jobs_.at(t.job_id);
-  if (job.queue.erase(KeyOf(t))) --queued_total_;
+  if (job.queue.erase(KeyOf(job, t))) --queued_total_;
   UpdateActive(job);
 }
 

@@ -131,14 +131,19 @@ class Scheduler {
     int attempts = 0;
     int gpu = -1;
   };
-  // rank, then longer first (-estimated FLOPs: shortens the sweep), position, task id.
+  // rank, then longer first (-estimated FLOPs: shortens the sweep), position, task id; the
+  // rank left out for a job ordered "longest-first".
   using QueueKey = std::tuple<int64_t, double, int64_t, int64_t>;
-  static QueueKey KeyOf(const Task& t) { return {t.rank, -t.est_cost, t.position, t.id}; }
+  struct Job;
+  static QueueKey KeyOf(const Job& job, const Task& t) {
+    return {job.longest_first ? 0 : t.rank, -t.est_cost, t.position, t.id};
+  }
   struct Job {
     JobRecord rec;
     std::optional<ProfilerTarget> target;
     std::string target_error;  // why the profiler path did not resolve
     std::set<QueueKey> queue;
+    bool longest_first = false;  // rec.order
     int running = 0;
     int64_t total = 0, succeeded = 0, failed = 0, unsupported = 0, cancelled = 0;
     double first_start = 0;

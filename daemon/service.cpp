@@ -226,6 +226,7 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   job.priority = o.priority;
   job.gpus = o.gpus;
   job.max_gpus = o.max_gpus;
+  job.order = o.order.empty() ? "rank" : o.order;
   job.not_before = o.not_before;
   job.timeout_s = o.timeout_s;
   job.profiler_path = profiler;

@@ -205,6 +205,7 @@ std::vector<T> IntsFromJson(const std::string& s) {
   return out;
 }
 
+constexpr int64_t kSchemaVersion = 2;  // PRAGMA user_version below
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS jobs (
   id INTEGER PRIMARY KEY,
@@ -212,7 +213,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   name TEXT NOT NULL, priority INTEGER NOT NULL, gpus TEXT NOT NULL, max_gpus INTEGER NOT NULL,
   not_before REAL NOT NULL, timeout_s REAL NOT NULL, profiler_path TEXT NOT NULL,
   cwd TEXT NOT NULL, input_format TEXT NOT NULL, cancelled INTEGER NOT NULL DEFAULT 0,
-  submitted_at REAL NOT NULL, finished_at REAL NOT NULL DEFAULT 0);
+  submitted_at REAL NOT NULL, finished_at REAL NOT NULL DEFAULT 0,
+  task_order TEXT NOT NULL DEFAULT 'rank');
 CREATE TABLE IF NOT EXISTS tasks (
   id INTEGER PRIMARY KEY,
   job_id INTEGER NOT NULL REFERENCES jobs(id),
@@ -229,7 +231,7 @@ CREATE TABLE IF NOT EXISTS attempts (
   PRIMARY KEY (task_id, attempt));
 CREATE TABLE IF NOT EXISTS usage (
   uid INTEGER PRIMARY KEY, usage REAL NOT NULL, updated_at REAL NOT NULL);
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 )SQL";
 
 }  // namespace
@@ -305,15 +307,25 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
     return Error{s.error()};
   }
   if (Status s = store->Exec("PRAGMA foreign_keys=ON"); !s) return Error{s.error()};
+  int64_t schema = 0;
   {
     Stmt version(store.get(), "PRAGMA user_version");
     if (!version.ok() || version.Step() != SQLITE_ROW) return fail("cannot be read", version.error());
-    if (version.Int(0) > 1) {
+    schema = version.Int(0);
+    if (schema > kSchemaVersion) {
       return MakeError("database " + path + " was written by a newer ckprofd (schema " +
-                       std::to_string(version.Int(0)) + ")");
+                       std::to_string(schema) + ")");
     }
   }
-  if (Status s = store->Exec(kSchema); !s) return Error{s.error()};
+  // Schema 1 -> 2: jobs.task_order. One transaction with the version, so that a crash cannot
+  // leave the column added and the version old.
+  const std::string migrate =
+      schema == 1 ? "ALTER TABLE jobs ADD COLUMN task_order TEXT NOT NULL DEFAULT 'rank';" : "";
+  const std::string setup = "BEGIN IMMEDIATE;" + migrate + kSchema + "COMMIT;";
+  if (Status s = store->Exec(setup.c_str()); !s) {
+    store->Rollback();
+    return fail("cannot be brought to schema " + std::to_string(kSchemaVersion), s.error());
+  }
   store->full_sync_ = full_sync;
   // Checkpoints on a second connection and thread; without one, SQLite's automatic ones.
   sqlite3* cdb = nullptr;
@@ -342,8 +354,8 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
   {
     Stmt ins(this,
              "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
-             "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at) "
-             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?)");
+             "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
+             "task_order) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?)");
     std::vector<int> groups(job->groups.begin(), job->groups.end());
     ins.Bind(1, int64_t{job->uid})
         .Bind(2, int64_t{job->gid})
@@ -358,7 +370,8 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
         .Bind(11, job->profiler_path)
         .Bind(12, job->cwd)
         .Bind(13, job->input_format)
-        .Bind(14, job->submitted_at);
+        .Bind(14, job->submitted_at)
+        .Bind(15, job->order);
     if (Status s = StepDone(ins, "insert job"); !s) return rollback(s);
     job->id = sqlite3_last_insert_rowid(db_);
   }
@@ -508,8 +521,8 @@ Status Store::SetJobFinished(int64_t job_id, double finished_at) {
 Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
   Stmt q(this,
          "SELECT id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before, "
-         "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at "
-         "FROM jobs ORDER BY id");
+         "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at, "
+         "task_order FROM jobs ORDER BY id");
   if (!q.ok()) return MakeError("database: load jobs: " + q.error());
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {
@@ -531,6 +544,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
     j.cancelled = q.Int(14) != 0;
     j.submitted_at = q.Double(15);
     j.finished_at = q.Double(16);
+    j.order = q.Text(17);
     fn(std::move(j));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load jobs: " + q.error());

@@ -33,6 +33,7 @@ struct JobRecord {
   int priority = 0;
   std::vector<int> gpus;  // allowed; empty = any
   int max_gpus = 0;
+  std::string order = "rank";  // of the job's tasks: "rank" or "longest-first"
   double not_before = 0;
   double timeout_s = 0;  // 0 = none
   std::string profiler_path;

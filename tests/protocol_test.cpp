@@ -18,6 +18,7 @@ TEST(Protocol, RequestsRoundTrip) {
   r.submit.priority = 3;
   r.submit.gpus = {0, 2};
   r.submit.max_gpus = 1;
+  r.submit.order = "longest-first";
   r.submit.timeout_s = 30;
   r.submit.dry_run = true;
   auto back = ParseRequest(RequestToJson(r).dump());
@@ -27,6 +28,7 @@ TEST(Protocol, RequestsRoundTrip) {
   EXPECT_EQ(back->submit.name, "sweep");
   EXPECT_EQ(back->submit.gpus, (std::vector<int>{0, 2}));
   EXPECT_TRUE(back->submit.dry_run);
+  EXPECT_EQ(back->submit.order, "longest-first");
   EXPECT_DOUBLE_EQ(back->submit.timeout_s, 30);
 }
 
@@ -47,6 +49,8 @@ TEST(Protocol, BadRequestsNameTheProblem) {
       {R"({"type":"submit","content":"x","gpus":[0,-1]})", "field 'gpus'"},
       {R"({"type":"submit","content":"x","priority":1e9})", "field 'priority'"},
       {R"({"type":"submit","content":"x","content_encoding":"zip"})", "content_encoding"},
+      {R"({"type":"submit","content":"x","order":"shortest"})",
+       "order must be \"rank\" or \"longest-first\", got 'shortest'"},
       {R"({"type":"drain"})", "field 'gpu' is missing"},
   };
   for (const auto& c : cases) {

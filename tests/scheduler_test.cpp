@@ -2,6 +2,7 @@
 #include "daemon/scheduler.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <map>
 
@@ -208,6 +209,52 @@ TEST_F(SchedulerTest, PriorityThenSubmitOrderWithinAUser) {
   EXPECT_EQ(order, (std::vector<int64_t>{high, high, first, low}));
 }
 
+// Five configs of rank 1..5 whose batch sizes (so FLOPs) are 1, 4, 2, 8, 3.
+std::vector<CkConfig> MixedSizeConfigs() {
+  std::vector<CkConfig> out = Configs(5);
+  const int batch[] = {1, 4, 2, 8, 3};
+  for (size_t i = 0; i < out.size(); ++i) out[i].N = batch[i];
+  return out;
+}
+
+TEST_F(SchedulerTest, JobOrderRankOrLongestFirstAndItSurvivesARestart) {
+  // Finishes n runs one at a time; the positions of the tasks they ran.
+  auto positions_run = [&](FakeLauncher& launcher, size_t n) {
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < n && !launcher.Active().empty(); ++i) {
+      std::string marker = launcher.Env(launcher.Active()[0], "CKPROFD_TASK");
+      int64_t task = std::stoll(marker.substr(0, marker.find(':')));
+      EXPECT_TRUE(store_
+                      ->ForEachTaskBrief([&](TaskRecord&& t) {
+                        if (t.id == task) out.push_back(t.position);
+                      })
+                      .ok());
+      launcher.Finish(launcher.Active()[0]);
+    }
+    return out;
+  };
+  auto by_rank = sched_->Submit(Job(1000, "by-rank"), MixedSizeConfigs());
+  ASSERT_TRUE(by_rank.ok()) << by_rank.error();
+  EXPECT_EQ(positions_run(launcher_, 5), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+
+  JobRecord j = Job(1000, "longest");
+  j.order = "longest-first";
+  auto longest = sched_->Submit(std::move(j), MixedSizeConfigs());
+  ASSERT_TRUE(longest.ok()) << longest.error();
+  EXPECT_EQ(positions_run(launcher_, 2), (std::vector<int64_t>{4, 2}));  // batch 8, then 4
+  // The daemon dies with position 5 (batch 3) running; the order is stored with the job.
+  sched_.reset();
+  FakeLauncher fresh;
+  SchedulerOptions o;
+  o.gpus = {0};
+  o.state_dir = dir_.path();
+  o.max_attempts = 2;
+  Scheduler again(io_.get_executor(), *store_, fresh, o);
+  ASSERT_TRUE(again.Recover().ok());
+  EXPECT_EQ(positions_run(fresh, 3), (std::vector<int64_t>{5, 3, 1}));
+  EXPECT_EQ(again.Summary(*longest)->succeeded, 5);
+}
+
 TEST_F(SchedulerTest, AllowedGpusAndMaxGpus) {
   Open({0, 1, 2, 3});
   JobRecord j = Job(1000, "pinned");
@@ -315,6 +362,49 @@ TEST_F(SchedulerTest, DrainedGpuTakesNoWork) {
   EXPECT_EQ(launcher_.Env(launcher_.Active()[0], "HIP_VISIBLE_DEVICES"), "0");
   ASSERT_TRUE(sched_->SetDrained(1, false, admin).ok());
   EXPECT_EQ(launcher_.Active().size(), 2u);
+}
+
+// A state directory written by the first ckprofd release (schema 1, no jobs.task_order) opens:
+// its jobs keep the rank order, and the file is brought to schema 2 in place.
+TEST(StoreSchema, Version1DatabaseIsMigrated) {
+  TempDir dir;
+  const std::string path = dir.File("ckprofd.db");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const char* v1 = R"SQL(
+PRAGMA journal_mode=WAL;
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY,
+  uid INTEGER NOT NULL, gid INTEGER NOT NULL, groups TEXT NOT NULL, owner TEXT NOT NULL,
+  name TEXT NOT NULL, priority INTEGER NOT NULL, gpus TEXT NOT NULL, max_gpus INTEGER NOT NULL,
+  not_before REAL NOT NULL, timeout_s REAL NOT NULL, profiler_path TEXT NOT NULL,
+  cwd TEXT NOT NULL, input_format TEXT NOT NULL, cancelled INTEGER NOT NULL DEFAULT 0,
+  submitted_at REAL NOT NULL, finished_at REAL NOT NULL DEFAULT 0);
+INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before,
+  timeout_s, profiler_path, cwd, input_format, submitted_at)
+  VALUES (1000, 1000, '[]', 'ann', 'old sweep', 0, '[]', 0, 0, -1, '/opt/ck', '/', 'ir', 1.0);
+PRAGMA user_version = 1;
+)SQL";
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+
+  for (int open = 0; open < 2; ++open) {  // migrated once, then opened as it is
+    auto store = Store::Open(dir.path(), false);
+    ASSERT_TRUE(store.ok()) << store.error();
+    std::vector<JobRecord> jobs;
+    ASSERT_TRUE((*store)->ForEachJob([&](JobRecord&& j) { jobs.push_back(std::move(j)); }).ok());
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(jobs[0].name, "old sweep");
+    EXPECT_EQ(jobs[0].order, "rank");
+  }
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 2);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
 }
 
 }  // namespace
