@@ -261,12 +261,14 @@ def run_limit(cmds_path, env):
                      "--jobs", str(GPUS)], env=env)
 
 
-def run_ckprofd(configs_path, work, tag, env_pairs, nice=None):
+def run_ckprofd(configs_path, work, tag, env_pairs, nice=None, order=None):
     d = os.path.join(work, f"ckprofd-{tag}")
     shutil.rmtree(d, ignore_errors=True)
     argv = [os.path.join(BIN, "bench_daemon"), "run", "--ckprofd", os.path.join(BIN, "ckprofd"),
             "--emulator", EMU, "--dir", d, "--configs", configs_path, "--gpus", str(GPUS),
             "--nice", str(DAEMON_NICE if nice is None else nice)]
+    if order:
+        argv += ["--order", order]
     for k, v in env_pairs.items():
         argv += ["--env", f"{k}={v}"]
     r = run_json(argv)
@@ -472,9 +474,11 @@ def section_makespan(base, work):
     for i, c in enumerate(by_size):
         c["metadata"]["priority_rank"] = i + 1
     results = {}
-    plan = [("random", configs, ["ckprofd", "limit", "parallel"]),
+    plan = [("random", configs, ["ckprofd", "ckprofd-lf", "limit", "parallel"]),
             ("largest first", by_size, ["ckprofd", "limit"])]
-    labels = {"ckprofd": "ckprofd", "limit": "limit: posix_spawn loop, 8 at a time",
+    labels = {"ckprofd": "ckprofd (job order: rank)",
+              "ckprofd-lf": "ckprofd, submit --order longest-first",
+              "limit": "limit: posix_spawn loop, 8 at a time",
               "parallel": f"GNU parallel -j{GPUS}"}
     cmds = []
     for order, order_configs, keys in plan:
@@ -493,6 +497,9 @@ def section_makespan(base, work):
             log(f"makespan: {key}, {order} ({len(cmds)} tasks)")
             if key == "ckprofd":
                 r = run_ckprofd(configs_path, work, f"makespan-{tag}", env_pairs)
+            elif key == "ckprofd-lf":
+                r = run_ckprofd(configs_path, work, f"makespan-{tag}-lf", env_pairs,
+                                order="longest-first")
             elif key == "limit":
                 r = run_limit(cmds_path, with_env(**env_pairs))
             else:
@@ -511,12 +518,14 @@ def print_makespan(cmds, results):
         rows.append([label, f"{r['seconds']:.2f}", f"{r['sum']:.1f}", f"{r['longest']:.2f}",
                      f"{r['lb']:.2f}", f"{r['seconds'] / r['lb']:.3f}"])
     notes = []
-    for order in ("random", "largest first"):
-        if f"ckprofd:{order}" in results:
-            r = results[f"ckprofd:{order}"][1]
+    for key, order, how in (("ckprofd", "random", "job order rank"),
+                            ("ckprofd-lf", "random", "--order longest-first"),
+                            ("ckprofd", "largest first", "job order rank")):
+        if f"{key}:{order}" in results:
+            r = results[f"{key}:{order}"][1]
             ratio = r["seconds"] / r["lb"]
-            notes.append(f"goal: ckprofd wall / lower bound <= 1.05, {order}: {ratio:.3f}, "
-                         f"{verdict(ratio, 1.05)}")
+            notes.append(f"goal: ckprofd wall / lower bound <= 1.05, {order} ({how}): "
+                         f"{ratio:.3f}, {verdict(ratio, 1.05)}")
     if notes:
         d = next(iter(results.values()))[1]["durations"]
         notes.append(f"(task times as the emulator logged them: min {d[0] * 1e3:.0f} ms, "

@@ -16,6 +16,7 @@
 //       under polling clients while the GPUs run, daemon CPU time while idle
 // common options: --ckprofd PATH --emulator PATH --dir DIR [--gpus 8] [--env K=V]...
 //                 [--nice N] (the daemon's nice value, as systemd/ckprofd.service sets it)
+//                 [--order rank|longest-first] (the job's task order, as ckprof submit --order)
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -125,6 +126,7 @@ struct Common {
   std::string ckprofd, emulator, dir, configs;
   int gpus = 8;
   int nice = 0;  // the daemon's nice value (systemd/ckprofd.service: Nice=-5)
+  std::string order;  // the job's task order (ckprof submit --order)
   std::vector<std::string> env;
 };
 
@@ -225,6 +227,7 @@ int64_t Submit(ckprof::Connection& conn, const Common& c, const std::string& con
   r.submit.name = "bench";
   r.submit.profiler_path = c.emulator;
   r.submit.cwd = c.dir;
+  r.submit.order = c.order;
   auto answer = conn.Call(r);
   if (!answer) Die("submit: " + answer.error());
   return answer->value("job_id", int64_t{0});
@@ -442,6 +445,8 @@ int main(int argc, char** argv) {
     else if (a == "--env") c.env.push_back(value());
     else if (a == "--nice")
       c.nice = std::atoi(value().c_str());
+    else if (a == "--order")
+      c.order = value();
     else if (a == "--profiler") profiler = value();
     else if (a == "--out") out = value();
     else if (a == "--clients") clients = std::atoi(value().c_str());
