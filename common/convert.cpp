@@ -342,7 +342,7 @@ class DocumentHandler {
       }
     }
     if (array_kind_ == ArrayKind::kConfigs) {
-      auto c = ConfigFromJson(element, index);
+      auto c = ConfigFromJson(std::move(element), index);
       if (!c) {
         abort_error_ = c.error();
         return false;
@@ -540,79 +540,99 @@ void AppendInt(std::string* out, int64_t v) {
   out->append(buf, p);
 }
 
-// `"key": ` at the indentation of profiler_args' members.
-void AppendArgKey(std::string* out, std::string_view key) {
-  out->append("      \"").append(key).append("\": ");
-}
+// A config's text in the configs file's layout (2-space indentation, nlohmann's) or compact,
+// as DumpJson writes it (a stored task): the same tokens, with or without the whitespace.
+class ConfigWriter {
+ public:
+  ConfigWriter(std::string* out, bool compact) : out_(out), compact_(compact) {}
 
-void AppendArgList(std::string* out, std::string_view key, const std::vector<int64_t>& v) {
-  AppendArgKey(out, key);
-  if (v.empty()) {
-    out->append("[]");
-    return;
-  }
-  out->append("[\n");
-  for (size_t i = 0; i < v.size(); ++i) {
-    out->append("        ");
-    AppendInt(out, v[i]);
-    out->append(i + 1 < v.size() ? ",\n" : "\n");
-  }
-  out->append("      ]");
-}
-
-// One config as an element of the configs array (2-space indentation, nlohmann's layout).
-void AppendConfigText(const CkConfig& c, std::string* out) {
-  out->append("  {\n    \"operation_type\": \"").append(OperationTypeName(c.op));
-  out->append("\",\n    \"profiler_args\": {\n");
-  auto scalar = [&](std::string_view key, int64_t v) {
-    AppendArgKey(out, key);
-    AppendInt(out, v);
-    out->append(",\n");
-  };
-  scalar("data_type", c.data_type);
-  scalar("layout", c.layout);
-  if (c.op == ConvOp::kFwd) scalar("index_type", c.index_type.value_or(0));
-  scalar("verify", c.verify);
-  scalar("init", c.init);
-  scalar("log", c.log);
-  scalar("time", c.time);
-  scalar("num_dim_spatial", c.num_dim_spatial);
-  scalar("G", c.G);
-  scalar("N", c.N);
-  scalar("K", c.K);
-  scalar("C", c.C);
-  const std::pair<std::string_view, const std::vector<int64_t>*> lists[] = {
-      {"filter_spatial", &c.filter_spatial},
-      {"input_spatial", &c.input_spatial},
-      {"strides", &c.strides},
-      {"dilations", &c.dilations},
-      {"left_pads", &c.left_pads},
-      {"right_pads", &c.right_pads}};
-  for (size_t i = 0; i < std::size(lists); ++i) {
-    AppendArgList(out, lists[i].first, *lists[i].second);
-    const bool last = i + 1 == std::size(lists) && c.op == ConvOp::kFwd;
-    out->append(last ? "\n" : ",\n");
-  }
-  if (c.op != ConvOp::kFwd) {
-    AppendArgKey(out, "split_k");
-    int64_t k = 0;
-    auto [p, ec] = std::from_chars(c.split_k.data(), c.split_k.data() + c.split_k.size(), k);
-    if (c.split_k.empty() || ec != std::errc() || p != c.split_k.data() + c.split_k.size()) {
-      out->append("\"all\"");
-    } else {
-      AppendInt(out, k);
+  void Config(const CkConfig& c) {
+    Put("  {\n    \"operation_type\": \"", "{\"operation_type\":\"");
+    out_->append(OperationTypeName(c.op));
+    Put("\",\n    \"profiler_args\": {\n", "\",\"profiler_args\":{");
+    auto scalar = [&](std::string_view key, int64_t v) {
+      Key(key);
+      AppendInt(out_, v);
+      Put(",\n", ",");
+    };
+    scalar("data_type", c.data_type);
+    scalar("layout", c.layout);
+    if (c.op == ConvOp::kFwd) scalar("index_type", c.index_type.value_or(0));
+    scalar("verify", c.verify);
+    scalar("init", c.init);
+    scalar("log", c.log);
+    scalar("time", c.time);
+    scalar("num_dim_spatial", c.num_dim_spatial);
+    scalar("G", c.G);
+    scalar("N", c.N);
+    scalar("K", c.K);
+    scalar("C", c.C);
+    const std::pair<std::string_view, const std::vector<int64_t>*> lists[] = {
+        {"filter_spatial", &c.filter_spatial},
+        {"input_spatial", &c.input_spatial},
+        {"strides", &c.strides},
+        {"dilations", &c.dilations},
+        {"left_pads", &c.left_pads},
+        {"right_pads", &c.right_pads}};
+    for (size_t i = 0; i < std::size(lists); ++i) {
+      List(lists[i].first, *lists[i].second);
+      const bool last = i + 1 == std::size(lists) && c.op == ConvOp::kFwd;
+      Put(last ? "\n" : ",\n", last ? "" : ",");
     }
-    out->append("\n");
+    if (c.op != ConvOp::kFwd) {
+      Key("split_k");
+      int64_t k = 0;
+      auto [p, ec] = std::from_chars(c.split_k.data(), c.split_k.data() + c.split_k.size(), k);
+      if (c.split_k.empty() || ec != std::errc() || p != c.split_k.data() + c.split_k.size()) {
+        out_->append("\"all\"");
+      } else {
+        AppendInt(out_, k);
+      }
+      Put("\n", "");
+    }
+    Put("    },\n    \"metadata\": ", "},\"metadata\":");
+    if (compact_) {
+      out_->append(c.metadata.dump(-1, ' ', false, json::error_handler_t::replace));
+    } else {
+      // The metadata is free-form: let nlohmann lay it out, then indent it to its place.
+      const std::string md = c.metadata.dump(2, ' ', false, json::error_handler_t::replace);
+      for (char ch : md) {
+        out_->push_back(ch);
+        if (ch == '\n') out_->append("    ");
+      }
+    }
+    Put("\n  }", "}");
   }
-  out->append("    },\n    \"metadata\": ");
-  // The metadata is free-form: let nlohmann lay it out, then indent it to its place.
-  const std::string md = c.metadata.dump(2, ' ', false, json::error_handler_t::replace);
-  for (char ch : md) {
-    out->push_back(ch);
-    if (ch == '\n') out->append("    ");
+
+ private:
+  void Put(std::string_view pretty, std::string_view compact) {
+    out_->append(compact_ ? compact : pretty);
   }
-  out->append("\n  }");
-}
+  // `"key": ` at the indentation of profiler_args' members.
+  void Key(std::string_view key) {
+    Put("      \"", "\"");
+    out_->append(key);
+    Put("\": ", "\":");
+  }
+  void List(std::string_view key, const std::vector<int64_t>& v) {
+    Key(key);
+    if (v.empty()) {
+      out_->append("[]");
+      return;
+    }
+    Put("[\n", "[");
+    for (size_t i = 0; i < v.size(); ++i) {
+      Put("        ", "");
+      AppendInt(out_, v[i]);
+      const bool last = i + 1 == v.size();
+      Put(last ? "\n" : ",\n", last ? "" : ",");
+    }
+    Put("      ]", "]");
+  }
+
+  std::string* out_;
+  bool compact_;
+};
 
 }  // namespace
 
@@ -620,7 +640,7 @@ std::string FormatConfigsText(const std::vector<CkConfig>& configs) {
   if (configs.empty()) return "[]\n";
   std::string out = "[\n";
   for (size_t i = 0; i < configs.size(); ++i) {
-    AppendConfigText(configs[i], &out);
+    ConfigWriter(&out, false).Config(configs[i]);
     out.append(i + 1 < configs.size() ? ",\n" : "\n");
   }
   out.append("]\n");
@@ -628,30 +648,9 @@ std::string FormatConfigsText(const std::vector<CkConfig>& configs) {
 }
 
 std::string ConfigJsonText(const CkConfig& c) {
-  std::string pretty;
-  pretty.reserve(640);
-  AppendConfigText(c, &pretty);
-  // The same text without the layout: drop whitespace outside strings.
   std::string out;
-  out.reserve(pretty.size());
-  bool in_string = false, escaped = false;
-  for (char ch : pretty) {
-    if (in_string) {
-      out.push_back(ch);
-      if (escaped) {
-        escaped = false;
-      } else if (ch == '\\') {
-        escaped = true;
-      } else if (ch == '"') {
-        in_string = false;
-      }
-    } else if (ch == '"') {
-      in_string = true;
-      out.push_back(ch);
-    } else if (ch != ' ' && ch != '\n') {
-      out.push_back(ch);
-    }
-  }
+  out.reserve(512);
+  ConfigWriter(&out, true).Config(c);
   return out;
 }
 
@@ -664,7 +663,7 @@ Status WriteConfigsFile(const std::string& path, const std::vector<CkConfig>& co
   }
   std::string chunk = "[\n";
   for (size_t i = 0; i < configs.size(); ++i) {
-    AppendConfigText(configs[i], &chunk);
+    ConfigWriter(&chunk, false).Config(configs[i]);
     chunk.append(i + 1 < configs.size() ? ",\n" : "\n");
     if (chunk.size() >= (1 << 16)) {
       if (Status s = w.Write(chunk); !s) return s;
