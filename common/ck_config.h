@@ -84,6 +84,8 @@ nlohmann::ordered_json ConfigToJson(const CkConfig& c);
 // records are numbered: index 2 reads "config 3: field profiler_args.strides has 3 entries but
 // num_dim_spatial is 2".
 Result<CkConfig> ConfigFromJson(const nlohmann::ordered_json& j, size_t index);
+// The same, taking the metadata out of `j` instead of copying it.
+Result<CkConfig> ConfigFromJson(nlohmann::ordered_json&& j, size_t index);
 
 // Reads a whole configs file (a JSON array of configs). Errors name the config and field.
 Result<std::vector<CkConfig>> ConfigsFromJson(const nlohmann::ordered_json& j);
