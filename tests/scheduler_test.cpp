@@ -115,12 +115,16 @@ class SchedulerTest : public ::testing::Test {
     auto s = Store::Open(dir_.path(), false);
     ASSERT_TRUE(s.ok()) << s.error();
     store_ = std::move(*s);
+    sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, Options(gpus));
+    ASSERT_TRUE(sched_->Recover().ok());
+  }
+
+  SchedulerOptions Options(std::vector<int> gpus = {0}) const {
     SchedulerOptions o;
     o.gpus = std::move(gpus);
     o.state_dir = dir_.path();
     o.max_attempts = 2;
-    sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, o);
-    ASSERT_TRUE(sched_->Recover().ok());
+    return o;
   }
 
   JobRecord Job(uint32_t uid, const std::string& name, int priority = 0) {
@@ -245,11 +249,7 @@ TEST_F(SchedulerTest, JobOrderRankOrLongestFirstAndItSurvivesARestart) {
   // The daemon dies with position 5 (batch 3) running; the order is stored with the job.
   sched_.reset();
   FakeLauncher fresh;
-  SchedulerOptions o;
-  o.gpus = {0};
-  o.state_dir = dir_.path();
-  o.max_attempts = 2;
-  Scheduler again(io_.get_executor(), *store_, fresh, o);
+  Scheduler again(io_.get_executor(), *store_, fresh, Options());
   ASSERT_TRUE(again.Recover().ok());
   EXPECT_EQ(positions_run(fresh, 3), (std::vector<int64_t>{5, 3, 1}));
   EXPECT_EQ(again.Summary(*longest)->succeeded, 5);
@@ -314,13 +314,9 @@ TEST_F(SchedulerTest, RestartRequeuesWhatWasRunning) {
   // The daemon "dies": drop the scheduler without telling it the run ended.
   sched_.reset();
   FakeLauncher fresh;
-  SchedulerOptions o;
-  o.gpus = {0};
-  o.state_dir = dir_.path();
-  o.max_attempts = 2;
   auto store = Store::Open(dir_.path(), false);
   ASSERT_TRUE(store.ok());
-  Scheduler again(io_.get_executor(), **store, fresh, o);
+  Scheduler again(io_.get_executor(), **store, fresh, Options());
   ASSERT_TRUE(again.Recover().ok());
   ASSERT_EQ(fresh.Active().size(), 1u);
   for (int i = 0; i < 3; ++i) fresh.Finish(fresh.Active()[0]);
