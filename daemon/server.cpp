@@ -350,14 +350,16 @@ asio::awaitable<void> Server::Session(Socket socket) {
           if (!*alive || stopping_) co_return;
           if (w.index() == 1) co_return;  // the client left (or broke the protocol)
         }
-        while (!queue.events().empty()) {
+        // What is queued goes out in one write (a task's end and the next start come
+        // together), up to job_finished.
+        std::string frames;
+        while (!queue.events().empty() && !ended && frames.size() < (size_t{1} << 20)) {
           json ev = std::move(queue.events().front());
           queue.events().pop_front();
           ended = ev.value("event", "") == "job_finished";
-          std::string ev_frame = Frame(ev);
-          if (!co_await WriteFrame(socket, ev_frame, timeout_s)) co_return;
-          if (ended) break;
+          frames += Frame(ev);
         }
+        if (!co_await WriteFrame(socket, frames, timeout_s)) co_return;
       }
       std::string end_frame =
           Frame(json{{"type", "end"}, {"id", req.id}, {"job_id", req.job_id}});
