@@ -172,8 +172,9 @@ int ChildMain(void* p) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
   int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(a->out_fd, 1) < 0 ||
-      dup2(a->err_fd, 2) < 0) {
+  // The pipes were made non-blocking for our ends; the profiler's ends block, as usual.
+  if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(a->out_fd, 1) < 0 || dup2(a->err_fd, 2) < 0 ||
+      fcntl(1, F_SETFL, 0) != 0 || fcntl(2, F_SETFL, 0) != 0) {
     fail(SpawnStage::kStdio);
   }
   if (spec.groups && syscall(SYS_setgroups, a->n_groups, a->groups) != 0) {
@@ -632,8 +633,10 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   req->groups = s.groups.value_or(std::vector<gid_t>{});
 
   int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) return fail_spawn(std::string("pipe: ") + strerror(errno));
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+  // Non-blocking: our ends are read until EAGAIN (ReadMore); the child clears it on its own.
+  constexpr int kPipeFlags = O_CLOEXEC | O_NONBLOCK;
+  if (pipe2(out_pipe, kPipeFlags) != 0) return fail_spawn(std::string("pipe: ") + strerror(errno));
+  if (pipe2(err_pipe, kPipeFlags) != 0) {
     int e = errno;
     close(out_pipe[0]);
     close(out_pipe[1]);
@@ -669,10 +672,6 @@ void RunSteps::OnSpawned(const RunPtr& run) {
   }
 
   asio::error_code ec;
-  // Our ends are read until EAGAIN (ReadMore); the child's stay blocking.
-  for (int fd : {req->out_read, req->err_read}) {
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  }
   const int out_fd = std::exchange(req->out_read, -1), err_fd = std::exchange(req->err_read, -1);
   run->out.assign(out_fd, ec);
   if (ec) close(out_fd);
