@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -353,15 +354,28 @@ std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& 
     return records;
   }
   const size_t half = configs.size() / 2;
+  std::exception_ptr second_failed;  // e.g. bad_alloc: rethrown here, as if made on this thread
   std::thread second;
   try {
-    second = std::thread(make, half, configs.size());
+    second = std::thread([&] {
+      try {
+        make(half, configs.size());
+      } catch (...) {
+        second_failed = std::current_exception();
+      }
+    });
   } catch (const std::system_error&) {  // no thread to be had: all of it here
     make(0, configs.size());
     return records;
   }
-  make(0, half);
+  try {
+    make(0, half);
+  } catch (...) {
+    second.join();
+    throw;
+  }
   second.join();
+  if (second_failed) std::rethrow_exception(second_failed);
   return records;
 }
 

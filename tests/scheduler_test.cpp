@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "common/convert.h"
 #include "tests/test_util.h"
 
 namespace ckprof {
@@ -211,6 +212,20 @@ TEST_F(SchedulerTest, PriorityThenSubmitOrderWithinAUser) {
     order.push_back(JobOfRun(launcher_.Active()[0]));
   }
   EXPECT_EQ(order, (std::vector<int64_t>{high, high, first, low}));
+}
+
+// Over 20,000 configs the records are made on two threads: every one in its place.
+TEST_F(SchedulerTest, LargeSubmitsRecordsAreEachInTheirPlace) {
+  std::vector<CkConfig> configs = Configs(25001);
+  for (size_t i = 0; i < configs.size(); i += 7) configs[i].metadata.erase("priority_rank");
+  std::vector<TaskRecord> records = Scheduler::MakeTaskRecords(configs);
+  ASSERT_EQ(records.size(), configs.size());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    ASSERT_EQ(records[i].position, static_cast<int64_t>(i) + 1) << i;
+    ASSERT_EQ(records[i].rank, static_cast<int64_t>(i) + 1) << i;  // rank i+1, or the position
+    ASSERT_EQ(records[i].config, ConfigJsonText(configs[i])) << i;
+    ASSERT_EQ(records[i].est_cost, configs[i].Flops()) << i;
+  }
 }
 
 // Five configs of rank 1..5 whose batch sizes (so FLOPs) are 1, 4, 2, 8, 3.
