@@ -81,6 +81,10 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     auto s = JobSummaryFromJson(a["job"]);
     PrintJobTable({*s});
     std::cout << "profiler: " << s->profiler << "\n";
+    std::cout << "order: " << s->order
+              << (s->order == "longest-first" ? " (the most FLOPs first)"
+                                              : " (priority rank, then file order)")
+              << "\n";
     return 0;
   }
   PrintJobTable(JobsFrom(a));

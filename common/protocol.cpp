@@ -298,6 +298,7 @@ json ToJson(const JobSummary& s) {
               {"name", s.name},
               {"state", s.state},
               {"priority", s.priority},
+              {"order", s.order},
               {"total", s.total},
               {"queued", s.queued},
               {"running", s.running},
@@ -358,6 +359,7 @@ Result<JobSummary> JobSummaryFromJson(const json& j) {
   Get(j, "name", &s.name);
   Get(j, "state", &s.state);
   Get(j, "priority", &s.priority);
+  Get(j, "order", &s.order);
   Get(j, "total", &s.total);
   Get(j, "queued", &s.queued);
   Get(j, "running", &s.running);

@@ -108,6 +108,7 @@ struct JobSummary {
   std::string name;
   std::string state;  // queued, running, finished, cancelled
   int priority = 0;
+  std::string order = "rank";  // of its tasks: "rank" or "longest-first" (submit --order)
   int64_t total = 0, queued = 0, running = 0, succeeded = 0, failed = 0, unsupported = 0,
           cancelled = 0;
   std::vector<int> gpus_in_use;

@@ -997,6 +997,7 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.owner = job.rec.owner;
   s.name = job.rec.name;
   s.priority = job.rec.priority;
+  s.order = job.rec.order;
   s.total = job.total;
   s.queued = static_cast<int64_t>(job.queue.size());
   s.running = job.running;

@@ -124,7 +124,8 @@ TEST_F(ClientTest, SubmitWatchResultsForEveryInputFormat) {
 
 TEST_F(ClientTest, JsonOutputsParse) {
   StartDaemon();
-  CommandResult sub = Ckprof({"submit", "configs.json", "--profiler-path", "build/bin", "--json"});
+  CommandResult sub = Ckprof({"submit", "configs.json", "--profiler-path", "build/bin", "--json",
+                              "--order", "longest-first"});
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
   auto answer = ParseJson(sub.out);
   ASSERT_TRUE(answer.ok()) << sub.out;
@@ -140,6 +141,10 @@ TEST_F(ClientTest, JsonOutputsParse) {
   auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
   EXPECT_EQ((*status)["state"], "finished");
   EXPECT_EQ((*status)["succeeded"], 2);
+  EXPECT_EQ((*status)["order"], "longest-first");
+  CommandResult text = Ckprof({"status", job});
+  EXPECT_NE(text.out.find("order: longest-first (the most FLOPs first)"), std::string::npos)
+      << text.out;
 }
 
 TEST_F(ClientTest, RunThroughTheDaemonReproducesTheOriginalWorkflow) {
