@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <streambuf>
+#include <system_error>
+#include <thread>
 
 #include "common/file_util.h"
 #include "common/replay_ir.h"
@@ -152,9 +154,17 @@ void ConvertCall(const ConvCall& call, const ConvertOptions& options, const json
 // The SAX handler for a whole input document. It decides the format from the root value:
 // an object goes to the TraceReader; the elements of an array are built one at a time and
 // converted as IR records (or read as configs) before the next one is parsed.
+//
+// A handler may also read a run of a configs list's elements, handed to it as the list
+// "[" + run + "]" (ConvertConfigsListInParts): `first_index` is then the index of the run's first
+// element in the whole list, and `configs_only` takes every element for a config.
 class DocumentHandler {
  public:
-  explicit DocumentHandler(const ConvertOptions& options) : options_(options) {}
+  explicit DocumentHandler(const ConvertOptions& options, size_t first_index = 0,
+                           bool configs_only = false)
+      : options_(options),
+        first_index_(first_index),
+        array_kind_(configs_only ? ArrayKind::kConfigs : ArrayKind::kUndecided) {}
 
   bool null() {
     return Scalar(json(nullptr), [&] { return trace_.null(); });
@@ -329,7 +339,7 @@ class DocumentHandler {
 
   // One element of the root array, complete.
   bool Element(json element) {
-    const size_t index = elements_++;
+    const size_t index = first_index_ + elements_++;
     if (array_kind_ == ArrayKind::kUndecided && element.is_object()) {
       if (element.contains("op_name")) {
         array_kind_ = ArrayKind::kReplayIr;
@@ -392,6 +402,7 @@ class DocumentHandler {
   }
 
   const ConvertOptions& options_;
+  const size_t first_index_;
   Mode mode_ = Mode::kStart;
   size_t depth_ = 0;
   bool too_deep_ = false;
@@ -401,7 +412,7 @@ class DocumentHandler {
   std::string abort_error_;
   TraceReader trace_;
   ElementBuilder builder_;
-  ArrayKind array_kind_ = ArrayKind::kUndecided;
+  ArrayKind array_kind_;
   size_t elements_ = 0;
   std::string first_config_error_;
   Conversion conv_;
@@ -449,9 +460,223 @@ std::string LineColumnOfFile(const std::string& path, size_t position) {
   return lc.Text();
 }
 
+// ---- A large configs list on several threads ----
+//
+// A configs list's elements are independent, so a large one is cut at top-level commas into runs
+// of whole elements, and each run is read by its own DocumentHandler on its own thread, as the
+// list "[" + run + "]". Only an input that converts cleanly is taken from this path: on anything
+// else (a parse error, an invalid config, a run that is not all configs) the caller converts the
+// input again on one thread, whose messages, with line and column, are the ones users see.
+// A cut can only succeed at a top-level comma: anywhere else (inside a string or a nested value)
+// "[...run" + "]" is not valid JSON.
+
+constexpr size_t kPartsMinBytes = size_t{4} << 20;                // smaller inputs take one thread
+constexpr size_t kPartMinBytes = size_t{2} << 20;                 // the least text worth a thread
+constexpr uint64_t kPartsMaxInflatedBytes = uint64_t{512} << 20;  // larger: streamed, one thread
+
+// Where a list is cut: parts.size() runs; run k starts with element first_index[k] and, but for
+// the last, ends at the comma at offset commas[k].
+struct ListCuts {
+  std::vector<size_t> commas;
+  std::vector<size_t> first_index;
+};
+
+// Scans the JSON list `text` for top-level commas: the first one (the end of the first element),
+// and the first at or after each of the `parts` - 1 marks that share the text out evenly.
+// nullopt when text does not start with '[' or has no top-level comma.
+struct ListScan {
+  size_t first_element = 0;  // offset of the first element's first character
+  size_t first_comma = 0;
+  ListCuts cuts;
+};
+std::optional<ListScan> ScanList(std::string_view text, size_t parts) {
+  size_t i = text.find_first_not_of(" \t\r\n");
+  if (i == std::string_view::npos || text[i] != '[') return std::nullopt;
+  ListScan scan;
+  scan.first_element = i + 1;
+  scan.cuts.first_index.push_back(0);
+  size_t depth = 0, commas = 0;
+  size_t mark = text.size() / parts;
+  bool in_string = false;
+  for (; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      if (ch == '\\') {
+        ++i;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      ++depth;
+    } else if (ch == ']' || ch == '}') {
+      if (depth <= 1) break;  // the end of the list (or not JSON: the parse will say so)
+      --depth;
+    } else if (ch == ',' && depth == 1) {
+      if (commas++ == 0) scan.first_comma = i;
+      if (i >= mark && parts > 1) {
+        scan.cuts.commas.push_back(i);
+        scan.cuts.first_index.push_back(commas);
+        mark = text.size() / parts * (scan.cuts.commas.size() + 1);
+      }
+      if (scan.cuts.commas.size() + 1 >= parts) break;
+    }
+  }
+  if (commas == 0) return std::nullopt;
+  return scan;
+}
+
+// True when the one-thread reading would take the list for a configs list: its first element
+// is an object with operation_type and no op_name.
+bool FirstElementIsConfig(std::string_view text, const ListScan& scan) {
+  json first = json::parse(text.substr(scan.first_element, scan.first_comma - scan.first_element),
+                           nullptr, /*allow_exceptions=*/false);
+  return first.is_object() && !first.contains("op_name") && first.contains("operation_type");
+}
+
+// The characters of a few strings in a row, as one input for nlohmann's parser, uncopied.
+class PiecesIterator {
+ public:
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  PiecesIterator() = default;
+  PiecesIterator(const std::string_view* pieces, size_t count, size_t piece)
+      : pieces_(pieces), count_(count), piece_(piece) {
+    Settle();
+  }
+  reference operator*() const { return *p_; }
+  PiecesIterator& operator++() {
+    if (++p_ == end_) {
+      ++piece_;
+      Settle();
+    }
+    return *this;
+  }
+  PiecesIterator operator++(int) {
+    PiecesIterator old = *this;
+    ++*this;
+    return old;
+  }
+  bool operator==(const PiecesIterator& o) const { return piece_ == o.piece_ && p_ == o.p_; }
+
+ private:
+  // Moves to the first character of the first non-empty piece from piece_ on (or the end).
+  void Settle() {
+    while (piece_ < count_ && pieces_[piece_].empty()) ++piece_;
+    p_ = piece_ < count_ ? pieces_[piece_].data() : nullptr;
+    end_ = piece_ < count_ ? p_ + pieces_[piece_].size() : nullptr;
+  }
+
+  const std::string_view* pieces_ = nullptr;
+  size_t count_ = 0, piece_ = 0;
+  const char* p_ = nullptr;
+  const char* end_ = nullptr;
+};
+
+// Reads run `k` of the cut list `text`; nullopt unless every element is a valid config.
+std::optional<Conversion> ConvertListRun(std::string_view text, const ListCuts& cuts, size_t k,
+                                         const ConvertOptions& options) noexcept {
+  try {
+    const size_t runs = cuts.first_index.size();
+    const size_t begin = k == 0 ? 0 : cuts.commas[k - 1] + 1;
+    const size_t end = k + 1 == runs ? text.size() : cuts.commas[k];
+    const std::string_view pieces[] = {k == 0 ? "" : "[", text.substr(begin, end - begin),
+                                       k + 1 == runs ? "" : "]"};
+    DocumentHandler handler(options, cuts.first_index[k], /*configs_only=*/true);
+    (void)json::sax_parse(PiecesIterator(pieces, 3, 0), PiecesIterator(pieces, 3, 3), &handler);
+    auto c = handler.Finish("input", [](size_t) { return std::string(); });
+    if (c && c->format == InputFormat::kConfigs && c->warnings.empty()) return std::move(*c);
+  } catch (...) {  // a bad_alloc, or no thread: the one-thread reading says what went wrong
+  }
+  return std::nullopt;
+}
+
+// A large configs list (plain text, no NUL byte) read on up to `threads` threads; nullopt when
+// it is not one, is too small to gain, or does not convert cleanly (see above).
+std::optional<Conversion> ConvertConfigsListInParts(std::string_view text,
+                                                    const ConvertOptions& options,
+                                                    unsigned threads) {
+  if (threads < 2 || text.size() < kPartsMinBytes) return std::nullopt;
+  const size_t parts = std::min<size_t>(threads, text.size() / kPartMinBytes);
+  const auto scan = ScanList(text, parts);
+  if (!scan || scan->cuts.commas.empty() || !FirstElementIsConfig(text, *scan)) {
+    return std::nullopt;
+  }
+  const ListCuts& cuts = scan->cuts;
+  const size_t runs = cuts.first_index.size();
+  std::vector<std::optional<Conversion>> out(runs);
+  std::vector<std::thread> helpers;
+  try {
+    for (size_t k = 1; k < runs; ++k) {
+      helpers.emplace_back([&, k] { out[k] = ConvertListRun(text, cuts, k, options); });
+    }
+  } catch (const std::system_error&) {  // no more threads: this one reads the rest
+  }
+  out[0] = ConvertListRun(text, cuts, 0, options);
+  for (size_t k = helpers.size() + 1; k < runs; ++k)
+    out[k] = ConvertListRun(text, cuts, k, options);
+  for (auto& t : helpers) t.join();
+  for (const auto& run : out) {
+    if (!run) return std::nullopt;
+  }
+  Conversion all = std::move(*out[0]);
+  all.reader_threads = runs;
+  size_t records = 0, configs = 0;
+  for (const auto& run : out) {
+    records += run->records.size();
+    configs += run->configs.size();
+  }
+  all.records.reserve(records);
+  all.configs.reserve(configs);
+  for (size_t k = 1; k < runs; ++k) {
+    std::move(out[k]->records.begin(), out[k]->records.end(), std::back_inserter(all.records));
+    std::move(out[k]->configs.begin(), out[k]->configs.end(), std::back_inserter(all.configs));
+    out[k].reset();
+  }
+  return all;
+}
+
+// The inflated text of a gzipped configs list, whitespace runs cut, for ConvertConfigsListInParts;
+// nullopt when the first element is no config, or the text is corrupt, holds a NUL byte or
+// inflates past kPartsMaxInflatedBytes (the streamed reading handles those).
+std::optional<std::string> InflateConfigsList(std::string_view gz) {
+  GzipMemoryReader reader(gz, kPartsMaxInflatedBytes);
+  std::streambuf* in = reader.stream().rdbuf();
+  std::string text;
+  constexpr size_t kChunk = size_t{1} << 20;
+  size_t have = 0;
+  for (bool checked = false;;) {
+    text.resize(have + kChunk);
+    const std::streamsize got = in->sgetn(text.data() + have, static_cast<std::streamsize>(kChunk));
+    if (got <= 0) break;
+    have += static_cast<size_t>(got);
+    if (!checked) {  // the first chunk tells whether the rest is worth inflating here
+      const std::string_view head(text.data(), have);
+      const auto scan = ScanList(head, 1);
+      if (!scan || !FirstElementIsConfig(head, *scan)) return std::nullopt;
+      checked = true;
+    }
+  }
+  text.resize(have);
+  if (!reader.status().ok() || text.find('\0') != std::string::npos) return std::nullopt;
+  return text;
+}
+
 Result<Conversion> ConvertTextImpl(std::string_view text, const ConvertOptions& options,
-                                   bool allow_gzip) {
+                                   bool allow_gzip, unsigned threads) {
   if (allow_gzip && HasGzipMagic(text)) {
+    if (threads > 1 && text.size() >= kPartsMinBytes / 64) {  // configs compress ~25 to 1
+      if (auto inflated = InflateConfigsList(text)) {
+        if (auto c = ConvertConfigsListInParts(*inflated, options, threads)) return std::move(*c);
+      }
+    }
     // Streamed, never inflated whole: memory follows the convolutions found, and a gzip bomb
     // stops at the cap.
     GzipMemoryReader reader(text, kMaxInflatedInputBytes);
@@ -477,6 +702,9 @@ Result<Conversion> ConvertTextImpl(std::string_view text, const ConvertOptions& 
   // The parser sees the text up to its first NUL byte, which is reported unless an error
   // comes before it.
   const size_t nul = text.find('\0');
+  if (nul == std::string_view::npos) {
+    if (auto c = ConvertConfigsListInParts(text, options, threads)) return std::move(*c);
+  }
   const std::string_view head = text.substr(0, nul);
   DocumentHandler handler(options);
   (void)json::sax_parse(head.begin(), head.end(), &handler);
@@ -500,9 +728,10 @@ std::string_view InputFormatName(InputFormat f) {
   return "";
 }
 
-Result<Conversion> ConvertText(std::string_view text, const ConvertOptions& options) {
+Result<Conversion> ConvertText(std::string_view text, const ConvertOptions& options,
+                               unsigned threads) {
   try {
-    return ConvertTextImpl(text, options, true);
+    return ConvertTextImpl(text, options, true, threads);
   } catch (const std::bad_alloc&) {
     return MakeError("input: out of memory while converting");
   } catch (const std::exception& e) {

@@ -45,12 +45,17 @@ struct Conversion {
   std::vector<RecordOutcome> records;
   std::vector<std::string> warnings;  // e.g. "record 3 (aten::conv2d): unknown dtype ..."
   size_t trace_calls = 0;             // trace: convolution calls found (before merging)
+  size_t reader_threads = 1;          // threads that read the input (see ConvertText)
 };
 
 // Detects the format by content and converts. Error only when the input cannot be used at all:
 // "input is not valid JSON at line 3, column 7: ...", "JSON nested deeper than 512 levels",
 // neither format, or a configs file with an invalid config. Gzipped text is accepted too.
-Result<Conversion> ConvertText(std::string_view text, const ConvertOptions& options);
+// A large configs list (over 4 MiB of text) is read on up to `threads` threads, 2 MiB or more
+// each; the outcome, errors included, is the same as on one. Gzipped, it is then inflated whole
+// (up to 512 MiB) rather than streamed.
+Result<Conversion> ConvertText(std::string_view text, const ConvertOptions& options,
+                               unsigned threads = 1);
 
 // Same for a file (plain or gzipped), streamed. Errors name the file.
 Result<Conversion> ConvertFile(const std::string& path, const ConvertOptions& options);

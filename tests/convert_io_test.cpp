@@ -229,6 +229,136 @@ TEST(ConvertFile, NulByteIsAnErrorNamingItsOffset) {
   EXPECT_TRUE(ConvertFile(dir.File("clean.json"), {}).ok());
 }
 
+// A configs list of about 9 MiB whose metadata strings hold what a cut must not fall into:
+// commas, braces, brackets, quotes, backslashes and a whole config's text.
+std::string LargeConfigsText(int n) {
+  std::vector<CkConfig> configs;
+  for (int i = 1; i <= n; ++i) {
+    CkConfig c;
+    c.op = i % 3 == 0 ? ConvOp::kBwdWeight : ConvOp::kFwd;
+    if (c.op == ConvOp::kFwd) c.index_type = 0;
+    c.num_dim_spatial = 2;
+    c.G = 1;
+    c.N = 2 + i % 7;
+    c.K = 8 + i;
+    c.C = 8;
+    c.filter_spatial = {3, 3};
+    c.input_spatial = {14, 14};
+    c.strides = {1, 1};
+    c.dilations = {1, 1};
+    c.left_pads = {1, 1};
+    c.right_pads = {1, 1};
+    c.metadata["priority_rank"] = i;
+    c.metadata["note"] = "}, {\"operation_type\": \"profile_grouped_conv_fwd\"}, [\\\"" +
+                         std::to_string(i) + "\\\\\"]";
+    c.metadata["shapes"] = {{{"a", ",]}"}}, {{"b", "\\"}}};
+    configs.push_back(c);
+  }
+  return ConfigsToText(configs);
+}
+
+// Text with `from` replaced by `to` at its first place at or after `at` (a fraction of the text).
+std::string ReplaceAfter(std::string text, double at, const std::string& from,
+                         const std::string& to) {
+  const size_t pos = text.find(from, static_cast<size_t>(static_cast<double>(text.size()) * at));
+  EXPECT_NE(pos, std::string::npos) << from;
+  if (pos != std::string::npos) text.replace(pos, from.size(), to);
+  return text;
+}
+
+// Expects `many` to be the same conversion as `one`: configs, records, report and warnings.
+void ExpectSameConversion(const Result<Conversion>& many, const Result<Conversion>& one) {
+  ASSERT_TRUE(many.ok()) << many.error();
+  ASSERT_TRUE(one.ok()) << one.error();
+  EXPECT_EQ(many->format, one->format);
+  EXPECT_EQ(many->configs.size(), one->configs.size());
+  EXPECT_EQ(FormatConfigsText(many->configs), FormatConfigsText(one->configs));
+  EXPECT_EQ(FormatConversionReport(*many, false), FormatConversionReport(*one, false));
+  EXPECT_EQ(many->warnings, one->warnings);
+}
+
+// A large configs list is read on several threads (ConvertText's `threads`). The outcome must be
+// the one-thread outcome whatever the input: the same configs, records and report, and for a
+// faulty input the same message, line and column included. (This one also runs under TSan.)
+TEST(ConvertText, LargeConfigsListIsReadOnTwoThreadsAsOnOne) {
+  const std::string text = LargeConfigsText(9000);  // over 4 MiB gzipped, whitespace cut
+  auto one = ConvertText(text, {}, 1);
+  ASSERT_TRUE(one.ok()) << one.error();
+  EXPECT_EQ(one->configs.size(), 9000u);
+  EXPECT_EQ(one->reader_threads, 1u);
+  auto two = ConvertText(text, {}, 2);
+  ExpectSameConversion(two, one);
+  EXPECT_EQ(two->reader_threads, 2u);
+  auto zipped = ConvertText(Gzip(text), {}, 2);
+  ExpectSameConversion(zipped, one);
+  EXPECT_EQ(zipped->reader_threads, 2u);
+}
+
+TEST(ConvertText, ALargeConfigsListTakesAThreadPer2MiB) {
+  const std::string text = LargeConfigsText(12000);
+  ASSERT_GT(text.size(), size_t{8} << 20);  // 4 parts of 2 MiB or more
+  auto one = ConvertText(text, {}, 1);
+  const std::string zipped = Gzip(text);
+  for (unsigned threads : {3u, 4u, 16u}) {
+    for (bool gz : {false, true}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads" + (gz ? ", gzipped" : ""));
+      auto many = ConvertText(gz ? zipped : text, {}, threads);
+      ExpectSameConversion(many, one);
+      // No more threads than there are 2 MiB of text (gzipped: with runs of whitespace cut).
+      EXPECT_EQ(many->reader_threads, std::min<size_t>(threads, gz ? 3 : text.size() >> 21));
+    }
+  }
+}
+
+TEST(ConvertText, FaultsInALargeConfigsListReadAsOnOneThread) {
+  // Faults late in the list, where another thread reads: each gives the one-thread message.
+  const std::string small = LargeConfigsText(6000);  // 2 parts
+  const std::string fwd = "\"operation_type\": \"profile_grouped_conv_fwd\"";
+  struct Case {
+    const char* name;
+    std::string text;
+    bool gzipped_too;  // also compare the gzipped reading (its messages place faults otherwise)
+  } cases[] = {
+      {"an invalid config", ReplaceAfter(small, 0.8, "\"K\": ", "\"K\": -"), true},
+      {"a config missing a field", ReplaceAfter(small, 0.6, "\"C\": 8,", ""), false},
+      {"a syntax error", ReplaceAfter(small, 0.7, "\"C\": 8,", "\"C\": 8,,"), true},
+      {"an IR record", ReplaceAfter(small, 0.9, fwd, "\"op_name\": \"aten::conv2d\""), false},
+      {"a number for a config", ReplaceAfter(small, 0.55, "\n  {", "\n  7, {"), false},
+      {"a NUL byte", ReplaceAfter(small, 0.75, "\"C\"", std::string("\"C\0\"", 4)), true},
+      {"text after the list", small + "\n[]", false},
+      {"an unclosed list", small.substr(0, small.rfind(']')), false},
+      {"a list nested too deep",
+       ReplaceAfter(small, 0.65, "\"C\": 8",
+                    "\"C\": 8, \"x\": " + std::string(600, '[') + std::string(600, ']')),
+       false},
+  };
+  for (const auto& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    auto expected = ConvertText(tc.text, {}, 1);
+    ASSERT_FALSE(expected.ok());
+    EXPECT_EQ(ConvertText(tc.text, {}, 2).error(), expected.error());
+    if (tc.gzipped_too) {
+      const std::string gz = Gzip(tc.text);
+      auto expected_gz = ConvertText(gz, {}, 1);
+      ASSERT_FALSE(expected_gz.ok());
+      EXPECT_EQ(ConvertText(gz, {}, 2).error(), expected_gz.error());
+    }
+  }
+
+  // A large replay-IR list is not a configs list: it is read on one thread, as before.
+  std::string ir = "[";
+  for (int i = 0; ir.size() < (size_t{5} << 20); ++i) {
+    if (i) ir += ",\n";
+    ir += R"({"op_name": "aten::conv2d", "inputs": [{"shape": [2, 8, 14, 14], "dtype": "float"},)"
+          R"( {"shape": [16, 8, 3, 3], "dtype": "float"}], "padding": "x"})";
+  }
+  ir += "]";
+  auto ir_many = ConvertText(ir, {}, 4);
+  ExpectSameConversion(ir_many, ConvertText(ir, {}, 1));
+  EXPECT_EQ(ir_many->reader_threads, 1u);
+  EXPECT_EQ(ir_many->format, InputFormat::kReplayIr);
+}
+
 TEST(ConvertFile, PeakMemoryIsNotTheTraceSize) {
   // The reader keeps conv events and kernel (id, time) pairs, not the document: a trace with
   // 200,000 non-conv events converts, and what it produced is the one problem.
