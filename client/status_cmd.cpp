@@ -83,7 +83,8 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     std::cout << "profiler: " << s->profiler << "\n";
     std::cout << "order: " << s->order
               << (s->order == "longest-first" ? " (the most FLOPs first)"
-                                              : " (priority rank, then file order)")
+                                              : " (priority rank, then file order; long tasks "
+                                                "not left for last)")
               << "\n";
     return 0;
   }

@@ -60,8 +60,8 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   p.Option("--gpus", &gpus, "LIST", "GPUs the job may use, e.g. 0,1 or 0-3 (default: any)");
   p.Option("--max-gpus", &max_gpus, "M", "at most M GPUs at once (default: no limit)");
   p.Option("--order", &order, "O",
-           "rank: the configs' priority rank, then file order (default); longest-first: the "
-           "most FLOPs first, the shortest sweep when the input's order says nothing of size");
+           "rank: the configs' priority rank, then file order, but near the end a task too long "
+           "to start last starts at once (default); longest-first: the most FLOPs first");
   p.Option("--not-before", &not_before, "TIME",
            "start no earlier than TIME: 2026-12-01T02:00, +30m, +2h (default: now)");
   p.Option("--timeout", &timeout, "S", "seconds one profiler run may take (default: the daemon's)");

@@ -418,14 +418,55 @@ Result<int64_t> Scheduler::Submit(JobRecord job, std::vector<TaskRecord> records
 void Scheduler::Enqueue(Task& t) {
   Job& job = jobs_.at(t.job_id);
   t.state = TaskState::kQueued;
-  if (job.queue.insert(KeyOf(job, t)).second) ++queued_total_;
+  if (job.queue.insert(KeyOf(job, t)).second) {
+    ++queued_total_;
+    if (!job.longest_first) {
+      job.by_cost.emplace(-t.est_cost, t.rank, t.position, t.id);
+      job.queued_cost += t.est_cost;
+    }
+  }
   UpdateActive(job);
 }
 
 void Scheduler::Dequeue(Task& t) {
   Job& job = jobs_.at(t.job_id);
-  if (job.queue.erase(KeyOf(job, t))) --queued_total_;
+  if (job.queue.erase(KeyOf(job, t))) {
+    --queued_total_;
+    if (!job.longest_first) {
+      job.by_cost.erase({-t.est_cost, t.rank, t.position, t.id});
+      job.queued_cost = job.by_cost.empty() ? 0 : job.queued_cost - t.est_cost;
+    }
+  }
   UpdateActive(job);
+}
+
+// A job in rank order runs its tasks by priority_rank, with one exception near its end: a task
+// so long that, started after all the others, it would still be running when they are done
+// (the rest of the queued work spread over the job's GPUs is less than it) starts now. Started
+// in rank order, a long task drawn late ends a sweep alone on one GPU while the others idle (a
+// random 400-task sweep took 1.075x its lower bound; with this, about as long-first does). It
+// only ever moves tasks of the last G rounds, and never on one GPU, where order cannot shorten
+// a sweep; with equal sizes it is rank order. Sizes are the configs' estimated FLOPs.
+int64_t Scheduler::NextTaskOf(const Job& job) const {
+  const int64_t head = std::get<3>(*job.queue.begin());
+  if (job.longest_first || job.by_cost.empty()) return head;
+  const int gpus = GpusOf(job);
+  if (gpus < 2) return head;
+  const CostKey& top = *job.by_cost.begin();
+  const double largest = -std::get<0>(top);
+  return (job.queued_cost - largest) / gpus < largest ? std::get<3>(top) : head;
+}
+
+int Scheduler::GpusOf(const Job& job) const {
+  int n = 0;
+  for (const auto& g : gpus_) {
+    if (g.drained) continue;
+    if (job.rec.gpus.empty() ||
+        std::find(job.rec.gpus.begin(), job.rec.gpus.end(), g.index) != job.rec.gpus.end()) {
+      ++n;
+    }
+  }
+  return job.rec.max_gpus > 0 ? std::min(n, job.rec.max_gpus) : n;
 }
 
 void Scheduler::UpdateActive(Job& job) {
@@ -487,7 +528,7 @@ Scheduler::Task* Scheduler::PickTask(const Gpu& gpu, double now) {
           std::find(job.rec.gpus.begin(), job.rec.gpus.end(), gpu.index) == job.rec.gpus.end()) {
         continue;
       }
-      return &tasks_.at(std::get<3>(*job.queue.begin()));
+      return &tasks_.at(NextTaskOf(job));
     }
   }
   return nullptr;

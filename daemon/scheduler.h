@@ -5,7 +5,8 @@
 // records every transition in the Store before acting on it. Policy: each GPU runs one task at a
 // time; a GPU that frees takes the next eligible task at once. Between users, fair share: the
 // user with the least recent GPU time (decayed with a half-life, running tasks counted) goes
-// first. Within a user: job priority, then submit order, then priority_rank.
+// first. Within a user: job priority, then submit order, then the job's order: priority_rank
+// (with long tasks not left for last: NextTaskOf) or the most estimated FLOPs first.
 //
 // Single-threaded: construct, call and destroy on the daemon's io thread; callbacks (watchers,
 // on_change) are called on it too.
@@ -138,11 +139,15 @@ class Scheduler {
   static QueueKey KeyOf(const Job& job, const Task& t) {
     return {job.longest_first ? 0 : t.rank, -t.est_cost, t.position, t.id};
   }
+  // A rank-ordered job's queued tasks by size: the most estimated work first, then rank order.
+  using CostKey = std::tuple<double, int64_t, int64_t, int64_t>;  // -est_cost, rank, position, id
   struct Job {
     JobRecord rec;
     std::optional<ProfilerTarget> target;
     std::string target_error;  // why the profiler path did not resolve
     std::set<QueueKey> queue;
+    std::set<CostKey> by_cost;   // rank order only: the same tasks as queue
+    double queued_cost = 0;      // rank order only: the sum of their est_cost
     bool longest_first = false;  // rec.order
     int running = 0;
     int64_t total = 0, succeeded = 0, failed = 0, unsupported = 0, cancelled = 0;
@@ -168,6 +173,10 @@ class Scheduler {
   void Dispatch();
   // Picks the next task for a GPU, or nullptr.
   Task* PickTask(const Gpu& gpu, double now);
+  // The task a job runs next (its queue is not empty): see the comment in scheduler.cpp.
+  int64_t NextTaskOf(const Job& job) const;
+  // How many of this daemon's GPUs the job may use at once.
+  int GpusOf(const Job& job) const;
   void StartTask(Task& task, Gpu& gpu, double now);
   void RecordPgid(int64_t task_id, int attempt, int64_t pid);
   void OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <map>
+#include <numeric>
 
 #include "common/convert.h"
 #include "tests/test_util.h"
@@ -236,21 +237,26 @@ std::vector<CkConfig> MixedSizeConfigs() {
   return out;
 }
 
+// Finishes up to n runs of `launcher`, the oldest first; the positions of the tasks they ran
+// (so, in the order they started).
+std::vector<int64_t> PositionsRun(Store& store, FakeLauncher& launcher, size_t n) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < n && !launcher.Active().empty(); ++i) {
+    std::string marker = launcher.Env(launcher.Active()[0], "CKPROFD_TASK");
+    int64_t task = std::stoll(marker.substr(0, marker.find(':')));
+    EXPECT_TRUE(store
+                    .ForEachTaskBrief([&](TaskRecord&& t) {
+                      if (t.id == task) out.push_back(t.position);
+                    })
+                    .ok());
+    launcher.Finish(launcher.Active()[0]);
+  }
+  return out;
+}
+
 TEST_F(SchedulerTest, JobOrderRankOrLongestFirstAndItSurvivesARestart) {
-  // Finishes n runs one at a time; the positions of the tasks they ran.
   auto positions_run = [&](FakeLauncher& launcher, size_t n) {
-    std::vector<int64_t> out;
-    for (size_t i = 0; i < n && !launcher.Active().empty(); ++i) {
-      std::string marker = launcher.Env(launcher.Active()[0], "CKPROFD_TASK");
-      int64_t task = std::stoll(marker.substr(0, marker.find(':')));
-      EXPECT_TRUE(store_
-                      ->ForEachTaskBrief([&](TaskRecord&& t) {
-                        if (t.id == task) out.push_back(t.position);
-                      })
-                      .ok());
-      launcher.Finish(launcher.Active()[0]);
-    }
-    return out;
+    return PositionsRun(*store_, launcher, n);
   };
   auto by_rank = sched_->Submit(Job(1000, "by-rank"), MixedSizeConfigs());
   ASSERT_TRUE(by_rank.ok()) << by_rank.error();
@@ -268,6 +274,33 @@ TEST_F(SchedulerTest, JobOrderRankOrLongestFirstAndItSurvivesARestart) {
   ASSERT_TRUE(again.Recover().ok());
   EXPECT_EQ(positions_run(fresh, 3), (std::vector<int64_t>{5, 3, 1}));
   EXPECT_EQ(again.Summary(*longest)->succeeded, 5);
+}
+
+// In rank order, a task too long to run last starts once the rest of the queued work, spread over
+// the job's GPUs, is less than it: here 30 tasks of batch 1 and, ranked last, one of batch 8
+// on 2 GPUs start it when 15 small ones are left (15 / 2 < 8). On one GPU, where the order
+// cannot shorten the sweep, and with equal sizes, the order is the rank's.
+TEST_F(SchedulerTest, RankOrderStartsATaskTooLongToRunLastInTime) {
+  Open({0, 1});
+  std::vector<CkConfig> configs = Configs(31);
+  for (auto& c : configs) c.N = 1;
+  configs[30].N = 8;
+  std::vector<int64_t> expected;
+  for (int64_t p = 1; p <= 15; ++p) expected.push_back(p);
+  expected.push_back(31);
+  for (int64_t p = 16; p <= 30; ++p) expected.push_back(p);
+  ASSERT_TRUE(sched_->Submit(Job(1000, "two-gpus"), configs).ok());
+  EXPECT_EQ(PositionsRun(*store_, launcher_, 31), expected);
+
+  JobRecord one = Job(1000, "one-gpu");
+  one.max_gpus = 1;
+  ASSERT_TRUE(sched_->Submit(std::move(one), configs).ok());
+  std::vector<int64_t> in_rank_order(31);
+  std::iota(in_rank_order.begin(), in_rank_order.end(), 1);
+  EXPECT_EQ(PositionsRun(*store_, launcher_, 31), in_rank_order);
+
+  ASSERT_TRUE(sched_->Submit(Job(1000, "equal"), Configs(31)).ok());
+  EXPECT_EQ(PositionsRun(*store_, launcher_, 31), in_rank_order);
 }
 
 TEST_F(SchedulerTest, AllowedGpusAndMaxGpus) {
