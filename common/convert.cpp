@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/file_util.h"
+#include "common/json_util.h"
 #include "common/replay_ir.h"
 #include "common/trace_reader.h"
 
@@ -497,20 +498,11 @@ std::optional<ListScan> ScanList(std::string_view text, size_t parts) {
   scan.cuts.first_index.push_back(0);
   size_t depth = 0, commas = 0;
   size_t mark = text.size() / parts;
-  bool in_string = false;
+  JsonStringState strings;
   for (; i < text.size(); ++i) {
     const char ch = text[i];
-    if (in_string) {
-      if (ch == '\\') {
-        ++i;
-      } else if (ch == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
+    if (!strings.Outside(ch)) continue;
+    if (ch == '[' || ch == '{') {
       ++depth;
     } else if (ch == ']' || ch == '}') {
       if (depth <= 1) break;  // the end of the list (or not JSON: the parse will say so)

@@ -13,6 +13,8 @@
 #include <streambuf>
 #include <vector>
 
+#include "common/json_util.h"
+
 namespace ckprof {
 namespace {
 
@@ -397,25 +399,15 @@ namespace {
 class WhitespaceCompactor {
  public:
   bool Keep(char c) {
-    if (in_string_) {
-      if (escaped_) {
-        escaped_ = false;
-      } else if (c == '\\') {
-        escaped_ = true;
-      } else if (c == '"') {
-        in_string_ = false;
-      }
-      return true;
-    }
-    const bool ws = c == ' ' || c == '\n' || c == '\r' || c == '\t';
+    const bool ws = strings_.Outside(c) && (c == ' ' || c == '\n' || c == '\r' || c == '\t');
     if (ws && last_ws_) return false;
     last_ws_ = ws;
-    if (c == '"') in_string_ = true;
     return true;
   }
 
  private:
-  bool in_string_ = false, escaped_ = false, last_ws_ = false;
+  JsonStringState strings_;
+  bool last_ws_ = false;
 };
 
 }  // namespace

@@ -47,22 +47,11 @@ std::string LineColumn(std::string_view text, size_t offset) {
 
 Status CheckJsonDepth(std::string_view text, size_t max_depth) {
   size_t depth = 0;
-  bool in_string = false, escaped = false;
+  JsonStringState strings;
   for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
+    const char c = text[i];
+    if (!strings.Outside(c)) continue;
+    if (c == '[' || c == '{') {
       if (++depth > max_depth) {
         return MakeError("JSON nested deeper than " + std::to_string(max_depth) + " levels at " +
                          LineColumn(text, i));

@@ -18,6 +18,30 @@ inline constexpr size_t kMaxJsonDepth = 256;
 // "line 3, column 14" for a 0-based byte offset into text.
 std::string LineColumn(std::string_view text, size_t offset);
 
+// Follows JSON text character by character to tell what lies inside its strings: for scanners
+// that look for structure (brackets, commas, whitespace) without parsing.
+class JsonStringState {
+ public:
+  // True when `c`, the next character, is outside every string (a string's quotes are inside).
+  bool Outside(char c) {
+    if (in_string_) {
+      if (escaped_) {
+        escaped_ = false;
+      } else if (c == '\\') {
+        escaped_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+      }
+      return false;
+    }
+    in_string_ = c == '"';
+    return !in_string_;
+  }
+
+ private:
+  bool in_string_ = false, escaped_ = false;
+};
+
 // Checks that arrays/objects nest at most max_depth deep (strings are skipped properly).
 Status CheckJsonDepth(std::string_view text, size_t max_depth = kMaxJsonDepth);
 

@@ -234,20 +234,8 @@ TEST(ConvertFile, NulByteIsAnErrorNamingItsOffset) {
 std::string LargeConfigsText(int n) {
   std::vector<CkConfig> configs;
   for (int i = 1; i <= n; ++i) {
-    CkConfig c;
-    c.op = i % 3 == 0 ? ConvOp::kBwdWeight : ConvOp::kFwd;
-    if (c.op == ConvOp::kFwd) c.index_type = 0;
-    c.num_dim_spatial = 2;
-    c.G = 1;
-    c.N = 2 + i % 7;
-    c.K = 8 + i;
-    c.C = 8;
-    c.filter_spatial = {3, 3};
-    c.input_spatial = {14, 14};
-    c.strides = {1, 1};
-    c.dilations = {1, 1};
-    c.left_pads = {1, 1};
-    c.right_pads = {1, 1};
+    CkConfig c =
+        testing::Conv3x3(i % 3 == 0 ? ConvOp::kBwdWeight : ConvOp::kFwd, 2 + i % 7, 8 + i, 8, 14);
     c.metadata["priority_rank"] = i;
     c.metadata["note"] = "}, {\"operation_type\": \"profile_grouped_conv_fwd\"}, [\\\"" +
                          std::to_string(i) + "\\\\\"]";

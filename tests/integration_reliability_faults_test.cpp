@@ -33,22 +33,10 @@ std::string FaultConfigs(const std::vector<int>& magic, ConvOp op = ConvOp::kFwd
   int i = 0;
   for (int m : magic) {
     ++i;
-    CkConfig c;
-    c.op = op;
-    if (op == ConvOp::kFwd) c.index_type = 0;
+    CkConfig c = testing::Conv3x3(op, m ? m : 2, 8 + i, 8, 8);
     if (op != ConvOp::kFwd) c.split_k = "1";
     c.layout = EncodeLayout(op, Layout::kNchw);
     c.data_type = EncodeDataType(op, DataType::kFp16);
-    c.num_dim_spatial = 2;
-    c.N = m ? m : 2;
-    c.K = 8 + i;
-    c.C = 8;
-    c.filter_spatial = {3, 3};
-    c.input_spatial = {8, 8};
-    c.strides = {1, 1};
-    c.dilations = {1, 1};
-    c.left_pads = {1, 1};
-    c.right_pads = {1, 1};
     c.metadata["priority_rank"] = i;
     configs.push_back(c);
   }

@@ -83,20 +83,7 @@ class FakeLauncher final : public Launcher {
 };
 
 CkConfig Config(int rank) {
-  CkConfig c;
-  c.op = ConvOp::kFwd;
-  c.index_type = 0;
-  c.num_dim_spatial = 2;
-  c.G = 1;
-  c.N = 4;
-  c.K = 8;
-  c.C = 8;
-  c.filter_spatial = {3, 3};
-  c.input_spatial = {16, 16};
-  c.strides = {1, 1};
-  c.dilations = {1, 1};
-  c.left_pads = {1, 1};
-  c.right_pads = {1, 1};
+  CkConfig c = testing::Conv3x3(ConvOp::kFwd, 4, 8, 8, 16);
   c.metadata["priority_rank"] = rank;
   return c;
 }

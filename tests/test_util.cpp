@@ -138,23 +138,29 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
   return r;
 }
 
+CkConfig Conv3x3(ConvOp op, int64_t n, int64_t k, int64_t c, int64_t spatial) {
+  CkConfig config;
+  config.op = op;
+  if (op == ConvOp::kFwd) config.index_type = 0;
+  config.num_dim_spatial = 2;
+  config.G = 1;
+  config.N = n;
+  config.K = k;
+  config.C = c;
+  config.filter_spatial = {3, 3};
+  config.input_spatial = {spatial, spatial};
+  config.strides = {1, 1};
+  config.dilations = {1, 1};
+  config.left_pads = {1, 1};
+  config.right_pads = {1, 1};
+  return config;
+}
+
 std::string FwdConfigsText(int n, int magic_n, int every, int64_t spatial) {
   std::vector<CkConfig> configs;
   for (int i = 1; i <= n; ++i) {
-    CkConfig c;
-    c.op = ConvOp::kFwd;
-    c.index_type = 0;
-    c.num_dim_spatial = 2;
-    c.G = 1;
-    c.N = (magic_n && i % every == 0) ? magic_n : 2;
-    c.K = 8 + i;
-    c.C = 8;
-    c.filter_spatial = {3, 3};
-    c.input_spatial = {spatial, spatial};
-    c.strides = {1, 1};
-    c.dilations = {1, 1};
-    c.left_pads = {1, 1};
-    c.right_pads = {1, 1};
+    CkConfig c =
+        Conv3x3(ConvOp::kFwd, (magic_n && i % every == 0) ? magic_n : 2, 8 + i, 8, spatial);
     c.metadata["priority_rank"] = i;
     c.metadata["description"] = Describe(c);
     configs.push_back(c);

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/ck_config.h"
+
 namespace ckprof::testing {
 
 // Path of a file under tests/data.
@@ -47,6 +49,10 @@ struct CommandResult {
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::vector<std::string>& env = {}, const std::string& cwd = "",
                          const std::string& input = "");
+
+// A 2-D convolution with a 3x3 filter, stride, dilation and padding 1, one group, input
+// spatial x spatial: the small problem the tests run (index_type 0 for fwd; defaults elsewhere).
+CkConfig Conv3x3(ConvOp op, int64_t n, int64_t k, int64_t c, int64_t spatial);
 
 // Configs-file text of `n` distinct small fwd problems (K varies, priority_rank 1..n); every
 // `every`-th config gets the emulator's fault-selecting batch size `magic_n` (0 = none).
