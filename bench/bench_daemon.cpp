@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "client/connection.h"
+#include "client/local_daemon.h"
 #include "common/command_plan.h"
 #include "common/convert.h"
 #include "common/profiler_path.h"
@@ -135,15 +136,8 @@ class Daemon {
  public:
   explicit Daemon(const Common& c) : dir_(c.dir) {
     std::filesystem::create_directories(dir_);
-    const std::string notify_path = dir_ + "/notify.sock";
-    unlink(notify_path.c_str());
-    int notify = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, notify_path.c_str(), sizeof addr.sun_path - 1);
-    if (bind(notify, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      Die("cannot bind " + notify_path);
-    }
+    auto notify = ckprof::NotifySocket::Bind(dir_ + "/notify.sock");
+    if (!notify) Die(notify.error());
     std::vector<std::string> argv = {c.ckprofd,        "--socket",    socket(),
                                      "--state-dir",    state_dir(),   "--gpus",
                                      "0-" + std::to_string(c.gpus - 1), "--profiler-path",
@@ -151,7 +145,7 @@ class Daemon {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) env.emplace_back(*e);
     env.insert(env.end(), c.env.begin(), c.env.end());
-    env.push_back("NOTIFY_SOCKET=" + notify_path);
+    env.push_back("NOTIFY_SOCKET=" + notify->path());
     std::vector<char*> cargv, cenv;
     for (auto& s : argv) cargv.push_back(s.data());
     cargv.push_back(nullptr);
@@ -172,25 +166,15 @@ class Daemon {
     }
     close(log_fd);
     g_daemon_pid = pid_;
-    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
-    bool ready = false;
-    while (!ready) {
-      pollfd fds[2] = {{notify, POLLIN, 0}, {pidfd, POLLIN, 0}};
-      if (poll(fds, 2, 60000) <= 0) Die("ckprofd not ready within 60 s; see " + log);
-      if (fds[0].revents & POLLIN) {
-        char buf[512];
-        ssize_t got = recv(notify, buf, sizeof buf, 0);
-        ready = got > 0 &&
-                std::string(buf, static_cast<size_t>(got)).find("READY=1") != std::string::npos;
-      }
-      if (!ready && (fds[1].revents & POLLIN)) {
-        waitpid(pid_, nullptr, 0);
+    switch (notify->WaitReady(pid_, 60000, nullptr)) {
+      case ckprof::NotifySocket::Wait::kReady:
+        return;
+      case ckprof::NotifySocket::Wait::kExited:
         pid_ = g_daemon_pid = -1;
         Die("ckprofd exited at start: " + ReadAll(log));
-      }
+      case ckprof::NotifySocket::Wait::kTimedOut:
+        Die("ckprofd not ready within 60 s; see " + log);
     }
-    close(pidfd);
-    close(notify);
   }
   ~Daemon() {
     if (pid_ > 0) {

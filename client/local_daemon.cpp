@@ -4,17 +4,21 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 extern char** environ;
 
@@ -32,6 +36,68 @@ std::string LogTail(const std::string& path) {
 }
 
 }  // namespace
+
+Result<NotifySocket> NotifySocket::Bind(const std::string& path) {
+  unlink(path.c_str());
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  if (fd < 0 || path.size() >= sizeof addr.sun_path ||
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const std::string reason = path.size() >= sizeof addr.sun_path
+                                   ? std::string("the path is too long for a socket")
+                                   : std::string(std::strerror(errno));
+    if (fd >= 0) close(fd);
+    return MakeError("cannot bind the notify socket " + path + ": " + reason);
+  }
+  chmod(path.c_str(), 0666);
+  return NotifySocket(fd, path);
+}
+
+NotifySocket::NotifySocket(NotifySocket&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+
+NotifySocket::~NotifySocket() {
+  if (fd_ < 0) return;
+  close(fd_);
+  unlink(path_.c_str());
+}
+
+NotifySocket::Wait NotifySocket::WaitReady(pid_t pid, int timeout_ms, int* exit_status) {
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  Wait result = Wait::kTimedOut;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) break;
+    pollfd fds[2] = {{fd_, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    const int n = poll(fds, pidfd >= 0 ? 2 : 1, static_cast<int>(left));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (fds[0].revents & POLLIN) {
+      char buf[512];
+      const ssize_t got = recv(fd_, buf, sizeof buf, 0);
+      if (got > 0 && std::string_view(buf, static_cast<size_t>(got)).find("READY=1") !=
+                         std::string_view::npos) {
+        result = Wait::kReady;
+        break;
+      }
+    }
+    if (pidfd >= 0 && (fds[1].revents & POLLIN)) {
+      int status = 0;
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      if (exit_status) *exit_status = status;
+      result = Wait::kExited;
+      break;
+    }
+  }
+  if (pidfd >= 0) close(pidfd);
+  return result;
+}
 
 std::string FindDaemonBinary() {
   if (const char* env = std::getenv("CKPROF_DAEMON"); env && *env) return env;
@@ -55,17 +121,8 @@ Result<std::unique_ptr<LocalDaemon>> LocalDaemon::Start(const LocalDaemonOptions
   d->dir_ = templ;
   d->socket_ = d->dir_ + "/ckprofd.sock";
   d->log_ = d->dir_ + "/ckprofd.log";
-  const std::string notify_path = d->dir_ + "/notify.sock";
-
-  int notify = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, notify_path.c_str(), sizeof addr.sun_path - 1);
-  if (notify < 0 || bind(notify, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    if (notify >= 0) close(notify);
-    return MakeError("cannot create the local ckprofd's notify socket: " +
-                     std::string(std::strerror(errno)));
-  }
+  auto notify = NotifySocket::Bind(d->dir_ + "/notify.sock");
+  if (!notify) return MakeError("cannot start the local ckprofd: " + notify.error());
   std::string gpus = o.gpus.empty() ? "auto" : o.gpus;
   d->gpus_ = gpus;
   std::vector<std::string> argv = {FindDaemonBinary(), "--socket", d->socket_, "--state-dir",
@@ -82,7 +139,7 @@ Result<std::unique_ptr<LocalDaemon>> LocalDaemon::Start(const LocalDaemonOptions
     }
     env.push_back(kv);
   }
-  env.push_back("NOTIFY_SOCKET=" + notify_path);
+  env.push_back("NOTIFY_SOCKET=" + notify->path());
   std::vector<char*> cargv, cenv;
   for (auto& s : argv) cargv.push_back(s.data());
   cargv.push_back(nullptr);
@@ -91,7 +148,6 @@ Result<std::unique_ptr<LocalDaemon>> LocalDaemon::Start(const LocalDaemonOptions
   int log_fd = open(d->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   pid_t pid = fork();
   if (pid < 0) {
-    close(notify);
     return MakeError("cannot start the local ckprofd: " + std::string(std::strerror(errno)));
   }
   if (pid == 0) {
@@ -105,36 +161,16 @@ Result<std::unique_ptr<LocalDaemon>> LocalDaemon::Start(const LocalDaemonOptions
   }
   if (log_fd >= 0) close(log_fd);
   d->pid_ = pid;
-  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  // Wait for READY=1, or the daemon's death, for at most 60 s.
-  std::string error;
-  for (;;) {
-    pollfd fds[2] = {{notify, POLLIN, 0}, {pidfd, POLLIN, 0}};
-    int n = poll(fds, pidfd >= 0 ? 2 : 1, 60000);
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) {
-      error = "the local ckprofd did not become ready within 60 s";
-      break;
-    }
-    if (fds[0].revents & POLLIN) {
-      char buf[512];
-      ssize_t got = recv(notify, buf, sizeof buf - 1, 0);
-      if (got > 0 && std::string(buf, static_cast<size_t>(got)).find("READY=1") != std::string::npos) {
-        break;
-      }
-    }
-    if (pidfd >= 0 && (fds[1].revents & POLLIN)) {
-      int status = 0;
-      waitpid(pid, &status, 0);
+  switch (notify->WaitReady(pid, 60000, nullptr)) {
+    case NotifySocket::Wait::kReady:
+      return d;
+    case NotifySocket::Wait::kExited:
       d->pid_ = -1;
-      error = "the local ckprofd exited before it was ready:\n" + LogTail(d->log_);
+      return MakeError("the local ckprofd exited before it was ready:\n" + LogTail(d->log_));
+    case NotifySocket::Wait::kTimedOut:
       break;
-    }
   }
-  if (pidfd >= 0) close(pidfd);
-  close(notify);
-  if (!error.empty()) return MakeError(error);
-  return d;
+  return MakeError("the local ckprofd did not become ready within 60 s");
 }
 
 Status LocalDaemon::Stop() {

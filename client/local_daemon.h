@@ -13,6 +13,33 @@
 
 namespace ckprof {
 
+// A private datagram socket for systemd's notify protocol: a ckprofd started with
+// NOTIFY_SOCKET=path() sends READY=1 on it once it serves, so whoever starts one (LocalDaemon,
+// the tests, the benchmarks) waits for that event instead of polling. Move-only; closes and
+// removes the socket on destruction.
+class NotifySocket {
+ public:
+  // Binds `path` (an old file there is removed), mode 0666 so that a daemon running as
+  // another user can send. Error: "cannot bind the notify socket PATH: <reason>".
+  static Result<NotifySocket> Bind(const std::string& path);
+  NotifySocket(NotifySocket&& other) noexcept;
+  NotifySocket& operator=(NotifySocket&&) = delete;
+  NotifySocket(const NotifySocket&) = delete;
+  ~NotifySocket();
+
+  const std::string& path() const { return path_; }
+
+  enum class Wait { kReady, kExited, kTimedOut };
+  // Waits until READY=1 arrives, the process `pid` (a child) exits (then reaped, its wait
+  // status in *exit_status), or timeout_ms pass.
+  Wait WaitReady(pid_t pid, int timeout_ms, int* exit_status);
+
+ private:
+  NotifySocket(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_ = -1;
+  std::string path_;
+};
+
 struct LocalDaemonOptions {
   std::string gpus = "auto";  // as ckprofd --gpus; "auto" falls back to "0" when none is found
   std::string profiler_path;  // absolute

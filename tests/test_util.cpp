@@ -1,13 +1,12 @@
 #include "tests/test_util.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "client/local_daemon.h"
 #include "common/ck_config.h"
 #include "common/json_util.h"
 
@@ -405,47 +405,26 @@ pid_t LaunchedDaemon::Spawn(const std::string& notify_path) {
 
 bool LaunchedDaemon::Start(const Options& o, std::string* error) {
   options_ = o;
-  const std::string notify_path = o.dir + "/notify-" + std::to_string(getpid()) + ".sock";
-  unlink(notify_path.c_str());
-  int notify = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, notify_path.c_str(), sizeof addr.sun_path - 1);
-  if (bind(notify, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    *error = "cannot bind the notify socket " + notify_path;
-    close(notify);
+  // A daemon of another uid must be able to send: NotifySocket makes it 0666.
+  auto notify = NotifySocket::Bind(o.dir + "/notify-" + std::to_string(getpid()) + ".sock");
+  if (!notify) {
+    *error = notify.error();
     return false;
   }
-  chmod(notify_path.c_str(), 0666);  // a daemon of another uid must be able to send
-  pid_ = Spawn(notify_path);
-  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
-  bool ready = false;
-  while (!ready) {
-    pollfd fds[2] = {{notify, POLLIN, 0}, {pidfd, POLLIN, 0}};
-    int n = poll(fds, 2, 30000);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *error = "ckprofd not ready within 30 s: " + ReadFile(log_path());
-      break;
-    }
-    if (fds[0].revents & POLLIN) {
-      char buf[512];
-      ssize_t got = recv(notify, buf, sizeof buf, 0);
-      ready = got > 0 &&
-              std::string(buf, static_cast<size_t>(got)).find("READY=1") != std::string::npos;
-    }
-    if (!ready && (fds[1].revents & POLLIN)) {
-      int status = 0;
-      waitpid(pid_, &status, 0);
+  pid_ = Spawn(notify->path());
+  int status = 0;
+  switch (notify->WaitReady(pid_, 30000, &status)) {
+    case NotifySocket::Wait::kReady:
+      return true;
+    case NotifySocket::Wait::kExited:
       pid_ = -1;
       *error = "ckprofd exited (status " + std::to_string(status) + "): " + ReadFile(log_path());
+      return false;
+    case NotifySocket::Wait::kTimedOut:
       break;
-    }
   }
-  close(pidfd);
-  close(notify);
-  unlink(notify_path.c_str());
-  return ready;
+  *error = "ckprofd not ready within 30 s: " + ReadFile(log_path());
+  return false;
 }
 
 int LaunchedDaemon::RunToExit(const Options& o, double timeout_s) {
