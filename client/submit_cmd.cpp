@@ -107,7 +107,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   v = 0;
   if (!int_opt("--max-gpus", max_gpus, 0, 1024, &v)) return 2;
   s.max_gpus = static_cast<int>(v);
-  if (!order.empty() && order != "rank" && order != "longest-first") {
+  if (!IsJobOrder(order)) {  // before a large input is read and sent
     PrintError("submit", "--order must be rank or longest-first, got '" + order + "'");
     return 2;
   }

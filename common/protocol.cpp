@@ -10,6 +10,11 @@
 #include "common/json_util.h"
 
 namespace ckprof {
+
+bool IsJobOrder(std::string_view order) {
+  return order.empty() || order == "rank" || order == "longest-first";
+}
+
 namespace {
 
 using json = nlohmann::json;
@@ -158,7 +163,7 @@ Result<Request> ParseRequest(std::string_view frame) {
       f.IntList("gpus", &s.gpus, 0, 1023);
       f.Int("max_gpus", &s.max_gpus, 0, 1024);
       f.String("order", &s.order, 32);
-      if (f.ok() && !s.order.empty() && s.order != "rank" && s.order != "longest-first") {
+      if (f.ok() && !IsJobOrder(s.order)) {
         return MakeError("submit: order must be \"rank\" or \"longest-first\", got '" + s.order +
                          "'");
       }

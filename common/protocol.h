@@ -45,6 +45,9 @@ enum class RequestType {
 std::string_view RequestTypeName(RequestType t);
 std::optional<RequestType> ParseRequestTypeName(std::string_view name);
 
+// True for the task orders a job may ask for: "rank" and "longest-first" ("" means rank).
+bool IsJobOrder(std::string_view order);
+
 // What a submit carries. The content is the input file's text (IR list, trace or configs).
 struct SubmitOptions {
   std::string content;
@@ -57,8 +60,8 @@ struct SubmitOptions {
   std::vector<int> gpus;      // allowed GPUs; empty = any
   int max_gpus = 0;           // at most this many GPUs at once; 0 = no limit
   // The order of the job's own tasks: "" or "rank" (the configs' priority rank, then their
-  // order in the file), or "longest-first" (the most estimated work, in FLOPs, first: the
-  // shortest sweep when the input's order says nothing of size).
+  // order in the file; near the end, a task too long to start last starts at once), or
+  // "longest-first" (the most estimated work, in FLOPs, first). See IsJobOrder.
   std::string order;
   double not_before = 0;      // unix seconds; 0 = now
   double timeout_s = -1;      // per-task timeout; -1 = the daemon's default, 0 = none
