@@ -143,8 +143,11 @@ def machine_line():
         pass
     rev = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"],
                          capture_output=True, text=True).stdout.strip() or "?"
+    # The tree's revision; binaries from elsewhere (BENCH_BIN) are named too, since they may be
+    # another revision's (a "before" run).
+    binaries = "" if "BENCH_BIN" not in os.environ else f", binaries from {BIN}"
     return (f"{cpu}, {os.cpu_count()} CPUs, {mem:.0f} GiB, Linux {platform.release()}"
-            f"{', ' + distro if distro else ''}; ckprof {rev}")
+            f"{', ' + distro if distro else ''}; ckprof {rev}{binaries}")
 
 
 def loadavg():
