@@ -182,15 +182,17 @@ TEST_F(ReliabilityCrashTest, RecoveryDoesNotKillAnUnrelatedProcessThatReusedASto
   ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), *job, [](const JobSummary& s) {
                 return s.running == 1;
               }).ok());
-  daemon_.Stop(SIGKILL);
-  // The orphaned hang: stop it ourselves, as if it had ended long ago. The daemon reports the
-  // run as started when it spawned it; the emulator logs its start line a moment later.
+  // The daemon reports a run as started before its spawn thread clones the profiler, and the
+  // emulator logs its start line once it runs: killed before that, the daemon would leave no
+  // orphan behind (this test once failed so, under load).
   auto runs = testing::ReadEmuRuns(emu_log_);
-  for (int i = 0; i < 500 && runs.empty(); ++i) {
+  for (int i = 0; i < 1000 && runs.empty(); ++i) {
     usleep(10000);
     runs = testing::ReadEmuRuns(emu_log_);
   }
   ASSERT_EQ(runs.size(), 1u);
+  daemon_.Stop(SIGKILL);
+  // The orphaned hang: stop it ourselves, as if it had ended long ago.
   kill(-runs[0].pgid, SIGKILL);
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, runs[0].pid, 0));
   if (pidfd >= 0) {
