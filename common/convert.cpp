@@ -10,11 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <streambuf>
-#include <system_error>
-#include <thread>
 
 #include "common/file_util.h"
 #include "common/json_util.h"
+#include "common/parallel.h"
 #include "common/replay_ir.h"
 #include "common/trace_reader.h"
 
@@ -585,7 +584,7 @@ std::optional<Conversion> ConvertListRun(std::string_view text, const ListCuts& 
     (void)json::sax_parse(PiecesIterator(pieces, 3, 0), PiecesIterator(pieces, 3, 3), &handler);
     auto c = handler.Finish("input", [](size_t) { return std::string(); });
     if (c && c->format == InputFormat::kConfigs && c->warnings.empty()) return std::move(*c);
-  } catch (...) {  // a bad_alloc, or no thread: the one-thread reading says what went wrong
+  } catch (...) {  // e.g. a bad_alloc: the one-thread reading says what went wrong
   }
   return std::nullopt;
 }
@@ -604,17 +603,7 @@ std::optional<Conversion> ConvertConfigsListInParts(std::string_view text,
   const ListCuts& cuts = scan->cuts;
   const size_t runs = cuts.first_index.size();
   std::vector<std::optional<Conversion>> out(runs);
-  std::vector<std::thread> helpers;
-  try {
-    for (size_t k = 1; k < runs; ++k) {
-      helpers.emplace_back([&, k] { out[k] = ConvertListRun(text, cuts, k, options); });
-    }
-  } catch (const std::system_error&) {  // no more threads: this one reads the rest
-  }
-  out[0] = ConvertListRun(text, cuts, 0, options);
-  for (size_t k = helpers.size() + 1; k < runs; ++k)
-    out[k] = ConvertListRun(text, cuts, k, options);
-  for (auto& t : helpers) t.join();
+  RunInParallel(runs, [&](size_t k) { out[k] = ConvertListRun(text, cuts, k, options); });
   for (const auto& run : out) {
     if (!run) return std::nullopt;
   }

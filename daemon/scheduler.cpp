@@ -7,16 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
 #include <fstream>
 #include <sstream>
-#include <system_error>
-#include <thread>
 
 #include "common/ck_command.h"
 #include "common/convert.h"
 #include "common/json_util.h"
 #include "common/outcome.h"
+#include "common/parallel.h"
 
 namespace ckprof {
 namespace {
@@ -354,28 +352,7 @@ std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& 
     return records;
   }
   const size_t half = configs.size() / 2;
-  std::exception_ptr second_failed;  // e.g. bad_alloc: rethrown here, as if made on this thread
-  std::thread second;
-  try {
-    second = std::thread([&] {
-      try {
-        make(half, configs.size());
-      } catch (...) {
-        second_failed = std::current_exception();
-      }
-    });
-  } catch (const std::system_error&) {  // no thread to be had: all of it here
-    make(0, configs.size());
-    return records;
-  }
-  try {
-    make(0, half);
-  } catch (...) {
-    second.join();
-    throw;
-  }
-  second.join();
-  if (second_failed) std::rethrow_exception(second_failed);
+  RunInParallel(2, [&](size_t k) { k == 0 ? make(0, half) : make(half, configs.size()); });
   return records;
 }
 

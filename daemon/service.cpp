@@ -1,12 +1,13 @@
 #include "daemon/service.h"
 
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+
+#include <spdlog/spdlog.h>
 
 #include "common/command_plan.h"
 #include "common/convert.h"
