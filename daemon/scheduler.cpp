@@ -556,48 +556,80 @@ void Scheduler::ArmNotBeforeTimer(double now) {
   });
 }
 
-void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
+Scheduler::Start Scheduler::PrepareStart(Task& task, Gpu& gpu) {
   Job& job = jobs_.at(task.job_id);
-  Dequeue(task);
+  Start start;
+  start.task_id = task.id;
+  start.gpu_index = gpu.index;
+  start.attempt = task.attempts + 1;
   // The command: from the stored config and the job's profiler.
-  std::vector<std::string> argv;
-  std::string error, description;
   auto config_text = store_.TaskConfig(task.id);
   if (!config_text) {
-    error = config_text.error();
+    start.error = config_text.error();
   } else if (!job.target) {
     ResolveTarget(job);  // the profiler may have appeared since
   }
-  if (error.empty() && !job.target) error = job.target_error;
-  if (error.empty()) {
+  if (start.error.empty() && !job.target) start.error = job.target_error;
+  if (start.error.empty()) {
     auto cfg_json = ParseOrderedJson(*config_text);
     auto cfg = cfg_json ? ConfigFromJson(*cfg_json, static_cast<size_t>(task.position - 1))
                         : Result<CkConfig>(Error{cfg_json.error()});
     if (!cfg) {
-      error = cfg.error();
+      start.error = cfg.error();
     } else {
-      description = cfg->description();
+      start.description = cfg->description();
       auto cmd = BuildCommand(*job.target, *cfg);
-      if (cmd) argv = std::move(*cmd); else error = cmd.error();
+      if (cmd) {
+        start.argv = std::move(*cmd);
+      } else {
+        start.error = cmd.error();
+      }
     }
   }
-  const std::string command = argv.empty() ? "" : FormatCommandLine(argv);
-  if (!error.empty()) {
-    task.attempts += 1;
-    FinishWithoutRun(task, Outcome{Kind::kSpawnFailed, 0, 0, error}, command, description, now);
-    return;
+  start.command = start.argv.empty() ? "" : FormatCommandLine(start.argv);
+  return start;
+}
+
+void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
+  // The config's read and the start's record: one transaction.
+  Start start;
+  Status s = store_.BeginGroup();
+  if (s) {
+    start = PrepareStart(task, gpu);
+    if (start.error.empty()) s = store_.MarkRunning(task.id, start.attempt, gpu.index, now);
+    if (s) {
+      s = store_.CommitGroup();
+    } else {
+      store_.RollbackGroup();
+    }
   }
-  const int attempt = task.attempts + 1;
-  if (Status s = store_.MarkRunning(task.id, attempt, gpu.index, now); !s) {
+  if (!s) {
     // The state dir is full or read-only: run nothing we cannot record; try again shortly.
     spdlog::error("cannot record the start of task {}: {}; retrying in 1 s", task.id, s.error());
-    Enqueue(task);
     store_retry_timer_.expires_after(std::chrono::seconds(1));
     store_retry_timer_.async_wait([this](const asio::error_code& ec) {
       if (!ec) Dispatch();
     });
     return;
   }
+  if (!start.error.empty()) {
+    Dequeue(task);
+    task.attempts += 1;
+    FinishWithoutRun(task, Outcome{Kind::kSpawnFailed, 0, 0, start.error}, start.command,
+                     start.description, now);
+    return;
+  }
+  LaunchStart(std::move(start), now);
+}
+
+void Scheduler::LaunchStart(Start start, double now) {
+  Task& task = tasks_.at(start.task_id);
+  Gpu& gpu = *FindGpu(start.gpu_index);
+  Job& job = jobs_.at(task.job_id);
+  Dequeue(task);
+  const int attempt = start.attempt;
+  const std::string& command = start.command;
+  const std::string& description = start.description;
   task.attempts = attempt;
   task.state = TaskState::kRunning;
   task.gpu = gpu.index;
@@ -605,7 +637,7 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
   if (job.first_start == 0) job.first_start = now;
 
   RunSpec spec;
-  spec.argv = std::move(argv);
+  spec.argv = std::move(start.argv);
   for (const auto& var : options_.pin_env) spec.set_env.emplace_back(var, std::to_string(gpu.index));
   spec.set_env.emplace_back("CKPROFD_STATE", options_.state_dir);
   spec.set_env.emplace_back("CKPROFD_TASK", std::to_string(task.id) + ":" + std::to_string(attempt));
@@ -726,7 +758,19 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   end.usage = UsageRecord{job.rec.uid, u.usage, u.updated_at};
   end.result_json = ResultJson(r.outcome, command, gpu_index, &r);
   end.run = std::move(r);
-  if (Status s = RecordEnd(end); !s) {
+  // The end and the start of the GPU's next task: recorded in one transaction, applied to memory
+  // once it committed.
+  std::optional<Start> next;
+  Status s = store_.BeginGroup();
+  if (s) s = RecordEnd(end);
+  if (s) next = PrepareNextStart(end);
+  if (s && next) s = store_.MarkRunning(next->task_id, next->attempt, gpu_index, next->now);
+  if (s) {
+    s = store_.CommitGroup();
+  } else if (store_.grouped()) {
+    store_.RollbackGroup();
+  }
+  if (!s) {
     // The state dir is full or failing. Until the end is recorded the task stays running and
     // its GPU stays taken, so that what `status` and `results` say agree and nothing is lost.
     spdlog::error("cannot record the end of task {}: {}; GPU {} waits until it is recorded",
@@ -735,7 +779,29 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
     ArmEndRetry();
     return;
   }
-  ApplyEnd(std::move(end));
+  ApplyEnd(std::move(end), std::move(next));
+}
+
+std::optional<Scheduler::Start> Scheduler::PrepareNextStart(const PendingEnd& end) {
+  Gpu* gpu = FindGpu(end.gpu_index);
+  if (!gpu || gpu->drained || end.requeue || shutting_down_ || !pending_ends_.empty() ||
+      store_retry_timer_.expiry() > std::chrono::steady_clock::now()) {
+    return std::nullopt;  // left to Dispatch, after the end is applied
+  }
+  // What PickTask will see once the end is applied: the GPU free, its job one task lighter.
+  Job& job = jobs_.at(tasks_.at(end.task_id).job_id);
+  const int64_t busy = gpu->task_id;
+  const double now = UnixNow();
+  gpu->task_id = 0;
+  --job.running;
+  Task* task = PickTask(*gpu, now);
+  gpu->task_id = busy;
+  ++job.running;
+  if (!task) return std::nullopt;
+  Start start = PrepareStart(*task, *gpu);
+  if (!start.error.empty()) return std::nullopt;  // Dispatch records why it cannot start
+  start.now = now;
+  return start;
 }
 
 Status Scheduler::RecordEnd(const PendingEnd& e) {
@@ -762,7 +828,7 @@ void Scheduler::FlushPendingEnds() {
   }
 }
 
-void Scheduler::ApplyEnd(PendingEnd end) {
+void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
   const double now = end.now;
   const int64_t task_id = end.task_id;
   const int gpu_index = end.gpu_index;
@@ -819,10 +885,11 @@ void Scheduler::ApplyEnd(PendingEnd end) {
   if (!requeue) Forget(task_id);  // `task` is gone from here on
   EmitTaskFinished(job, tr);
   MaybeFinishJob(job, now);
-  if (shutting_down_) {
+  if (shutting_down_) {  // (then there is no `next`)
     MaybeFinishShutdown();
     return;
   }
+  if (next) LaunchStart(std::move(*next), next->now);
   Dispatch();
 }
 

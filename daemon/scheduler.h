@@ -177,7 +177,24 @@ class Scheduler {
   int64_t NextTaskOf(const Job& job) const;
   // How many of this daemon's GPUs the job may use at once.
   int GpusOf(const Job& job) const;
+  // A task's start: prepared (its command built from the stored config), then recorded in the
+  // Store, then launched.
+  struct Start {
+    int64_t task_id = 0;
+    int gpu_index = -1;
+    int attempt = 0;
+    double now = 0;  // its started_at
+    std::vector<std::string> argv;
+    std::string command, description;
+    std::string error;  // why it cannot start (a spawn failure)
+  };
   void StartTask(Task& task, Gpu& gpu, double now);
+  // Reads the task's config (inside the caller's Store group) and builds its command line.
+  // Changes nothing in memory.
+  Start PrepareStart(Task& task, Gpu& gpu);
+  // A start recorded in the Store: the task leaves its queue, takes its GPU and its process
+  // is launched.
+  void LaunchStart(Start start, double now);
   void RecordPgid(int64_t task_id, int attempt, int64_t pid);
   void OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
                  const std::string& description, RunResult result);
@@ -193,7 +210,11 @@ class Scheduler {
     RunResult run;
   };
   Status RecordEnd(const PendingEnd& end);
-  void ApplyEnd(PendingEnd end);
+  // The task the end's GPU starts next, prepared for the end's transaction; none when Dispatch
+  // is to decide after the end is applied (no task, a requeue, a drained GPU, a failing Store).
+  std::optional<Start> PrepareNextStart(const PendingEnd& end);
+  // Applies a recorded end to memory, then launches `next` (recorded with it), then dispatches.
+  void ApplyEnd(PendingEnd end, std::optional<Start> next = std::nullopt);
   void ArmEndRetry();
   void FlushPendingEnds();
   void MaybeFinishShutdown();

@@ -402,7 +402,7 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
 }
 
 Status Store::MarkRunning(int64_t task_id, int attempt, int gpu, double started_at) {
-  if (Status s = Begin(); !s) return s;
+  if (Status s = BeginWrite(); !s) return s;
   Stmt up(this,
           "UPDATE tasks SET state='running', attempts=?, gpu=?, pgid=0, started_at=?, "
           "ended_at=0 WHERE id=?");
@@ -415,11 +415,7 @@ Status Store::MarkRunning(int64_t task_id, int attempt, int gpu, double started_
     ins.Bind(1, task_id).Bind(2, int64_t{attempt}).Bind(3, int64_t{gpu}).Bind(4, started_at);
     s = StepDone(ins, "record attempt");
   }
-  if (!s) {
-    Rollback();
-    return s;
-  }
-  return Commit();
+  return EndWrite(s);
 }
 
 void Store::SetPgidLater(int64_t task_id, int attempt, int64_t pgid) {
@@ -452,15 +448,45 @@ Status Store::Begin() {
 }
 
 Status Store::Commit() {
-  if (Status s = Exec("COMMIT"); !s) return s;
+  Status s = fail_commits_ ? MakeError("database " + path_ + ": COMMIT: refused (test fault)")
+                           : Exec("COMMIT");
+  if (!s) {
+    Rollback();  // a COMMIT that failed may leave its transaction open
+    return s;
+  }
   pending_pgids_.clear();
   return Status::Ok();
+}
+
+Status Store::EndWrite(Status s) {
+  if (grouped_) return s;
+  if (!s) {
+    Rollback();
+    return s;
+  }
+  return Commit();
+}
+
+Status Store::BeginGroup() {
+  Status s = Begin();
+  grouped_ = s.ok();
+  return s;
+}
+
+Status Store::CommitGroup() {
+  grouped_ = false;
+  return Commit();
+}
+
+void Store::RollbackGroup() {
+  grouped_ = false;
+  Rollback();
 }
 
 Status Store::FinishAttempt(int64_t task_id, int attempt, const std::string& outcome,
                             const std::string& final_state, double ended_at,
                             const std::string& result_json, const UsageRecord* usage) {
-  if (Status s = Begin(); !s) return s;
+  if (Status s = BeginWrite(); !s) return s;
   Status s;
   {
     Stmt up(this, "UPDATE tasks SET state=?, pgid=0, ended_at=?, result=? WHERE id=?");
@@ -477,11 +503,7 @@ Status Store::FinishAttempt(int64_t task_id, int attempt, const std::string& out
     up.Bind(1, int64_t{usage->uid}).Bind(2, usage->usage).Bind(3, usage->updated_at);
     s = StepDone(up, "record usage");
   }
-  if (!s) {
-    Rollback();
-    return s;
-  }
-  return Commit();
+  return EndWrite(s);
 }
 
 Status Store::SetTasksState(const std::vector<int64_t>& task_ids, const std::string& state,

@@ -1,8 +1,9 @@
 // Store: ckprofd's durable state in SQLite (WAL) — jobs, tasks, attempts, results and the
 // per-user usage that fair share decays.
 //
-// Every scheduler transition is a Store call that commits before it returns, so the caller
-// may act on it (spawn, answer a client) knowing a crash cannot lose it. Submits commit with
+// Every scheduler transition is a Store call that commits before it returns (or a group of
+// them that commits at once, see BeginGroup), so the caller may act on it (spawn, answer a
+// client) knowing a crash cannot lose it. Submits commit with
 // synchronous=FULL (an acknowledged job survives power loss); task transitions with the
 // configured durability (NORMAL by default: they survive a daemon crash, and a power loss can
 // at worst re-run the last tasks). Single-threaded: call only from the daemon's io thread.
@@ -101,6 +102,19 @@ class Store {
   Status FinishAttempt(int64_t task_id, int attempt, const std::string& outcome,
                        const std::string& final_state, double ended_at,
                        const std::string& result_json, const UsageRecord* usage);
+  // Writes grouped into one transaction. Between BeginGroup and CommitGroup, MarkRunning,
+  // FinishAttempt and TaskConfig join it instead of each committing on its own, and nothing
+  // they wrote is durable (nor to be acted on) until CommitGroup returned ok. A failed write
+  // inside a group returns its error and leaves the group open: the caller rolls it back. The
+  // scheduler records a task's end and the next start on that GPU this way: one commit per
+  // task instead of two, and the config is read in the same transaction.
+  Status BeginGroup();
+  Status CommitGroup();  // rolls the group back when the commit fails
+  void RollbackGroup();
+  bool grouped() const { return grouped_; }
+  // Tests: every commit fails (and is rolled back) while set, as on a full or failing disk.
+  void FailCommitsForTesting(bool fail) { fail_commits_ = fail; }
+
   // Final states for queued tasks that will never run (a cancelled job), in one transaction.
   Status SetTasksState(const std::vector<int64_t>& task_ids, const std::string& state,
                        const std::string& result_json, double ended_at);
@@ -134,9 +148,16 @@ class Store {
   };
   std::unordered_map<const char*, Cached> stmts_;  // by SQL text (string literals)
   void Rollback();
-  // BEGIN IMMEDIATE, then the pending process groups; COMMIT, then they are no longer pending.
+  // BEGIN IMMEDIATE, then the pending process groups; COMMIT, then they are no longer pending
+  // (a failed COMMIT is rolled back).
   Status Begin();
   Status Commit();
+  // A write's own transaction, or none inside a group: EndWrite commits (or rolls back on
+  // `s` failing) only outside a group.
+  Status BeginWrite() { return grouped_ ? Status::Ok() : Begin(); }
+  Status EndWrite(Status s);
+  bool grouped_ = false;
+  bool fail_commits_ = false;
   struct PendingPgid {
     int64_t task_id;
     int attempt;

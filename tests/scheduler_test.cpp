@@ -343,6 +343,44 @@ TEST_F(SchedulerTest, FailuresAreRecordedAndRetried) {
   EXPECT_EQ((*sched_->Results(job, false))[0].attempts, 2);
 }
 
+// A task's end and the next start on its GPU share one commit. When it fails (a full or failing
+// disk), neither happened: the task keeps its GPU, the next one stays queued and no process is
+// launched for it; once the Store accepts writes again the end is recorded and the next starts.
+TEST_F(SchedulerTest, AnEndTheStoreCannotRecordKeepsItsGpuAndTheNextTaskQueued) {
+  int64_t job = Submit(Job(1000, "j"), 3);
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  auto states = [&] {
+    std::vector<std::string> out;
+    EXPECT_TRUE(store_->ForEachTaskBrief([&](TaskRecord&& t) { out.push_back(t.state); }).ok());
+    return out;
+  };
+  store_->FailCommitsForTesting(true);
+  launcher_.Finish(launcher_.Active()[0]);
+  EXPECT_TRUE(launcher_.Active().empty());  // nothing launched that the Store does not know of
+  EXPECT_EQ(states(), (std::vector<std::string>{"running", "queued", "queued"}));
+  auto sum = sched_->Summary(job);
+  EXPECT_EQ(sum->running, 1);
+  EXPECT_EQ(sum->queued, 2);
+  EXPECT_EQ(sum->succeeded, 0);
+
+  store_->FailCommitsForTesting(false);
+  // The end is retried on a timer: run the loop until the next task is launched.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (launcher_.Active().empty() && std::chrono::steady_clock::now() < deadline) {
+    io_.run_one_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  EXPECT_EQ(states(), (std::vector<std::string>{"succeeded", "running", "queued"}));
+  launcher_.Finish(launcher_.Active()[0]);
+  launcher_.Finish(launcher_.Active()[0]);
+  sum = sched_->Summary(job);
+  EXPECT_EQ(sum->succeeded, 3);
+  EXPECT_EQ(sum->state, "finished");
+  auto history = store_->Attempts(0);
+  ASSERT_TRUE(history.ok());
+  EXPECT_EQ(history->size(), 3u);  // one attempt each: nothing ran twice
+}
+
 TEST_F(SchedulerTest, RestartRequeuesWhatWasRunning) {
   int64_t job = Submit(Job(1000, "j"), 3);
   ASSERT_EQ(launcher_.Active().size(), 1u);
