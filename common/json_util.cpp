@@ -1,6 +1,8 @@
 #include "common/json_util.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 
 namespace ckprof {
 namespace {
@@ -125,6 +127,48 @@ void AppendJsonString(std::string& out, std::string_view s) {
   }
   out.append(s.data() + run, s.size() - run);
   out += '"';
+}
+
+void AppendJsonNumber(std::string& out, int64_t v) {
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+void AppendJsonNumber(std::string& out, uint64_t v) {
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+void AppendJsonNumber(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  char* end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  out.append(buf, end);
+  if (std::none_of(buf, end, [](char c) { return c == '.' || c == 'e'; })) {
+    out += ".0";
+  }
+}
+
+JsonObjectWriter& JsonObjectWriter::Field(std::string_view key, const std::vector<int>& v) {
+  std::string& out = Key(key);
+  out += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    AppendJsonNumber(out, int64_t{v[i]});
+  }
+  out += ']';
+  return *this;
+}
+
+std::string& JsonObjectWriter::Key(std::string_view key) {
+  if (!first_) out_ += ',';
+  first_ = false;
+  AppendJsonString(out_, key);
+  out_ += ':';
+  return out_;
 }
 
 }  // namespace ckprof

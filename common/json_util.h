@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
+#include <type_traits>
+#include <vector>
 
 #include "common/result.h"
 
@@ -59,5 +61,67 @@ std::string DumpJson(const nlohmann::ordered_json& j, int indent = -1);
 // a profiler's captured output, kilobytes per task, is mostly printable ASCII, which is
 // copied in runs; anything else takes nlohmann's path.
 void AppendJsonString(std::string& out, std::string_view s);
+
+// Appends a number as DumpJson writes it: integers as they are; doubles in the shortest form
+// that reads back the same, with ".0" on whole ones (they stay floats), non-finite as null.
+void AppendJsonNumber(std::string& out, int64_t v);
+void AppendJsonNumber(std::string& out, uint64_t v);
+void AppendJsonNumber(std::string& out, double v);
+
+// Writes one JSON object straight into a string: for the daemon's per-task events and
+// results, where building nlohmann's DOM (a map node and a string per key) and dumping it
+// cost more than the rest of the work. The object is closed by Close() or on destruction.
+class JsonObjectWriter {
+ public:
+  explicit JsonObjectWriter(std::string& out) : out_(out) { out_ += '{'; }
+  ~JsonObjectWriter() { Close(); }
+  JsonObjectWriter(const JsonObjectWriter&) = delete;
+  JsonObjectWriter& operator=(const JsonObjectWriter&) = delete;
+
+  JsonObjectWriter& Field(std::string_view key, std::string_view v) {
+    AppendJsonString(Key(key), v);
+    return *this;
+  }
+  JsonObjectWriter& Field(std::string_view key, const std::string& v) {
+    return Field(key, std::string_view(v));
+  }
+  JsonObjectWriter& Field(std::string_view key, const char* v) {
+    return Field(key, std::string_view(v));
+  }
+  JsonObjectWriter& Field(std::string_view key, bool v) {
+    Key(key) += v ? "true" : "false";
+    return *this;
+  }
+  template <typename T,
+            std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  JsonObjectWriter& Field(std::string_view key, T v) {
+    if constexpr (std::is_signed_v<T>) {
+      AppendJsonNumber(Key(key), static_cast<int64_t>(v));
+    } else {
+      AppendJsonNumber(Key(key), static_cast<uint64_t>(v));
+    }
+    return *this;
+  }
+  JsonObjectWriter& Field(std::string_view key, double v) {
+    AppendJsonNumber(Key(key), v);
+    return *this;
+  }
+  JsonObjectWriter& Field(std::string_view key, const std::vector<int>& v);
+  // A value that is JSON text already (a nested object written by another writer).
+  JsonObjectWriter& RawField(std::string_view key, std::string_view json) {
+    Key(key) += json;
+    return *this;
+  }
+  // The key, for a value the caller appends to the string itself (a nested writer).
+  std::string& Key(std::string_view key);
+  void Close() {
+    if (!closed_) out_ += '}';
+    closed_ = true;
+  }
+
+ private:
+  std::string& out_;
+  bool first_ = true, closed_ = false;
+};
 
 }  // namespace ckprof

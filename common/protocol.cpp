@@ -296,29 +296,96 @@ json ErrorResponse(int64_t id, std::string_view message) {
 
 std::string Frame(const json& j) { return DumpJson(j) + "\n"; }
 
-json ToJson(const JobSummary& s) {
-  return json{{"id", s.id},
-              {"owner_uid", s.owner_uid},
-              {"owner", s.owner},
-              {"name", s.name},
-              {"state", s.state},
-              {"priority", s.priority},
-              {"order", s.order},
-              {"total", s.total},
-              {"queued", s.queued},
-              {"running", s.running},
-              {"done", s.done()},
-              {"succeeded", s.succeeded},
-              {"failed", s.failed},
-              {"unsupported", s.unsupported},
-              {"cancelled", s.cancelled},
-              {"gpus_in_use", s.gpus_in_use},
-              {"submitted_at", s.submitted_at},
-              {"started_at", s.started_at},
-              {"finished_at", s.finished_at},
-              {"eta_s", s.eta_s},
-              {"profiler", s.profiler}};
+namespace {
+
+// Each struct's fields, in one place, for both ways of writing it: f(key, value).
+template <typename F>
+void VisitFields(const JobSummary& s, F&& f) {
+  f("id", s.id);
+  f("owner_uid", s.owner_uid);
+  f("owner", s.owner);
+  f("name", s.name);
+  f("state", s.state);
+  f("priority", s.priority);
+  f("order", s.order);
+  f("total", s.total);
+  f("queued", s.queued);
+  f("running", s.running);
+  f("done", s.done());
+  f("succeeded", s.succeeded);
+  f("failed", s.failed);
+  f("unsupported", s.unsupported);
+  f("cancelled", s.cancelled);
+  f("gpus_in_use", s.gpus_in_use);
+  f("submitted_at", s.submitted_at);
+  f("started_at", s.started_at);
+  f("finished_at", s.finished_at);
+  f("eta_s", s.eta_s);
+  f("profiler", s.profiler);
 }
+
+template <typename F>
+void VisitFields(const TaskResult& t, F&& f) {
+  f("task_id", t.task_id);
+  f("job_id", t.job_id);
+  f("position", t.position);
+  f("priority_rank", t.priority_rank);
+  f("operation", t.operation);
+  f("description", t.description);
+  f("command", t.command);
+  f("state", t.state);
+  f("gpu", t.gpu);
+  f("attempts", t.attempts);
+  f("returncode", t.returncode);
+  f("elapsed_s", t.elapsed_s);
+  f("started_at", t.started_at);
+  f("ended_at", t.ended_at);
+  f("best_name", t.best_name);
+  f("avg_ms", t.avg_ms);
+  f("tflops", t.tflops);
+  f("gbps", t.gbps);
+  f("split_k", t.split_k);
+  f("valids", t.valids);
+  f("error", t.error);
+  if (!t.stdout_text.empty()) f("stdout", t.stdout_text);
+  if (!t.stderr_text.empty()) f("stderr", t.stderr_text);
+  if (!t.config.is_null()) f("config", t.config);
+}
+
+template <typename T>
+json DomOf(const T& x) {
+  json j = json::object();
+  VisitFields(x, [&j](const char* key, const auto& v) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, nlohmann::ordered_json>) {
+      j[key] = json::parse(v.dump());
+    } else if constexpr (std::is_floating_point_v<std::decay_t<decltype(v)>>) {
+      // Non-finite numbers are written as null, as DumpJson writes them.
+      j[key] = std::isfinite(v) ? json(v) : json(nullptr);
+    } else {
+      j[key] = v;
+    }
+  });
+  return j;
+}
+
+template <typename T>
+void AppendObject(std::string& out, const T& x) {
+  JsonObjectWriter w(out);
+  VisitFields(x, [&w](const char* key, const auto& v) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, nlohmann::ordered_json>) {
+      w.RawField(key, DumpJson(v));
+    } else {
+      w.Field(key, v);
+    }
+  });
+}
+
+}  // namespace
+
+json ToJson(const JobSummary& s) { return DomOf(s); }
+json ToJson(const TaskResult& t) { return DomOf(t); }
+void AppendJson(std::string& out, const JobSummary& s) { AppendObject(out, s); }
+void AppendJson(std::string& out, const TaskResult& t) { AppendObject(out, t); }
 
 namespace {
 
@@ -379,34 +446,6 @@ Result<JobSummary> JobSummaryFromJson(const json& j) {
   Get(j, "eta_s", &s.eta_s);
   Get(j, "profiler", &s.profiler);
   return s;
-}
-
-json ToJson(const TaskResult& t) {
-  json j = {{"task_id", t.task_id},
-            {"job_id", t.job_id},
-            {"position", t.position},
-            {"priority_rank", t.priority_rank},
-            {"operation", t.operation},
-            {"description", t.description},
-            {"command", t.command},
-            {"state", t.state},
-            {"gpu", t.gpu},
-            {"attempts", t.attempts},
-            {"returncode", t.returncode},
-            {"elapsed_s", t.elapsed_s},
-            {"started_at", t.started_at},
-            {"ended_at", t.ended_at},
-            {"best_name", t.best_name},
-            {"avg_ms", t.avg_ms},
-            {"tflops", t.tflops},
-            {"gbps", t.gbps},
-            {"split_k", t.split_k},
-            {"valids", t.valids},
-            {"error", t.error}};
-  if (!t.stdout_text.empty()) j["stdout"] = t.stdout_text;
-  if (!t.stderr_text.empty()) j["stderr"] = t.stderr_text;
-  if (!t.config.is_null()) j["config"] = json::parse(t.config.dump());
-  return j;
 }
 
 Result<TaskResult> TaskResultFromJson(const json& j) {

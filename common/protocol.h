@@ -151,6 +151,10 @@ struct TaskResult {
   bool ok() const { return state == "succeeded"; }
 };
 nlohmann::json ToJson(const TaskResult& t);
+// The same objects as ToJson, written straight into `out` without the DOM (the daemon's
+// per-task events).
+void AppendJson(std::string& out, const JobSummary& s);
+void AppendJson(std::string& out, const TaskResult& t);
 Result<TaskResult> TaskResultFromJson(const nlohmann::json& j);
 
 struct GpuInfo {

@@ -664,18 +664,14 @@ void Scheduler::LaunchStart(Start start, double now) {
       });
   spdlog::info("start job {} task {} (#{}, rank {}) on GPU {}, attempt {}: {}", job.rec.id, task.id,
                task.position, task.rank, gpu.index, attempt, command);
-  Emit(job, [&] {
-    return json{{"type", "event"},
-                {"event", "task_started"},
-                {"job_id", job.rec.id},
-                {"task_id", task.id},
-                {"position", task.position},
-                {"priority_rank", task.rank},
-                {"operation", OperationTypeName(static_cast<ConvOp>(task.op))},
-                {"description", description},
-                {"gpu", gpu.index},
-                {"attempt", attempt},
-                {"job", ToJson(MakeSummary(job))}};
+  Emit(job, "task_started", [&](JsonObjectWriter& w) {
+    w.Field("task_id", task.id)
+        .Field("position", task.position)
+        .Field("priority_rank", task.rank)
+        .Field("operation", OperationTypeName(static_cast<ConvOp>(task.op)))
+        .Field("description", description)
+        .Field("gpu", gpu.index)
+        .Field("attempt", attempt);
   });
 }
 
@@ -726,13 +722,7 @@ void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::
 }
 
 void Scheduler::EmitTaskFinished(Job& job, const TaskResult& tr) {
-  Emit(job, [&] {
-    return json{{"type", "event"},
-                {"event", "task_finished"},
-                {"job_id", job.rec.id},
-                {"task", ToJson(tr)},
-                {"job", ToJson(MakeSummary(job))}};
-  });
+  Emit(job, "task_finished", [&](JsonObjectWriter& w) { AppendJson(w.Key("task"), tr); });
 }
 
 void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
@@ -927,12 +917,7 @@ void Scheduler::MaybeFinishJob(Job& job, double now) {
     spdlog::info("job {} finished: {} succeeded, {} failed, {} unsupported, {} cancelled",
                  job.rec.id, job.succeeded, job.failed, job.unsupported, job.cancelled);
   }
-  Emit(job, [&] {
-    return json{{"type", "event"},
-                {"event", "job_finished"},
-                {"job_id", job.rec.id},
-                {"job", ToJson(MakeSummary(job))}};
-  });
+  Emit(job, "job_finished");
 }
 
 bool Scheduler::JobEnded(int64_t job_id) const {
@@ -943,9 +928,18 @@ bool Scheduler::JobEnded(int64_t job_id) const {
          job.succeeded + job.failed + job.unsupported + job.cancelled >= job.total;
 }
 
-void Scheduler::Emit(Job& job, const std::function<json()>& make_event) {
+void Scheduler::Emit(Job& job, std::string_view name,
+                     const std::function<void(JsonObjectWriter&)>& fields) {
   if (job.watchers.empty()) return;  // nobody watches: not even built
-  const json event = make_event();
+  JobEvent event;
+  event.job_finished = name == "job_finished";
+  {
+    JsonObjectWriter w(event.frame);
+    w.Field("type", "event").Field("event", name).Field("job_id", job.rec.id);
+    if (fields) fields(w);
+    AppendJson(w.Key("job"), MakeSummary(job));
+  }
+  event.frame += '\n';
   // Watchers may remove themselves while being told; iterate over a copy.
   auto watchers = job.watchers;
   for (JobWatcher* w : watchers) {

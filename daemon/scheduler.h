@@ -14,23 +14,24 @@
 
 #include <sys/types.h>
 
+#include <asio.hpp>
 #include <chrono>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
 
-#include <asio.hpp>
-#include <nlohmann/json.hpp>
-
 #include "common/ck_config.h"
+#include "common/json_util.h"
 #include "common/profiler_path.h"
 #include "common/protocol.h"
 #include "common/result.h"
@@ -61,12 +62,18 @@ struct SchedulerOptions {
   std::string state_dir;                       // marks our processes (CKPROFD_STATE)
 };
 
+// A job's progress event, as the frame a watcher sends: one JSON object and its newline.
+struct JobEvent {
+  std::string frame;
+  bool job_finished = false;  // the job's last event
+};
+
 // Receives a job's progress events (see Scheduler for their JSON). Must stay valid until
 // removed with RemoveWatcher.
 class JobWatcher {
  public:
   virtual ~JobWatcher() = default;
-  virtual void OnJobEvent(const nlohmann::json& event) = 0;
+  virtual void OnJobEvent(const JobEvent& event) = 0;
 };
 
 class Scheduler {
@@ -230,8 +237,10 @@ class Scheduler {
   void ChargeUsage(uint32_t uid, double seconds, double now);
   JobSummary MakeSummary(const Job& job) const;
   void CountFinal(Job& job, Outcome::Kind kind, int delta);
-  // Tells the job's watchers; the event is built only when there is one.
-  void Emit(Job& job, const std::function<nlohmann::json()>& make_event);
+  // Tells the job's watchers (the event is built only when there is one):
+  // {"type":"event","event":<event>,"job_id":..., what `fields` writes, "job":<summary>}.
+  void Emit(Job& job, std::string_view event,
+            const std::function<void(JsonObjectWriter&)>& fields = nullptr);
   void MaybeFinishJob(Job& job, double now);
   void EmitTaskFinished(Job& job, const TaskResult& tr);
   void ArmNotBeforeTimer(double now);

@@ -62,16 +62,16 @@ class EventQueue final : public JobWatcher {
   explicit EventQueue(asio::any_io_executor ex) : wake_(ex) {
     wake_.expires_at(asio::steady_timer::time_point::max());
   }
-  void OnJobEvent(const json& event) override {
+  void OnJobEvent(const JobEvent& event) override {
     events_.push_back(event);
     wake_.cancel();
   }
-  std::deque<json>& events() { return events_; }
+  std::deque<JobEvent>& events() { return events_; }
   asio::steady_timer& wake() { return wake_; }
 
  private:
   asio::steady_timer wake_;
-  std::deque<json> events_;
+  std::deque<JobEvent> events_;
 };
 
 // Writes one frame, bounded by a timeout (a client that stops reading is dropped).
@@ -354,10 +354,10 @@ asio::awaitable<void> Server::Session(Socket socket) {
         // together), up to job_finished.
         std::string frames;
         while (!queue.events().empty() && !ended && frames.size() < (size_t{1} << 20)) {
-          json ev = std::move(queue.events().front());
+          JobEvent ev = std::move(queue.events().front());
           queue.events().pop_front();
-          ended = ev.value("event", "") == "job_finished";
-          frames += Frame(ev);
+          ended = ev.job_finished;
+          frames += ev.frame;
         }
         if (!co_await WriteFrame(socket, frames, timeout_s)) co_return;
       }

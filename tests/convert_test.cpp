@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -746,6 +748,60 @@ TEST(JsonText, AppendJsonStringMatchesDump) {
     AppendJsonString(out, text);
     EXPECT_EQ(out, "prefix" + DumpJson(Json(text))) << text;
   }
+}
+
+TEST(JsonText, NumbersReadBackAsDumpWritesThem) {
+  const double doubles[] = {0.0,
+                            -0.0,
+                            1.0,
+                            0.5,
+                            1e15,
+                            1e16,
+                            1e300,
+                            -2.5e-7,
+                            0.1,
+                            123456.789,
+                            1e-310,
+                            3.0e8,
+                            std::numeric_limits<double>::max(),
+                            std::numeric_limits<double>::infinity(),
+                            std::nan("")};
+  for (double d : doubles) {
+    std::string out;
+    AppendJsonNumber(out, d);
+    const Json back = Json::parse(out);
+    EXPECT_EQ(back, Json::parse(DumpJson(Json(d)))) << out;  // the same value, and null for inf
+    if (std::isfinite(d)) {
+      EXPECT_TRUE(back.is_number_float()) << out;  // whole numbers stay floats
+      EXPECT_EQ(back.get<double>(), d) << out;
+    }
+  }
+  for (int64_t i : {int64_t{0}, int64_t{-1}, std::numeric_limits<int64_t>::min(),
+                    std::numeric_limits<int64_t>::max()}) {
+    std::string out;
+    AppendJsonNumber(out, i);
+    EXPECT_EQ(out, DumpJson(Json(i)));
+  }
+  std::string out;
+  AppendJsonNumber(out, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(out, DumpJson(Json(std::numeric_limits<uint64_t>::max())));
+}
+
+TEST(JsonText, ObjectWriterWritesWhatTheDomWould) {
+  std::string out;
+  {
+    JsonObjectWriter w(out);
+    w.Field("s", "a \"quoted\"\nline").Field("i", 42).Field("u", uint32_t{7}).Field("d", 0.25);
+    w.Field("b", true).Field("v", std::vector<int>{3, -1}).Field("e", std::vector<int>{});
+    w.RawField("raw", R"({"x":[1]})");
+    JsonObjectWriter nested(w.Key("o"));
+    nested.Field("k", "v");
+  }
+  EXPECT_EQ(Json::parse(out), Json::parse(R"({"s": "a \"quoted\"\nline", "i": 42, "u": 7,
+      "d": 0.25, "b": true, "v": [3, -1], "e": [], "raw": {"x": [1]}, "o": {"k": "v"}})"));
+  std::string empty;
+  JsonObjectWriter(empty).Close();
+  EXPECT_EQ(empty, "{}");
 }
 
 }  // namespace

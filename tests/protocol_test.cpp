@@ -3,11 +3,65 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "common/base64.h"
 #include "common/file_util.h"
 
 namespace ckprof {
 namespace {
+
+// The daemon writes its events without the DOM: the same objects as ToJson, field for field.
+TEST(Protocol, SummariesAndResultsWrittenDirectlyEqualTheDom) {
+  JobSummary s;
+  s.id = 7;
+  s.owner_uid = 4000000000u;
+  s.owner = "ana \"the\" admin";
+  s.name = "resnet\tsweep \xc2\xb5";
+  s.state = "running";
+  s.priority = -3;
+  s.total = 100;
+  s.queued = 40;
+  s.running = 2;
+  s.succeeded = 50;
+  s.failed = 8;
+  s.gpus_in_use = {0, 5};
+  s.submitted_at = 1764500000.123456;
+  s.started_at = 1764500001.0;
+  s.eta_s = std::numeric_limits<double>::quiet_NaN();
+  s.profiler = "/opt/ck/ckProfiler";
+  std::string text;
+  AppendJson(text, s);
+  EXPECT_EQ(nlohmann::json::parse(text), ToJson(s)) << text;
+
+  TaskResult t;
+  t.task_id = 12;
+  t.job_id = 7;
+  t.position = 3;
+  t.priority_rank = 1;
+  t.operation = "profile_grouped_conv_fwd";
+  t.description = "N=8 C=64";
+  t.command = "ckProfiler grouped_conv_fwd 1 3 ...";
+  t.state = "crashed";
+  t.gpu = 5;
+  t.attempts = 2;
+  t.returncode = -11;
+  t.elapsed_s = 0.25;
+  t.avg_ms = 1e-5;
+  t.tflops = std::numeric_limits<double>::infinity();
+  t.split_k = "all";
+  t.error = "SIGSEGV\n";
+  text.clear();
+  AppendJson(text, t);
+  EXPECT_EQ(nlohmann::json::parse(text), ToJson(t)) << text;
+  t.stdout_text = "Perf: 0.1 ms\n";
+  t.stderr_text = "\x1b[31m";
+  t.config = nlohmann::ordered_json::parse(R"({"z": 1, "a": {"b": [1.5, "x"]}})");
+  text.clear();
+  AppendJson(text, t);
+  EXPECT_EQ(nlohmann::json::parse(text), ToJson(t)) << text;
+  EXPECT_EQ(ToJson(t)["config"]["a"]["b"][0], 1.5);
+}
 
 TEST(Protocol, RequestsRoundTrip) {
   Request r;
