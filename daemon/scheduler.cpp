@@ -33,46 +33,52 @@ bool Retryable(Kind k) {
 // The task's result as stored: outcome, command, parsed perf and bounded captures.
 std::string ResultJson(const Outcome& o, const std::string& command, int gpu,
                        const RunResult* r) {
-  json j = {{"outcome", OutcomeKindName(o.kind)},
-            {"exit_code", o.exit_code},
-            {"signal", o.signal},
-            {"reason", o.reason},
-            {"summary", o.Summary()},
-            {"command", command},
-            {"gpu", gpu}};
+  // Written directly, once per task: through the DOM the captures (kilobytes a task) cost a
+  // copy and nlohmann's byte-by-byte UTF-8 checks, and the rest a map node per key.
+  std::string text;
+  if (r) text.reserve(r->stdout_capture.size() + r->stderr_capture.size() + 1024);
+  JsonObjectWriter w(text);
+  w.Field("outcome", OutcomeKindName(o.kind))
+      .Field("exit_code", o.exit_code)
+      .Field("signal", o.signal)
+      .Field("reason", o.reason)
+      .Field("summary", o.Summary())
+      .Field("command", command)
+      .Field("gpu", gpu);
   if (r) {
-    j["elapsed_s"] = r->elapsed_s;
-    j["pid"] = r->pid;
+    w.Field("elapsed_s", r->elapsed_s).Field("pid", r->pid);
     const CkPerf& p = r->perf;
-    json top = json::array();
-    for (const auto& t : p.top) {
-      top.push_back({{"name", t.name}, {"avg_ms", t.avg_ms}, {"tflops", t.tflops},
-                     {"gbps", t.gbps}, {"split_k", t.split_k}});
+    {
+      JsonObjectWriter perf(w.Key("perf"));
+      perf.Field("has_best", p.has_best)
+          .Field("best_name", p.best_name)
+          .Field("avg_ms", std::isfinite(p.avg_ms) ? p.avg_ms : 0.0)
+          .Field("tflops", std::isfinite(p.tflops) ? p.tflops : 0.0)
+          .Field("gbps", std::isfinite(p.gbps) ? p.gbps : 0.0)
+          .Field("split_k", p.split_k)
+          .Field("valids", p.valids)
+          .Field("instances_tried", p.instances_tried)
+          .Field("instances_supported", p.instances_supported);
+      std::string& top = perf.Key("top");
+      top += '[';
+      for (size_t i = 0; i < p.top.size(); ++i) {
+        if (i) top += ',';
+        const auto& t = p.top[i];
+        JsonObjectWriter(top)
+            .Field("name", t.name)
+            .Field("avg_ms", t.avg_ms)
+            .Field("tflops", t.tflops)
+            .Field("gbps", t.gbps)
+            .Field("split_k", t.split_k);
+      }
+      top += ']';
     }
-    j["perf"] = {{"has_best", p.has_best},
-                 {"best_name", p.best_name},
-                 {"avg_ms", std::isfinite(p.avg_ms) ? p.avg_ms : 0.0},
-                 {"tflops", std::isfinite(p.tflops) ? p.tflops : 0.0},
-                 {"gbps", std::isfinite(p.gbps) ? p.gbps : 0.0},
-                 {"split_k", p.split_k},
-                 {"valids", p.valids},
-                 {"instances_tried", p.instances_tried},
-                 {"instances_supported", p.instances_supported},
-                 {"top", top}};
-    j["stdout_bytes"] = r->stdout_bytes;
-    j["stderr_bytes"] = r->stderr_bytes;
+    w.Field("stdout_bytes", r->stdout_bytes)
+        .Field("stderr_bytes", r->stderr_bytes)
+        .Field("stdout", r->stdout_capture)
+        .Field("stderr", r->stderr_capture);
   }
-  std::string text = DumpJson(j);
-  if (r) {
-    // The captures (kilobytes a task) written directly: through the DOM they cost a copy and
-    // nlohmann's byte-by-byte UTF-8 checks, a tenth of the daemon's CPU per task.
-    text.pop_back();  // the closing brace
-    text += ",\"stdout\":";
-    AppendJsonString(text, r->stdout_capture);
-    text += ",\"stderr\":";
-    AppendJsonString(text, r->stderr_capture);
-    text += '}';
-  }
+  w.Close();
   return text;
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -59,6 +60,8 @@ class FakeLauncher final : public Launcher {
       r.perf.tflops = 10;
       r.perf.gbps = 100;
       r.perf.valids = 3;
+      r.perf.top = {{"Inst<1, 2>", 0.5, 10, 100, "4"},
+                    {"Inst<3>", std::numeric_limits<double>::infinity(), 0, 0, ""}};
     }
     run.done(std::move(r));
   }
@@ -379,6 +382,38 @@ TEST_F(SchedulerTest, AnEndTheStoreCannotRecordKeepsItsGpuAndTheNextTaskQueued) 
   auto history = store_->Attempts(0);
   ASSERT_TRUE(history.ok());
   EXPECT_EQ(history->size(), 3u);  // one attempt each: nothing ran twice
+}
+
+// What the Store keeps of a run (written without the DOM): for `results` and for anyone who
+// reads the database.
+TEST_F(SchedulerTest, TheStoredResultHoldsTheOutcomePerfAndCaptures) {
+  int64_t job = Submit(Job(1000, "j"), 1);
+  launcher_.Finish(launcher_.Active()[0]);
+  auto rows = store_->JobTasks(job);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  const nlohmann::json r = nlohmann::json::parse((*rows)[0].result);
+  EXPECT_EQ(r["outcome"], "succeeded");
+  EXPECT_EQ(r["exit_code"], 0);
+  EXPECT_EQ(r["gpu"], 0);
+  EXPECT_EQ(r["elapsed_s"], 1.0);
+  EXPECT_NE(r["command"].get<std::string>().find("grouped_conv_fwd"), std::string::npos);
+  EXPECT_EQ(r["perf"]["has_best"], true);
+  EXPECT_EQ(r["perf"]["best_name"], "Inst<1, 2>");
+  EXPECT_EQ(r["perf"]["avg_ms"], 0.5);
+  EXPECT_EQ(r["perf"]["tflops"], 10.0);
+  EXPECT_EQ(r["perf"]["valids"], 3);
+  ASSERT_EQ(r["perf"]["top"].size(), 2u);
+  EXPECT_EQ(r["perf"]["top"][0]["name"], "Inst<1, 2>");
+  EXPECT_EQ(r["perf"]["top"][0]["gbps"], 100.0);
+  EXPECT_EQ(r["perf"]["top"][0]["split_k"], "4");
+  EXPECT_TRUE(r["perf"]["top"][1]["avg_ms"].is_null());  // CK printed inf
+  EXPECT_EQ(r["stdout"], "");
+  EXPECT_EQ(r["stdout_bytes"], 0);
+  auto results = sched_->Results(job, true);
+  ASSERT_TRUE(results.ok());
+  EXPECT_EQ((*results)[0].best_name, "Inst<1, 2>");
+  EXPECT_EQ((*results)[0].tflops, 10.0);
 }
 
 TEST_F(SchedulerTest, RestartRequeuesWhatWasRunning) {
