@@ -22,6 +22,9 @@ namespace {
 using json = nlohmann::json;
 using Kind = Outcome::Kind;
 
+// How often at most a user's usage is written with a task's end (see OnRunDone).
+constexpr double kUsageStoreInterval_s = 5;
+
 constexpr uint8_t KindByte(Kind k) { return static_cast<uint8_t>(k); }
 Kind ByteKind(uint8_t b) { return static_cast<Kind>(b); }
 
@@ -752,6 +755,10 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   ChargeUsage(job.rec.uid, end.elapsed, end.now);
   const User& u = users_.at(job.rec.uid);
   end.usage = UsageRecord{job.rec.uid, u.usage, u.updated_at};
+  // A user's usage goes to the Store with an end at most every few seconds (and all of it when
+  // the daemon stops): written with every end, it cost a statement and a page per task. A crash
+  // forgets at most those seconds of GPU time, a rounding error next to the hour's half-life.
+  end.store_usage = end.now - u.stored_at >= kUsageStoreInterval_s;
   end.result_json = ResultJson(r.outcome, command, gpu_index, &r);
   end.run = std::move(r);
   // The end and the start of the GPU's next task: recorded in one transaction, applied to memory
@@ -801,8 +808,8 @@ std::optional<Scheduler::Start> Scheduler::PrepareNextStart(const PendingEnd& en
 }
 
 Status Scheduler::RecordEnd(const PendingEnd& e) {
-  return store_.FinishAttempt(e.task_id, e.attempt, e.outcome_name, e.state, e.now,
-                              e.result_json, &e.usage);
+  return store_.FinishAttempt(e.task_id, e.attempt, e.outcome_name, e.state, e.now, e.result_json,
+                              e.store_usage ? &e.usage : nullptr);
 }
 
 void Scheduler::ArmEndRetry() {
@@ -839,6 +846,7 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
   Task& task = tasks_.at(task_id);
   Job& job = jobs_.at(task.job_id);
   Gpu* gpu = FindGpu(gpu_index);
+  if (end.store_usage) users_[end.usage.uid].stored_at = now;
   --job.running;
   if (gpu) {
     gpu->task_id = 0;
@@ -898,9 +906,20 @@ void Scheduler::MaybeFinishShutdown() {
     spdlog::error("{} task end(s) could not be recorded; they run again after the restart",
                   pending_ends_.size());
   }
+  StoreUsage();
   auto done = std::move(shutdown_done_);
   shutdown_done_ = nullptr;
   done();
+}
+
+void Scheduler::StoreUsage() {
+  std::vector<UsageRecord> usage;
+  for (const auto& [uid, u] : users_) {
+    if (u.updated_at > 0) usage.push_back(UsageRecord{uid, u.usage, u.updated_at});
+  }
+  if (Status s = store_.SetUsage(usage); !s) {
+    spdlog::error("cannot record the users' GPU time: {}", s.error());
+  }
 }
 
 void Scheduler::CountFinal(Job& job, Kind kind, int delta) {

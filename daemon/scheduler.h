@@ -166,6 +166,7 @@ class Scheduler {
   struct User {
     double usage = 0;       // decayed GPU seconds at updated_at
     double updated_at = 0;
+    double stored_at = 0;  // when the Store last got its usage (see OnRunDone)
     std::set<std::pair<int, int64_t>> active_jobs;  // (-priority, job id) with queued tasks
   };
   struct Gpu {
@@ -214,6 +215,7 @@ class Scheduler {
     double now = 0, elapsed = 0;
     std::string outcome_name, state, command, description, result_json;
     UsageRecord usage;
+    bool store_usage = false;  // written with the end
     RunResult run;
   };
   Status RecordEnd(const PendingEnd& end);
@@ -225,6 +227,8 @@ class Scheduler {
   void ArmEndRetry();
   void FlushPendingEnds();
   void MaybeFinishShutdown();
+  // Writes every user's usage (a stopping daemon: the ends only write it now and then).
+  void StoreUsage();
   // Records a final (or requeued) end of a task that never reached a process.
   void FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& command,
                         const std::string& description, double now);

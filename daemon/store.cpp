@@ -498,11 +498,7 @@ Status Store::FinishAttempt(int64_t task_id, int attempt, const std::string& out
     up.Bind(1, ended_at).Bind(2, outcome).Bind(3, task_id).Bind(4, int64_t{attempt});
     s = StepDone(up, "finish attempt");
   }
-  if (s && usage) {
-    Stmt up(this, "INSERT OR REPLACE INTO usage (uid, usage, updated_at) VALUES (?,?,?)");
-    up.Bind(1, int64_t{usage->uid}).Bind(2, usage->usage).Bind(3, usage->updated_at);
-    s = StepDone(up, "record usage");
-  }
+  if (s && usage) s = WriteUsage(*usage);
   return EndWrite(s);
 }
 
@@ -520,6 +516,22 @@ Status Store::SetTasksState(const std::vector<int64_t>& task_ids, const std::str
     up.Reset();
   }
   return Commit();
+}
+
+Status Store::SetUsage(const std::vector<UsageRecord>& usage) {
+  if (usage.empty()) return Status::Ok();
+  if (Status s = BeginWrite(); !s) return s;
+  Status s;
+  for (const auto& u : usage) {
+    if (s = WriteUsage(u); !s) break;
+  }
+  return EndWrite(s);
+}
+
+Status Store::WriteUsage(const UsageRecord& u) {
+  Stmt up(this, "INSERT OR REPLACE INTO usage (uid, usage, updated_at) VALUES (?,?,?)");
+  up.Bind(1, int64_t{u.uid}).Bind(2, u.usage).Bind(3, u.updated_at);
+  return StepDone(up, "record usage");
 }
 
 Status Store::SetJobCancelled(int64_t job_id) {

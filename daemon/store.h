@@ -118,6 +118,8 @@ class Store {
   // Final states for queued tasks that will never run (a cancelled job), in one transaction.
   Status SetTasksState(const std::vector<int64_t>& task_ids, const std::string& state,
                        const std::string& result_json, double ended_at);
+  // Users' decayed usage, in one transaction.
+  Status SetUsage(const std::vector<UsageRecord>& usage);
   Status SetJobCancelled(int64_t job_id);
   Status SetJobPriority(int64_t job_id, int priority);
   Status SetJobFinished(int64_t job_id, double finished_at);
@@ -156,6 +158,7 @@ class Store {
   // `s` failing) only outside a group.
   Status BeginWrite() { return grouped_ ? Status::Ok() : Begin(); }
   Status EndWrite(Status s);
+  Status WriteUsage(const UsageRecord& u);  // inside a transaction
   bool grouped_ = false;
   bool fail_commits_ = false;
   struct PendingPgid {

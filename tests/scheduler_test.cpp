@@ -416,6 +416,30 @@ TEST_F(SchedulerTest, TheStoredResultHoldsTheOutcomePerfAndCaptures) {
   EXPECT_EQ((*results)[0].tflops, 10.0);
 }
 
+// Fair share's usage reaches the Store with an end at most every few seconds, and all of it when
+// the daemon stops: the next start shares the GPUs as if it had never stopped.
+TEST_F(SchedulerTest, UsageIsStoredNowAndThenAndAllOfItAtShutdown) {
+  Submit(Job(1000, "j"), 3);
+  auto stored = [&] {
+    double usage = -1;
+    EXPECT_TRUE(store_
+                    ->ForEachUsage([&](UsageRecord&& u) {
+                      if (u.uid == 1000) usage = u.usage;
+                    })
+                    .ok());
+    return usage;
+  };
+  launcher_.Finish(launcher_.Active()[0], Outcome{}, 10.0);
+  EXPECT_NEAR(stored(), 10.0, 0.01);  // the first end writes it
+  launcher_.Finish(launcher_.Active()[0], Outcome{}, 20.0);
+  launcher_.Finish(launcher_.Active()[0], Outcome{}, 30.0);
+  EXPECT_NEAR(stored(), 10.0, 0.01);  // within seconds of it: not again
+  bool done = false;
+  sched_->Shutdown([&] { done = true; });
+  ASSERT_TRUE(done);
+  EXPECT_NEAR(stored(), 60.0, 0.05);
+}
+
 TEST_F(SchedulerTest, RestartRequeuesWhatWasRunning) {
   int64_t job = Submit(Job(1000, "j"), 3);
   ASSERT_EQ(launcher_.Active().size(), 1u);
