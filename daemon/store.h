@@ -114,6 +114,8 @@ class Store {
   bool grouped() const { return grouped_; }
   // Tests: every commit fails (and is rolled back) while set, as on a full or failing disk.
   void FailCommitsForTesting(bool fail) { fail_commits_ = fail; }
+  // Tests: how many checkpoints have copied frames of the log into the database so far.
+  int64_t CheckpointsForTesting() const;
 
   // Final states for queued tasks that will never run (a cancelled job), in one transaction.
   Status SetTasksState(const std::vector<int64_t>& task_ids, const std::string& state,

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <limits>
 #include <map>
@@ -490,6 +491,39 @@ TEST_F(SchedulerTest, DrainedGpuTakesNoWork) {
   EXPECT_EQ(launcher_.Env(launcher_.Active()[0], "HIP_VISIBLE_DEVICES"), "0");
   ASSERT_TRUE(sched_->SetDrained(1, false, admin).ok());
   EXPECT_EQ(launcher_.Active().size(), 2u);
+}
+
+// The log is copied into the database while the daemon runs (by the checkpoint thread), not only
+// when it stops: a night's sweep would otherwise grow the -wal file by every page written.
+TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
+  TempDir dir;
+  auto opened = Store::Open(dir.path(), false);
+  ASSERT_TRUE(opened.ok()) << opened.error();
+  Store& store = **opened;
+  JobRecord job;
+  job.owner = "u";
+  std::vector<TaskRecord> tasks(1);
+  tasks[0].position = 1;
+  tasks[0].op = "profile_grouped_conv_fwd";
+  tasks[0].config = "{}";
+  ASSERT_TRUE(store.InsertJob(&job, &tasks).ok());
+  const std::string result(12000, 'x');  // a few pages a commit, as a profiler's capture is
+  // Up to 40 times what should take one (1,000 pages), within a minute.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int attempt = 0;
+  while (store.CheckpointsForTesting() == 0 && attempt < 10000 &&
+         std::chrono::steady_clock::now() < deadline) {
+    ++attempt;
+    ASSERT_TRUE(store.MarkRunning(tasks[0].id, attempt, 0, attempt).ok());
+    ASSERT_TRUE(store
+                    .FinishAttempt(tasks[0].id, attempt, "succeeded", "queued", attempt,
+                                   result + std::to_string(attempt), nullptr)
+                    .ok());
+  }
+  EXPECT_GT(store.CheckpointsForTesting(), 0) << "after " << attempt << " task ends";
+  struct stat st {};
+  ASSERT_EQ(stat((dir.path() + "/ckprofd.db-wal").c_str(), &st), 0);
+  EXPECT_LT(st.st_size, int64_t{64} << 20);
 }
 
 // A state directory written by the first ckprofd release (schema 1, no jobs.task_order) opens:
