@@ -751,7 +751,7 @@ TEST(JsonText, AppendJsonStringMatchesDump) {
   // Plain text is scanned 8 bytes at a time: every kind of byte at every offset of a word,
   // near the end, and alone; a multibyte character after plain text already copied.
   const std::string plain = "Perf: 0.123 ms, 45.6 TFlops, 789 GB/s, DeviceGroupedConv<256>";
-  for (const std::string special : std::vector<std::string>{
+  for (const std::string& special : std::vector<std::string>{
            "\"", "\\", "\n", std::string(1, '\0'), "\x1f", "\x7f", "\xc2\xb5", "\xff", " "}) {
     for (size_t at = 0; at <= 20; ++at) {
       for (size_t len : {at, at + 1, at + 7, at + 9, size_t{40}}) {
