@@ -600,12 +600,24 @@ Scheduler::Start Scheduler::PrepareStart(Task& task, Gpu& gpu) {
 }
 
 void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
-  // The config's read and the start's record: one transaction.
+  // The config's read and the start's record (or the spawn failure's): one transaction.
   Start start;
+  Outcome failure{Kind::kSpawnFailed, 0, 0, ""};  // when the command cannot be built
   Status s = store_.BeginGroup();
   if (s) {
     start = PrepareStart(task, gpu);
-    if (start.error.empty()) s = store_.MarkRunning(task.id, start.attempt, gpu.index, now);
+    start.now = now;
+    if (start.error.empty()) {
+      s = store_.MarkRunning(task.id, start.attempt, gpu.index, now);
+    } else {
+      failure.reason = start.error;
+      const std::string state(OutcomeKindName(failure.kind));
+      s = store_.MarkRunning(task.id, start.attempt, -1, now);
+      if (s) {
+        s = store_.FinishAttempt(task.id, start.attempt, state, state, now,
+                                 ResultJson(failure, start.command, -1, nullptr), nullptr);
+      }
+    }
     if (s) {
       s = store_.CommitGroup();
     } else {
@@ -623,15 +635,15 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
   }
   if (!start.error.empty()) {
     Dequeue(task);
-    task.attempts += 1;
-    FinishWithoutRun(task, Outcome{Kind::kSpawnFailed, 0, 0, start.error}, start.command,
-                     start.description, now);
+    task.attempts = start.attempt;
+    FinishWithoutRun(task, failure, start.command, start.description, now);
     return;
   }
-  LaunchStart(std::move(start), now);
+  LaunchStart(std::move(start));
 }
 
-void Scheduler::LaunchStart(Start start, double now) {
+void Scheduler::LaunchStart(Start start) {
+  const double now = start.now;
   Task& task = tasks_.at(start.task_id);
   Gpu& gpu = *FindGpu(start.gpu_index);
   Job& job = jobs_.at(task.job_id);
@@ -704,11 +716,6 @@ void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::
                                  const std::string& description, double now) {
   Job& job = jobs_.at(task.job_id);
   const std::string state(OutcomeKindName(outcome.kind));
-  if (Status s = store_.MarkRunning(task.id, task.attempts, -1, now); s) {
-    s = store_.FinishAttempt(task.id, task.attempts, state, state, now,
-                             ResultJson(outcome, command, -1, nullptr), nullptr);
-    if (!s) spdlog::error("cannot record task {}: {}", task.id, s.error());
-  }
   task.state = TaskState::kFinal;
   task.outcome = KindByte(outcome.kind);
   CountFinal(job, outcome.kind, +1);
@@ -893,7 +900,7 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
     MaybeFinishShutdown();
     return;
   }
-  if (next) LaunchStart(std::move(*next), next->now);
+  if (next) LaunchStart(std::move(*next));
   Dispatch();
 }
 

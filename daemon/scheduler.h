@@ -202,7 +202,7 @@ class Scheduler {
   Start PrepareStart(Task& task, Gpu& gpu);
   // A start recorded in the Store: the task leaves its queue, takes its GPU and its process
   // is launched.
-  void LaunchStart(Start start, double now);
+  void LaunchStart(Start start);
   void RecordPgid(int64_t task_id, int attempt, int64_t pid);
   void OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
                  const std::string& description, RunResult result);
@@ -229,7 +229,7 @@ class Scheduler {
   void MaybeFinishShutdown();
   // Writes every user's usage (a stopping daemon: the ends only write it now and then).
   void StoreUsage();
-  // Records a final (or requeued) end of a task that never reached a process.
+  // Applies the final end of a task that never reached a process (recorded by StartTask).
   void FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& command,
                         const std::string& description, double now);
   void Enqueue(Task& t);
