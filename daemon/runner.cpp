@@ -47,6 +47,13 @@ constexpr auto kSettleLimit = std::chrono::seconds(2);
 constexpr auto kSettleStep = std::chrono::milliseconds(5);
 // Polling interval when pidfd_open is not available (kernels before 5.3).
 constexpr auto kExitPollStep = std::chrono::milliseconds(20);
+// How often the pipes of running profilers are read while no wakeup watches them (OutPipe).
+constexpr auto kOutputPollStep = std::chrono::milliseconds(50);
+// A poll that finds this much in a pipe has the pipe watched from then on (the smallest pipe
+// the kernel makes holds one page: a profiler filling it waits for no poll).
+constexpr size_t kWatchAfterBytes = 4096;
+// Reads per wakeup at most, so that one chatty profiler cannot hold the thread.
+constexpr int kReadsPerWakeup = 4;
 
 // Keeps the first `head` and the last `tail` bytes of a stream and counts the rest.
 class Capture {
@@ -216,6 +223,56 @@ std::vector<std::string> BuildChildEnvironment(
   return env;
 }
 
+// One of a run's output pipes (our read end). It starts quiet: no wakeup watches it; the
+// runner's output poll reads it every kOutputPollStep and the leader's exit drains it, so a
+// profiler that prints a few KiB and exits costs one wakeup (its exit) instead of one per
+// write: the CK profiler flushes every line. A pipe a poll finds holding a page or more is
+// watched from then on, read as soon as it is readable, so a chatty profiler never waits on a
+// full pipe for more than one poll.
+struct OutPipe {
+  enum class Mode { kClosed, kQuiet, kWatched };
+  explicit OutPipe(asio::any_io_executor ex) : stream(std::move(ex)) {}
+
+  bool open() const { return mode != Mode::kClosed; }
+  bool quiet() const { return mode == Mode::kQuiet; }
+  int native() { return mode == Mode::kWatched ? stream.native_handle() : fd; }
+  void OpenQuiet(int read_fd) {
+    fd = read_fd;
+    mode = Mode::kQuiet;
+  }
+  // Hands the descriptor to the reactor; false (and closed) if it cannot take it.
+  bool Watch() {
+    asio::error_code ec;
+    const int taken = std::exchange(fd, -1);
+    stream.assign(taken, ec);
+    if (ec) {
+      close(taken);
+      mode = Mode::kClosed;
+      return false;
+    }
+    mode = Mode::kWatched;
+    return true;
+  }
+  void Close() {
+    asio::error_code ignored;
+    if (mode == Mode::kWatched) stream.close(ignored);
+    if (fd >= 0) close(fd);
+    fd = -1;
+    mode = Mode::kClosed;
+  }
+
+  Mode mode = Mode::kClosed;
+  int fd = -1;                            // while quiet
+  asio::posix::stream_descriptor stream;  // while watched
+};
+
+// What one read pass over a pipe found.
+struct ReadPass {
+  size_t bytes = 0;
+  bool eof = false;   // EOF or an error: the stream is over either way
+  bool more = false;  // stopped at the read limit with data left
+};
+
 // One run: its process, pipes, timers and what has been read so far. Shared with the pending
 // handlers, which do nothing once `owner` is null (runner gone) or `finished` is set.
 struct ProcessRunner::Run {
@@ -237,11 +294,11 @@ struct ProcessRunner::Run {
   RunSpec spec;
   std::function<void(RunResult)> on_done;
   pid_t pid = -1;
-  asio::posix::stream_descriptor out, err, pidfd;
+  OutPipe out, err;
+  asio::posix::stream_descriptor pidfd;
   asio::steady_timer timeout_timer, grace_timer, drain_timer, exit_poll_timer;
   CkOutputParser parser;
   Capture out_cap, err_cap;
-  bool out_open = false, err_open = false;
   bool exited = false;
   bool status_known = false;
   int wait_status = 0;
@@ -262,8 +319,8 @@ struct ProcessRunner::Run {
     grace_timer.cancel();
     drain_timer.cancel();
     exit_poll_timer.cancel();
-    out.close(ec);
-    err.close(ec);
+    out.Close();
+    err.Close();
     pidfd.close(ec);
   }
 };
@@ -273,8 +330,11 @@ struct ProcessRunner::Run {
 class RunSteps {
  public:
   using RunPtr = std::shared_ptr<ProcessRunner::Run>;
+  static ReadPass ReadAvailable(ProcessRunner::Run& run, bool is_stdout, int max_reads);
   static void ReadMore(const RunPtr& run, bool is_stdout);
   static void OnReadable(const RunPtr& run, bool is_stdout, const asio::error_code& ec);
+  static void PollQuiet(const RunPtr& run, bool is_stdout);
+  static void DrainQuiet(const RunPtr& run, bool is_stdout);
   static void OnLeaderExited(const RunPtr& run);
   static void WaitForExit(const RunPtr& run);
   static void MaybeFinish(const RunPtr& run);
@@ -399,10 +459,52 @@ class ProcessRunner::Spawner {
   std::thread thread_;
 };
 
+// The runner's output poll (see OutPipe): one timer for every run, armed only while a quiet
+// pipe is open, so an idle daemon never wakes for it. Shared with its pending handler, which
+// does nothing once `owner` is null (runner gone).
+struct ProcessRunner::OutputPoll {
+  explicit OutputPoll(asio::any_io_executor ex) : timer(std::move(ex)) {}
+  asio::steady_timer timer;
+  ProcessRunner* owner = nullptr;
+  bool armed = false;
+};
+
 ProcessRunner::ProcessRunner(asio::any_io_executor ex)
-    : ex_(ex), read_buf_(kReadChunk), spawner_(std::make_unique<Spawner>(ex)) {}
+    : ex_(ex),
+      read_buf_(kReadChunk),
+      poll_(std::make_shared<OutputPoll>(ex)),
+      spawner_(std::make_unique<Spawner>(ex)) {
+  poll_->owner = this;
+}
+
+void ProcessRunner::ArmOutputPoll() {
+  if (poll_->armed) return;
+  poll_->armed = true;
+  poll_->timer.expires_after(kOutputPollStep);
+  poll_->timer.async_wait([poll = poll_](const asio::error_code& ec) {
+    poll->armed = false;
+    if (ec || poll->owner == nullptr) return;
+    poll->owner->PollOutput();
+  });
+}
+
+void ProcessRunner::PollOutput() {
+  std::vector<std::shared_ptr<Run>> quiet;
+  for (const auto& [id, run] : runs_) {
+    if (run->out.quiet() || run->err.quiet()) quiet.push_back(run);
+  }
+  bool again = false;
+  for (const auto& run : quiet) {
+    RunSteps::PollQuiet(run, true);
+    RunSteps::PollQuiet(run, false);
+    again = again || run->out.quiet() || run->err.quiet();
+  }
+  if (again) ArmOutputPoll();
+}
 
 ProcessRunner::~ProcessRunner() {
+  poll_->owner = nullptr;
+  poll_->timer.cancel();
   spawner_.reset();  // no clone in progress from here on
   for (auto& [id, run] : runs_) {
     // Spawned, but not reported back to this thread yet: it is ours to kill and reap.
@@ -427,10 +529,41 @@ pid_t ProcessRunner::RunningPid(RunId id) const {
   return it->second->pid;
 }
 
-// Waits for the pipe to be readable, then reads what is there into the runner's one buffer
-// (every handler runs on the same thread): no buffer per run to allocate and clear.
+// Reads what the pipe holds, up to `max_reads` reads, into the runner's one buffer (every
+// handler runs on the same thread): no buffer per run to allocate and clear.
+ReadPass RunSteps::ReadAvailable(ProcessRunner::Run& run, bool is_stdout, int max_reads) {
+  OutPipe& pipe = is_stdout ? run.out : run.err;
+  std::vector<char>& buf = run.owner->read_buf_;
+  ReadPass pass;
+  for (int i = 0; i < max_reads; ++i) {
+    ssize_t n = read(pipe.native(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) {
+      --i;
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return pass;
+    if (n <= 0) {
+      pass.eof = true;
+      return pass;
+    }
+    std::string_view data(buf.data(), static_cast<size_t>(n));
+    pass.bytes += data.size();
+    if (is_stdout) {
+      run.out_cap.Add(data);
+      run.parser.Feed(data);
+    } else {
+      run.err_cap.Add(data);
+      run.parser.FeedStderr(data);
+    }
+    if (static_cast<size_t>(n) < buf.size()) return pass;  // drained for now
+  }
+  pass.more = true;
+  return pass;
+}
+
+// A watched pipe: waits for it to be readable, then reads.
 void RunSteps::ReadMore(const RunPtr& run, bool is_stdout) {
-  auto& stream = is_stdout ? run->out : run->err;
+  auto& stream = (is_stdout ? run->out : run->err).stream;
   stream.async_wait(
       asio::posix::stream_descriptor::wait_read,
       [run, is_stdout](const asio::error_code& ec) { OnReadable(run, is_stdout, ec); });
@@ -438,38 +571,41 @@ void RunSteps::ReadMore(const RunPtr& run, bool is_stdout) {
 
 void RunSteps::OnReadable(const RunPtr& run, bool is_stdout, const asio::error_code& ec) {
   if (!run->Alive()) return;
-  bool& open = is_stdout ? run->out_open : run->err_open;
-  if (!open) return;  // closed by the drain timer
-  auto& stream = is_stdout ? run->out : run->err;
-  std::vector<char>& buf = run->owner->read_buf_;
-  bool done = static_cast<bool>(ec);
-  // A few reads per wakeup at most, so that one chatty profiler cannot hold the thread.
-  for (int i = 0; i < 4 && !done; ++i) {
-    ssize_t n = read(stream.native_handle(), buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (n <= 0) {
-      done = true;  // EOF, or an error: the stream is over either way
-      break;
-    }
-    std::string_view data(buf.data(), static_cast<size_t>(n));
-    if (is_stdout) {
-      run->out_cap.Add(data);
-      run->parser.Feed(data);
-    } else {
-      run->err_cap.Add(data);
-      run->parser.FeedStderr(data);
-    }
-    if (static_cast<size_t>(n) < buf.size()) break;  // drained for now
-  }
-  if (done) {
-    asio::error_code ignored;
-    stream.close(ignored);
-    open = false;
+  OutPipe& pipe = is_stdout ? run->out : run->err;
+  if (!pipe.open()) return;  // closed by the drain timer
+  if (ec || ReadAvailable(*run, is_stdout, kReadsPerWakeup).eof) {
+    pipe.Close();
     MaybeFinish(run);
     return;
   }
   ReadMore(run, is_stdout);
+}
+
+// The output poll's visit to a quiet pipe of a running profiler.
+void RunSteps::PollQuiet(const RunPtr& run, bool is_stdout) {
+  OutPipe& pipe = is_stdout ? run->out : run->err;
+  if (!run->Alive() || !pipe.quiet()) return;
+  const ReadPass pass = ReadAvailable(*run, is_stdout, kReadsPerWakeup);
+  if (pass.eof) {
+    pipe.Close();  // closed its end early; the leader's exit finishes the run
+    MaybeFinish(run);
+  } else if (pass.more || pass.bytes >= kWatchAfterBytes) {
+    if (pipe.Watch()) ReadMore(run, is_stdout);
+  }
+}
+
+// The leader has exited: reads what its quiet pipe holds. A pipe still open after that (a
+// process that left the group holds it, or it is still being written) is watched until EOF or
+// the drain timer.
+void RunSteps::DrainQuiet(const RunPtr& run, bool is_stdout) {
+  OutPipe& pipe = is_stdout ? run->out : run->err;
+  if (!pipe.quiet()) return;
+  const ReadPass pass = ReadAvailable(*run, is_stdout, 4 * kReadsPerWakeup);
+  if (pass.eof) {
+    pipe.Close();
+  } else if (pipe.Watch()) {
+    ReadMore(run, is_stdout);
+  }
 }
 
 // The leader has exited (it is a zombie, or already reaped elsewhere): kill what is left of
@@ -489,14 +625,14 @@ void RunSteps::OnLeaderExited(const RunPtr& run) {
   run->exit_poll_timer.cancel();
   asio::error_code ec;
   run->pidfd.close(ec);
-  if (run->out_open || run->err_open) {
+  DrainQuiet(run, true);
+  DrainQuiet(run, false);
+  if (run->out.open() || run->err.open()) {
     run->drain_timer.expires_after(run->spec.drain);
     run->drain_timer.async_wait([run](const asio::error_code& ec) {
       if (ec || !run->Alive()) return;
-      asio::error_code ignored;
-      run->out.close(ignored);
-      run->err.close(ignored);
-      run->out_open = run->err_open = false;
+      run->out.Close();
+      run->err.Close();
       MaybeFinish(run);
     });
   }
@@ -573,7 +709,7 @@ RunResult RunSteps::MakeResult(ProcessRunner::Run& run) {
 }
 
 void RunSteps::MaybeFinish(const RunPtr& run) {
-  if (!run->Alive() || !run->exited || run->out_open || run->err_open) return;
+  if (!run->Alive() || !run->exited || run->out.open() || run->err.open()) return;
   // Members of the group killed after the leader may still be dying: wait until none is live.
   if (run->pid > 0 && !run->spawn_error && kill(-run->pid, 0) == 0 &&
       ProcessGroupAlive(run->pid)) {
@@ -672,20 +808,14 @@ void RunSteps::OnSpawned(const RunPtr& run) {
   }
 
   asio::error_code ec;
-  const int out_fd = std::exchange(req->out_read, -1), err_fd = std::exchange(req->err_read, -1);
-  run->out.assign(out_fd, ec);
-  if (ec) close(out_fd);
-  run->out_open = !ec;
-  run->err.assign(err_fd, ec);
-  if (ec) close(err_fd);
-  run->err_open = !ec;
+  run->out.OpenQuiet(std::exchange(req->out_read, -1));
+  run->err.OpenQuiet(std::exchange(req->err_read, -1));
+  run->owner->ArmOutputPoll();
   int pidfd = PidfdOpen(run->pid);
   if (pidfd >= 0) {
     run->pidfd.assign(pidfd, ec);
     if (ec) close(pidfd);
   }
-  if (run->out_open) ReadMore(run, true);
-  if (run->err_open) ReadMore(run, false);
   WaitForExit(run);
   if (s.timeout.count() > 0) {
     run->timeout_timer.expires_after(s.timeout);

@@ -94,15 +94,19 @@ class ProcessRunner {
  private:
   struct Run;
   struct SpawnRequest;
+  struct OutputPoll;
   class Spawner;
   friend class RunSteps;
   bool Stop(RunId id, Outcome::Kind kind);
   void Forget(RunId id) { runs_.erase(id); }
+  void ArmOutputPoll();
+  void PollOutput();  // reads the quiet pipes of every run (see OutPipe in runner.cpp)
 
   asio::any_io_executor ex_;
   RunId next_id_ = 1;
   std::unordered_map<RunId, std::shared_ptr<Run>> runs_;
   std::vector<char> read_buf_;        // what a run's handler reads its pipe into (one thread)
+  std::shared_ptr<OutputPoll> poll_;  // its timer
   std::unique_ptr<Spawner> spawner_;  // its thread clones; stopped first in the destructor
 };
 

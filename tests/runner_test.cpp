@@ -132,6 +132,26 @@ TEST(ProcessRunner, SucceedsAndParses) {
   EXPECT_GT(result->elapsed_s, 0);
 }
 
+// The pipes are read by the runner's poll while the profiler runs (a page or more at a poll:
+// watched from then on) and drained at its exit: output spread over several polls, a burst
+// larger than a pipe holds, and a stream closed long before the exit all arrive whole and in
+// order.
+TEST(ProcessRunner, OutputWrittenWhileRunningArrivesWholeAndInOrder) {
+  Harness h;
+  RunResult r =
+      h.Run(Shell("for i in 1 2 3 4 5; do echo line$i; echo err$i >&2; sleep 0.03; done; "
+                  "head -c 200000 /dev/zero | tr '\\000' x; echo; echo tail"));
+  EXPECT_EQ(r.outcome.kind, Outcome::Kind::kUnsupported) << r.outcome.Summary();
+  EXPECT_EQ(r.stdout_bytes, 5 * 6 + 200000 + 1 + 5u);
+  EXPECT_EQ(r.stdout_capture.substr(0, 30), "line1\nline2\nline3\nline4\nline5\n");
+  EXPECT_EQ(r.stdout_capture.substr(r.stdout_capture.size() - 6), "\ntail\n");
+  EXPECT_EQ(r.stderr_capture, "err1\nerr2\nerr3\nerr4\nerr5\n");
+
+  r = h.Run(Shell("echo before; exec 1>&-; sleep 0.12; echo after >&2"));
+  EXPECT_EQ(r.stdout_capture, "before\n");
+  EXPECT_EQ(r.stderr_capture, "after\n");
+}
+
 TEST(ProcessRunner, ExitCodesAndSignals) {
   Harness h;
   RunResult r = h.Run(Shell("echo warming up >&2; echo HIP error: no device >&2; exit 3"));
