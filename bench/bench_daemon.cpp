@@ -98,8 +98,9 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-// utime + stime of `pid`, in seconds (/proc/PID/stat fields 14 and 15).
-double CpuSeconds(pid_t pid) {
+// utime + stime of `pid`, in seconds (/proc/PID/stat fields 14 and 15); with `children`, the
+// cutime + cstime of the children it has reaped (fields 16 and 17).
+double CpuSeconds(pid_t pid, bool children = false) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto close = s.rfind(')');
@@ -107,10 +108,18 @@ double CpuSeconds(pid_t pid) {
   std::istringstream fields(s.substr(close + 2));
   std::string f;
   double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14 || i == 15) ticks += std::atof(f.c_str());
+  for (int i = 3; i <= 17 && fields >> f; ++i) {
+    if (i == (children ? 16 : 14) || i == (children ? 17 : 15)) ticks += std::atof(f.c_str());
   }
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// This process's own user + system CPU time, in seconds (its children not counted).
+double SelfCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
 // A field of /proc/PID/status in MiB ("VmRSS", "VmHWM").
@@ -217,11 +226,12 @@ int64_t Submit(ckprof::Connection& conn, const Common& c, const std::string& con
   return answer->value("job_id", int64_t{0});
 }
 
-// Follows the job until its job_finished event (or the end of the stream).
+// Waits for the job's job_finished event (or the end of the stream), as `ckprof wait` does:
+// no task events.
 void WaitForJob(ckprof::Connection& conn, int64_t job_id) {
-  ckprof::Status s = conn.Watch(job_id, [](const json& f) {
-    return f.value("event", std::string()) != "job_finished";
-  });
+  ckprof::Status s = conn.Watch(
+      job_id, [](const json& f) { return f.value("event", std::string()) != "job_finished"; },
+      /*end_only=*/true);
   if (!s) Die("watch: " + s.error());
 }
 
@@ -258,13 +268,16 @@ int RunMode(const Common& c) {
   Daemon d(c);
   auto conn = Connect(d.socket());
   auto watch = Connect(d.socket());
-  const double cpu0 = CpuSeconds(d.pid());
+  const double cpu0 = CpuSeconds(d.pid()), children0 = CpuSeconds(d.pid(), true);
+  const double self0 = SelfCpuSeconds();
   const auto t0 = Clock::now();
   const int64_t job = Submit(*conn, c, content);
   const double submit_s = Since(t0);
   WaitForJob(*watch, job);
   const double wall = Since(t0);
   const double cpu = CpuSeconds(d.pid()) - cpu0;
+  const double client_cpu = SelfCpuSeconds() - self0;
+  const double profiler_cpu = CpuSeconds(d.pid(), true) - children0;
   auto status = conn->Call([&] {
     ckprof::Request r;
     r.type = ckprof::RequestType::kStatus;
@@ -283,6 +296,8 @@ int RunMode(const Common& c) {
               {"seconds", wall},
               {"tasks_per_s", wall > 0 ? static_cast<double>(tasks) / wall : 0},
               {"daemon_cpu_s", cpu},
+              {"client_cpu_s", client_cpu},
+              {"profiler_cpu_s", profiler_cpu},
               {"daemon_rss_mib", StatusMiB(d.pid(), "VmRSS")},
               {"gap_ms", Stats(gaps)},
               {"duration_ms", Stats(durations)}};

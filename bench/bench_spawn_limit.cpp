@@ -7,11 +7,13 @@
 // fairness) is its overhead; this loop is the yardstick the dispatch benchmark divides by.
 //
 // Prints one JSON object: {"tasks", "jobs", "seconds", "tasks_per_s", "failed", "gap_p50_ms",
-// "gap_p99_ms"}; a gap is one slot's exit seen by waitpid to the spawn of its next command.
+// "gap_p99_ms", "cpu_s", "profiler_cpu_s"}; a gap is one slot's exit seen by waitpid to the
+// spawn of its next command; cpu_s is this loop's own CPU time, profiler_cpu_s its children's.
 //
 //   bench_spawn_limit --commands FILE [--jobs 8] [--tasks N]
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,13 +142,21 @@ int main(int argc, char** argv) {
     running.erase(it);
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  auto cpu_seconds = [](int who) {
+    rusage u{};
+    getrusage(who, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+  };
   nlohmann::json out = {{"tasks", tasks},
                         {"jobs", jobs},
                         {"seconds", seconds},
                         {"tasks_per_s", seconds > 0 ? static_cast<double>(tasks) / seconds : 0},
                         {"failed", failed},
                         {"gap_p50_ms", Percentile(gaps_ms, 0.50)},
-                        {"gap_p99_ms", Percentile(gaps_ms, 0.99)}};
+                        {"gap_p99_ms", Percentile(gaps_ms, 0.99)},
+                        {"cpu_s", cpu_seconds(RUSAGE_SELF)},
+                        {"profiler_cpu_s", cpu_seconds(RUSAGE_CHILDREN)}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

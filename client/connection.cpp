@@ -107,11 +107,12 @@ Result<nlohmann::json> Connection::Call(Request request) {
   return answer;
 }
 
-Status Connection::Watch(int64_t job_id,
-                         const std::function<bool(const nlohmann::json&)>& on_frame) {
+Status Connection::Watch(int64_t job_id, const std::function<bool(const nlohmann::json&)>& on_frame,
+                         bool end_only) {
   Request r;
   r.type = RequestType::kWatch;
   r.job_id = job_id;
+  r.end_only = end_only;
   r.id = next_id_++;
   if (Status s = Send(RequestToJson(r)); !s) return s;
   bool first = true;

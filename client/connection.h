@@ -35,8 +35,10 @@ class Connection {
   Result<nlohmann::json> Call(Request request);
 
   // Sends a watch request; calls on_frame for the first answer and every event until the
-  // stream ends ({"type":"end"}). on_frame may return false to stop early.
-  Status Watch(int64_t job_id, const std::function<bool(const nlohmann::json&)>& on_frame);
+  // stream ends ({"type":"end"}). on_frame may return false to stop early. end_only: no task
+  // events, only the first answer and job_finished (what `ckprof wait` needs).
+  Status Watch(int64_t job_id, const std::function<bool(const nlohmann::json&)>& on_frame,
+               bool end_only = false);
 
   const std::string& path() const { return path_; }
   const nlohmann::json& hello() const { return hello_; }

@@ -133,13 +133,17 @@ class ProgressView {
 int FollowJob(Connection& conn, int64_t job_id, bool show, bool live, JobSummary* final_summary) {
   ProgressView view(live, job_id);
   JobSummary last;
-  Status s = conn.Watch(job_id, [&](const json& f) {
-    if (f.contains("job")) {
-      if (auto js = JobSummaryFromJson(f["job"]); js) last = *js;
-    }
-    if (show) view.OnFrame(f);
-    return true;
-  });
+  // Silent: only the job's end is asked for (a sweep's task events are not even built).
+  Status s = conn.Watch(
+      job_id,
+      [&](const json& f) {
+        if (f.contains("job")) {
+          if (auto js = JobSummaryFromJson(f["job"]); js) last = *js;
+        }
+        if (show) view.OnFrame(f);
+        return true;
+      },
+      /*end_only=*/!show);
   if (!s) {
     PrintError(show ? "watch" : "wait", s.error());
     return 1;

@@ -188,6 +188,7 @@ Result<Request> ParseRequest(std::string_view frame) {
     case RequestType::kRetry:
     case RequestType::kWatch:
       f.Int("job_id", &r.job_id, 1, kMaxId);
+      if (r.type == RequestType::kWatch) f.Bool("end_only", &r.end_only);
       if (f.ok() && r.job_id <= 0) return MakeError("request field 'job_id' is missing");
       break;
     case RequestType::kBoost:
@@ -243,8 +244,11 @@ json RequestToJson(const Request& r) {
       break;
     case RequestType::kCancel:
     case RequestType::kRetry:
+      j["job_id"] = r.job_id;
+      break;
     case RequestType::kWatch:
       j["job_id"] = r.job_id;
+      if (r.end_only) j["end_only"] = true;
       break;
     case RequestType::kBoost:
       j["job_id"] = r.job_id;

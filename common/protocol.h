@@ -5,7 +5,8 @@
 // client opens with {"type":"hello","protocol":1}; the daemon answers with its own hello.
 // Every later request carries "type" and a client-chosen integer "id" that the response
 // repeats. A response has "ok": true and the payload, or "ok": false and "error". `watch`
-// answers with a stream of {"type":"event"} frames and ends with {"type":"end"}.
+// answers with a stream of {"type":"event"} frames and ends with {"type":"end"}; with
+// "end_only": true (ckprof wait) the stream holds only the job_finished event.
 //
 // The daemon never trusts who the client says it is: identity comes from SO_PEERCRED.
 #pragma once
@@ -81,6 +82,7 @@ struct Request {
   SubmitOptions submit;        // submit
   int64_t job_id = 0;          // status, results, cancel, retry, watch, boost
   bool all = false;            // list/status: include finished jobs; results: include output
+  bool end_only = false;       // watch: no task events, only job_finished
   int gpu = -1;                // drain, resume
   int priority = 0;            // boost
 };

@@ -962,9 +962,14 @@ bool Scheduler::JobEnded(int64_t job_id) const {
 
 void Scheduler::Emit(Job& job, std::string_view name,
                      const std::function<void(JsonObjectWriter&)>& fields) {
-  if (job.watchers.empty()) return;  // nobody watches: not even built
+  const bool job_finished = name == "job_finished";
+  // Nobody to tell: not even built.
+  if (std::all_of(job.watchers.begin(), job.watchers.end(),
+                  [&](const JobWatcher* w) { return !job_finished && w->EndOnly(); })) {
+    return;
+  }
   JobEvent event;
-  event.job_finished = name == "job_finished";
+  event.job_finished = job_finished;
   {
     JsonObjectWriter w(event.frame);
     w.Field("type", "event").Field("event", name).Field("job_id", job.rec.id);
@@ -975,9 +980,9 @@ void Scheduler::Emit(Job& job, std::string_view name,
   // Watchers may remove themselves while being told; iterate over a copy.
   auto watchers = job.watchers;
   for (JobWatcher* w : watchers) {
-    if (std::find(job.watchers.begin(), job.watchers.end(), w) != job.watchers.end()) {
-      w->OnJobEvent(event);
-    }
+    // (One removed meanwhile may be gone: asked nothing before it is found still there.)
+    if (std::find(job.watchers.begin(), job.watchers.end(), w) == job.watchers.end()) continue;
+    if (job_finished || !w->EndOnly()) w->OnJobEvent(event);
   }
 }
 

@@ -74,6 +74,8 @@ class JobWatcher {
  public:
   virtual ~JobWatcher() = default;
   virtual void OnJobEvent(const JobEvent& event) = 0;
+  // Told only the job's end (job_finished): no task event is even built for such watchers.
+  virtual bool EndOnly() const { return false; }
 };
 
 class Scheduler {

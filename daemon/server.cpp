@@ -59,18 +59,20 @@ bool SomeoneListens(const std::string& path) {
 // Queues a job's events for one watching connection and wakes its coroutine.
 class EventQueue final : public JobWatcher {
  public:
-  explicit EventQueue(asio::any_io_executor ex) : wake_(ex) {
+  EventQueue(asio::any_io_executor ex, bool end_only) : wake_(ex), end_only_(end_only) {
     wake_.expires_at(asio::steady_timer::time_point::max());
   }
   void OnJobEvent(const JobEvent& event) override {
     events_.push_back(event);
     wake_.cancel();
   }
+  bool EndOnly() const override { return end_only_; }
   std::deque<JobEvent>& events() { return events_; }
   asio::steady_timer& wake() { return wake_; }
 
  private:
   asio::steady_timer wake_;
+  bool end_only_;
   std::deque<JobEvent> events_;
 };
 
@@ -318,7 +320,7 @@ asio::awaitable<void> Server::Session(Socket socket) {
         }
         continue;
       }
-      EventQueue queue(socket.get_executor());
+      EventQueue queue(socket.get_executor(), req.end_only);
       sched.AddWatcher(req.job_id, &queue);
       struct Unwatch {
         Scheduler& s;

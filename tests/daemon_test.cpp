@@ -1,16 +1,17 @@
 // Integration tests: a real ckprofd on a temp socket, real clients, the CK emulator as
 // profiler (logging every invocation with CKEMU_LOG). They wait on events — the daemon's
 // READY=1, watch streams, process exits — never on fixed sleeps.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
+#include <future>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "client/connection.h"
 #include "common/json_util.h"
@@ -147,6 +148,50 @@ TEST_F(DaemonTest, TwoThousandTasksRunExactlyOnceEach) {
   EXPECT_EQ(times.size(), 2000u);
   for (const auto& [argv, n] : times) EXPECT_EQ(n, 1);
   ExpectExclusivePerGpu(runs);
+}
+
+// `ckprof wait` asks for the job's end only: its stream holds the first answer and
+// job_finished, while a full watcher of the same job still gets every task event.
+TEST_F(DaemonTest, AnEndOnlyWatchGetsNoTaskEventsAndAFullOneGetsThemAll) {
+  DaemonProcess::Options o;
+  o.gpus = "0";
+  StartDaemon(o);
+  // Nothing runs until both watchers are subscribed.
+  ASSERT_EQ(Ckprof({"drain", "0"}).exit_code, 0);
+  const int64_t job = Submit(FwdConfigsText(5));
+  std::vector<json> end_only_frames, full_frames;
+  std::promise<void> end_only_ready, full_ready;
+  auto follow = [&](bool end_only, std::vector<json>* frames, std::promise<void>* ready) {
+    auto conn = Connection::Open(daemon_->socket());
+    ASSERT_TRUE(conn.ok()) << conn.error();
+    Status s = (*conn)->Watch(
+        job,
+        [&](const json& f) {
+          if (frames->empty()) ready->set_value();
+          frames->push_back(f);
+          return f.value("event", "") != "job_finished";
+        },
+        end_only);
+    if (frames->empty()) ready->set_value();
+    EXPECT_TRUE(s.ok()) << s.error();
+  };
+  std::thread a(follow, true, &end_only_frames, &end_only_ready);
+  std::thread b(follow, false, &full_frames, &full_ready);
+  end_only_ready.get_future().wait();
+  full_ready.get_future().wait();
+  EXPECT_EQ(Ckprof({"resume", "0"}).exit_code, 0);
+  a.join();
+  b.join();
+
+  ASSERT_EQ(end_only_frames.size(), 2u) << json(end_only_frames).dump();
+  EXPECT_TRUE(end_only_frames[0].value("ok", false));
+  EXPECT_EQ(end_only_frames[1].value("event", ""), "job_finished");
+  EXPECT_EQ(end_only_frames[1]["job"].value("succeeded", 0), 5);
+  std::map<std::string, int> events;
+  for (const auto& f : full_frames) ++events[f.value("event", "")];
+  EXPECT_EQ(events["task_started"], 5);
+  EXPECT_EQ(events["task_finished"], 5);
+  EXPECT_EQ(events["job_finished"], 1);
 }
 
 TEST_F(DaemonTest, KillDashNineMidSweepLosesNothing) {

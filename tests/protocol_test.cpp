@@ -84,6 +84,18 @@ TEST(Protocol, RequestsRoundTrip) {
   EXPECT_TRUE(back->submit.dry_run);
   EXPECT_EQ(back->submit.order, "longest-first");
   EXPECT_DOUBLE_EQ(back->submit.timeout_s, 30);
+
+  Request watch;
+  watch.type = RequestType::kWatch;
+  watch.job_id = 12;
+  auto full = ParseRequest(RequestToJson(watch).dump());
+  ASSERT_TRUE(full.ok()) << full.error();
+  EXPECT_FALSE(full->end_only);
+  watch.end_only = true;
+  auto end_only = ParseRequest(RequestToJson(watch).dump());
+  ASSERT_TRUE(end_only.ok()) << end_only.error();
+  EXPECT_EQ(end_only->job_id, 12);
+  EXPECT_TRUE(end_only->end_only);
 }
 
 TEST(Protocol, BadRequestsNameTheProblem) {
@@ -106,6 +118,7 @@ TEST(Protocol, BadRequestsNameTheProblem) {
       {R"({"type":"submit","content":"x","order":"shortest"})",
        "order must be \"rank\" or \"longest-first\", got 'shortest'"},
       {R"({"type":"drain"})", "field 'gpu' is missing"},
+      {R"({"type":"watch","job_id":3,"end_only":"yes"})", "field 'end_only'"},
   };
   for (const auto& c : cases) {
     auto r = ParseRequest(c.frame);
