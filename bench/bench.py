@@ -417,7 +417,12 @@ def print_dispatch(runners, results):
         extra = ""
         if key.startswith("ckprofd"):
             cpu = median([r["daemon_cpu_s"] for r in results[key]])
-            extra = f"daemon CPU {cpu / n * 1e3:.2f} ms/task"
+            prof = median([r.get("profiler_cpu_s", 0) for r in results[key]])
+            extra = f"daemon CPU {cpu / n * 1e3:.2f}, profilers {prof / n * 1e3:.2f} ms/task"
+        elif key == "limit":
+            cpu = median([r.get("cpu_s", 0) for r in results[key]])
+            prof = median([r.get("profiler_cpu_s", 0) for r in results[key]])
+            extra = f"loop CPU {cpu / n * 1e3:.2f}, profilers {prof / n * 1e3:.2f} ms/task"
         rows.append([label, f"{median(secs):.2f}", fmt_rate(rates), f"{ratio:.2f}x", extra])
     ck = median([r["tasks_per_s"] for r in results.get("ckprofd", [])]) / limit \
         if results.get("ckprofd") and limit == limit else float("nan")
@@ -428,7 +433,8 @@ def print_dispatch(runners, results):
            "(same command lines for every runner, CKEMU_TIME_SCALE=0; the Python loop runs "
            "one at a time, as the original runner did; ckprofd runs at the nice value of its "
            f"systemd unit ({DAEMON_NICE}; BENCH_DAEMON_NICE), its profilers at nice 0 like every "
-           "other runner's)"])
+           "other runner's; the client waits for the job's end as `ckprof wait` does; CPU is "
+           "user+system from /proc and getrusage, profilers' = the reaped children's)"])
 
 
 def section_gaps(dispatch, makespan):
