@@ -330,7 +330,8 @@ struct ProcessRunner::Run {
 class RunSteps {
  public:
   using RunPtr = std::shared_ptr<ProcessRunner::Run>;
-  static ReadPass ReadAvailable(ProcessRunner::Run& run, bool is_stdout, int max_reads);
+  static ReadPass ReadAvailable(ProcessRunner::Run& run, bool is_stdout, int max_reads,
+                                bool to_end = false);
   static void ReadMore(const RunPtr& run, bool is_stdout);
   static void OnReadable(const RunPtr& run, bool is_stdout, const asio::error_code& ec);
   static void PollQuiet(const RunPtr& run, bool is_stdout);
@@ -530,8 +531,11 @@ pid_t ProcessRunner::RunningPid(RunId id) const {
 }
 
 // Reads what the pipe holds, up to `max_reads` reads, into the runner's one buffer (every
-// handler runs on the same thread): no buffer per run to allocate and clear.
-ReadPass RunSteps::ReadAvailable(ProcessRunner::Run& run, bool is_stdout, int max_reads) {
+// handler runs on the same thread): no buffer per run to allocate and clear. A short read ends
+// the pass (the pipe is empty for now) unless `to_end`: then only EAGAIN or EOF does, so that a
+// drain after the writer's exit sees the EOF.
+ReadPass RunSteps::ReadAvailable(ProcessRunner::Run& run, bool is_stdout, int max_reads,
+                                 bool to_end) {
   OutPipe& pipe = is_stdout ? run.out : run.err;
   std::vector<char>& buf = run.owner->read_buf_;
   ReadPass pass;
@@ -555,7 +559,7 @@ ReadPass RunSteps::ReadAvailable(ProcessRunner::Run& run, bool is_stdout, int ma
       run.err_cap.Add(data);
       run.parser.FeedStderr(data);
     }
-    if (static_cast<size_t>(n) < buf.size()) return pass;  // drained for now
+    if (!to_end && static_cast<size_t>(n) < buf.size()) return pass;  // drained for now
   }
   pass.more = true;
   return pass;
@@ -600,7 +604,7 @@ void RunSteps::PollQuiet(const RunPtr& run, bool is_stdout) {
 void RunSteps::DrainQuiet(const RunPtr& run, bool is_stdout) {
   OutPipe& pipe = is_stdout ? run->out : run->err;
   if (!pipe.quiet()) return;
-  const ReadPass pass = ReadAvailable(*run, is_stdout, 4 * kReadsPerWakeup);
+  const ReadPass pass = ReadAvailable(*run, is_stdout, 4 * kReadsPerWakeup, /*to_end=*/true);
   if (pass.eof) {
     pipe.Close();
   } else if (pipe.Watch()) {
