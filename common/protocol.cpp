@@ -487,7 +487,7 @@ Result<TaskResult> TaskResultFromJson(const json& j) {
 json ToJson(const GpuInfo& g) {
   return json{{"index", g.index},       {"drained", g.drained},     {"task_id", g.task_id},
               {"job_id", g.job_id},     {"owner_uid", g.owner_uid}, {"busy_since", g.busy_since},
-              {"tasks_run", g.tasks_run}};
+              {"tasks_run", g.tasks_run},   {"held_by", g.held_by}};
 }
 
 Result<GpuInfo> GpuInfoFromJson(const json& j) {
@@ -500,6 +500,7 @@ Result<GpuInfo> GpuInfoFromJson(const json& j) {
   Get(j, "owner_uid", &g.owner_uid);
   Get(j, "busy_since", &g.busy_since);
   Get(j, "tasks_run", &g.tasks_run);
+  Get(j, "held_by", &g.held_by);
   return g;
 }
 

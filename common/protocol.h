@@ -167,6 +167,7 @@ struct GpuInfo {
   uint32_t owner_uid = 0;
   double busy_since = 0;
   int64_t tasks_run = 0;
+  std::string held_by;  // waiting: who holds the GPU's host lock ("pid 4242 (alice)"); "" = none
 };
 nlohmann::json ToJson(const GpuInfo& g);
 Result<GpuInfo> GpuInfoFromJson(const nlohmann::json& j);

@@ -88,6 +88,7 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
         bad(k, "must be an octal mode string such as \"0660\"");
       }
     } else if (k == "state_dir") str(&c.state_dir);
+    else if (k == "lock_dir") str(&c.lock_dir);
     else if (k == "gpus") {
       if (v.is_array()) {
         std::string s;

@@ -18,6 +18,8 @@ struct DaemonConfig {
   std::string socket_group;                     // group owning the socket ("" = daemon's)
   uint32_t socket_mode = 0660;
   std::string state_dir = "/var/lib/ckprofd";
+  // Host-wide per-GPU lock files, shared by every ckprofd of the host ("" = no host locks).
+  std::string lock_dir = "/run/lock/ckprofd";
   std::string gpus = "auto";                    // "auto", "0,1,2,3", "0-7"
   std::string profiler_path;                    // default when a job names none
   std::vector<std::string> pin_env = {"HIP_VISIBLE_DEVICES"};

@@ -1,7 +1,13 @@
 #include "daemon/daemon_main.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <optional>
 
 #include <asio.hpp>
 #include <iostream>
@@ -11,7 +17,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "common/profiler_path.h"
 #include "daemon/daemon_config.h"
+#include "daemon/file_lock.h"
 #include "daemon/launcher.h"
 #include "daemon/scheduler.h"
 #include "daemon/server.h"
@@ -32,8 +40,13 @@ It stays in the foreground and logs to stderr.
 
 options (each is also a key of the JSON config file; flags override the file):
   --config FILE            JSON config file (see config/ckprofd.json for every key)
-  --socket PATH            Unix socket to listen on (default /run/ckprofd/ckprofd.sock)
-  --state-dir DIR          where the SQLite database lives (default /var/lib/ckprofd)
+  --socket PATH            Unix socket to listen on (default /run/ckprofd/ckprofd.sock); its
+                           directory must exist
+  --state-dir DIR          where the SQLite database lives (default /var/lib/ckprofd); one
+                           ckprofd per state dir (a second one exits: "state dir in use")
+  --lock-dir DIR           per-GPU lock files shared by every ckprofd of the host, so that
+                           two daemons never drive one GPU at once (default /run/lock/ckprofd;
+                           "" = no host locks)
   --gpus LIST|auto         GPUs to drive: "0,1,2,3", "0-7" or "auto" (default auto: AMD GPUs
                            from the KFD topology, else NVIDIA GPUs)
   --profiler-path PATH     default CK profiler for jobs that name none: ckProfiler, or a
@@ -55,6 +68,7 @@ example:
 
 struct Flags {
   std::string config, socket, state_dir, gpus, profiler_path, pin_env, timeout, log_level;
+  std::optional<std::string> lock_dir;  // "" is a value: no host locks
 };
 
 // Applies flags over the config (file values first).
@@ -67,6 +81,7 @@ Result<DaemonConfig> BuildConfig(const Flags& f) {
   }
   if (!f.socket.empty()) c.socket = f.socket;
   if (!f.state_dir.empty()) c.state_dir = f.state_dir;
+  if (f.lock_dir) c.lock_dir = *f.lock_dir;
   if (!f.gpus.empty()) c.gpus = f.gpus;
   if (!f.profiler_path.empty()) c.profiler_path = f.profiler_path;
   if (!f.pin_env.empty()) {
@@ -90,10 +105,14 @@ Result<DaemonConfig> BuildConfig(const Flags& f) {
     }
   }
   if (c.state_dir.empty()) return MakeError("state_dir must not be empty");
-  if (c.state_dir[0] != '/') {
-    char cwd[4096];
-    if (getcwd(cwd, sizeof cwd)) c.state_dir = std::string(cwd) + "/" + c.state_dir;
-  }
+  auto absolute = [](const std::string& p) {
+    if (p[0] == '/') return p;
+    std::error_code ec;
+    auto abs = std::filesystem::absolute(p, ec);
+    return ec ? p : abs.lexically_normal().string();
+  };
+  c.state_dir = absolute(c.state_dir);
+  if (!c.lock_dir.empty()) c.lock_dir = absolute(c.lock_dir);
   return c;
 }
 
@@ -108,6 +127,7 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
   o.run_as_owner = getuid() == 0;
   o.capture_bytes = c.capture_bytes;
   o.state_dir = c.state_dir;
+  o.lock_dir = c.lock_dir;
   return o;
 }
 
@@ -118,6 +138,40 @@ Status ApplyLogLevel(const std::string& level) {
   }
   spdlog::set_level(l);
   return Status::Ok();
+}
+
+// The state dir's lock, held for the daemon's life: a second ckprofd on the same state dir
+// would take the first one's running tasks for a crash's leftovers and kill them.
+Result<FileLock> LockStateDir(const std::string& state_dir) {
+  struct stat st {};
+  if (stat(state_dir.c_str(), &st) != 0) {
+    if (mkdir(state_dir.c_str(), 0750) != 0 && errno != EEXIST) {
+      return MakeError("state dir " + state_dir + " cannot be created: " + std::strerror(errno));
+    }
+  } else if (!S_ISDIR(st.st_mode)) {
+    return MakeError("state dir " + state_dir + " is not a directory");
+  }
+  if (access(state_dir.c_str(), W_OK | X_OK) != 0) {
+    return MakeError("state dir " + state_dir + " is not writable: " + std::strerror(errno));
+  }
+  LockAttempt a = FileLock::TryAcquire(state_dir + "/ckprofd.lock", 0644);
+  if (a.lock) return std::move(*a.lock);
+  if (a.busy) {
+    return MakeError("state dir " + state_dir + " in use by " + a.holder.Describe() +
+                     ": one ckprofd per state dir (stop it first, or choose another --state-dir)");
+  }
+  return MakeError("state dir " + state_dir + ": " + a.error);
+}
+
+// A default profiler that is not there fails every job that relies on it: say so at start.
+void WarnAboutProfiler(const DaemonConfig& config) {
+  if (config.profiler_path.empty()) {
+    spdlog::info("no default profiler_path: every job must name its profiler");
+  } else if (auto target = ResolveProfiler(config.profiler_path); !target) {
+    spdlog::warn("the default profiler_path does not resolve: {}; jobs that name no profiler "
+                 "are refused until it does",
+                 target.error());
+  }
 }
 
 int Run(DaemonConfig config) {
@@ -144,6 +198,28 @@ int Run(DaemonConfig config) {
     }
     gpus = *parsed;
   }
+
+  // What can be checked is checked before the database is touched.
+  if (Status s = Server::CheckSocketPath(config); !s) {
+    spdlog::error("cannot start: {}", s.error());
+    return 1;
+  }
+  auto state_lock = LockStateDir(config.state_dir);
+  if (!state_lock) {
+    spdlog::error("cannot start: {}", state_lock.error());
+    return 1;
+  }
+  if (!config.lock_dir.empty()) {
+    if (Status s = PrepareLockDir(config.lock_dir); !s) {
+      spdlog::error("cannot start: {} (set lock_dir/--lock-dir to a directory every ckprofd of "
+                    "this host can write, or to \"\" to run without host GPU locks)",
+                    s.error());
+      return 1;
+    }
+  } else {
+    spdlog::warn("lock_dir is \"\": no host GPU locks; another ckprofd may drive these GPUs too");
+  }
+  WarnAboutProfiler(config);
 
   auto store = Store::Open(config.state_dir, config.full_sync);
   if (!store) {
@@ -253,6 +329,7 @@ int Run(DaemonConfig config) {
           next.socket = config.socket;
           next.state_dir = config.state_dir;
           next.gpus = config.gpus;
+          next.lock_dir = config.lock_dir;
           if (Status s = ApplyLogLevel(next.log_level); !s) spdlog::error("SIGHUP: {}", s.error());
           config = next;
           scheduler.UpdateOptions(SchedulerOptionsFrom(config, gpus));
@@ -302,7 +379,8 @@ int DaemonMain(int argc, char** argv) {
     } options[] = {{"--config", &f.config},       {"--socket", &f.socket},
                    {"--state-dir", &f.state_dir}, {"--gpus", &f.gpus},
                    {"--profiler-path", &f.profiler_path}, {"--pin-env", &f.pin_env},
-                   {"--timeout", &f.timeout},     {"--log-level", &f.log_level}};
+                   {"--timeout", &f.timeout},     {"--log-level", &f.log_level},
+                   {"--lock-dir", nullptr}};
     bool matched = false;
     for (auto& o : options) {
       if (a != o.name) continue;
@@ -314,7 +392,11 @@ int DaemonMain(int argc, char** argv) {
         }
         value = args[++i];
       }
-      *o.target = value;
+      if (o.target) {
+        *o.target = value;
+      } else {
+        f.lock_dir = value;
+      }
     }
     if (!matched) {
       std::cerr << "ckprofd: unknown option " << a << " (see 'ckprofd --help')\n";

@@ -196,6 +196,7 @@ int ChildMain(void* p) {
     if (max_fd < 0 || max_fd > 65536) max_fd = 65536;
     for (int fd = 3; fd < max_fd; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
+  if (spec.keep_fd >= 0 && fcntl(spec.keep_fd, F_SETFD, 0) != 0) fail(SpawnStage::kStdio);
   execve(a->path, a->argv, a->envp);
   fail(SpawnStage::kExec);
   return 127;  // not reached

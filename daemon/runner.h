@@ -48,6 +48,9 @@ struct RunSpec {
   std::chrono::milliseconds drain{500};
   size_t capture_head = 16384, capture_tail = 16384;  // bytes kept per stream
   size_t top_k = 5;                                   // CkPerf::top size
+  // A descriptor the profiler inherits (the GPU's host lock, see FileLock); -1 = none. It
+  // must stay open until on_done.
+  int keep_fd = -1;
   // Called once the process exists (before on_done, on the io thread) with its pid, which is
   // also its process group id; not called when the spawn fails.
   std::function<void(pid_t)> on_started;

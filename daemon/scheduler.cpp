@@ -172,16 +172,23 @@ Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
       not_before_timer_(ex),
       store_retry_timer_(ex),
       end_retry_timer_(ex),
-      pgid_flush_timer_(ex) {
-  for (int g : options_.gpus) gpus_.push_back(Gpu{g});
+      pgid_flush_timer_(ex),
+      host_lock_timer_(ex) {
+  for (int g : options_.gpus) {
+    Gpu gpu;
+    gpu.index = g;
+    gpus_.push_back(std::move(gpu));
+  }
 }
 
 Scheduler::~Scheduler() = default;
 
 void Scheduler::UpdateOptions(const SchedulerOptions& o) {
   std::vector<int> gpus = options_.gpus;
+  std::string lock_dir = options_.lock_dir;
   options_ = o;
-  options_.gpus = gpus;  // the GPU set is fixed for the daemon's life
+  options_.gpus = gpus;  // the GPU set and its locks are fixed for the daemon's life
+  options_.lock_dir = lock_dir;
 }
 
 Scheduler::Gpu* Scheduler::FindGpu(int index) {
@@ -534,7 +541,8 @@ void Scheduler::Dispatch() {
       if (gpu.drained || gpu.task_id) continue;
       while (!gpu.task_id) {
         Task* t = PickTask(gpu, now);
-        if (!t) break;
+        if (!t) gpu.held_by.clear();  // nothing waits for it
+        if (!t || !HoldHostLock(gpu)) break;
         StartTask(*t, gpu, now);
         if (store_retry_timer_.expiry() > std::chrono::steady_clock::now()) break;
       }
@@ -542,7 +550,47 @@ void Scheduler::Dispatch() {
     ArmNotBeforeTimer(now);
   } while (dispatch_again_);
   dispatching_ = false;
+  ReleaseIdleHostLocks();
   Changed();
+}
+
+bool Scheduler::HoldHostLock(Gpu& gpu) {
+  if (options_.lock_dir.empty() || gpu.host_lock) return true;
+  const std::string path = options_.lock_dir + "/gpu" + std::to_string(gpu.index) + ".lock";
+  LockAttempt a = FileLock::TryAcquire(path, 0666);
+  if (a.lock) {
+    if (!gpu.held_by.empty()) spdlog::info("GPU {}: free again ({} let it go)", gpu.index, gpu.held_by);
+    gpu.host_lock = std::move(a.lock);
+    gpu.held_by.clear();
+    return true;
+  }
+  std::string held_by = a.busy ? a.holder.Describe() : "unknown: " + a.error;
+  if (held_by != gpu.held_by) {
+    if (a.busy) {
+      spdlog::warn("GPU {} is in use by another ckprofd or profiler ({} holds {}): its tasks wait",
+                   gpu.index, held_by, path);
+    } else {
+      spdlog::error("GPU {}: {}; its tasks wait", gpu.index, a.error);
+    }
+    gpu.held_by = std::move(held_by);
+  }
+  if (!host_lock_armed_) {
+    host_lock_armed_ = true;
+    host_lock_timer_.expires_after(std::chrono::milliseconds(250));
+    host_lock_timer_.async_wait([this](const asio::error_code& ec) {
+      if (ec) return;  // cancelled: the scheduler may be gone
+      host_lock_armed_ = false;
+      Dispatch();
+    });
+  }
+  return false;
+}
+
+void Scheduler::ReleaseIdleHostLocks() {
+  for (auto& gpu : gpus_) {
+    if (!gpu.task_id && gpu.host_lock) gpu.host_lock.reset();
+    if (gpu.drained) gpu.held_by.clear();  // it waits for nothing
+  }
 }
 
 void Scheduler::ArmNotBeforeTimer(double now) {
@@ -673,6 +721,9 @@ void Scheduler::LaunchStart(Start start) {
   spec.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
   spec.grace = std::chrono::milliseconds(static_cast<int64_t>(options_.grace_s * 1000));
   spec.capture_head = spec.capture_tail = options_.capture_bytes;
+  // The profiler shares the GPU's host lock: held while any process of the run lives, even
+  // one this daemon (killed) leaves behind.
+  if (gpu.host_lock) spec.keep_fd = gpu.host_lock->fd();
 
   gpu.task_id = task.id;
   gpu.busy_since = now;
@@ -1186,6 +1237,7 @@ std::vector<GpuInfo> Scheduler::Gpus() const {
       i.busy_since = g.busy_since;
     }
     i.tasks_run = g.tasks_run;
+    i.held_by = g.held_by;
     out.push_back(i);
   }
   return out;
@@ -1202,6 +1254,7 @@ void Scheduler::Shutdown(std::function<void()> done) {
   not_before_timer_.cancel();
   store_retry_timer_.cancel();
   end_retry_timer_.cancel();
+  host_lock_timer_.cancel();
   shutdown_done_ = std::move(done);
   for (auto& g : gpus_) {
     if (g.task_id && g.run) launcher_.Interrupt(g.run);

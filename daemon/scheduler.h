@@ -35,6 +35,7 @@
 #include "common/profiler_path.h"
 #include "common/protocol.h"
 #include "common/result.h"
+#include "daemon/file_lock.h"
 #include "daemon/launcher.h"
 #include "daemon/store.h"
 
@@ -60,6 +61,9 @@ struct SchedulerOptions {
   bool run_as_owner = false;                   // root daemon: tasks run as the submitter
   size_t capture_bytes = 16384;                // head and tail kept per stream
   std::string state_dir;                       // marks our processes (CKPROFD_STATE)
+  // Host-wide per-GPU locks (gpu<N>.lock here), held while a task of ours runs on the GPU and
+  // inherited by its profiler; a GPU another daemon holds waits. "" = no host locks.
+  std::string lock_dir;
 };
 
 // A job's progress event, as the frame a watcher sends: one JSON object and its newline.
@@ -178,9 +182,16 @@ class Scheduler {
     Launcher::RunId run = 0;
     double busy_since = 0;
     int64_t tasks_run = 0;
+    std::optional<FileLock> host_lock;  // held while it runs our tasks (options_.lock_dir)
+    std::string held_by;                // who holds the host lock while we wait for it
   };
 
   void Dispatch();
+  // Takes the GPU's host lock unless held already; false (the holder noted, a retry armed)
+  // when another process holds it.
+  bool HoldHostLock(Gpu& gpu);
+  // Lets other daemons have the GPUs that run nothing of ours.
+  void ReleaseIdleHostLocks();
   // Picks the next task for a GPU, or nullptr.
   Task* PickTask(const Gpu& gpu, double now);
   // The task a job runs next (its queue is not empty): see the comment in scheduler.cpp.
@@ -271,7 +282,9 @@ class Scheduler {
   asio::steady_timer not_before_timer_;
   asio::steady_timer store_retry_timer_;
   asio::steady_timer end_retry_timer_;
-  asio::steady_timer pgid_flush_timer_;  // Store::FlushPgids, 100 ms after a start
+  asio::steady_timer pgid_flush_timer_;
+  asio::steady_timer host_lock_timer_;  // retries GPUs that another daemon holds
+  bool host_lock_armed_ = false;  // Store::FlushPgids, 100 ms after a start
   bool pgid_flush_armed_ = false;
   std::deque<PendingEnd> pending_ends_;  // ends the Store could not record yet, in order
   double not_before_armed_ = 0;

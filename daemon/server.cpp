@@ -87,6 +87,13 @@ asio::awaitable<bool> WriteFrame(Socket& socket, const std::string& frame, doubl
   co_return !ec;
 }
 
+// systemd socket activation: our socket is fd 3.
+bool SocketActivated() {
+  const char* listen_pid = std::getenv("LISTEN_PID");
+  const char* listen_fds = std::getenv("LISTEN_FDS");
+  return listen_pid && listen_fds && std::atoi(listen_pid) == getpid() && std::atoi(listen_fds) >= 1;
+}
+
 }  // namespace
 
 Server::Server(asio::io_context& io, Service& service, const DaemonConfig& config)
@@ -97,11 +104,27 @@ Server::~Server() {
   if (owns_path_) unlink(path_.c_str());
 }
 
+Status Server::CheckSocketPath(const DaemonConfig& config) {
+  if (SocketActivated()) return Status::Ok();
+  const std::string& path = config.socket;
+  if (path.empty()) return MakeError("the socket path is empty: pass --socket PATH");
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return MakeError("socket path " + path + " is too long (at most " +
+                     std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes)");
+  }
+  const auto dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+    return MakeError("the socket's directory " + dir.string() +
+                     " does not exist: create it first (systemd's RuntimeDirectory= makes "
+                     "/run/ckprofd) or choose another --socket");
+  }
+  return Status::Ok();
+}
+
 Status Server::Listen() {
   // systemd socket activation: our socket is fd 3.
-  const char* listen_pid = std::getenv("LISTEN_PID");
-  const char* listen_fds = std::getenv("LISTEN_FDS");
-  if (listen_pid && listen_fds && std::atoi(listen_pid) == getpid() && std::atoi(listen_fds) >= 1) {
+  if (SocketActivated()) {
     asio::error_code ec;
     acceptor_.assign(asio::local::stream_protocol(), 3, ec);
     if (ec) return MakeError("cannot use the socket systemd passed (fd 3): " + ec.message());
@@ -112,13 +135,7 @@ Status Server::Listen() {
     return Status::Ok();
   }
   path_ = config_.socket;
-  if (path_.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    return MakeError("socket path " + path_ + " is too long (at most " +
-                     std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes)");
-  }
-  std::error_code fs_ec;
-  auto dir = std::filesystem::path(path_).parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir, fs_ec);
+  if (Status s = CheckSocketPath(config_); !s) return s;
   struct stat st {};
   if (lstat(path_.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {

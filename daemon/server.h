@@ -22,9 +22,13 @@ class Server {
   ~Server();
 
   // Binds the socket: a systemd-activated one when LISTEN_FDS says so, else config.socket
-  // (its directory created, a stale socket file replaced, mode and group applied). Fails when
-  // another daemon answers on the path.
+  // (a stale socket file replaced, mode and group applied). Fails when another daemon answers
+  // on the path, or as CheckSocketPath does.
   Status Listen();
+  // Whether `config.socket` can be bound, checked before anything else starts: its directory
+  // must exist (it is never created: systemd's RuntimeDirectory makes /run/ckprofd) and the
+  // path must fit a socket address. Ok under systemd socket activation.
+  static Status CheckSocketPath(const DaemonConfig& config);
   void Start();  // begins accepting
   void Stop();   // stops accepting and closes every connection
   void set_config(const DaemonConfig& c) { config_ = c; }

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -371,6 +372,14 @@ pid_t LaunchedDaemon::Spawn(const std::string& notify_path) {
     chmod((o.dir + "/ckprofd.json").c_str(), 0644);
     argv.insert(argv.end(), {"--config", o.dir + "/ckprofd.json"});
   }
+  // Each test daemon locks its GPUs in a directory of its own, unless the test says otherwise:
+  // tests run in parallel, and their fake GPUs are not the host's.
+  const bool own_lock_dir =
+      std::find(o.args.begin(), o.args.end(), "--lock-dir") == o.args.end() &&
+      std::none_of(o.args.begin(), o.args.end(),
+                   [](const std::string& a) { return a.rfind("--lock-dir=", 0) == 0; }) &&
+      o.config_json.find("\"lock_dir\"") == std::string::npos;
+  if (own_lock_dir) argv.insert(argv.end(), {"--lock-dir", o.dir + "/locks"});
   argv.insert(argv.end(), o.args.begin(), o.args.end());
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);

@@ -1,0 +1,139 @@
+#include "daemon/file_lock.h"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+#include <utility>
+
+namespace ckprof {
+namespace {
+
+std::string UserName(int64_t uid) {
+  if (uid < 0) return "";
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof buf, &found) == 0 && found) {
+    return pw.pw_name;
+  }
+  return "uid " + std::to_string(uid);
+}
+
+LockHolder ReadHolder(int fd) {
+  LockHolder h;
+  char buf[64] = {};
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return h;
+  long long pid = 0, uid = -1;
+  if (std::sscanf(buf, "%lld %lld", &pid, &uid) >= 1 && pid > 0) {
+    h.pid = static_cast<pid_t>(pid);
+    h.uid = uid;
+  }
+  return h;
+}
+
+// Opens the lock file for reading and writing, creating it when missing.
+int OpenLockFile(const std::string& path, mode_t mode, std::string* error) {
+  for (int tries = 0; tries < 3; ++tries) {
+    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) return fd;
+    if (errno == EACCES || errno == EPERM) {
+      // A file we may not write (another user's, made without the write bits): still lockable.
+      fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (fd >= 0) return fd;
+    }
+    if (errno != ENOENT) break;
+    fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd >= 0) {
+      fchmod(fd, mode);  // whatever the umask
+      return fd;
+    }
+    if (errno != EEXIST) break;  // EEXIST: another made it meanwhile; open that one
+  }
+  *error = "cannot open the lock file " + path + ": " + std::strerror(errno);
+  return -1;
+}
+
+}  // namespace
+
+std::string LockHolder::Describe() const {
+  if (pid <= 0) return "another process";
+  std::string s = "pid " + std::to_string(pid);
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  if (std::getline(comm, name) && !name.empty()) s = name + " " + s;
+  std::vector<std::string> notes;
+  if (uid >= 0) notes.push_back(UserName(uid));
+  if (kill(pid, 0) != 0 && errno == ESRCH) notes.push_back("exited; a process it started holds it");
+  for (size_t i = 0; i < notes.size(); ++i) s += (i ? ", " : " (") + notes[i];
+  return notes.empty() ? s : s + ")";
+}
+
+LockAttempt FileLock::TryAcquire(const std::string& path, mode_t mode) {
+  LockAttempt a;
+  int fd = OpenLockFile(path, mode, &a.error);
+  if (fd < 0) return a;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      a.busy = true;
+      a.holder = ReadHolder(fd);
+    } else {
+      a.error = "cannot lock " + path + ": " + std::strerror(errno);
+    }
+    close(fd);
+    return a;
+  }
+  // Say who holds it (a read-only descriptor cannot: the holder is then "another process").
+  const std::string who = std::to_string(getpid()) + " " + std::to_string(getuid()) + "\n";
+  if (ftruncate(fd, 0) == 0) {
+    ssize_t ignored = pwrite(fd, who.data(), who.size(), 0);
+    (void)ignored;
+  }
+  a.lock = FileLock(fd, path);
+  return a;
+}
+
+FileLock::FileLock(FileLock&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+
+FileLock& FileLock::operator=(FileLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) close(fd_);  // releases the lock unless a child shares the description
+}
+
+Status PrepareLockDir(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    const auto parent = std::filesystem::path(dir).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (mkdir(dir.c_str(), 01777) == 0) {
+      chmod(dir.c_str(), 01777);  // whatever the umask: every user's daemon locks GPUs here
+    } else if (errno != EEXIST) {
+      return MakeError("cannot create the lock directory " + dir + ": " + std::strerror(errno));
+    }
+  }
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    return MakeError("cannot create lock files in " + dir + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+}  // namespace ckprof

@@ -1,0 +1,193 @@
+// One profiler per GPU across daemons: a second ckprofd on a live daemon's state dir exits at
+// once and disturbs nothing; two daemons on different state dirs (the system's and a user's
+// `run --local`) share a lock directory and never run side by side on one GPU, not even when
+// one of them was killed and left its profiler running. And what ckprofd checks before it
+// touches its database: the socket's directory.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "tests/reliability_util.h"
+#include "tests/test_util.h"
+
+namespace ckprof {
+namespace {
+
+using testing::BinPath;
+using testing::LaunchedDaemon;
+using testing::TempDir;
+
+class HostLocksTest : public ::testing::Test {
+ protected:
+  void SetUp() override { chmod(dir_.path().c_str(), 0755); }
+  void TearDown() override {
+    testing::KillMarkedProcesses("CKPROFD_STATE=" + dir_.File("a/state"));
+    testing::KillMarkedProcesses("CKPROFD_STATE=" + dir_.File("b/state"));
+  }
+
+  // A daemon in dir_/NAME driving GPU 0 with the emulator, logging its runs to NAME.emu.log,
+  // locking GPUs in dir_/locks.
+  LaunchedDaemon::Options Options(const std::string& name) {
+    std::filesystem::create_directories(dir_.File(name));
+    LaunchedDaemon::Options o;
+    o.dir = dir_.File(name);
+    o.gpus = "0";
+    o.env = {"CKEMU_LOG=" + EmuLog(name), "CKEMU_TIME_SCALE=0"};
+    o.args = {"--profiler-path", BinPath("ckprofiler-emu"), "--lock-dir", dir_.File("locks")};
+    return o;
+  }
+  std::string EmuLog(const std::string& name) { return dir_.File(name + ".emu.log"); }
+
+  static void Start(LaunchedDaemon& d, const LaunchedDaemon::Options& o) {
+    std::string error;
+    ASSERT_TRUE(d.Start(o, &error)) << error;
+  }
+
+  // The emulator's runs in NAME's log once there are `n` (a run is "running" at its spawn,
+  // a moment before the emulator logs its start); bounded.
+  std::vector<testing::EmuRun> WaitForRuns(const std::string& name, size_t n) {
+    std::vector<testing::EmuRun> runs;
+    for (int i = 0; i < 3000 && (runs = testing::ReadEmuRuns(EmuLog(name))).size() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return runs;
+  }
+
+  // Waits (bounded) until `daemon`'s GPU 0 waits for a host lock; returns who holds it.
+  static std::string WaitUntilGpuWaits(const LaunchedDaemon& daemon) {
+    for (int i = 0; i < 3000; ++i) {
+      Request r;
+      r.type = RequestType::kGpus;
+      auto a = testing::CallOnce(daemon.socket(), r);
+      if (!a) return "error: " + a.error();
+      for (const auto& g : a->value("gpus", nlohmann::json::array())) {
+        auto gi = GpuInfoFromJson(g);
+        if (gi && !gi->held_by.empty()) return gi->held_by;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return "";
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(HostLocksTest, SecondDaemonOnALiveStateDirExitsAtOnceAndDisturbsNothing) {
+  LaunchedDaemon a;
+  Start(a, Options("a"));
+  auto job = testing::SubmitContent(a.socket(), testing::FwdConfigsText(1, /*hang*/ 9001));
+  ASSERT_TRUE(job.ok()) << job.error();
+  auto running = testing::WatchUntil(a.socket(), *job,
+                                     [](const JobSummary& s) { return s.running >= 1; });
+  ASSERT_TRUE(running.ok()) << running.error();
+  auto runs = WaitForRuns("a", 1);
+  ASSERT_EQ(runs.size(), 1u);
+
+  LaunchedDaemon b;
+  auto o = Options("b");
+  o.state_dir = a.state_dir();
+  const int status = b.RunToExit(o);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::string log = testing::ReadFile(b.log_path());
+  EXPECT_NE(log.find("state dir " + a.state_dir() + " in use by ckprofd pid " +
+                     std::to_string(a.pid())),
+            std::string::npos)
+      << log;
+  // The live daemon's profiler runs on, and no second one started.
+  EXPECT_TRUE(testing::ProcessIsLive(runs[0].pid));
+  EXPECT_EQ(testing::ReadEmuRuns(EmuLog("a")).size(), 1u);
+  EXPECT_EQ(testing::ReadEmuRuns(EmuLog("b")).size(), 0u);
+  Request st;
+  st.type = RequestType::kStatus;
+  st.job_id = *job;
+  auto answer = testing::CallOnce(a.socket(), st);
+  ASSERT_TRUE(answer.ok()) << answer.error();
+  EXPECT_EQ((*answer)["job"].value("running", 0), 1) << answer->dump();
+  EXPECT_EQ(a.StopGracefully(30), "");
+}
+
+TEST_F(HostLocksTest, TwoDaemonsOnOneGpuTakeTurns) {
+  LaunchedDaemon a, b;
+  Start(a, Options("a"));
+  Start(b, Options("b"));
+  auto hang = testing::SubmitContent(a.socket(), testing::FwdConfigsText(1, /*hang*/ 9001));
+  ASSERT_TRUE(hang.ok()) << hang.error();
+  ASSERT_TRUE(testing::WatchUntil(a.socket(), *hang, [](const JobSummary& s) {
+                return s.running >= 1;
+              }).ok());
+
+  auto job = testing::SubmitContent(b.socket(), testing::FwdConfigsText(3));
+  ASSERT_TRUE(job.ok()) << job.error();
+  const std::string holder = WaitUntilGpuWaits(b);
+  EXPECT_NE(holder.find("pid " + std::to_string(a.pid())), std::string::npos) << holder;
+  EXPECT_EQ(testing::ReadEmuRuns(EmuLog("b")).size(), 0u) << "ran beside the other daemon";
+
+  // The other daemon's profiler ends (cancelled): this one takes the GPU by itself.
+  Request cancel;
+  cancel.type = RequestType::kCancel;
+  cancel.job_id = *hang;
+  ASSERT_TRUE(testing::CallOnce(a.socket(), cancel).ok());
+  auto end = testing::WaitJobEnd(b.socket(), *job);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->succeeded, 3);
+  const auto a_runs = testing::ReadEmuRuns(EmuLog("a"));
+  ASSERT_EQ(a_runs.size(), 1u);
+  EXPECT_FALSE(testing::ProcessIsLive(a_runs[0].pid));
+  EXPECT_EQ(a.StopGracefully(30), "");
+  EXPECT_EQ(b.StopGracefully(30), "");
+}
+
+TEST_F(HostLocksTest, AKilledDaemonsProfilerKeepsItsGpuLocked) {
+  LaunchedDaemon a, b;
+  Start(a, Options("a"));
+  Start(b, Options("b"));
+  auto hang = testing::SubmitContent(a.socket(), testing::FwdConfigsText(1, /*hang*/ 9001));
+  ASSERT_TRUE(hang.ok()) << hang.error();
+  ASSERT_TRUE(testing::WatchUntil(a.socket(), *hang, [](const JobSummary& s) {
+                return s.running >= 1;
+              }).ok());
+  const auto a_runs = WaitForRuns("a", 1);
+  const pid_t a_pid = a.pid();
+  a.KeepLeftovers();
+  a.Stop(SIGKILL);  // its profiler runs on, holding the lock it inherited
+  ASSERT_EQ(a_runs.size(), 1u);
+  ASSERT_TRUE(testing::ProcessIsLive(a_runs[0].pid));
+
+  auto job = testing::SubmitContent(b.socket(), testing::FwdConfigsText(2));
+  ASSERT_TRUE(job.ok()) << job.error();
+  const std::string holder = WaitUntilGpuWaits(b);
+  EXPECT_NE(holder.find("pid " + std::to_string(a_pid)), std::string::npos) << holder;
+  EXPECT_NE(holder.find("exited"), std::string::npos) << holder;
+  EXPECT_EQ(testing::ReadEmuRuns(EmuLog("b")).size(), 0u) << "ran beside a leftover profiler";
+
+  testing::KillMarkedProcesses("CKPROFD_STATE=" + dir_.File("a/state"));
+  auto end = testing::WaitJobEnd(b.socket(), *job);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->succeeded, 2);
+  EXPECT_EQ(b.StopGracefully(30), "");
+}
+
+TEST_F(HostLocksTest, MissingSocketDirectoryIsRefusedBeforeTheDatabaseIsMade) {
+  LaunchedDaemon d;
+  auto o = Options("a");
+  const std::string missing = dir_.File("no-such-dir");
+  o.args.insert(o.args.end(), {"--socket", missing + "/x.sock"});
+  const int status = d.RunToExit(o);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::string log = testing::ReadFile(d.log_path());
+  EXPECT_NE(log.find("the socket's directory " + missing + " does not exist"), std::string::npos)
+      << log;
+  EXPECT_FALSE(std::filesystem::exists(missing));
+  EXPECT_FALSE(std::filesystem::exists(d.state_dir() + "/ckprofd.db"));
+}
+
+}  // namespace
+}  // namespace ckprof
