@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -110,19 +111,62 @@ std::string FindDaemonBinary() {
   return "ckprofd";
 }
 
-Result<std::unique_ptr<LocalDaemon>> LocalDaemon::Start(const LocalDaemonOptions& o) {
+namespace {
+
+constexpr const char* kLocalDirPrefix = "ckprof-local-";
+
+// Removes the directories of private daemons whose client died without cleaning up (SIGKILL):
+// ours, with a client pid that is gone and no daemon answering on the socket.
+void RemoveAbandonedDirs(const std::string& tmp) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kLocalDirPrefix, 0) != 0) continue;
+    struct stat st {};
+    if (lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
+      continue;
+    }
+    std::ifstream owner(entry.path() / "client.pid");
+    long client = 0;
+    if (!(owner >> client) || client <= 0) continue;  // not ours to judge (or not yet written)
+    if (kill(static_cast<pid_t>(client), 0) == 0 || errno != ESRCH) continue;
+    const std::string sock = (entry.path() / "ckprofd.sock").string();
+    sockaddr_un addr{};
+    if (sock.size() < sizeof addr.sun_path) {
+      addr.sun_family = AF_UNIX;
+      std::memcpy(addr.sun_path, sock.c_str(), sock.size());
+      int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      const bool answers =
+          fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+      if (fd >= 0) close(fd);
+      if (answers) continue;  // its daemon still stops
+    }
+    std::filesystem::remove_all(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LocalDaemon>> LocalDaemon::Spawn(const LocalDaemonOptions& o) {
   std::unique_ptr<LocalDaemon> d(new LocalDaemon());
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/ckprof-local-XXXXXX";
+  const char* tmp_env = std::getenv("TMPDIR");
+  const std::string tmp = tmp_env && *tmp_env ? tmp_env : "/tmp";
+  RemoveAbandonedDirs(tmp);
+  std::string templ = tmp + "/" + kLocalDirPrefix + "XXXXXX";
   if (!mkdtemp(templ.data())) {
-    return MakeError("cannot create a temporary directory for the local ckprofd: " +
+    return MakeError("cannot create a temporary directory for the local ckprofd in " + tmp + ": " +
                      std::string(std::strerror(errno)));
   }
   d->dir_ = templ;
   d->socket_ = d->dir_ + "/ckprofd.sock";
   d->log_ = d->dir_ + "/ckprofd.log";
+  {
+    std::ofstream owner(d->dir_ + "/client.pid");
+    owner << getpid() << "\n";
+  }
   auto notify = NotifySocket::Bind(d->dir_ + "/notify.sock");
   if (!notify) return MakeError("cannot start the local ckprofd: " + notify.error());
+  d->notify_.emplace(std::move(*notify));
   std::string gpus = o.gpus.empty() ? "auto" : o.gpus;
   d->gpus_ = gpus;
   std::vector<std::string> argv = {FindDaemonBinary(), "--socket", d->socket_, "--state-dir",
@@ -139,18 +183,26 @@ Result<std::unique_ptr<LocalDaemon>> LocalDaemon::Start(const LocalDaemonOptions
     }
     env.push_back(kv);
   }
-  env.push_back("NOTIFY_SOCKET=" + notify->path());
+  env.push_back("NOTIFY_SOCKET=" + d->notify_->path());
   std::vector<char*> cargv, cenv;
   for (auto& s : argv) cargv.push_back(s.data());
   cargv.push_back(nullptr);
   for (auto& s : env) cenv.push_back(s.data());
   cenv.push_back(nullptr);
   int log_fd = open(d->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const pid_t parent = getpid();
+  // The child starts with the default signal mask and dispositions (a guard may block some).
+  sigset_t none;
+  sigemptyset(&none);
   pid_t pid = fork();
   if (pid < 0) {
     return MakeError("cannot start the local ckprofd: " + std::string(std::strerror(errno)));
   }
   if (pid == 0) {
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    // Never outlive the client: SIGTERM (a clean stop) when it dies, even by SIGKILL.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);  // it died before the line above
     int devnull = open("/dev/null", O_RDONLY);
     dup2(devnull, 0);
     if (log_fd >= 0) dup2(log_fd, 2);
@@ -161,33 +213,53 @@ Result<std::unique_ptr<LocalDaemon>> LocalDaemon::Start(const LocalDaemonOptions
   }
   if (log_fd >= 0) close(log_fd);
   d->pid_ = pid;
-  switch (notify->WaitReady(pid, 60000, nullptr)) {
+  return d;
+}
+
+Status LocalDaemon::WaitReady() {
+  const pid_t pid = pid_;
+  if (pid <= 0 || !notify_) return MakeError("the local ckprofd is not running");
+  int status = 0;
+  switch (notify_->WaitReady(pid, 60000, &status)) {
     case NotifySocket::Wait::kReady:
-      return d;
+      return Status::Ok();
     case NotifySocket::Wait::kExited:
-      d->pid_ = -1;
-      return MakeError("the local ckprofd exited before it was ready:\n" + LogTail(d->log_));
+      pid_ = -1;
+      return MakeError("the local ckprofd exited before it was ready:\n" + LogTail(log_));
     case NotifySocket::Wait::kTimedOut:
       break;
   }
   return MakeError("the local ckprofd did not become ready within 60 s");
 }
 
-Status LocalDaemon::Stop() {
-  if (pid_ <= 0) return Status::Ok();
-  kill(pid_, SIGTERM);
-  int status = 0;
-  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+Status LocalDaemon::Stop(double timeout_s) {
+  const pid_t pid = pid_.exchange(-1);
+  if (pid <= 0) return Status::Ok();
+  kill(pid, SIGTERM);
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd fd = {pidfd, POLLIN, 0};
+    int n;
+    while ((n = poll(&fd, 1, static_cast<int>(timeout_s * 1000))) < 0 && errno == EINTR) {
+    }
+    close(pidfd);
+    if (n == 0) kill(pid, SIGKILL);  // it did not stop in time
   }
-  pid_ = -1;
+  int status = 0;
+  pid_t got;
+  while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  if (got < 0) return Status::Ok();  // reaped elsewhere (WaitReady saw it exit)
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
   return MakeError("the local ckprofd did not stop cleanly:\n" + LogTail(log_));
 }
 
-LocalDaemon::~LocalDaemon() {
+void LocalDaemon::StopAndRemove() {
   (void)Stop();
   std::error_code ec;
   if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
 }
+
+LocalDaemon::~LocalDaemon() { StopAndRemove(); }
 
 }  // namespace ckprof

@@ -5,7 +5,9 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,22 +51,31 @@ struct LocalDaemonOptions {
 
 class LocalDaemon {
  public:
-  // Starts ckprofd (next to this executable, else $CKPROF_DAEMON, else on PATH) and waits for
-  // its READY=1 (systemd's notify protocol on a private datagram socket): no polling.
-  static Result<std::unique_ptr<LocalDaemon>> Start(const LocalDaemonOptions& options);
+  // Starts ckprofd (next to this executable, else $CKPROF_DAEMON, else on PATH) on a fresh
+  // temporary directory ($TMPDIR/ckprof-local-XXXXXX: socket, state, log). The daemon gets
+  // SIGTERM when this process dies (PR_SET_PDEATHSIG), so it never outlives its client; the
+  // directories such a death leaves are removed by the next Spawn. Call WaitReady next.
+  static Result<std::unique_ptr<LocalDaemon>> Spawn(const LocalDaemonOptions& options);
+  // Waits for its READY=1 (systemd's notify protocol on a private datagram socket): no polling.
+  Status WaitReady();
+  // Stops it, then removes its directory.
   ~LocalDaemon();
   LocalDaemon(const LocalDaemon&) = delete;
   LocalDaemon& operator=(const LocalDaemon&) = delete;
 
   const std::string& socket() const { return socket_; }
   const std::string& gpus() const { return gpus_; }
-  // SIGTERM, then waits for it to exit. Ok when it exited 0.
-  Status Stop();
+  // SIGTERM (its running profilers are stopped), then waits up to timeout_s for the exit, then
+  // SIGKILL. Ok when it exited 0. Safe to call from another thread than WaitReady's (Ctrl-C).
+  Status Stop(double timeout_s = 30);
+  // Stop, then removes its directory.
+  void StopAndRemove();
 
  private:
   LocalDaemon() = default;
   std::string dir_, socket_, log_, gpus_;
-  pid_t pid_ = -1;
+  std::optional<NotifySocket> notify_;
+  std::atomic<pid_t> pid_{-1};
 };
 
 // Where the ckprofd binary is: $CKPROF_DAEMON, next to this executable, or "ckprofd" on PATH.

@@ -1,8 +1,10 @@
 // ckprof run: the original run_ck_profiler.py workflow — same options, defaults, console output
 // and results file — on ckprofd (the system daemon, or a private one with --local).
+#include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <mutex>
 #include <iostream>
 #include <regex>
 #include <set>
@@ -10,11 +12,13 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "client/interrupt.h"
 #include "client/local_daemon.h"
 #include "common/command_plan.h"
 #include "common/convert.h"
 #include "common/file_util.h"
 #include "common/gpu_list.h"
+#include "common/profiler_path.h"
 #include "common/results_file.h"
 
 namespace ckprof {
@@ -66,8 +70,7 @@ void PrintSummary(const ResultStats& s, const std::string& saved_to) {
 }  // namespace
 
 int RunRunCommand(const GlobalOptions& global, const Args& args) {
-  std::string config_file, profiler = "./build/bin", max_ops, output = "profiler_results.json",
-                           gpus, timeout;
+  std::string config_file, profiler, max_ops, output = "profiler_results.json", gpus, timeout;
   bool dry_run = false, quiet = false, no_save = false, local = false;
   ArgParser p(
       "ckprof run",
@@ -76,15 +79,20 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
       "CONFIG_FILE is a configs file from 'ckprof convert' (ck_profiler_configs.json); a replay-IR\n"
       "list or a PyTorch trace is converted first. Without --local, the configs run on the\n"
       "daemon at --socket/$CKPROF_SOCKET; with --local (or --dry-run) no daemon is needed: a\n"
-      "private ckprofd runs them on --gpus and stops afterwards. Exit 1 if any config failed.\n\n"
+      "private ckprofd runs them on --gpus and stops afterwards. Exit 1 if any config failed.\n"
+      "The profiler: --profiler-path, else the daemon's default profiler_path; with --local or\n"
+      "--dry-run, ./build/bin (the original tool's default). A path that does not hold a CK\n"
+      "profiler is refused before anything runs.\n\n"
+      "Ctrl-C (or SIGTERM) cancels the job this command submitted (with --local: stops the\n"
+      "private ckprofd and its profilers and removes its files) and exits 130 (143).\n\n"
       "examples:\n"
       "  ckprof run ck_profiler_configs.json --profiler-path ./build/bin\n"
       "  ckprof run ck_profiler_configs.json --max-ops 5 --dry-run\n"
       "  ckprof run conv_repros_ir.json --local --gpus 0-3 --output resnet.json");
   p.Positional("CONFIG_FILE", &config_file, true, "configs (or IR list, or trace) to run");
   p.Option("--profiler-path", &profiler, "P",
-           "ckProfiler, or the directory holding it or profile_grouped_conv_* "
-           "(default ./build/bin)");
+           "ckProfiler, or the directory holding it or profile_grouped_conv_* (default: the "
+           "daemon's; ./build/bin with --local or --dry-run)");
   p.Option("--max-ops", &max_ops, "N", "run only the first N configs");
   p.Flag("--dry-run", &dry_run, "print the commands, run nothing");
   p.Flag("--quiet", &quiet, "print only the summary");
@@ -118,6 +126,7 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
     PrintError("run", content.error());
     return 1;
   }
+  if (profiler.empty() && (local || dry_run)) profiler = "./build/bin";
 
   if (dry_run) {
     auto conv = ConvertText(*content, ConvertOptions{});
@@ -147,9 +156,52 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
     return bad ? 1 : 0;
   }
 
-  std::unique_ptr<LocalDaemon> daemon;
-  std::string socket = ResolveSocketPath(global.socket);
   const std::string abs_profiler = AbsolutePath(profiler);
+  if (local) {
+    // Everything that can be checked here is, before a daemon starts.
+    if (auto target = ResolveProfiler(abs_profiler); !target) {
+      PrintError("run", target.error() + " (pass --profiler-path)");
+      return 1;
+    }
+    if (auto conv = ConvertText(*content, ConvertOptions{}); !conv) {
+      PrintError("run", config_file + ": " + conv.error());
+      return 1;
+    }
+  }
+
+  std::mutex mu;  // guards what the interrupt's cleanup reads: the daemon and the job
+  std::unique_ptr<LocalDaemon> daemon;
+  int64_t job = 0;
+  std::string socket = ResolveSocketPath(global.socket);
+  // Ctrl-C / SIGTERM from here on: cancel what this command started, then exit 128 + signal.
+  // (Declared after what its cleanup uses, so that it is gone before they are.)
+  InterruptGuard interrupt;
+  auto report = [&](const std::string& message) {
+    interrupt.WaitIfInterrupted();  // a failure the interrupt caused is not one to report
+    PrintError("run", message);
+  };
+  interrupt.SetCleanup([&](int sig) {
+    std::lock_guard<std::mutex> lock(mu);
+    const char* what = sig == SIGINT ? "interrupted" : "stopped by a signal";
+    if (daemon) {
+      daemon->StopAndRemove();  // its profilers stop with it
+      std::cerr << "ckprof run: " << what << ": stopped the private ckprofd and its profilers\n";
+    } else if (job > 0) {
+      Request cancel;
+      cancel.type = RequestType::kCancel;
+      cancel.job_id = job;
+      auto conn = Connection::Open(socket);
+      auto answer = conn ? (*conn)->Call(cancel) : Result<json>(Error{conn.error()});
+      if (answer) {
+        std::cerr << "ckprof run: " << what << ": cancelled job " << job << "\n";
+      } else {
+        std::cerr << "ckprof run: " << what << ": could not cancel job " << job << ": "
+                  << answer.error() << "\n";
+      }
+    } else {
+      std::cerr << "ckprof run: " << what << "\n";
+    }
+  });
   if (local) {
     LocalDaemonOptions o;
     o.profiler_path = abs_profiler;
@@ -162,17 +214,25 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
       if (o.gpus == "0" && !quiet) std::cout << "No GPU detected (" << found << "): using GPU 0\n";
     }
     if (const char* pin = std::getenv("CKPROF_PIN_ENV"); pin && *pin) o.pin_env = pin;
-    auto started = LocalDaemon::Start(o);
-    if (!started) {
-      PrintError("run", started.error());
+    auto spawned = LocalDaemon::Spawn(o);
+    if (!spawned) {
+      report(spawned.error());
       return 1;
     }
-    daemon = std::move(*started);
-    socket = daemon->socket();
+    LocalDaemon* d = spawned->get();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      daemon = std::move(*spawned);
+    }
+    if (Status ready = d->WaitReady(); !ready) {
+      report(ready.error());
+      return 1;
+    }
+    socket = d->socket();
   }
   auto conn_or = Connection::Open(socket);
   if (!conn_or) {
-    PrintError("run", conn_or.error());
+    report(conn_or.error());
     return kExitUnreachable;
   }
   Connection& conn = **conn_or;
@@ -180,23 +240,26 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   Request r;
   r.type = RequestType::kSubmit;
   if (Status st = EncodeSubmitContent(std::move(*content), &r.submit); !st) {
-    PrintError("run", config_file + ": " + st.error());
+    report(config_file + ": " + st.error());
     return 1;
   }
   r.submit.input_name = config_file.substr(config_file.find_last_of('/') + 1);
   r.submit.name = r.submit.input_name;
   r.submit.max_ops = max;
-  r.submit.profiler_path = abs_profiler;
+  r.submit.profiler_path = profiler.empty() ? "" : abs_profiler;  // "": the daemon's default
   if (!gpus.empty() && !local) r.submit.gpus = *ParseGpuListArg(gpus, "run");
   r.submit.timeout_s = timeout.empty() ? -1 : std::strtod(timeout.c_str(), nullptr);
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd)) r.submit.cwd = cwd;
   auto submitted = conn.Call(r);
   if (!submitted) {
-    PrintError("run", submitted.error());
+    report(submitted.error());
     return 1;
   }
-  const int64_t job = submitted->value("job_id", int64_t{0});
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    job = submitted->value("job_id", int64_t{0});
+  }
   const json conv = submitted->value("conversion", json::object());
   for (const auto& w : conv.value("warnings", json::array())) {
     std::cerr << "⚠ " << w.get<std::string>() << "\n";
@@ -205,7 +268,8 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   if (!quiet) {
     std::cout << "Running " << total << " config(s) as job " << job << " on "
               << (local ? "a private ckprofd (GPUs " + daemon->gpus() + ")" : "ckprofd at " + socket)
-              << "\n\n";
+              << "\n\n"
+              << std::flush;  // shown at once also when piped (| tee log)
   }
   // Lines as tasks finish; those that finished before the watch began come from the results.
   int64_t done = 0;
@@ -220,14 +284,14 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
     return true;
   });
   if (!followed) {
-    PrintError("run", followed.error() + " (job " + std::to_string(job) +
+    report(followed.error() + " (job " + std::to_string(job) +
                           " goes on; see 'ckprof status " + std::to_string(job) + "')");
     return 1;
   }
   JobSummary summary;
   auto tasks = FetchResults(conn, job, /*with_output=*/true, &summary);
   if (!tasks) {
-    PrintError("run", tasks.error());
+    report(tasks.error());
     return 1;
   }
   for (const auto& t : *tasks) {
@@ -240,15 +304,16 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   if (!no_save) {
     std::string text = ResultsFileJson(*tasks, summary.owner, LocalTimestamp()).dump(2) + "\n";
     if (Status s = WriteFileAtomic(output, text); !s) {
-      PrintError("run", s.error());
+      report(s.error());
       return 1;
     }
     saved = output;
   }
   ResultStats stats = ComputeStats(*tasks);
   PrintSummary(stats, saved);
+  interrupt.SetCleanup(nullptr);  // finishing: a signal now waits for the end below
   if (daemon) {
-    if (Status s = daemon->Stop(); !s) PrintError("run", s.error());
+    if (Status s = daemon->Stop(); !s) report(s.error());
   }
   return stats.failed > 0 || stats.skipped > 0 ? 1 : 0;
 }

@@ -150,6 +150,14 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
     if (Status s = CheckProfilerPolicy(profiler, who); !s) {
       co_return ErrorResponse(r.id, "submit: " + s.error());
     }
+    // Found now, not hours later when the job's first task would fail to start.
+    if (auto target = ResolveProfiler(profiler); !target) {
+      co_return ErrorResponse(r.id, "submit: " + target.error() +
+                                        (o.profiler_path.empty()
+                                             ? " (the daemon's default profiler_path; pass "
+                                               "--profiler-path)"
+                                             : ""));
+    }
     // This daemon will run another user's profiler as itself: keep the path that was checked,
     // resolved, so that a symlink the user controls cannot be re-pointed before the task runs.
     if (getuid() != 0 && who.uid != getuid()) profiler = RealPath(profiler);

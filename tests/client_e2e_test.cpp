@@ -60,6 +60,8 @@ class ClientTest : public ::testing::Test {
     DaemonProcess::Options o;
     o.gpus = "0-1";
     o.env = {"CKEMU_TIME_SCALE=0"};
+    // The site's default profiler (profiler_path): the emulator as ckProfiler in a build tree.
+    o.extra_args = {"--profiler-path", dir_.File("build/bin")};
     std::string error;
     ASSERT_TRUE(daemon_->Start(o, &error)) << error;
   }
@@ -169,6 +171,34 @@ TEST_F(ClientTest, RunThroughTheDaemonReproducesTheOriginalWorkflow) {
   EXPECT_EQ(q.out.find("[1/2]"), std::string::npos) << q.out;
   EXPECT_NE(q.out.find("Profiling summary"), std::string::npos);
   EXPECT_NE(access(dir_.File("profiler_results.json").c_str(), F_OK), 0);
+}
+
+// One rule for the profiler of `run` and `submit`: --profiler-path, else the daemon's default,
+// whatever the client's directory holds; a path with no profiler is refused at once.
+TEST_F(ClientTest, RunAndSubmitUseTheDaemonsProfilerAndRefuseAMissingOne) {
+  StartDaemon();
+  const std::string elsewhere = dir_.File("elsewhere");
+  mkdir(elsewhere.c_str(), 0755);
+  testing::WriteFile(elsewhere + "/configs.json", testing::ReadFile(dir_.File("configs.json")));
+  CommandResult r = RunCommand({BinPath("ckprof"), "--socket", daemon_->socket(), "run",
+                                "configs.json", "--no-save"},
+                               {"CKEMU_TIME_SCALE=0"}, elsewhere);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("✓ Successful:     2"), std::string::npos) << r.out;
+
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"run", "configs.json", "--no-save"},
+        std::vector<std::string>{"submit", "configs.json"}}) {
+    std::vector<std::string> args = cmd;
+    args.insert(args.end(), {"--profiler-path", "nowhere/bin"});
+    CommandResult bad = Ckprof(args);
+    EXPECT_EQ(bad.exit_code, 1) << cmd[0] << ": " << bad.out << bad.err;
+    EXPECT_NE(bad.err.find(dir_.File("nowhere/bin")), std::string::npos) << bad.err;
+  }
+  auto list = ParseJson(Ckprof({"list", "--all", "--json"}).out);
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->dump().find("\"job_id\":3"), std::string::npos)
+      << "a refused submit makes no job: " << list->dump();
 }
 
 TEST_F(ClientTest, RunExitsOneWhenAConfigFails) {

@@ -250,12 +250,20 @@ TEST_F(ReliabilityFaultsTest, MissingOrNonExecutableProfilerIsSpawnFailedWithThe
   chmod(not_exec.c_str(), 0644);
   testing::WriteFile(bad_interp, "#!/nonexistent/interpreter\n");
   chmod(bad_interp.c_str(), 0755);
+  // What can be seen at submit is refused there, naming the path and the reason.
+  for (const auto& [path, reason] : {std::pair<std::string, std::string>{missing, "No such file"},
+                                     {not_exec, "not executable"}}) {
+    auto refused = testing::SubmitContent(daemon_.socket(), FaultConfigs({0}),
+                                          [&](SubmitOptions& o) { o.profiler_path = path; });
+    ASSERT_FALSE(refused.ok()) << path;
+    EXPECT_NE(refused.error().find(path), std::string::npos) << refused.error();
+    EXPECT_NE(refused.error().find(reason), std::string::npos) << refused.error();
+  }
+  // What only the start shows (a broken interpreter) is a spawn failure with the reason.
   struct Case {
     std::string path;
     std::string reason;
   } cases[] = {
-      {missing, "No such file or directory"},
-      {not_exec, "is not executable"},
       {bad_interp, "cannot execute " + bad_interp + ": No such file or directory"},
   };
   for (const auto& c : cases) {

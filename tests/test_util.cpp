@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -137,6 +138,117 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
     r.term_signal = WTERMSIG(status);
   }
   return r;
+}
+
+BackgroundCommand::BackgroundCommand(const std::vector<std::string>& argv,
+                                     const std::vector<std::string>& env, const std::string& cwd) {
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC)) {
+    throw std::runtime_error("pipe failed");
+  }
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+  for (const auto& kv : env) {
+    auto key = kv.substr(0, kv.find('=') + 1);
+    std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(key, 0) == 0; });
+    env_strings.push_back(kv);
+  }
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(127);
+    execvpe(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  out_ = out_pipe[0];
+  err_ = err_pipe[0];
+}
+
+BackgroundCommand::~BackgroundCommand() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (out_ >= 0) close(out_);
+  if (err_ >= 0) close(err_);
+}
+
+bool BackgroundCommand::ReadSome(int timeout_ms) {
+  pollfd fds[2];
+  int n = 0;
+  if (out_ >= 0) fds[n++] = {out_, POLLIN, 0};
+  if (err_ >= 0) fds[n++] = {err_, POLLIN, 0};
+  if (n == 0) return false;
+  int ready = poll(fds, n, timeout_ms);
+  if (ready < 0 && errno != EINTR) return false;
+  for (int i = 0; i < n && ready > 0; ++i) {
+    if (!fds[i].revents) continue;
+    char buf[65536];
+    ssize_t got = read(fds[i].fd, buf, sizeof buf);
+    const bool is_out = fds[i].fd == out_;
+    if (got > 0) {
+      (is_out ? result_.out : result_.err).append(buf, static_cast<size_t>(got));
+    } else {
+      close(fds[i].fd);
+      (is_out ? out_ : err_) = -1;
+    }
+  }
+  return out_ >= 0 || err_ >= 0;
+}
+
+bool BackgroundCommand::WaitForOutput(const std::string& needle, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  for (;;) {
+    if (result_.out.find(needle) != std::string::npos ||
+        result_.err.find(needle) != std::string::npos) {
+      return true;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0 || !ReadSome(static_cast<int>(left))) return false;
+  }
+}
+
+void BackgroundCommand::Signal(int sig) {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+CommandResult BackgroundCommand::Finish(double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) {
+      kill(pid_, SIGKILL);
+      break;
+    }
+    if (!ReadSome(static_cast<int>(left))) break;
+  }
+  int status = 0;
+  if (pid_ > 0) waitpid(pid_, &status, 0);
+  pid_ = -1;
+  if (WIFEXITED(status)) {
+    result_.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result_.term_signal = WTERMSIG(status);
+  }
+  return result_;
 }
 
 CkConfig Conv3x3(ConvOp op, int64_t n, int64_t k, int64_t c, int64_t spatial) {

@@ -50,6 +50,33 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::vector<std::string>& env = {}, const std::string& cwd = "",
                          const std::string& input = "");
 
+// A command running in the background (no shell), its stdout and stderr read as they come:
+// for tests that act while it runs (send Ctrl-C, kill it) and wait on what it prints.
+class BackgroundCommand {
+ public:
+  // Starts argv with extra environment entries "K=V" in `cwd` (when not empty), stdin from
+  // /dev/null. Throws when it cannot.
+  BackgroundCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
+                    const std::string& cwd = "");
+  ~BackgroundCommand();  // SIGKILLs it when still running
+  BackgroundCommand(const BackgroundCommand&) = delete;
+  BackgroundCommand& operator=(const BackgroundCommand&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Reads its output until stdout or stderr holds `needle` (true), it closes both or timeout_s
+  // passes (false).
+  bool WaitForOutput(const std::string& needle, double timeout_s = 30);
+  void Signal(int sig);
+  // Reads to the end and reaps it; a command still running after timeout_s is SIGKILLed.
+  CommandResult Finish(double timeout_s = 30);
+
+ private:
+  bool ReadSome(int timeout_ms);  // false once both streams are closed
+  pid_t pid_ = -1;
+  int out_ = -1, err_ = -1;
+  CommandResult result_;
+};
+
 // A 2-D convolution with a 3x3 filter, stride, dilation and padding 1, one group, input
 // spatial x spatial: the small problem the tests run (index_type 0 for fwd; defaults elsewhere).
 CkConfig Conv3x3(ConvOp op, int64_t n, int64_t k, int64_t c, int64_t spatial);
