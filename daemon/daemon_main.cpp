@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include <asio.hpp>
 #include <iostream>
@@ -155,6 +156,14 @@ Result<FileLock> LockStateDir(const std::string& state_dir) {
     return MakeError("state dir " + state_dir + " is not writable: " + std::strerror(errno));
   }
   LockAttempt a = FileLock::TryAcquire(state_dir + "/ckprofd.lock", 0644);
+  // A daemon killed a moment ago may have left a profiler between its clone and its exec,
+  // which holds the lock until the exec closes it: wait a little for such a one.
+  for (int i = 0; i < 100 && a.busy && a.holder.pid > 0 && kill(a.holder.pid, 0) != 0 &&
+                  errno == ESRCH;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    a = FileLock::TryAcquire(state_dir + "/ckprofd.lock", 0644);
+  }
   if (a.lock) return std::move(*a.lock);
   if (a.busy) {
     return MakeError("state dir " + state_dir + " in use by " + a.holder.Describe() +

@@ -59,7 +59,7 @@ class DaemonTest : public ::testing::Test {
                      [](const std::string& kv) { return kv.rfind("CKEMU_TIME_SCALE=", 0) == 0; })) {
       o.env.push_back("CKEMU_TIME_SCALE=0");
     }
-    o.extra_args.insert(o.extra_args.end(), {"--profiler-path", BinPath("ckprofiler-emu")});
+    o.extra_args.insert(o.extra_args.end(), {"--profiler-path", testing::SharedBinPath("ckprofiler-emu")});
     daemon_ = std::make_unique<DaemonProcess>(dir_.path());
     std::string error;
     ASSERT_TRUE(daemon_->Start(o, &error)) << error;
@@ -67,7 +67,7 @@ class DaemonTest : public ::testing::Test {
 
   CommandResult Ckprof(std::vector<std::string> args, const std::vector<std::string>& prefix = {}) {
     std::vector<std::string> argv = prefix;
-    argv.push_back(BinPath("ckprof"));
+    argv.push_back(testing::SharedBinPath("ckprof"));
     argv.insert(argv.end(), {"--socket", daemon_->socket()});
     argv.insert(argv.end(), args.begin(), args.end());
     return RunCommand(argv, {}, dir_.path());

@@ -57,7 +57,7 @@ class ReliabilityCrashTest : public ::testing::Test {
     o.gpus = gpus;
     o.env = {"CKEMU_LOG=" + emu_log_, "CKEMU_TIME_SCALE=0"};
     o.config_json = config_json;
-    o.args = {"--profiler-path", BinPath("ckprofiler-emu")};
+    o.args = {"--profiler-path", testing::SharedBinPath("ckprofiler-emu")};
     return o;
   }
 
@@ -305,7 +305,9 @@ TEST_F(ReliabilityCrashTest, ReadOnlyStateIsAClearStartupErrorNamingWhatIsReadOn
   std::filesystem::create_directories(home + "/root-owned");
   chown(home.c_str(), svc.uid(), svc.gid());
   // (root is another user to this daemon: it may use the emulator once its root is allowed)
-  auto as_svc = Options("0", R"({"allowed_profiler_roots": [")" + BinPath("") + R"("]})");
+  const std::string bin_dir =
+      std::filesystem::path(testing::SharedBinPath("ckprofiler-emu")).parent_path().string();
+  auto as_svc = Options("0", R"({"allowed_profiler_roots": [")" + bin_dir + R"("]})");
   as_svc.dir = home;
   as_svc.uid = svc.uid();
   as_svc.gid = svc.gid();

@@ -55,7 +55,7 @@ class ReliabilityPermissionsTest : public ::testing::Test {
     o.gpus = gpus;
     o.env = {"CKEMU_LOG=" + emu_log_, "CKEMU_TIME_SCALE=0"};
     o.config_json = config_json;
-    o.args = {"--profiler-path", BinPath("ckprofiler-emu")};
+    o.args = {"--profiler-path", testing::SharedBinPath("ckprofiler-emu")};
     return o;
   }
   void Start(const LaunchedDaemon::Options& o) {
@@ -66,7 +66,7 @@ class ReliabilityPermissionsTest : public ::testing::Test {
   // Runs ckprof as `user` (nullptr: as root) against the daemon.
   CommandResult Ckprof(const SystemUser* user, const std::vector<std::string>& args) {
     std::vector<std::string> argv = user ? user->As() : std::vector<std::string>{};
-    argv.insert(argv.end(), {BinPath("ckprof"), "--socket", daemon_.socket()});
+    argv.insert(argv.end(), {testing::SharedBinPath("ckprof"), "--socket", daemon_.socket()});
     argv.insert(argv.end(), args.begin(), args.end());
     return testing::RunCommand(argv, {}, dir_.path());
   }

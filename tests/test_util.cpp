@@ -29,6 +29,43 @@ std::string DataPath(const std::string& name) { return std::string(CKPROF_TEST_D
 
 std::string BinPath(const std::string& name) { return std::string(CKPROF_BIN_DIR) + "/" + name; }
 
+namespace {
+
+// The directory of SharedBinPath's links: made on first use, removed at exit.
+class SharedBinDir {
+ public:
+  SharedBinDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/ckprof-test-bin-XXXXXX";
+    if (!mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed for the shared binaries");
+    path_ = templ;
+    chmod(path_.c_str(), 0755);
+    for (const char* name : {"ckprof", "ckprofd", "ckprofiler-emu"}) {
+      const std::string from = BinPath(name), to = path_ + "/" + name;
+      std::error_code ec;
+      if (link(from.c_str(), to.c_str()) != 0) {
+        std::filesystem::copy_file(from, to, ec);
+        chmod(to.c_str(), 0755);
+      }
+    }
+  }
+  ~SharedBinDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+std::string SharedBinPath(const std::string& name) {
+  static SharedBinDir dir;
+  return dir.path() + "/" + name;
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);
@@ -477,7 +514,9 @@ void KillMarkedProcesses(const std::string& marker) {
 pid_t LaunchedDaemon::Spawn(const std::string& notify_path) {
   const Options& o = options_;
   std::vector<std::string> argv = {
-      BinPath("ckprofd"), "--socket", socket(),      "--state-dir", state_dir(),
+      o.uid >= 0 ? SharedBinPath("ckprofd") : BinPath("ckprofd"),
+      "--socket",     socket(),
+      "--state-dir",  state_dir(),
       "--gpus",           o.gpus,     "--log-level", "debug"};
   if (!o.config_json.empty()) {
     WriteFile(o.dir + "/ckprofd.json", o.config_json);
