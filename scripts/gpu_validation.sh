@@ -1,17 +1,39 @@
 #!/usr/bin/env bash
-# The real-GPU proof (docs/gpu-validation.md): ckprofd on two NVIDIA GPUs, pinned with
-# CUDA_VISIBLE_DEVICES, runs the ResNet replay IR of examples/ with the PyTorch baseline
-# profiler (tools/torch-conv-profiler), while nvidia-smi samples which process runs on which
-# GPU. It then checks: every run saw exactly one GPU, both GPUs were used, no GPU ran two
-# profilers at once (daemon records and nvidia-smi samples), TFlops below the H200's peak.
+# The real-GPU proof (docs/gpu-validation.md), two checks:
 #
-#   scripts/gpu_validation.sh BIN_DIR [OUT_DIR]
+# 1. The PyTorch baseline against PyTorch itself (issue 23), needs only python3 with torch:
+#    scripts/torch_baseline_check.py times a handful of problems with tools/torch-conv-profiler
+#    (GPU pinned as ckprofd pins it) and with a plain PyTorch loop, fresh processes, alternating,
+#    and prints each problem's per-call and device-time ratios. FAIL when a device-time ratio
+#    leaves [0.8, 1.25] or the geometric mean of the per-call ratios leaves [0.87, 1.15].
+# 2. ckprofd on two NVIDIA GPUs, pinned with CUDA_VISIBLE_DEVICES, runs the ResNet replay IR of
+#    examples/ with the PyTorch baseline profiler while nvidia-smi samples which process runs on
+#    which GPU. It then checks: every run saw exactly one GPU, both GPUs were used, no GPU ran two
+#    profilers at once (daemon records and nvidia-smi samples), TFlops below the H200's peak.
+#
+#   scripts/gpu_validation.sh BIN_DIR [OUT_DIR]        both checks
+#   scripts/gpu_validation.sh --torch-only [OUT_DIR]   check 1 alone (no ckprofd build needed)
 # BIN_DIR holds ckprofd and ckprof (built elsewhere; set LD_LIBRARY_PATH for their libraries).
+# TORCH_BASELINE_ARGS adds options to check 1 (e.g. "--rounds 5 --tool old=/path/to/old-tool").
+# Exit status: non-zero when either check failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=$(cd "${1:?usage: scripts/gpu_validation.sh BIN_DIR [OUT_DIR]}" && pwd)
+arg=${1:?usage: scripts/gpu_validation.sh BIN_DIR|--torch-only [OUT_DIR]}
 out=${2:-$(mktemp -d /tmp/ckprof-gpu-XXXXXX)}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+# ---- 1. the baseline against plain PyTorch -----------------------------------------------------
+baseline_status=0
+# shellcheck disable=SC2086  # TORCH_BASELINE_ARGS is a list of options
+python3 scripts/torch_baseline_check.py --out "$out" ${TORCH_BASELINE_ARGS:-} \
+  | tee "$out/torch-baseline.txt" || baseline_status=$?
+if [ "$arg" = --torch-only ]; then
+  exit "$baseline_status"
+fi
+
+# ---- 2. ckprofd on two GPUs --------------------------------------------------------------------
+bin=$(cd "$arg" && pwd)
 work=$(mktemp -d /tmp/ckprof-gpuval-XXXXXX)
 sock=$work/ckprofd.sock
 ck() { "$bin/ckprof" --socket "$sock" "$@"; }
@@ -40,7 +62,8 @@ kill "$smi_pid" 2>/dev/null || true
 cp "$work/state/ckprofd.db" "$out/ckprofd.db"
 echo "wall time: $(python3 -c "print(f'{$end - $start:.1f}')") s" | tee "$out/wall.txt"
 
-python3 - "$out" <<'PY' | tee "$out/checks.txt"
+daemon_status=0
+python3 - "$out" <<'PY' | tee "$out/checks.txt" || daemon_status=$?
 import collections, json, re, sqlite3, sys
 out = sys.argv[1]
 res = json.load(open(f"{out}/results.json"))["results"]
@@ -81,3 +104,4 @@ check(max(tf) < 990, f"TFlops plausible: max {max(tf):.1f} < 990 (H200 dense bf1
 print(f"TFlops: min {min(tf):.1f}, median {sorted(tf)[len(tf)//2]:.1f}, max {max(tf):.1f}")
 sys.exit(0 if ok else 1)
 PY
+[ "$baseline_status" -eq 0 ] && [ "$daemon_status" -eq 0 ]
