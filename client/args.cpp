@@ -4,6 +4,8 @@
 #include <cctype>
 #include <iostream>
 
+#include "common/protocol.h"  // kDefaultSocketPath
+
 namespace ckprof {
 namespace {
 
@@ -144,6 +146,9 @@ std::string ArgParser::Help() const {
   std::string out = usage;
   if (!pos.empty()) out += "\narguments:\n" + pos;
   out += "\noptions:\n" + opt + line("-h, --help", "show this help and exit");
+  out += "\nglobal options (before or after the command):\n" +
+         line("--socket PATH", "the daemon's socket (default: $CKPROF_SOCKET, else " +
+                                   std::string(kDefaultSocketPath) + ")");
   if (!details_.empty()) out += "\n" + details_ + (details_.back() == '\n' ? "" : "\n");
   return out;
 }

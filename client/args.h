@@ -28,6 +28,8 @@ class ArgParser {
   // 0 after printing --help, 2 after a usage error (printed to stderr).
   std::optional<int> Parse(const std::vector<std::string>& args);
 
+  // The command's help: usage, arguments, options, the global options every command takes
+  // (--socket), then the details.
   std::string Help() const;
 
  private:

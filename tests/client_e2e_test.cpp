@@ -73,6 +73,12 @@ class ClientTest : public ::testing::Test {
     return RunCommand(argv, env, dir_.path());
   }
 
+  // Runs ckprof in the test's directory without the daemon's socket option, with stdin.
+  CommandResult Plain(std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), BinPath("ckprof"));
+    return RunCommand(args, {"CKEMU_TIME_SCALE=0"}, dir_.path(), input);
+  }
+
   TempDir dir_;
   std::unique_ptr<DaemonProcess> daemon_;
 };
@@ -240,13 +246,16 @@ TEST_F(ClientTest, BadArgumentsGiveTheDocumentedMessagesAndCodes) {
     EXPECT_EQ(r.exit_code, c.code) << c.args[0] << ": " << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args[0] << ": " << r.err;
   }
-  // Every command has --help with an example.
+  // Every command has --help with an example, and says how to name the daemon's socket.
   for (const char* cmd : {"convert", "run", "submit", "status", "list", "watch", "wait", "results",
-                          "cancel", "retry", "boost", "gpus", "drain", "resume", "ping"}) {
+                          "compare", "cancel", "retry", "boost", "gpus", "drain", "resume",
+                          "ping"}) {
     CommandResult h = Ckprof({cmd, "--help"});
     EXPECT_EQ(h.exit_code, 0) << cmd;
     EXPECT_NE(h.out.find("usage: ckprof " + std::string(cmd)), std::string::npos) << cmd;
     EXPECT_NE(h.out.find("ckprof " + std::string(cmd) + " "), h.out.rfind("usage:", 0)) << cmd;
+    EXPECT_NE(h.out.find("--socket PATH"), std::string::npos) << cmd << ": " << h.out;
+    EXPECT_NE(h.out.find("$CKPROF_SOCKET"), std::string::npos) << cmd << ": " << h.out;
   }
 }
 
@@ -270,6 +279,43 @@ TEST_F(ClientTest, CancelAndRetry) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("2 task(s) requeued"), std::string::npos) << r.out;
   EXPECT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+}
+
+// Issue 17.10: the global --socket goes before or after the command; without a value it says so.
+TEST_F(ClientTest, GlobalOptionsGoBeforeOrAfterTheCommand) {
+  StartDaemon();
+  const std::string socket = daemon_->socket();
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--socket", socket, "list"},
+           {"list", "--socket", socket},
+           {"list", "--all", "--socket=" + socket},
+           {"--socket=" + socket, "list", "--all"}}) {
+    CommandResult r = Plain(args);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << " " << args[1] << ": " << r.err;
+    EXPECT_NE(r.out.find("JOB"), std::string::npos) << r.out;
+  }
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  } cases[] = {
+      {{"list", "--socket"}, "ckprof list: --socket needs a value"},
+      {{"list", "--socket", "--all"}, "ckprof list: --socket needs a value"},
+      {{"list", "--socket="}, "ckprof list: --socket needs a value"},
+      {{"--socket", "list"}, "ckprof: --socket needs a value"},
+      {{"--socket"}, "ckprof: --socket needs a value"},
+  };
+  for (const auto& c : cases) {
+    CommandResult r = Plain(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.error;
+    EXPECT_NE(r.err.find(c.error), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("unknown option"), std::string::npos) << r.err;
+  }
+  // A path after the command is the one used.
+  CommandResult elsewhere = Plain({"ping", "--socket", dir_.File("none.sock")});
+  EXPECT_EQ(elsewhere.exit_code, 2);
+  EXPECT_NE(elsewhere.err.find("cannot reach ckprofd at " + dir_.File("none.sock")),
+            std::string::npos)
+      << elsewhere.err;
 }
 
 }  // namespace
