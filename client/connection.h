@@ -27,7 +27,8 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // Connects and exchanges hellos. The error is one line naming the socket and how to start
-  // ckprofd (or to use --local where the command has it).
+  // ckprofd (or to use --local where the command has it); when the socket is there but its
+  // permissions keep the user out, it names the group to join instead.
   static Result<std::unique_ptr<Connection>> Open(const std::string& socket_path);
 
   // Sends a request and returns the daemon's answer. A response with "ok": false comes back as
