@@ -1,6 +1,6 @@
 // ckprof watch / wait: follow a job until it ends. watch draws a live progress bar on a
-// terminal (plain line-per-event output otherwise); wait is silent. Both exit 0 only when
-// every task succeeded.
+// terminal (plain line-per-event output otherwise, each line written as it happens); wait is
+// silent. Both exit 0 only when every task succeeded.
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -40,7 +40,7 @@ class ProgressView {
       if (!live_) {
         std::cout << "job " << job_id_ << " \"" << job_.name << "\": " << job_.done() << "/"
                   << job_.total << " done, " << job_.running << " running, " << job_.queued
-                  << " queued\n";
+                  << " queued" << std::endl;  // each line as it happens, even into a pipe
       }
       start_done_ = job_.done();
     } else if (ev == "task_started") {
@@ -48,7 +48,9 @@ class ProgressView {
                          ShortOp(f.value("operation", "")) + " (rank " +
                          std::to_string(f.value("priority_rank", 0)) + ")";
       running_[f.value("gpu", -1)] = what;
-      if (!live_) std::cout << "started  " << what << " on GPU " << f.value("gpu", -1) << "\n";
+      if (!live_) {
+        std::cout << "started  " << what << " on GPU " << f.value("gpu", -1) << std::endl;
+      }
     } else if (ev == "task_finished") {
       auto t = TaskResultFromJson(f.value("task", json::object()));
       if (t) Finished(*t);
@@ -90,7 +92,7 @@ class ProgressView {
     }
     line += "  [" + std::to_string(job_.done()) + "/" + std::to_string(job_.total) + "]";
     if (live_) std::cout << "\r\033[K";
-    std::cout << line << "\n";
+    std::cout << line << std::endl;
   }
 
   static std::string FormatMs(double v) {
