@@ -34,7 +34,7 @@ int Ask(const GlobalOptions& global, const std::string& cmd, const Request& requ
   auto a = conn->Call(request);
   if (!a) {
     PrintError(cmd, a.error());
-    return 1;
+    return conn->lost() ? kExitUnreachable : 1;
   }
   *answer = std::move(*a);
   return 0;

@@ -17,7 +17,8 @@ namespace ckprof {
 std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const std::string& cmd);
 
 // Connects, sends `request` and stores the daemon's answer in *answer. Returns 0, or the
-// exit code after printing why: kExitUnreachable when no daemon answers, 1 when it refused.
+// exit code after printing why: kExitUnreachable when no daemon answers (or it went away
+// before answering), 1 when it refused.
 int Ask(const GlobalOptions& global, const std::string& cmd, const Request& request,
         nlohmann::json* answer);
 

@@ -113,6 +113,7 @@ Status Connection::Send(const nlohmann::json& j) {
     ssize_t n = write(fd_, frame.data() + off, frame.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
+      lost_ = true;
       return MakeError("lost the connection to ckprofd at " + path_ + ": " + std::strerror(errno));
     }
     off += static_cast<size_t>(n);
@@ -134,6 +135,7 @@ Result<nlohmann::json> Connection::Receive() {
     ssize_t n = read(fd_, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
+      lost_ = true;
       return MakeError("ckprofd at " + path_ + " closed the connection" +
                        (n < 0 ? std::string(": ") + std::strerror(errno) : std::string()));
     }

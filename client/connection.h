@@ -43,6 +43,10 @@ class Connection {
 
   const std::string& path() const { return path_; }
   const nlohmann::json& hello() const { return hello_; }
+  // True once the connection broke: the daemon closed it (it stopped or died) or a read or
+  // write failed. An error from Call or Watch then means "the daemon is gone", not "the daemon
+  // said no".
+  bool lost() const { return lost_; }
 
  private:
   Connection(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -53,6 +57,7 @@ class Connection {
   std::string buffer_;
   int64_t next_id_ = 1;
   nlohmann::json hello_;
+  bool lost_ = false;
 };
 
 }  // namespace ckprof

@@ -1,6 +1,7 @@
 // ckprof watch / wait: follow a job until it ends. watch draws a live progress bar on a
 // terminal (plain line-per-event output otherwise, each line written as it happens); wait is
-// silent. Both exit 0 only when every task succeeded.
+// silent. Both exit 0 only when every task succeeded, 1 when one did not, 2 when the daemon
+// cannot be reached or goes away.
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -132,7 +133,11 @@ class ProgressView {
 
 }  // namespace
 
+// Follows one job on `conn` to its end. Returns the exit code (0: every task succeeded, 1: one
+// did not or the daemon refused the watch, kExitUnreachable: the daemon went away) after
+// printing why it is not 0.
 int FollowJob(Connection& conn, int64_t job_id, bool show, bool live, JobSummary* final_summary) {
+  const std::string cmd = show ? "watch" : "wait";
   ProgressView view(live, job_id);
   JobSummary last;
   // Silent: only the job's end is asked for (a sweep's task events are not even built).
@@ -147,8 +152,17 @@ int FollowJob(Connection& conn, int64_t job_id, bool show, bool live, JobSummary
       },
       /*end_only=*/!show);
   if (!s) {
-    PrintError(show ? "watch" : "wait", s.error());
-    return 1;
+    if (show && live) std::cout << "\n";  // below the progress bar
+    if (!conn.lost()) {
+      PrintError(cmd, "job " + std::to_string(job_id) + ": " + s.error());
+      return 1;
+    }
+    // Not a task's failure: the daemon stopped (or died) while we waited. Its jobs are in its
+    // state dir and go on when it is back.
+    PrintError(cmd, s.error() + "; job " + std::to_string(job_id) +
+                        " is kept: see 'ckprof status " + std::to_string(job_id) +
+                        "' once ckprofd is back");
+    return kExitUnreachable;
   }
   if (show) view.End();
   if (final_summary) *final_summary = last;
@@ -159,10 +173,12 @@ int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) 
   const std::string cmd = silent ? "wait" : "watch";
   std::string job;
   ArgParser p("ckprof " + cmd,
-              silent ? "Wait silently until a job ends. Exit 0 only if every task succeeded."
+              silent ? "Wait silently until a job ends. Exit 0 only if every task succeeded, 1 if "
+                       "one did not, 2 if ckprofd cannot be reached or goes away."
                      : "Follow a job live: progress bar, rate, ETA, which task runs on which GPU, "
                        "failures as they happen (one line per event when not on a terminal). "
-                       "Exit 0 only if every task succeeded.",
+                       "Exit 0 only if every task succeeded, 1 if one did not, 2 if ckprofd "
+                       "cannot be reached or goes away.",
               "example:\n  ckprof " + cmd + " 12 && ckprof results 12");
   p.Positional("JOB", &job, true, "the job id");
   if (auto code = p.Parse(args)) return *code;

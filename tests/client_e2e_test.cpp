@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <regex>
 
 #include "common/ck_config.h"
@@ -153,6 +154,17 @@ class Spawned {
   bool reaped_ = false;
   std::string out_;
 };
+
+// The write calls a process has made so far (/proc/PID/io syscw); -1 when unknown.
+int64_t WriteCalls(pid_t pid) {
+  std::ifstream io("/proc/" + std::to_string(pid) + "/io");
+  for (std::string key; io >> key;) {
+    int64_t value = 0;
+    io >> value;
+    if (key == "syscw:") return value;
+  }
+  return -1;
+}
 
 class ClientTest : public ::testing::Test {
  protected:
@@ -473,6 +485,30 @@ TEST_F(ClientTest, WatchIntoAPipeWritesEachLineAsItHappens) {
   EXPECT_NE(watch->out().find("job " + job + " cancelled: 1 succeeded, 0 failed"),
             std::string::npos)
       << watch->out();
+}
+
+// Issue 17.9: a daemon that dies under watch and wait is "unreachable" (2), not a failed task (1).
+TEST_F(ClientTest, WatchAndWaitExitTwoWhenTheDaemonDies) {
+  StartDaemon();
+  const std::string job = Submit(SampleWithFaults(9001, 9001));
+  ASSERT_FALSE(job.empty());
+  auto watch = Start({"watch", job}, "watch");
+  auto wait = Start({"wait", job}, "wait");
+  ASSERT_TRUE(watch->WaitForLine("job " + job + " \"")) << watch->err();
+  // wait prints nothing: it has asked for the job's end once it wrote its second frame (hello,
+  // then watch), and a hello is only followed by a watch once the daemon has answered it.
+  for (int i = 0; i < 3000 && WriteCalls(wait->pid()) < 2 && wait->Running(); ++i) usleep(10000);
+  ASSERT_GE(WriteCalls(wait->pid()), 2) << wait->err();
+  daemon_->Signal(SIGKILL);
+  testing::KillMarkedProcesses("CKPROFD_STATE=" + daemon_->state_dir());
+  for (Spawned* c : {watch.get(), wait.get()}) {
+    EXPECT_EQ(c->Wait(), 2) << c->err();
+    EXPECT_NE(c->err().find("closed the connection; job " + job + " is kept: see 'ckprof status " +
+                            job + "' once ckprofd is back"),
+              std::string::npos)
+        << c->err();
+    EXPECT_EQ(c->err().find("cannot reach"), std::string::npos) << c->err();
+  }
 }
 
 }  // namespace
