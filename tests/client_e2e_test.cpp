@@ -16,6 +16,7 @@
 
 #include "common/ck_config.h"
 #include "common/json_util.h"
+#include "tests/reliability_util.h"
 #include "tests/test_util.h"
 
 namespace ckprof {
@@ -509,6 +510,29 @@ TEST_F(ClientTest, WatchAndWaitExitTwoWhenTheDaemonDies) {
         << c->err();
     EXPECT_EQ(c->err().find("cannot reach"), std::string::npos) << c->err();
   }
+}
+
+// Issue 17.21: a watch begun after tasks failed lists them; each failure is shown once.
+TEST_F(ClientTest, WatchBegunLateListsTheFailuresSoFar) {
+  StartDaemon();
+  // The fwd config fails at once; the bwd_data one hangs, so the job is still on.
+  const std::string job = Submit(SampleWithFaults(9003, 9001), {"--max-gpus", "1"});
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(testing::WatchUntil(daemon_->socket(), std::stoll(job), [](const JobSummary& s) {
+                return s.failed == 1 && s.running == 1;
+              }).ok());
+  auto late = Start({"watch", job}, "late");
+  ASSERT_TRUE(late->WaitForLine("1 task ended without success before this watch began:"))
+      << late->out() << late->err();
+  ASSERT_TRUE(late->WaitForLine("FAILED   #1 fwd (rank 1) on GPU ")) << late->out();
+  ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+  EXPECT_EQ(late->Wait(), 1);
+  size_t failed_lines = 0;
+  for (size_t at = 0; (at = late->out().find("FAILED   #1 fwd", at)) != std::string::npos; ++at) {
+    ++failed_lines;
+  }
+  EXPECT_EQ(failed_lines, 1u) << late->out();
+  EXPECT_NE(late->out().find("cancelled #2 bwd_data (rank 2)"), std::string::npos) << late->out();
 }
 
 }  // namespace
