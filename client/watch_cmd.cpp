@@ -1,7 +1,7 @@
 // ckprof watch / wait: follow a job until it ends. watch draws a live progress bar on a
-// terminal (plain line-per-event output otherwise, each line written as it happens; a watch
-// begun late lists the failures before it); wait is silent. Both exit 0 only when every task
-// succeeded, 1 when one did not, 2 when the daemon cannot be reached or goes away.
+// terminal (plain line-per-event output otherwise, each line written as it happens); wait is
+// silent and takes several jobs. Both exit 0 only when every task succeeded, 1 when one did
+// not, 2 when the daemon cannot be reached or goes away.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -232,22 +232,40 @@ int FollowJob(Connection& conn, int64_t job_id, bool show, bool live) {
 int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) {
   const std::string cmd = silent ? "wait" : "watch";
   std::string job;
+  std::vector<std::string> jobs;
   ArgParser p("ckprof " + cmd,
-              silent ? "Wait silently until a job ends. Exit 0 only if every task succeeded, 1 if "
-                       "one did not, 2 if ckprofd cannot be reached or goes away."
+              silent ? "Wait silently until each job ends. Exit 0 only if every task of every "
+                       "job succeeded, 1 if one did not (or a job does not exist), 2 if ckprofd "
+                       "cannot be reached or goes away."
                      : "Follow a job live: progress bar, rate, ETA, which task runs on which GPU, "
                        "failures as they happen (one line per event when not on a terminal); "
                        "a watch begun late lists the failures before it. Exit 0 only if every "
                        "task succeeded, 1 if one did not, 2 if ckprofd cannot be reached or goes "
                        "away.",
-              "example:\n  ckprof " + cmd + " 12 && ckprof results 12");
-  p.Positional("JOB", &job, true, "the job id");
+              silent ? "example:\n  ckprof wait 12 13 && ckprof compare 12 13"
+                     : "example:\n  ckprof watch 12 && ckprof results 12");
+  if (silent) {
+    p.Positionals("JOB", &jobs, true, "the job ids");
+  } else {
+    p.Positional("JOB", &job, true, "the job id");
+  }
   if (auto code = p.Parse(args)) return *code;
-  auto id = ParseJobId(job, cmd);
-  if (!id) return 2;
+  if (!silent) jobs = {job};
+  std::vector<int64_t> ids;
+  for (const auto& text : jobs) {
+    auto id = ParseJobId(text, cmd);
+    if (!id) return 2;
+    ids.push_back(*id);
+  }
   auto conn = ConnectOrReport(global, cmd);
   if (!conn) return kExitUnreachable;
-  return FollowJob(*conn, *id, !silent, !silent && StdoutIsTerminal());
+  // The worst end wins: unreachable (2) over a failure (1) over success (0).
+  int worst = 0;
+  for (int64_t id : ids) {
+    worst = std::max(worst, FollowJob(*conn, id, !silent, !silent && StdoutIsTerminal()));
+    if (conn->lost()) break;  // the rest cannot be waited for
+  }
+  return worst;
 }
 
 }  // namespace ckprof

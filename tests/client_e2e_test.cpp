@@ -387,6 +387,7 @@ TEST_F(ClientTest, BadArgumentsGiveTheDocumentedMessagesAndCodes) {
        2,
        "--order must be rank or longest-first, got 'shortest'"},
       {{"watch", "abc"}, 2, "JOB must be a job id"},
+      {{"wait", "12", "abc"}, 2, "JOB must be a job id"},
       {{"results", "1", "--format", "xml"}, 2, "--format must be json, csv or table"},
       {{"--socket", dir_.File("none.sock"), "status"}, 2, "cannot reach ckprofd"},
   };
@@ -533,6 +534,28 @@ TEST_F(ClientTest, WatchBegunLateListsTheFailuresSoFar) {
   }
   EXPECT_EQ(failed_lines, 1u) << late->out();
   EXPECT_NE(late->out().find("cancelled #2 bwd_data (rank 2)"), std::string::npos) << late->out();
+}
+
+// Issue 17.21: wait takes several jobs; its exit code is the worst of theirs.
+TEST_F(ClientTest, WaitTakesSeveralJobsAndExitsWithTheWorst) {
+  StartDaemon();
+  const std::string ok = Submit(kSampleConfig);
+  const std::string failing = Submit(SampleWithFaults(9003, 0));
+  ASSERT_FALSE(ok.empty() || failing.empty());
+  CommandResult both_ok = Ckprof({"wait", ok, ok});
+  EXPECT_EQ(both_ok.exit_code, 0) << both_ok.err;
+  CommandResult one_failed = Ckprof({"wait", ok, failing});
+  EXPECT_EQ(one_failed.exit_code, 1) << one_failed.err;
+  CommandResult failed_first = Ckprof({"wait", failing, ok});
+  EXPECT_EQ(failed_first.exit_code, 1) << failed_first.err;
+  CommandResult missing = Ckprof({"wait", ok, "999"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("ckprof wait: job 999: no job 999"), std::string::npos)
+      << missing.err;
+  CommandResult none = Ckprof({"wait"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("missing JOB"), std::string::npos) << none.err;
+  EXPECT_NE(Ckprof({"wait", "--help"}).out.find("usage: ckprof wait JOB..."), std::string::npos);
 }
 
 }  // namespace
