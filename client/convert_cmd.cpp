@@ -74,7 +74,7 @@ int RunConvertCommand(const Args& args) {
                 "auto, fp16, bf16 or fp32 (default: auto, from the input tensor's dtype)");
   parser.Option("--layout", &layout, "LAYOUT",
                 "auto, nchw or nhwc (default: auto, nhwc for channels-last inputs)");
-  parser.Flag("--quiet", &quiet, "print only the summary");
+  parser.Flag("--quiet", &quiet, "print only the summary and where the configs went");
   if (auto rc = parser.Parse(args)) return *rc;
 
   ConvertOptions options;
@@ -129,8 +129,8 @@ int RunConvertCommand(const Args& args) {
     std::cout << ")\n\n";
   }
   std::cout << FormatConversionReport(*conv, quiet);
-  if (!quiet)
-    std::cout << "\nSaved " << plural(conv->configs.size(), "config") << " to " << output << "\n";
+  std::cout << (quiet ? "" : "\n") << "Saved " << plural(conv->configs.size(), "config") << " to "
+            << output << "\n";
   return 0;
 }
 

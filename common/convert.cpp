@@ -1,5 +1,6 @@
 #include "common/convert.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <exception>
@@ -923,13 +924,34 @@ std::string FormatConversionReport(const Conversion& c, bool quiet) {
     if (!quiet) s += FormatRecordLine(r, c.records.size(), c.format) + "\n";
   }
   if (!quiet && !c.records.empty()) s += "\n";
-  auto n = [](size_t v) { return std::to_string(v); };
-  s += "Total PyTorch operations:     " + n(c.records.size()) + "\n";
-  s += "  ✓ Forward convolutions:       " + n(fwd) + "\n";
-  s += "  ✓ Backward data convolutions: " + n(bwd_data) + "\n";
-  s += "  ✓ Backward weight convolutions: " + n(bwd_weight) + "\n";
-  s += "  ⚠ Skipped operations:         " + n(skipped) + "\n";
-  s += "Total CK profiler configs:    " + n(c.configs.size()) + "\n";
+  // Operations are the input's records and add up to their total; configs are what they
+  // became (a backward call may give two) and add up to theirs. Numbers share one column.
+  const std::string numbers[] = {std::to_string(c.records.size()),
+                                 std::to_string(c.records.size() - skipped),
+                                 std::to_string(skipped),
+                                 std::to_string(c.configs.size()),
+                                 std::to_string(fwd),
+                                 std::to_string(bwd_data),
+                                 std::to_string(bwd_weight)};
+  size_t width = 0;
+  for (const auto& n : numbers) width = std::max(width, n.size());
+  const char* const labels[] = {"Total PyTorch operations:",   "  ✓ Converted:",
+                                 "  ⚠ Skipped:",                 "Total CK profiler configs:",
+                                 "  ✓ Forward convolutions:",    "  ✓ Backward data convolutions:",
+                                 "  ✓ Backward weight convolutions:"};
+  // Columns on a terminal: code points (each mark here is one column), not bytes.
+  auto columns = [](std::string_view text) {
+    return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char ch) {
+      return (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+    }));
+  };
+  size_t label_width = 0;
+  for (const char* l : labels) label_width = std::max(label_width, columns(l));
+  for (size_t i = 0; i < std::size(labels); ++i) {
+    s += labels[i];
+    s += std::string(label_width - columns(labels[i]) + 1 + width - numbers[i].size(), ' ');
+    s += numbers[i] + "\n";
+  }
   return s;
 }
 

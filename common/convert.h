@@ -61,7 +61,9 @@ Result<Conversion> ConvertText(std::string_view text, const ConvertOptions& opti
 Result<Conversion> ConvertFile(const std::string& path, const ConvertOptions& options);
 
 // The console report of the original tool: one line per record (unless quiet), then the
-// summary block. Warnings are not included (see Conversion::warnings, SkipWarning).
+// summary block: the operations (converted + skipped), then the configs (fwd + bwd_data +
+// bwd_weight), numbers in one column. Warnings are not included (see Conversion::warnings,
+// SkipWarning).
 std::string FormatConversionReport(const Conversion& c, bool quiet);
 
 // One record's console line: "✓ [1/22] Converted: aten::convolution_backward (rank 1) →

@@ -408,13 +408,18 @@ TEST_F(ConvertCommand, QuietPrintsOnlyTheSummaryAndWarnsOnStderr) {
   WriteFile(in, R"([{"op_name": "aten::addmm"},)" + ir.substr(ir.find('[') + 1));
   auto r = Run({in, dir_.File("out.json"), "--quiet"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Operations: 22 converted + 1 skipped; configs: 11 + 10 + 11; numbers in one column; and
+  // where the configs went, quiet or not.
   EXPECT_EQ(r.out,
-            "Total PyTorch operations:     23\n"
-            "  ✓ Forward convolutions:       11\n"
-            "  ✓ Backward data convolutions: 10\n"
+            "Total PyTorch operations:         23\n"
+            "  ✓ Converted:                    22\n"
+            "  ⚠ Skipped:                       1\n"
+            "Total CK profiler configs:        32\n"
+            "  ✓ Forward convolutions:         11\n"
+            "  ✓ Backward data convolutions:   10\n"
             "  ✓ Backward weight convolutions: 11\n"
-            "  ⚠ Skipped operations:         1\n"
-            "Total CK profiler configs:    32\n");
+            "Saved 32 configs to " +
+                dir_.File("out.json") + "\n");
   EXPECT_EQ(r.err, "warning: record 1 (aten::addmm) skipped: not a convolution\n");
 }
 
