@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -16,6 +18,27 @@ namespace ckprof {
 
 void PrintError(const std::string& cmd, const std::string& message) {
   std::cerr << "ckprof " << cmd << ": " << message << "\n";
+}
+
+std::string InputLabel(const std::string& path) { return IsStdio(path) ? "stdin" : path; }
+std::string OutputLabel(const std::string& path) { return IsStdio(path) ? "stdout" : path; }
+
+Result<std::string> ReadStdinBytes() {
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return MakeError(std::string("cannot read stdin: ") + std::strerror(errno));
+    if (n == 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
+std::string NameInput(const std::string& error, const std::string& label) {
+  static const std::string kUnnamed = "input: ";
+  if (error.compare(0, kUnnamed.size(), kUnnamed) != 0) return error;
+  return label + ": " + error.substr(kUnnamed.size());
 }
 
 std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const std::string& cmd) {

@@ -40,4 +40,14 @@ std::string AbsolutePath(const std::string& path);
 // Prints "ckprof CMD: message" to stderr.
 void PrintError(const std::string& cmd, const std::string& message);
 
+// "-" as an INPUT or OUTPUT argument means stdin or stdout.
+inline bool IsStdio(const std::string& path) { return path == "-"; }
+// How messages name an input or output: "stdin"/"stdout" for "-", else the path itself.
+std::string InputLabel(const std::string& path);
+std::string OutputLabel(const std::string& path);
+// The whole of stdin, as it is (not decompressed). Errors: "cannot read stdin: <reason>".
+Result<std::string> ReadStdinBytes();
+// Errors about text converted in memory start "input: "; this names it `label` instead.
+std::string NameInput(const std::string& error, const std::string& label);
+
 }  // namespace ckprof

@@ -53,7 +53,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
               "  ckprof submit conv_repros_ir.json --name resnet-bf16 --profiler-path "
               "/opt/ck/build/bin\n"
               "  ckprof submit trace.json.gz --gpus 0-3 --max-gpus 2 --not-before +2h");
-  p.Positional("INPUT", &input, true, "the file to profile");
+  p.Positional("INPUT", &input, true, "the file to profile, - for stdin (plain or gzipped)");
   p.Option("--name", &name, "N", "job name (default: the file name)");
   p.Option("--priority", &priority, "P",
            "order among your own jobs, -1000..1000, higher first (default 0)");
@@ -78,16 +78,17 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   Request r;
   r.type = RequestType::kSubmit;
   SubmitOptions& s = r.submit;
-  auto bytes = ReadFileBytes(input);
+  const std::string label = InputLabel(input);
+  auto bytes = IsStdio(input) ? ReadStdinBytes() : ReadFileBytes(input);
   if (!bytes) {
     PrintError("submit", bytes.error());
     return 1;
   }
   if (Status st = EncodeSubmitContent(std::move(*bytes), &s); !st) {
-    PrintError("submit", input + ": " + st.error());
+    PrintError("submit", label + ": " + st.error());
     return 1;
   }
-  s.input_name = input.substr(input.find_last_of('/') + 1);
+  s.input_name = IsStdio(input) ? label : input.substr(input.find_last_of('/') + 1);
   s.name = name;
   auto int_opt = [&](const std::string& flag, const std::string& text, int64_t lo, int64_t hi,
                      int64_t* out) {

@@ -15,6 +15,7 @@
 #include <regex>
 
 #include "common/ck_config.h"
+#include "common/file_util.h"
 #include "common/json_util.h"
 #include "tests/reliability_util.h"
 #include "tests/test_util.h"
@@ -556,6 +557,27 @@ TEST_F(ClientTest, WaitTakesSeveralJobsAndExitsWithTheWorst) {
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("missing JOB"), std::string::npos) << none.err;
   EXPECT_NE(Ckprof({"wait", "--help"}).out.find("usage: ckprof wait JOB..."), std::string::npos);
+}
+
+// Issue 17.17: "-" is stdin for submit, plain or gzipped.
+TEST_F(ClientTest, SubmitReadsStdinPlainOrGzipped) {
+  StartDaemon();
+  const std::string ir = testing::ReadFile(DataPath("conv_repros_ir.json"));
+  for (const std::string& input : {ir, *Gzip(ir)}) {
+    CommandResult sub = Plain({"--socket", daemon_->socket(), "submit", "-", "--profiler-path",
+                               "build/bin", "--max-ops", "3"},
+                              input);
+    ASSERT_EQ(sub.exit_code, 0) << sub.err;
+    EXPECT_NE(sub.err.find("3 profiler run(s) from 22 record(s) of a replay-IR list"),
+              std::string::npos)
+        << sub.err;
+    const std::string job = sub.out.substr(0, sub.out.find('\n'));
+    EXPECT_EQ(Ckprof({"wait", job}).exit_code, 0);
+    auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+    ASSERT_TRUE(status.ok());
+    EXPECT_EQ((*status)["name"], "stdin");
+    EXPECT_EQ((*status)["succeeded"], 3);
+  }
 }
 
 }  // namespace

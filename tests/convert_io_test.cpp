@@ -370,9 +370,10 @@ TEST(ConvertFile, PeakMemoryIsNotTheTraceSize) {
 
 class ConvertCommand : public ::testing::Test {
  protected:
-  CommandResult Run(std::vector<std::string> args, const std::string& cwd = "") {
+  CommandResult Run(std::vector<std::string> args, const std::string& cwd = "",
+                    const std::string& input = "") {
     args.insert(args.begin(), {BinPath("ckprof"), "convert"});
-    return RunCommand(args, {}, cwd);
+    return RunCommand(args, {}, cwd, input);
   }
   TempDir dir_;
 };
@@ -508,6 +509,40 @@ TEST_F(ConvertCommand, HelpAndUsageErrors) {
     EXPECT_EQ(r.exit_code, 2) << tc.error;
     EXPECT_NE(r.err.find(tc.error), std::string::npos) << r.err;
   }
+}
+
+// Issue 17.17: "-" is stdin (plain or gzipped) and stdout; with the configs on stdout the
+// report goes to stderr, so that the output can be piped into jq.
+TEST_F(ConvertCommand, DashIsStdinAndStdout) {
+  const std::string ir = ReadFile(DataPath("conv_repros_ir.json"));
+  auto expected = ConvertText(ir, {});
+  ASSERT_TRUE(expected.ok());
+  for (const auto& [name, input] : {std::pair<std::string, std::string>{"plain", ir},
+                                    {"gzipped", Gzip(ir)}}) {
+    SCOPED_TRACE(name);
+    auto r = Run({"-", "-"}, "", input);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, FormatConfigsText(expected->configs));
+    EXPECT_NE(r.err.find("Input: stdin (replay-IR list, 22 records)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("Wrote 32 configs to stdout\n"), std::string::npos) << r.err;
+    const std::string out = dir_.File(name + ".json");
+    auto to_file = Run({"-", out, "--quiet"}, "", input);
+    ASSERT_EQ(to_file.exit_code, 0) << to_file.err;
+    EXPECT_EQ(ReadFile(out), FormatConfigsText(expected->configs));
+    EXPECT_NE(to_file.out.find("Saved 32 configs to " + out), std::string::npos);
+  }
+  // A gzipped trace from a file, to stdout.
+  auto from_file = Run({DataPath("resnet_mi300_trace.json.gz"), "-", "--quiet"});
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  auto configs = ConfigsFromJson(nlohmann::ordered_json::parse(from_file.out));
+  ASSERT_TRUE(configs.ok()) << configs.error();
+  EXPECT_EQ(configs->size(), 32u);
+  // Errors name stdin.
+  auto bad = Run({"-", dir_.File("x.json")}, "", "[\n  oops\n]\n");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err,
+            "ckprof convert: stdin: not valid JSON at line 2, column 3: syntax error while "
+            "parsing value - invalid literal\n");
 }
 
 }  // namespace
