@@ -17,7 +17,9 @@
 namespace ckprof {
 
 void PrintError(const std::string& cmd, const std::string& message) {
-  std::cerr << "ckprof " << cmd << ": " << message << "\n";
+  const std::string own = cmd + ": ";
+  const bool named = message.compare(0, own.size(), own) == 0;
+  std::cerr << "ckprof " << cmd << ": " << (named ? message.substr(own.size()) : message) << "\n";
 }
 
 std::string InputLabel(const std::string& path) { return IsStdio(path) ? "stdin" : path; }

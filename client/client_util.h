@@ -37,7 +37,8 @@ bool StdoutIsTerminal();
 // The absolute form of a path against the current directory (no symlink resolution).
 std::string AbsolutePath(const std::string& path);
 
-// Prints "ckprof CMD: message" to stderr.
+// Prints "ckprof CMD: message" to stderr. A message that already starts with "CMD: " (the
+// daemon names the request it refuses: "submit: ...") gets the command's name once.
 void PrintError(const std::string& cmd, const std::string& message);
 
 // "-" as an INPUT or OUTPUT argument means stdin or stdout.

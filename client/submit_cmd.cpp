@@ -38,6 +38,28 @@ std::optional<double> ParseTime(const std::string& text) {
   return std::nullopt;
 }
 
+// The daemon's refusal of a submit as the user should read it: the input named once, as it
+// was given (the daemon converts the content it was sent, and calls it "input").
+// `label` names the input as given ("stdin", "data/trace.json"), `input_name` as sent (its
+// base name).
+std::string RefusalMessage(const std::string& error, const std::string& label,
+                           const std::string& input_name) {
+  // "submit: the input cannot be used: input: not valid JSON ..." -> "FILE: not valid JSON ...".
+  static const std::string kOwn = "submit: ", kUnusable = "the input cannot be used: ";
+  std::string message = error;
+  if (message.compare(0, kOwn.size(), kOwn) == 0) message.erase(0, kOwn.size());
+  if (message.compare(0, kUnusable.size(), kUnusable) != 0) return error;  // not about the input
+  message.erase(0, kUnusable.size());
+  // The daemon names the text it converted "input" (or, should it, the name it was sent).
+  for (const std::string& name : {std::string("input"), input_name}) {
+    if (!name.empty() && message.compare(0, name.size() + 2, name + ": ") == 0) {
+      message.erase(0, name.size() + 2);
+      break;
+    }
+  }
+  return label + ": " + message;
+}
+
 }  // namespace
 
 int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
@@ -148,8 +170,8 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   if (!conn) return kExitUnreachable;
   auto answer = conn->Call(r);
   if (!answer) {
-    PrintError("submit", answer.error());
-    return 1;
+    PrintError("submit", RefusalMessage(answer.error(), label, s.input_name));
+    return conn->lost() ? kExitUnreachable : 1;
   }
   const auto& a = *answer;
   if (json_out) {

@@ -580,5 +580,26 @@ TEST_F(ClientTest, SubmitReadsStdinPlainOrGzipped) {
   }
 }
 
+// Issue 17.14: a refused submit names the file once, with one "ckprof submit:" prefix.
+TEST_F(ClientTest, SubmitErrorsNameTheFileOnce) {
+  StartDaemon();
+  testing::WriteFile(dir_.File("bad.json"), "[\n  oops\n]\n");
+  CommandResult r = Ckprof({"submit", "bad.json", "--profiler-path", "build/bin"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "ckprof submit: bad.json: not valid JSON at line 2, column 3: syntax error while "
+            "parsing value - invalid literal\n");
+  CommandResult piped =
+      Plain({"--socket", daemon_->socket(), "submit", "-", "--profiler-path", "build/bin"}, "{}");
+  EXPECT_EQ(piped.exit_code, 1);
+  EXPECT_EQ(piped.err.find("submit: submit:"), std::string::npos) << piped.err;
+  EXPECT_NE(piped.err.find("ckprof submit: stdin: neither a replay-IR list"), std::string::npos)
+      << piped.err;
+  CommandResult gpus =
+      Ckprof({"submit", "configs.json", "--gpus", "7", "--profiler-path", "build/bin"});
+  EXPECT_EQ(gpus.exit_code, 1);
+  EXPECT_EQ(gpus.err, "ckprof submit: this daemon drives no GPU 7\n");
+}
+
 }  // namespace
 }  // namespace ckprof
