@@ -143,7 +143,7 @@ Result<nlohmann::json> Connection::Receive() {
   }
 }
 
-Result<nlohmann::json> Connection::Call(Request request) {
+Result<nlohmann::json> Connection::Call(Request request, nlohmann::json* refusal) {
   request.id = next_id_++;
   Status sent = Send(RequestToJson(request));
   auto answer = Receive();
@@ -157,6 +157,7 @@ Result<nlohmann::json> Connection::Call(Request request) {
   const auto& j = *answer;
   if (!j.is_object()) return MakeError("ckprofd sent an answer that is not an object");
   if (!j.value("ok", false)) {
+    if (refusal) *refusal = j;
     return MakeError(j.value("error", std::string("ckprofd refused the request")));
   }
   return answer;

@@ -32,8 +32,9 @@ class Connection {
   static Result<std::unique_ptr<Connection>> Open(const std::string& socket_path);
 
   // Sends a request and returns the daemon's answer. A response with "ok": false comes back as
-  // an error holding the daemon's message.
-  Result<nlohmann::json> Call(Request request);
+  // an error holding the daemon's message; `refusal`, when given, then receives the whole
+  // answer (a refused submit carries its conversion summary and warnings).
+  Result<nlohmann::json> Call(Request request, nlohmann::json* refusal = nullptr);
 
   // Sends a watch request; calls on_frame for the first answer and every event until the
   // stream ends ({"type":"end"}). on_frame may return false to stop early. end_only: no task

@@ -44,8 +44,8 @@ constexpr const char* kDetails =
     "Output: a JSON array of configs (operation_type, profiler_args, metadata), written\n"
     "atomically. INPUT - reads stdin (plain or gzipped); OUTPUT - writes the configs to\n"
     "stdout and the report to stderr. Exit status: 0 when converted (even if some records\n"
-    "were skipped), 1 when the input cannot be used or the output cannot be written, 2 for\n"
-    "a usage error.\n"
+    "were skipped), 1 when the input cannot be used, holds no convolution to profile (no\n"
+    "file is written then) or the output cannot be written, 2 for a usage error.\n"
     "\n"
     "Examples:\n"
     "  ckprof convert examples/conv_repros_ir.json\n"
@@ -125,7 +125,7 @@ int RunConvertCommand(const Args& args) {
     return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
   };
   const bool to_stdout = IsStdio(output);
-  if (!to_stdout) {
+  if (!to_stdout && !conv->configs.empty()) {
     if (Status s = WriteConfigsFile(output, conv->configs); !s) {
       std::cerr << "ckprof convert: " << s.error() << "\n";
       return 1;
@@ -149,6 +149,13 @@ int RunConvertCommand(const Args& args) {
     report << ")\n\n";
   }
   report << FormatConversionReport(*conv, quiet);
+  // Nothing to profile: an error, as for submit, and no file of zero configs to mislead.
+  if (conv->configs.empty()) {
+    report.flush();
+    std::cerr << "ckprof convert: " << InputLabel(input) << ": " << NoConfigsReason(*conv) << "; "
+              << OutputLabel(output) << " not written\n";
+    return 1;
+  }
   if (to_stdout) {
     std::cout << FormatConfigsText(conv->configs) << std::flush;
     if (!std::cout) {

@@ -9,6 +9,7 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "common/convert.h"
 #include "common/file_util.h"
 
 namespace ckprof {
@@ -39,11 +40,22 @@ std::optional<double> ParseTime(const std::string& text) {
 }
 
 // The daemon's refusal of a submit as the user should read it: the input named once, as it
-// was given (the daemon converts the content it was sent, and calls it "input").
+// was given (the daemon converts the content it was sent, and calls it "input"), and for an
+// input with nothing to profile, the same reason `ckprof convert` gives.
 // `label` names the input as given ("stdin", "data/trace.json"), `input_name` as sent (its
 // base name).
-std::string RefusalMessage(const std::string& error, const std::string& label,
-                           const std::string& input_name) {
+std::string RefusalMessage(const std::string& error, const nlohmann::json& refusal,
+                           const std::string& label, const std::string& input_name) {
+  const auto conv = refusal.value("conversion", nlohmann::json::object());
+  if (conv.is_object() && conv.contains("kept") && conv.value("kept", int64_t{-1}) == 0) {
+    size_t without_shapes = 0;
+    for (const auto& w : conv.value("warnings", nlohmann::json::array())) {
+      if (w.is_string() && w.get<std::string>().find(kNoShapesReason) != std::string::npos) {
+        ++without_shapes;
+      }
+    }
+    return label + ": " + NoConfigsReason(conv.value("records", size_t{0}), without_shapes);
+  }
   // "submit: the input cannot be used: input: not valid JSON ..." -> "FILE: not valid JSON ...".
   static const std::string kOwn = "submit: ", kUnusable = "the input cannot be used: ";
   std::string message = error;
@@ -168,9 +180,15 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
 
   auto conn = ConnectOrReport(global, "submit");
   if (!conn) return kExitUnreachable;
-  auto answer = conn->Call(r);
+  nlohmann::json refusal;
+  auto answer = conn->Call(r, &refusal);
   if (!answer) {
-    PrintError("submit", RefusalMessage(answer.error(), label, s.input_name));
+    // A refused input keeps its warnings: they say why each record was skipped.
+    for (const auto& w : refusal.value("conversion", nlohmann::json::object())
+                             .value("warnings", nlohmann::json::array())) {
+      if (w.is_string()) std::cerr << "⚠ " << w.get<std::string>() << "\n";
+    }
+    PrintError("submit", RefusalMessage(answer.error(), refusal, label, s.input_name));
     return conn->lost() ? kExitUnreachable : 1;
   }
   const auto& a = *answer;

@@ -290,7 +290,7 @@ class DocumentHandler {
           extra["gpu_time_us"] = out.gpu_time_us;
           extra["count"] = p.count;
           if (p.call.args.empty()) {
-            out.skip_reason = "the trace has no argument shapes (profile with record_shapes=True)";
+            out.skip_reason = std::string(kNoShapesReason);
           } else {
             ConvertCall(p.call, options_, extra, &out, &conv_);
           }
@@ -953,6 +953,24 @@ std::string FormatConversionReport(const Conversion& c, bool quiet) {
     s += numbers[i] + "\n";
   }
   return s;
+}
+
+std::string NoConfigsReason(size_t records, size_t without_shapes) {
+  std::string s = "no convolution to profile";
+  if (records == 1) s += " (its one record was skipped)";
+  if (records > 1) s += " (all " + std::to_string(records) + " records were skipped)";
+  if (without_shapes > 0) {
+    s += "; the trace may have been recorded without record_shapes=True: profile with "
+         "torch.profiler.profile(record_shapes=True)";
+  }
+  return s;
+}
+
+std::string NoConfigsReason(const Conversion& c) {
+  if (!c.configs.empty()) return "";
+  size_t without_shapes = 0;
+  for (const auto& r : c.records) without_shapes += r.skip_reason == kNoShapesReason ? 1 : 0;
+  return NoConfigsReason(c.records.size(), without_shapes);
 }
 
 }  // namespace ckprof

@@ -168,6 +168,15 @@ int64_t WriteCalls(pid_t pid) {
   return -1;
 }
 
+// A PyTorch profiler trace recorded without record_shapes=True: a convolution and its kernel,
+// but no argument shapes.
+constexpr const char* kShapelessTrace =
+    R"({"schemaVersion": 1, "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::cudnn_convolution", "pid": 7, "tid": 1, "ts": 100,
+   "dur": 10, "args": {"External id": 5}},
+  {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 101, "dur": 1,
+   "args": {"device": 0, "stream": 7, "External id": 5}}]})";
+
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -599,6 +608,32 @@ TEST_F(ClientTest, SubmitErrorsNameTheFileOnce) {
       Ckprof({"submit", "configs.json", "--gpus", "7", "--profiler-path", "build/bin"});
   EXPECT_EQ(gpus.exit_code, 1);
   EXPECT_EQ(gpus.err, "ckprof submit: this daemon drives no GPU 7\n");
+}
+
+// Issue 17.13: submit of an input with nothing to profile exits 1 with convert's reason, the
+// record_shapes hint and each record's warning kept.
+TEST_F(ClientTest, SubmitOfNoConvolutionKeepsTheHint) {
+  StartDaemon();
+  testing::WriteFile(dir_.File("shapeless.json"), kShapelessTrace);
+  CommandResult r = Ckprof({"submit", "shapeless.json", "--profiler-path", "build/bin"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("record 1 (aten::cudnn_convolution) skipped: the trace has no argument "
+                       "shapes (profile with record_shapes=True)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("ckprof submit: shapeless.json: no convolution to profile (its one record "
+                       "was skipped); the trace may have been recorded without "
+                       "record_shapes=True"),
+            std::string::npos)
+      << r.err;
+  testing::WriteFile(dir_.File("addmm.json"), R"([{"op_name": "aten::addmm"}])");
+  CommandResult ir = Ckprof({"submit", "addmm.json", "--profiler-path", "build/bin"});
+  EXPECT_EQ(ir.exit_code, 1);
+  EXPECT_NE(ir.err.find("ckprof submit: addmm.json: no convolution to profile (its one record "
+                        "was skipped)\n"),
+            std::string::npos)
+      << ir.err;
+  EXPECT_NE(ir.err.find("record 1 (aten::addmm) skipped: not a convolution"), std::string::npos);
 }
 
 }  // namespace

@@ -511,6 +511,54 @@ TEST_F(ConvertCommand, HelpAndUsageErrors) {
   }
 }
 
+// Issue 17.13: an input with no convolution to profile is an error, as on submit: exit 1, the
+// reason (with the record_shapes hint for a trace without shapes), and no file of zero configs.
+TEST_F(ConvertCommand, NoConvolutionExitsOneKeepsTheHintAndWritesNothing) {
+  const std::string shapeless =
+      R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::cudnn_convolution",
+      "pid": 7, "tid": 1, "ts": 100, "dur": 10, "args": {"External id": 5}}]})";
+  struct Case {
+    std::string name, text, error;
+  } cases[] = {
+      {"shapeless trace", shapeless,
+       "no convolution to profile (its one record was skipped); the trace may have been "
+       "recorded without record_shapes=True: profile with "
+       "torch.profiler.profile(record_shapes=True)"},
+      {"trace without convolutions",
+       R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 7,
+       "tid": 1, "ts": 100, "dur": 10, "args": {}}]})",
+       "no convolution to profile"},
+      {"IR list without convolutions", R"([{"op_name": "aten::addmm"}, {"op_name": "aten::mm"}])",
+       "no convolution to profile (all 2 records were skipped)"},
+      {"empty list", "[]", "no convolution to profile"},
+  };
+  for (const auto& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    const std::string in = dir_.File("in.json"), out = dir_.File("out.json");
+    WriteFile(in, tc.text);
+    for (const bool quiet : {false, true}) {
+      auto r = quiet ? Run({in, out, "--quiet"}) : Run({in, out});
+      EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+      EXPECT_NE(r.err.find("ckprof convert: " + in + ": " + tc.error + "; " + out +
+                           " not written\n"),
+                std::string::npos)
+          << r.err;
+      EXPECT_FALSE(std::filesystem::exists(out));
+      EXPECT_EQ(r.out.find("Saved"), std::string::npos) << r.out;
+    }
+    auto piped = Run({in, "-"});
+    EXPECT_EQ(piped.exit_code, 1);
+    EXPECT_EQ(piped.out, "");  // not even "[]"
+  }
+  // Each skipped record still says why, quiet or not.
+  WriteFile(dir_.File("in.json"), shapeless);
+  auto loud = Run({dir_.File("in.json"), dir_.File("out.json")});
+  EXPECT_NE(loud.out.find("⚠ [1/1] Skipped: aten::cudnn_convolution (rank 1): the trace has no "
+                          "argument shapes (profile with record_shapes=True)"),
+            std::string::npos)
+      << loud.out;
+}
+
 // Issue 17.17: "-" is stdin (plain or gzipped) and stdout; with the configs on stdout the
 // report goes to stderr, so that the output can be piped into jq.
 TEST_F(ConvertCommand, DashIsStdinAndStdout) {
