@@ -92,14 +92,14 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   p.Option("--priority", &priority, "P",
            "order among your own jobs, -1000..1000, higher first (default 0)");
   p.Option("--gpus", &gpus, "LIST", "GPUs the job may use, e.g. 0,1 or 0-3 (default: any)");
-  p.Option("--max-gpus", &max_gpus, "M", "at most M GPUs at once (default: no limit)");
+  p.Option("--max-gpus", &max_gpus, "M", "at most M GPUs at once, M >= 1 (default: no limit)");
   p.Option("--order", &order, "O",
            "rank: the configs' priority rank, then file order, but near the end a task too long "
            "to start last starts at once (default); longest-first: the most FLOPs first");
   p.Option("--not-before", &not_before, "TIME",
            "start no earlier than TIME: 2026-12-01T02:00, +30m, +2h (default: now)");
   p.Option("--timeout", &timeout, "S", "seconds one profiler run may take (default: the daemon's)");
-  p.Option("--max-ops", &max_ops, "N", "profile only the first N configs");
+  p.Option("--max-ops", &max_ops, "N", "profile only the first N configs, N >= 1 (default: all)");
   p.Option("--profiler-path", &profiler, "P",
            "ckProfiler, or the directory holding it or profile_grouped_conv_* (default: the "
            "daemon's)");
@@ -124,13 +124,15 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   }
   s.input_name = IsStdio(input) ? label : input.substr(input.find_last_of('/') + 1);
   s.name = name;
+  // `absent`: what leaving the option out means, for the message.
   auto int_opt = [&](const std::string& flag, const std::string& text, int64_t lo, int64_t hi,
-                     int64_t* out) {
+                     int64_t* out, const std::string& absent = "") {
     static const std::regex num(R"(-?\d{1,18})");
     if (text.empty()) return true;
     if (!std::regex_match(text, num) || std::stoll(text) < lo || std::stoll(text) > hi) {
       PrintError("submit", flag + " must be an integer from " + std::to_string(lo) + " to " +
-                               std::to_string(hi) + ", got '" + text + "'");
+                               std::to_string(hi) + ", got '" + text + "'" +
+                               (absent.empty() ? "" : " (leave it out " + absent + ")"));
       return false;
     }
     *out = std::stoll(text);
@@ -140,14 +142,17 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   if (!int_opt("--priority", priority, -1000, 1000, &v)) return 2;
   s.priority = static_cast<int>(v);
   v = 0;
-  if (!int_opt("--max-gpus", max_gpus, 0, 1024, &v)) return 2;
+  // 0 means "no limit" on the wire, but as a flag it reads as "no GPU": leaving it out says it.
+  if (!int_opt("--max-gpus", max_gpus, 1, 1024, &v, "for no limit")) return 2;
   s.max_gpus = static_cast<int>(v);
   if (!IsJobOrder(order)) {  // before a large input is read and sent
     PrintError("submit", "--order must be rank or longest-first, got '" + order + "'");
     return 2;
   }
   s.order = order;
-  if (!int_opt("--max-ops", max_ops, 0, int64_t{1} << 40, &s.max_ops)) return 2;
+  if (!int_opt("--max-ops", max_ops, 1, int64_t{1} << 40, &s.max_ops, "to profile every config")) {
+    return 2;
+  }
   if (!gpus.empty()) {
     auto list = ParseGpuListArg(gpus, "submit");
     if (!list) return 2;

@@ -396,6 +396,14 @@ TEST_F(ClientTest, BadArgumentsGiveTheDocumentedMessagesAndCodes) {
       {{"submit", "configs.json", "--order", "shortest"},
        2,
        "--order must be rank or longest-first, got 'shortest'"},
+      // 0 would mean "no limit" to the daemon: as a flag it is refused, saying what to do.
+      {{"submit", "configs.json", "--max-ops", "0"},
+       2,
+       "--max-ops must be an integer from 1 to 1099511627776, got '0' (leave it out to profile "
+       "every config)"},
+      {{"submit", "configs.json", "--max-gpus", "0"},
+       2,
+       "--max-gpus must be an integer from 1 to 1024, got '0' (leave it out for no limit)"},
       {{"watch", "abc"}, 2, "JOB must be a job id"},
       {{"wait", "12", "abc"}, 2, "JOB must be a job id"},
       {{"results", "1", "--format", "xml"}, 2, "--format must be json, csv or table"},
