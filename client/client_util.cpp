@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -41,6 +42,11 @@ std::string NameInput(const std::string& error, const std::string& label) {
   static const std::string kUnnamed = "input: ";
   if (error.compare(0, kUnnamed.size(), kUnnamed) != 0) return error;
   return label + ": " + error.substr(kUnnamed.size());
+}
+
+std::string Lowercase(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
 }
 
 std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const std::string& cmd) {

@@ -50,5 +50,7 @@ std::string OutputLabel(const std::string& path);
 Result<std::string> ReadStdinBytes();
 // Errors about text converted in memory start "input: "; this names it `label` instead.
 std::string NameInput(const std::string& error, const std::string& label);
+// ASCII lower case: option values are accepted in any case ("NHWC", "Fp16").
+std::string Lowercase(std::string text);
 
 }  // namespace ckprof

@@ -86,21 +86,22 @@ int RunConvertCommand(const Args& args) {
                     "configs file to write, - for stdout (default: " +
                         std::string(kDefaultOutput) + ")");
   parser.Option("--data-type", &data_type, "TYPE",
-                "auto, fp16, bf16 or fp32 (default: auto, from the input tensor's dtype)");
+                "auto, fp16, bf16 or fp32, in any case (default: auto, from the input tensor's "
+                "dtype)");
   parser.Option("--layout", &layout, "LAYOUT",
-                "auto, nchw or nhwc (default: auto, nhwc for channels-last inputs)");
+                "auto, nchw or nhwc, in any case (default: auto, nhwc for channels-last inputs)");
   parser.Flag("--quiet", &quiet, "print only the summary and where the configs went");
   if (auto rc = parser.Parse(args)) return *rc;
 
   ConvertOptions options;
-  if (data_type != "auto") {
-    options.data_type = ParseDataTypeName(data_type);
+  if (Lowercase(data_type) != "auto") {
+    options.data_type = ParseDataTypeName(Lowercase(data_type));
     if (!options.data_type) {
       return UsageError("--data-type must be auto, fp16, bf16 or fp32, got '" + data_type + "'");
     }
   }
-  if (layout != "auto") {
-    options.layout = ParseLayoutName(layout);
+  if (Lowercase(layout) != "auto") {
+    options.layout = ParseLayoutName(Lowercase(layout));
     if (!options.layout) {
       return UsageError("--layout must be auto, nchw or nhwc, got '" + layout + "'");
     }

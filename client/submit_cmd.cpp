@@ -9,6 +9,7 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "common/ck_config.h"
 #include "common/convert.h"
 #include "common/file_util.h"
 
@@ -103,26 +104,26 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   p.Option("--profiler-path", &profiler, "P",
            "ckProfiler, or the directory holding it or profile_grouped_conv_* (default: the "
            "daemon's)");
-  p.Option("--data-type", &data_type, "T", "auto|fp16|bf16|fp32 (default auto: from the tensors)");
-  p.Option("--layout", &layout, "L", "auto|nchw|nhwc (default auto: from the strides)");
+  p.Option("--data-type", &data_type, "T",
+           "auto|fp16|bf16|fp32, in any case (default auto: from the tensors)");
+  p.Option("--layout", &layout, "L", "auto|nchw|nhwc, in any case (default auto: from the strides)");
   p.Flag("--dry-run", &dry_run, "print the CK command lines; run and store nothing");
   p.Flag("--json", &json_out, "print the daemon's answer as JSON");
   if (auto code = p.Parse(args)) return *code;
 
+  // Option values first, so that a usage error comes before a large input is read and sent.
+  if (!data_type.empty() && Lowercase(data_type) != "auto" &&
+      !ParseDataTypeName(Lowercase(data_type))) {
+    PrintError("submit", "--data-type must be auto, fp16, bf16 or fp32, got '" + data_type + "'");
+    return 2;
+  }
+  if (!layout.empty() && Lowercase(layout) != "auto" && !ParseLayoutName(Lowercase(layout))) {
+    PrintError("submit", "--layout must be auto, nchw or nhwc, got '" + layout + "'");
+    return 2;
+  }
   Request r;
   r.type = RequestType::kSubmit;
   SubmitOptions& s = r.submit;
-  const std::string label = InputLabel(input);
-  auto bytes = IsStdio(input) ? ReadStdinBytes() : ReadFileBytes(input);
-  if (!bytes) {
-    PrintError("submit", bytes.error());
-    return 1;
-  }
-  if (Status st = EncodeSubmitContent(std::move(*bytes), &s); !st) {
-    PrintError("submit", label + ": " + st.error());
-    return 1;
-  }
-  s.input_name = IsStdio(input) ? label : input.substr(input.find_last_of('/') + 1);
   s.name = name;
   // `absent`: what leaving the option out means, for the message.
   auto int_opt = [&](const std::string& flag, const std::string& text, int64_t lo, int64_t hi,
@@ -145,7 +146,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   // 0 means "no limit" on the wire, but as a flag it reads as "no GPU": leaving it out says it.
   if (!int_opt("--max-gpus", max_gpus, 1, 1024, &v, "for no limit")) return 2;
   s.max_gpus = static_cast<int>(v);
-  if (!IsJobOrder(order)) {  // before a large input is read and sent
+  if (!IsJobOrder(order)) {
     PrintError("submit", "--order must be rank or longest-first, got '" + order + "'");
     return 2;
   }
@@ -177,12 +178,23 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
     s.timeout_s = t;
   }
   s.dry_run = dry_run;
-  s.data_type = data_type;
-  s.layout = layout;
+  s.data_type = Lowercase(data_type);
+  s.layout = Lowercase(layout);
   s.profiler_path = AbsolutePath(profiler);
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd)) s.cwd = cwd;
 
+  const std::string label = InputLabel(input);
+  auto bytes = IsStdio(input) ? ReadStdinBytes() : ReadFileBytes(input);
+  if (!bytes) {
+    PrintError("submit", bytes.error());
+    return 1;
+  }
+  if (Status st = EncodeSubmitContent(std::move(*bytes), &s); !st) {
+    PrintError("submit", label + ": " + st.error());
+    return 1;
+  }
+  s.input_name = IsStdio(input) ? label : input.substr(input.find_last_of('/') + 1);
   auto conn = ConnectOrReport(global, "submit");
   if (!conn) return kExitUnreachable;
   nlohmann::json refusal;

@@ -404,6 +404,7 @@ TEST_F(ClientTest, BadArgumentsGiveTheDocumentedMessagesAndCodes) {
       {{"submit", "configs.json", "--max-gpus", "0"},
        2,
        "--max-gpus must be an integer from 1 to 1024, got '0' (leave it out for no limit)"},
+      {{"submit", "configs.json", "--layout", "nchwc"}, 2, "--layout must be auto, nchw or nhwc"},
       {{"watch", "abc"}, 2, "JOB must be a job id"},
       {{"wait", "12", "abc"}, 2, "JOB must be a job id"},
       {{"results", "1", "--format", "xml"}, 2, "--format must be json, csv or table"},

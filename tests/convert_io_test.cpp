@@ -593,5 +593,24 @@ TEST_F(ConvertCommand, DashIsStdinAndStdout) {
             "parsing value - invalid literal\n");
 }
 
+// Issue 17.21: --layout and --data-type are accepted in any case.
+TEST_F(ConvertCommand, LayoutAndDataTypeInAnyCase) {
+  for (const char* layout : {"nhwc", "NHWC", "Nhwc"}) {
+    SCOPED_TRACE(layout);
+    const std::string out = dir_.File("out.json");
+    auto r = Run({DataPath("vit_h100_trace.json.gz"), out, "--layout", layout, "--data-type",
+                  std::string(layout) == "NHWC" ? "FP16" : "Fp16", "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto configs = ConfigsFromJson(nlohmann::ordered_json::parse(ReadFile(out)));
+    ASSERT_TRUE(configs.ok()) << configs.error();
+    ASSERT_EQ(configs->size(), 1u);
+    EXPECT_EQ((*configs)[0].layout, 1);
+    EXPECT_EQ((*configs)[0].data_type, 1);
+  }
+  auto bad = Run({"--layout", "NCHWC"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--layout must be auto, nchw or nhwc, got 'NCHWC'"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ckprof
