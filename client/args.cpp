@@ -4,6 +4,8 @@
 #include <cctype>
 #include <iostream>
 
+#include "common/protocol.h"  // kDefaultSocketPath
+
 namespace ckprof {
 namespace {
 
@@ -41,18 +43,26 @@ ArgParser::ArgParser(std::string command, std::string summary, std::string detai
     : command_(std::move(command)), summary_(std::move(summary)), details_(std::move(details)) {}
 
 void ArgParser::Flag(std::string name, bool* target, std::string help) {
-  specs_.push_back(Spec{std::move(name), "", std::move(help), target, nullptr, false, false});
+  specs_.push_back(
+      Spec{std::move(name), "", std::move(help), target, nullptr, nullptr, false, false});
 }
 
 void ArgParser::Option(std::string name, std::string* target, std::string metavar,
                        std::string help) {
-  specs_.push_back(
-      Spec{std::move(name), std::move(metavar), std::move(help), nullptr, target, false, false});
+  specs_.push_back(Spec{std::move(name), std::move(metavar), std::move(help), nullptr, target,
+                        nullptr, false, false});
 }
 
 void ArgParser::Positional(std::string name, std::string* target, bool required,
                            std::string help) {
-  specs_.push_back(Spec{std::move(name), "", std::move(help), nullptr, target, required, true});
+  specs_.push_back(
+      Spec{std::move(name), "", std::move(help), nullptr, target, nullptr, required, true});
+}
+
+void ArgParser::Positionals(std::string name, std::vector<std::string>* target, bool required,
+                            std::string help) {
+  specs_.push_back(
+      Spec{std::move(name), "", std::move(help), nullptr, nullptr, target, required, true});
 }
 
 bool ArgParser::Given(const std::string& name) const {
@@ -104,6 +114,13 @@ std::optional<int> ArgParser::Parse(const std::vector<std::string>& args) {
       *it->value = value;
       continue;
     }
+    if (next_positional < positionals.size() && positionals[next_positional]->values) {
+      positionals[next_positional]->values->push_back(a);  // it takes the rest: stay on it
+      if (!Given(positionals[next_positional]->name)) {
+        given_.push_back(positionals[next_positional]->name);
+      }
+      continue;
+    }
     if (next_positional >= positionals.size()) {
       return usage_error("unexpected argument '" + a + "'");
     }
@@ -112,7 +129,9 @@ std::optional<int> ArgParser::Parse(const std::vector<std::string>& args) {
     given_.push_back(p->name);
   }
   for (size_t i = next_positional; i < positionals.size(); ++i) {
-    if (positionals[i]->required) return usage_error("missing " + positionals[i]->name);
+    if (positionals[i]->required && !Given(positionals[i]->name)) {
+      return usage_error("missing " + positionals[i]->name);
+    }
   }
   return std::nullopt;
 }
@@ -121,7 +140,8 @@ std::string ArgParser::Help() const {
   std::string usage = "usage: " + command_;
   for (const auto& s : specs_) {
     if (!s.positional) continue;
-    usage += s.required ? " " + s.name : " [" + s.name + "]";
+    const std::string name = s.values ? s.name + "..." : s.name;
+    usage += s.required ? " " + name : " [" + name + "]";
   }
   usage += " [options]\n\n" + Wrap(summary_, 78, 0) + "\n";
   std::string pos, opt;
@@ -144,6 +164,9 @@ std::string ArgParser::Help() const {
   std::string out = usage;
   if (!pos.empty()) out += "\narguments:\n" + pos;
   out += "\noptions:\n" + opt + line("-h, --help", "show this help and exit");
+  out += "\nglobal options (before or after the command):\n" +
+         line("--socket PATH", "the daemon's socket (default: $CKPROF_SOCKET, else " +
+                                   std::string(kDefaultSocketPath) + ")");
   if (!details_.empty()) out += "\n" + details_ + (details_.back() == '\n' ? "" : "\n");
   return out;
 }

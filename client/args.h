@@ -21,6 +21,9 @@ class ArgParser {
   void Option(std::string name, std::string* target, std::string metavar, std::string help);
   // A positional argument, in declaration order.
   void Positional(std::string name, std::string* target, bool required, std::string help);
+  // The last positional may take every remaining argument ("JOB..."); `required`: at least one.
+  void Positionals(std::string name, std::vector<std::string>* target, bool required,
+                   std::string help);
   // Marks which options were given on the command line (for "flag overrides file" logic).
   bool Given(const std::string& name) const;
 
@@ -28,6 +31,8 @@ class ArgParser {
   // 0 after printing --help, 2 after a usage error (printed to stderr).
   std::optional<int> Parse(const std::vector<std::string>& args);
 
+  // The command's help: usage, arguments, options, the global options every command takes
+  // (--socket), then the details.
   std::string Help() const;
 
  private:
@@ -37,6 +42,7 @@ class ArgParser {
     std::string help;
     bool* flag = nullptr;
     std::string* value = nullptr;
+    std::vector<std::string>* values = nullptr;  // a positional taking the remaining arguments
     bool required = false;
     bool positional = false;
   };

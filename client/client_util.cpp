@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -15,7 +18,35 @@
 namespace ckprof {
 
 void PrintError(const std::string& cmd, const std::string& message) {
-  std::cerr << "ckprof " << cmd << ": " << message << "\n";
+  const std::string own = cmd + ": ";
+  const bool named = message.compare(0, own.size(), own) == 0;
+  std::cerr << "ckprof " << cmd << ": " << (named ? message.substr(own.size()) : message) << "\n";
+}
+
+std::string InputLabel(const std::string& path) { return IsStdio(path) ? "stdin" : path; }
+std::string OutputLabel(const std::string& path) { return IsStdio(path) ? "stdout" : path; }
+
+Result<std::string> ReadStdinBytes() {
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return MakeError(std::string("cannot read stdin: ") + std::strerror(errno));
+    if (n == 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
+std::string NameInput(const std::string& error, const std::string& label) {
+  static const std::string kUnnamed = "input: ";
+  if (error.compare(0, kUnnamed.size(), kUnnamed) != 0) return error;
+  return label + ": " + error.substr(kUnnamed.size());
+}
+
+std::string Lowercase(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
 }
 
 std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const std::string& cmd) {
@@ -34,7 +65,7 @@ int Ask(const GlobalOptions& global, const std::string& cmd, const Request& requ
   auto a = conn->Call(request);
   if (!a) {
     PrintError(cmd, a.error());
-    return 1;
+    return conn->lost() ? kExitUnreachable : 1;
   }
   *answer = std::move(*a);
   return 0;

@@ -17,7 +17,8 @@ namespace ckprof {
 std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const std::string& cmd);
 
 // Connects, sends `request` and stores the daemon's answer in *answer. Returns 0, or the
-// exit code after printing why: kExitUnreachable when no daemon answers, 1 when it refused.
+// exit code after printing why: kExitUnreachable when no daemon answers (or it went away
+// before answering), 1 when it refused.
 int Ask(const GlobalOptions& global, const std::string& cmd, const Request& request,
         nlohmann::json* answer);
 
@@ -36,7 +37,20 @@ bool StdoutIsTerminal();
 // The absolute form of a path against the current directory (no symlink resolution).
 std::string AbsolutePath(const std::string& path);
 
-// Prints "ckprof CMD: message" to stderr.
+// Prints "ckprof CMD: message" to stderr. A message that already starts with "CMD: " (the
+// daemon names the request it refuses: "submit: ...") gets the command's name once.
 void PrintError(const std::string& cmd, const std::string& message);
+
+// "-" as an INPUT or OUTPUT argument means stdin or stdout.
+inline bool IsStdio(const std::string& path) { return path == "-"; }
+// How messages name an input or output: "stdin"/"stdout" for "-", else the path itself.
+std::string InputLabel(const std::string& path);
+std::string OutputLabel(const std::string& path);
+// The whole of stdin, as it is (not decompressed). Errors: "cannot read stdin: <reason>".
+Result<std::string> ReadStdinBytes();
+// Errors about text converted in memory start "input: "; this names it `label` instead.
+std::string NameInput(const std::string& error, const std::string& label);
+// ASCII lower case: option values are accepted in any case ("NHWC", "Fp16").
+std::string Lowercase(std::string text);
 
 }  // namespace ckprof

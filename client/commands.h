@@ -9,7 +9,7 @@
 
 namespace ckprof {
 
-// Global options given before the command (`ckprof --socket PATH COMMAND ...`).
+// Global options, given before or after the command (`ckprof --socket PATH COMMAND ...`).
 struct GlobalOptions {
   std::string socket;  // Empty: CKPROF_SOCKET, else /run/ckprofd/ckprofd.sock.
 };

@@ -37,6 +37,8 @@ struct Entry {
   std::string description;
   std::string signature;  // the problem from the config's profiler_args; empty when absent
   std::string state;      // succeeded, failed, unsupported, ...
+  std::string data_type;  // "fp16", "bf16", ... from the config; empty when unknown
+  std::string layout;     // "nchw", "nhwc", or CK's name of another layout; empty when unknown
   double avg_ms = 0;
   double tflops = 0;
   std::string best;
@@ -52,6 +54,71 @@ struct Side {
   int64_t job_id = 0;
   std::vector<Entry> entries;
 };
+
+// CK's data_type enum, which differs per operation (docs: ck-profiler.md), as a name.
+std::string DataTypeName(const std::string& op, int64_t v) {
+  static const std::map<int64_t, const char*> fwd = {
+      {0, "fp32"}, {1, "fp16"}, {2, "bf16"}, {3, "int8"}, {8, "tf32"}};
+  static const std::map<int64_t, const char*> bwd_data = {
+      {0, "fp32"}, {1, "fp16"}, {2, "bf16"}, {3, "tf32"}};
+  static const std::map<int64_t, const char*> bwd_weight = {
+      {0, "fp32"}, {1, "fp16"}, {2, "bf16 with fp32 weights"}, {4, "int8"}, {5, "bf16"},
+      {6, "tf32"}};
+  const auto& names = op == "bwd_weight" ? bwd_weight : op == "bwd_data" ? bwd_data : fwd;
+  auto it = names.find(v);
+  return it != names.end() ? it->second : "data_type " + std::to_string(v);
+}
+
+// CK's layout enum, likewise: PyTorch's two as "nchw" and "nhwc", the others by CK's names.
+std::string LayoutName(const std::string& op, int64_t v) {
+  static const std::map<int64_t, const char*> fwd = {
+      {0, "GNHWC"}, {1, "nhwc"}, {2, "NGCHW_GKYXC"}, {3, "nchw"}};
+  static const std::map<int64_t, const char*> bwd_weight = {
+      {0, "GNCHW"}, {1, "GNHWC"}, {2, "nhwc"}, {3, "NGCHW_GKYXC"}, {4, "nchw"}};
+  const auto& names = op == "bwd_weight" ? bwd_weight : fwd;
+  auto it = names.find(v);
+  return it != names.end() ? it->second : "layout " + std::to_string(v);
+}
+
+// Sets e's data type and layout from its config (left empty when the config does not say).
+void SetTypeAndLayout(const json& config, Entry* e) {
+  if (!config.is_object()) return;
+  auto args = config.find("profiler_args");
+  if (args == config.end() || !args->is_object()) return;
+  auto type = args->find("data_type");
+  if (type != args->end() && type->is_number_integer()) {
+    e->data_type = DataTypeName(e->op, type->get<int64_t>());
+  }
+  auto layout = args->find("layout");
+  if (layout != args->end() && layout->is_number_integer()) {
+    e->layout = LayoutName(e->op, layout->get<int64_t>());
+  }
+}
+
+// The values of one property over a side's configs, most frequent first: "bf16" when all
+// agree, "fp16 (30), bf16 (2)" when not, "unknown" when no config says.
+std::string Census(const Side& side, std::string Entry::*field) {
+  std::map<std::string, int64_t> counts;
+  for (const Entry& e : side.entries) {
+    if (!(e.*field).empty()) ++counts[e.*field];
+  }
+  if (counts.empty()) return "unknown";
+  if (counts.size() == 1) return counts.begin()->first;
+  std::vector<std::pair<std::string, int64_t>> by_count(counts.begin(), counts.end());
+  std::stable_sort(by_count.begin(), by_count.end(),
+                   [](const auto& x, const auto& y) { return x.second > y.second; });
+  std::string out;
+  for (const auto& [value, n] : by_count) {
+    out += (out.empty() ? "" : ", ") + value + " (" + std::to_string(n) + ")";
+  }
+  return out;
+}
+
+// "data type bf16, layout nchw": what a side's legend line says of its configs.
+std::string TypeAndLayout(const Side& side) {
+  return "data type " + Census(side, &Entry::data_type) + ", layout " +
+         Census(side, &Entry::layout);
+}
 
 std::string ShortOp(const std::string& op) {
   if (op.find("bwd_data") != std::string::npos) return "bwd_data";
@@ -80,7 +147,9 @@ Entry FromTask(const TaskResult& t) {
   e.rank = t.priority_rank;
   e.op = ShortOp(t.operation);
   e.description = t.description;
-  e.signature = Signature(json::parse(t.config.dump()));
+  const json config = json::parse(t.config.dump());
+  e.signature = Signature(config);
+  SetTypeAndLayout(config, &e);
   e.state = t.state;
   if (t.ok()) {
     e.avg_ms = t.avg_ms;
@@ -151,7 +220,10 @@ Result<Side> LoadFile(const std::string& path) {
     if (tflops != r.end() && tflops->is_number()) e.tflops = tflops->get<double>();
     auto best = r.find("best_instance");
     if (best != r.end() && best->is_string()) e.best = best->get<std::string>();
-    if (auto c = r.find("config"); c != r.end()) e.signature = Signature(*c);
+    if (auto c = r.find("config"); c != r.end()) {
+      e.signature = Signature(*c);
+      SetTypeAndLayout(*c, &e);
+    }
     side.entries.push_back(std::move(e));
   }
   return side;
@@ -234,6 +306,43 @@ struct Summary {
   double geomean = std::nan("");  // of the speedups; nan when nothing was compared
 };
 
+// Warnings for times that measure different problems: the sides' data types or layouts
+// differ, overall or in matched configs. Empty when they agree (or nothing says).
+std::vector<std::string> TypeWarnings(const std::vector<Row>& rows, const Side& a, const Side& b) {
+  std::vector<std::string> out;
+  int64_t matched = 0, type_differs = 0, layout_differs = 0;
+  for (const Row& r : rows) {
+    if (!r.a || !r.b) continue;
+    ++matched;
+    auto differs = [](const std::string& x, const std::string& y) {
+      return !x.empty() && !y.empty() && x != y;
+    };
+    type_differs += differs(r.a->data_type, r.b->data_type) ? 1 : 0;
+    layout_differs += differs(r.a->layout, r.b->layout) ? 1 : 0;
+  }
+  const std::string a_type = Census(a, &Entry::data_type), b_type = Census(b, &Entry::data_type);
+  const std::string a_layout = Census(a, &Entry::layout), b_layout = Census(b, &Entry::layout);
+  auto known = [](const std::string& x) { return x != "unknown"; };
+  const bool types = type_differs > 0 || (known(a_type) && known(b_type) && a_type != b_type);
+  const bool layouts =
+      layout_differs > 0 || (known(a_layout) && known(b_layout) && a_layout != b_layout);
+  if (!types && !layouts) return out;
+  std::string what;
+  if (types) what = "data type (A: " + a_type + "; B: " + b_type + ")";
+  if (layouts) {
+    what += (what.empty() ? "" : " and ") + std::string("layout (A: ") + a_layout + "; B: " +
+            b_layout + ")";
+  }
+  std::string w = "A and B differ in " + what;
+  const int64_t differing = std::max(type_differs, layout_differs);
+  if (differing > 0) {
+    w += ", in " + std::to_string(differing) + " of the " + std::to_string(matched) +
+         " matched configs: their speedups compare different problems";
+  }
+  out.push_back(w);
+  return out;
+}
+
 Summary Summarize(const std::vector<Row>& rows) {
   Summary s;
   double log_sum = 0;
@@ -295,8 +404,8 @@ std::string Table(const std::vector<Row>& rows, const Summary& s, const Side& a,
   const size_t a_w = std::max<size_t>(11, std::min<size_t>(a_col.size(), 24));
   const size_t b_w = std::max<size_t>(11, std::min<size_t>(b_col.size(), 24));
   std::ostringstream out;
-  out << "A: " << a.label << "\nB: " << b.label
-      << "\nspeedup = A ms / B ms (above 1: B is faster)\n\n";
+  out << "A: " << a.label << ": " << TypeAndLayout(a) << "\nB: " << b.label << ": "
+      << TypeAndLayout(b) << "\nspeedup = A ms / B ms (above 1: B is faster)\n\n";
   auto cell = [](const std::string& text, size_t width) {
     return text.size() > width ? Fit(text, width) : Right(text, width);
   };
@@ -331,15 +440,19 @@ std::string Table(const std::vector<Row>& rows, const Summary& s, const Side& a,
 ojson SideJson(const Side& side) {
   ojson j = {{"label", side.label}, {"name", side.name}, {"source", side.source}};
   j["job_id"] = side.job_id > 0 ? ojson(side.job_id) : ojson(nullptr);
+  j["data_type"] = Census(side, &Entry::data_type);
+  j["layout"] = Census(side, &Entry::layout);
   return j;
 }
 
 ojson NumberOrNull(double v) { return std::isfinite(v) ? ojson(v) : ojson(nullptr); }
 
-ojson Json(const std::vector<Row>& rows, const Summary& s, const Side& a, const Side& b) {
+ojson Json(const std::vector<Row>& rows, const Summary& s, const Side& a, const Side& b,
+           const std::vector<std::string>& warnings) {
   ojson out = ojson::object();
   out["a"] = SideJson(a);
   out["b"] = SideJson(b);
+  out["warnings"] = warnings;
   out["speedup_definition"] = "a_ms / b_ms (above 1: b is faster)";
   ojson list = ojson::array();
   for (const Row& r : rows) {
@@ -352,6 +465,10 @@ ojson Json(const std::vector<Row>& rows, const Summary& s, const Side& a, const 
     j["position_b"] = r.b ? ojson(r.b->position) : ojson(nullptr);
     j["a_status"] = r.a ? ojson(r.a->state) : ojson(nullptr);
     j["b_status"] = r.b ? ojson(r.b->state) : ojson(nullptr);
+    j["a_data_type"] = r.a && !r.a->data_type.empty() ? ojson(r.a->data_type) : ojson(nullptr);
+    j["b_data_type"] = r.b && !r.b->data_type.empty() ? ojson(r.b->data_type) : ojson(nullptr);
+    j["a_layout"] = r.a && !r.a->layout.empty() ? ojson(r.a->layout) : ojson(nullptr);
+    j["b_layout"] = r.b && !r.b->layout.empty() ? ojson(r.b->layout) : ojson(nullptr);
     j["a_ms"] = r.a && r.a->comparable() ? ojson(r.a->avg_ms) : ojson(nullptr);
     j["b_ms"] = r.b && r.b->comparable() ? ojson(r.b->avg_ms) : ojson(nullptr);
     j["a_best"] = r.a && !r.a->best.empty() ? ojson(r.a->best) : ojson(nullptr);
@@ -414,7 +531,9 @@ int RunCompareCommand(const GlobalOptions& global, const Args& args) {
               "(profiler_results.json from 'ckprof run' or 'ckprof results JOB --format json').\n"
               "An existing file wins over a job id of the same name. Configs are matched by\n"
               "operation and problem, then by description, then by position; configs without a\n"
-              "time on either side, and those on one side only, are listed but not averaged.\n\n"
+              "time on either side, and those on one side only, are listed but not averaged.\n"
+              "Each side's data type and layout are shown; a warning says when they differ\n"
+              "(the times are then of different problems).\n\n"
               "examples:\n"
               "  ckprof compare 12 13              # a CK job against a torch-conv-profiler job\n"
               "  ckprof compare ck.json torch.json --format csv");
@@ -486,8 +605,10 @@ int RunCompareCommand(const GlobalOptions& global, const Args& args) {
 
   const std::vector<Row> rows = Match(sides[0], sides[1]);
   const Summary summary = Summarize(rows);
+  const std::vector<std::string> warnings = TypeWarnings(rows, sides[0], sides[1]);
+  for (const auto& w : warnings) PrintError("compare", "warning: " + w);
   if (format == "json") {
-    std::cout << Json(rows, summary, sides[0], sides[1]).dump(2) << "\n";
+    std::cout << Json(rows, summary, sides[0], sides[1], warnings).dump(2) << "\n";
   } else if (format == "csv") {
     std::cout << Csv(rows);
   } else {

@@ -1,17 +1,66 @@
 #include "client/connection.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "common/json_util.h"
 
 namespace ckprof {
+namespace {
+
+std::string GroupName(gid_t gid) {
+  if (const group* g = getgrgid(gid)) return g->gr_name;
+  return std::to_string(gid);
+}
+
+std::string UserName(uid_t uid) {
+  if (const passwd* p = getpwuid(uid)) return p->pw_name;
+  return std::to_string(uid);
+}
+
+// What a user whom the socket at `path` turned away (connect: EACCES) should ask for: to join
+// the socket's group when the group may use it, else access from whoever runs ckprofd; or,
+// when a directory on the way keeps the user out, access to that directory.
+std::string AccessAdvice(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) {
+    if (st.st_mode & S_IWGRP) {
+      return "ckprofd runs, but you may not use it: ask to join group " + GroupName(st.st_gid) +
+             " (the socket's group; log in again after joining)";
+    }
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return "ckprofd runs, but you may not use it: its socket (mode " + std::string(mode) +
+           ", owner " + UserName(st.st_uid) + ") admits no group; ask ckprofd's administrator "
+           "for access (socket_mode and socket_group in its config)";
+  }
+  // The socket cannot even be looked at: the first directory on the way that may not be
+  // entered is the one to ask about.
+  for (size_t slash = path.find('/', 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    const std::string dir = path.substr(0, slash);
+    if (access(dir.c_str(), X_OK) == 0) continue;
+    if (stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IXGRP)) {
+      return "ckprofd's directory " + dir + " is closed to you: ask to join group " +
+             GroupName(st.st_gid) + " (the directory's group; log in again after joining)";
+    }
+    return "ckprofd's directory " + dir + " is closed to you: ask ckprofd's administrator for "
+           "access";
+  }
+  return "you may not use ckprofd's socket: ask ckprofd's administrator for access";
+}
+
+}  // namespace
 
 std::string ResolveSocketPath(const std::string& flag) {
   if (!flag.empty()) return flag;
@@ -40,6 +89,10 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path) {
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     int e = errno;
     close(fd);
+    // Starting another ckprofd is no advice for a socket that is there but closed to us.
+    if (e == EACCES) {
+      return MakeError("ckprofd at " + path + ": " + std::strerror(e) + ": " + AccessAdvice(path));
+    }
     return unreachable(std::strerror(e));
   }
   std::unique_ptr<Connection> c(new Connection(fd, path));
@@ -60,6 +113,7 @@ Status Connection::Send(const nlohmann::json& j) {
     ssize_t n = write(fd_, frame.data() + off, frame.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
+      lost_ = true;
       return MakeError("lost the connection to ckprofd at " + path_ + ": " + std::strerror(errno));
     }
     off += static_cast<size_t>(n);
@@ -81,6 +135,7 @@ Result<nlohmann::json> Connection::Receive() {
     ssize_t n = read(fd_, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
+      lost_ = true;
       return MakeError("ckprofd at " + path_ + " closed the connection" +
                        (n < 0 ? std::string(": ") + std::strerror(errno) : std::string()));
     }
@@ -88,7 +143,7 @@ Result<nlohmann::json> Connection::Receive() {
   }
 }
 
-Result<nlohmann::json> Connection::Call(Request request) {
+Result<nlohmann::json> Connection::Call(Request request, nlohmann::json* refusal) {
   request.id = next_id_++;
   Status sent = Send(RequestToJson(request));
   auto answer = Receive();
@@ -102,6 +157,7 @@ Result<nlohmann::json> Connection::Call(Request request) {
   const auto& j = *answer;
   if (!j.is_object()) return MakeError("ckprofd sent an answer that is not an object");
   if (!j.value("ok", false)) {
+    if (refusal) *refusal = j;
     return MakeError(j.value("error", std::string("ckprofd refused the request")));
   }
   return answer;

@@ -27,12 +27,14 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // Connects and exchanges hellos. The error is one line naming the socket and how to start
-  // ckprofd (or to use --local where the command has it).
+  // ckprofd (or to use --local where the command has it); when the socket is there but its
+  // permissions keep the user out, it names the group to join instead.
   static Result<std::unique_ptr<Connection>> Open(const std::string& socket_path);
 
   // Sends a request and returns the daemon's answer. A response with "ok": false comes back as
-  // an error holding the daemon's message.
-  Result<nlohmann::json> Call(Request request);
+  // an error holding the daemon's message; `refusal`, when given, then receives the whole
+  // answer (a refused submit carries its conversion summary and warnings).
+  Result<nlohmann::json> Call(Request request, nlohmann::json* refusal = nullptr);
 
   // Sends a watch request; calls on_frame for the first answer and every event until the
   // stream ends ({"type":"end"}). on_frame may return false to stop early. end_only: no task
@@ -42,6 +44,10 @@ class Connection {
 
   const std::string& path() const { return path_; }
   const nlohmann::json& hello() const { return hello_; }
+  // True once the connection broke: the daemon closed it (it stopped or died) or a read or
+  // write failed. An error from Call or Watch then means "the daemon is gone", not "the daemon
+  // said no".
+  bool lost() const { return lost_; }
 
  private:
   Connection(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -52,6 +58,7 @@ class Connection {
   std::string buffer_;
   int64_t next_id_ = 1;
   nlohmann::json hello_;
+  bool lost_ = false;
 };
 
 }  // namespace ckprof

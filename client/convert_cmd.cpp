@@ -6,6 +6,7 @@
 #include <string>
 
 #include "client/args.h"
+#include "client/client_util.h"
 #include "client/commands.h"
 #include "common/convert.h"
 
@@ -41,12 +42,25 @@ constexpr const char* kDetails =
     "tensor's strides are channels-last, then nhwc (1, 1, 2).\n"
     "\n"
     "Output: a JSON array of configs (operation_type, profiler_args, metadata), written\n"
-    "atomically. Exit status: 0 when converted (even if some records were skipped), 1 when\n"
-    "the input cannot be used or the output cannot be written, 2 for a usage error.\n"
+    "atomically. INPUT - reads stdin (plain or gzipped); OUTPUT - writes the configs to\n"
+    "stdout and the report to stderr. Exit status: 0 when converted (even if some records\n"
+    "were skipped), 1 when the input cannot be used, holds no convolution to profile (no\n"
+    "file is written then) or the output cannot be written, 2 for a usage error.\n"
     "\n"
     "Examples:\n"
     "  ckprof convert examples/conv_repros_ir.json\n"
-    "  ckprof convert trace.json.gz configs.json --data-type bf16 --quiet\n";
+    "  ckprof convert trace.json.gz configs.json --data-type bf16 --quiet\n"
+    "  ckprof convert trace.json.gz - | jq length\n";
+
+// Converts INPUT: a file (streamed), or stdin ("-") read whole first.
+Result<Conversion> Convert(const std::string& input, const ConvertOptions& options) {
+  if (!IsStdio(input)) return ConvertFile(input, options);
+  auto bytes = ReadStdinBytes();
+  if (!bytes) return Error{bytes.error()};
+  auto conv = ConvertText(*bytes, options);
+  if (!conv) return Error{NameInput(conv.error(), InputLabel(input))};
+  return conv;
+}
 
 bool FileExists(const std::string& path) {
   struct stat st;
@@ -67,25 +81,27 @@ int RunConvertCommand(const Args& args) {
                    "Convert PyTorch convolutions into AMD Composable Kernel profiler configs.",
                    kDetails);
   parser.Positional("INPUT", &input, false,
-                    "input file (default: " + std::string(kDefaultInput) + ")");
+                    "input file, - for stdin (default: " + std::string(kDefaultInput) + ")");
   parser.Positional("OUTPUT", &output, false,
-                    "configs file to write (default: " + std::string(kDefaultOutput) + ")");
+                    "configs file to write, - for stdout (default: " +
+                        std::string(kDefaultOutput) + ")");
   parser.Option("--data-type", &data_type, "TYPE",
-                "auto, fp16, bf16 or fp32 (default: auto, from the input tensor's dtype)");
+                "auto, fp16, bf16 or fp32, in any case (default: auto, from the input tensor's "
+                "dtype)");
   parser.Option("--layout", &layout, "LAYOUT",
-                "auto, nchw or nhwc (default: auto, nhwc for channels-last inputs)");
-  parser.Flag("--quiet", &quiet, "print only the summary");
+                "auto, nchw or nhwc, in any case (default: auto, nhwc for channels-last inputs)");
+  parser.Flag("--quiet", &quiet, "print only the summary and where the configs went");
   if (auto rc = parser.Parse(args)) return *rc;
 
   ConvertOptions options;
-  if (data_type != "auto") {
-    options.data_type = ParseDataTypeName(data_type);
+  if (Lowercase(data_type) != "auto") {
+    options.data_type = ParseDataTypeName(Lowercase(data_type));
     if (!options.data_type) {
       return UsageError("--data-type must be auto, fp16, bf16 or fp32, got '" + data_type + "'");
     }
   }
-  if (layout != "auto") {
-    options.layout = ParseLayoutName(layout);
+  if (Lowercase(layout) != "auto") {
+    options.layout = ParseLayoutName(Lowercase(layout));
     if (!options.layout) {
       return UsageError("--layout must be auto, nchw or nhwc, got '" + layout + "'");
     }
@@ -101,7 +117,7 @@ int RunConvertCommand(const Args& args) {
   }
   if (output.empty()) output = kDefaultOutput;
 
-  auto conv = ConvertFile(input, options);
+  auto conv = Convert(input, options);
   if (!conv) {
     std::cerr << "ckprof convert: " << conv.error() << "\n";
     return 1;
@@ -109,28 +125,47 @@ int RunConvertCommand(const Args& args) {
   auto plural = [](size_t n, const char* word) {
     return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
   };
-  if (Status s = WriteConfigsFile(output, conv->configs); !s) {
-    std::cerr << "ckprof convert: " << s.error() << "\n";
-    return 1;
+  const bool to_stdout = IsStdio(output);
+  if (!to_stdout && !conv->configs.empty()) {
+    if (Status s = WriteConfigsFile(output, conv->configs); !s) {
+      std::cerr << "ckprof convert: " << s.error() << "\n";
+      return 1;
+    }
   }
+  // With the configs on stdout (piped into jq, say), the report goes to stderr.
+  std::ostream& report = to_stdout ? std::cerr : std::cout;
   for (const auto& w : conv->warnings) std::cerr << "warning: " << w << "\n";
   if (quiet) {
     for (const auto& r : conv->records) {
       if (r.produced.empty()) std::cerr << "warning: " << SkipWarning(r) << "\n";
     }
   } else {
-    std::cout << "Input: " << input << " (" << InputFormatName(conv->format) << ", ";
+    report << "Input: " << InputLabel(input) << " (" << InputFormatName(conv->format) << ", ";
     if (conv->format == InputFormat::kTrace) {
-      std::cout << plural(conv->trace_calls, "convolution call") << ", "
-                << plural(conv->records.size(), "unique problem");
+      report << plural(conv->trace_calls, "convolution call") << ", "
+             << plural(conv->records.size(), "unique problem");
     } else {
-      std::cout << plural(conv->records.size(), "record");
+      report << plural(conv->records.size(), "record");
     }
-    std::cout << ")\n\n";
+    report << ")\n\n";
   }
-  std::cout << FormatConversionReport(*conv, quiet);
-  if (!quiet)
-    std::cout << "\nSaved " << plural(conv->configs.size(), "config") << " to " << output << "\n";
+  report << FormatConversionReport(*conv, quiet);
+  // Nothing to profile: an error, as for submit, and no file of zero configs to mislead.
+  if (conv->configs.empty()) {
+    report.flush();
+    std::cerr << "ckprof convert: " << InputLabel(input) << ": " << NoConfigsReason(*conv) << "; "
+              << OutputLabel(output) << " not written\n";
+    return 1;
+  }
+  if (to_stdout) {
+    std::cout << FormatConfigsText(conv->configs) << std::flush;
+    if (!std::cout) {
+      std::cerr << "ckprof convert: cannot write the configs to stdout\n";
+      return 1;
+    }
+  }
+  report << (quiet ? "" : "\n") << (to_stdout ? "Wrote " : "Saved ")
+         << plural(conv->configs.size(), "config") << " to " << OutputLabel(output) << "\n";
   return 0;
 }
 

@@ -72,7 +72,7 @@ std::string TopHelp() {
     s += "  " + name + c.summary + "\n";
   }
   s +=
-      "\nglobal options:\n"
+      "\nglobal options (before or after the command):\n"
       "  --socket PATH  the daemon's socket (default: $CKPROF_SOCKET, else\n"
       "                 /run/ckprofd/ckprofd.sock)\n"
       "  --version      print the version and exit\n"
@@ -84,10 +84,36 @@ std::string TopHelp() {
 }  // namespace
 
 int ClientMain(int argc, char** argv) {
+  // Global options may stand before or after the command (`ckprof list --socket S`); they are
+  // taken out here, so that each command sees only its own arguments. After "--" every
+  // argument is the command's.
   GlobalOptions global;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
+  std::string name;  // the command
+  Args rest;         // its arguments
+  bool only_positional = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (!only_positional && (a == "--socket" || a.rfind("--socket=", 0) == 0)) {
+      std::string value;
+      if (a != "--socket") {
+        value = a.substr(9);
+      } else if (i + 1 < argc && argv[i + 1][0] != '-') {
+        value = argv[++i];
+      }
+      if (value.empty()) {
+        std::cerr << "ckprof" << (name.empty() ? "" : " " + name)
+                  << ": --socket needs a value: the daemon's socket, e.g. --socket "
+                  << kDefaultSocketPath << " (see 'ckprof --help')\n";
+        return 2;
+      }
+      global.socket = value;
+      continue;
+    }
+    if (!name.empty()) {
+      if (a == "--") only_positional = true;
+      rest.push_back(a);
+      continue;
+    }
     if (a == "--help" || a == "-h") {
       std::cout << TopHelp();
       return 0;
@@ -96,23 +122,24 @@ int ClientMain(int argc, char** argv) {
       std::cout << "ckprof 0.1.0\n";
       return 0;
     }
-    if (a == "--socket" && i + 1 < argc) {
-      global.socket = argv[++i];
-    } else if (a.rfind("--socket=", 0) == 0) {
-      global.socket = a.substr(9);
-    } else if (!a.empty() && a[0] == '-') {
-      std::cerr << "ckprof: unknown global option " << a << " (see 'ckprof --help')\n";
+    if (!a.empty() && a[0] == '-') {
+      std::cerr << "ckprof: unknown global option " << a
+                << " (a command's own options go after it; see 'ckprof --help')\n";
       return 2;
-    } else {
-      break;
     }
+    name = a;
   }
-  if (i >= argc) {
+  if (name.empty()) {
+    for (const auto& c : Commands()) {
+      if (global.socket == c.name) {  // `ckprof --socket list`: the value is missing
+        std::cerr << "ckprof: --socket needs a value: the daemon's socket, e.g. 'ckprof --socket "
+                  << kDefaultSocketPath << " " << c.name << "' (see 'ckprof --help')\n";
+        return 2;
+      }
+    }
     std::cerr << TopHelp();
     return 2;
   }
-  const std::string name = argv[i];
-  Args rest(argv + i + 1, argv + argc);
   for (const auto& c : Commands()) {
     if (name == c.name) return c.run(global, rest);
   }

@@ -1,4 +1,5 @@
-// ClientMain: `ckprof [--socket PATH] COMMAND ...` — global options, then one command.
+// ClientMain: `ckprof [--socket PATH] COMMAND ...` — global options (before or after the
+// command), then one command.
 #pragma once
 
 namespace ckprof {

@@ -9,6 +9,8 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "common/ck_config.h"
+#include "common/convert.h"
 #include "common/file_util.h"
 
 namespace ckprof {
@@ -38,6 +40,39 @@ std::optional<double> ParseTime(const std::string& text) {
   return std::nullopt;
 }
 
+// The daemon's refusal of a submit as the user should read it: the input named once, as it
+// was given (the daemon converts the content it was sent, and calls it "input"), and for an
+// input with nothing to profile, the same reason `ckprof convert` gives.
+// `label` names the input as given ("stdin", "data/trace.json"), `input_name` as sent (its
+// base name).
+std::string RefusalMessage(const std::string& error, const nlohmann::json& refusal,
+                           const std::string& label, const std::string& input_name) {
+  const auto conv = refusal.value("conversion", nlohmann::json::object());
+  if (conv.is_object() && conv.contains("kept") && conv.value("kept", int64_t{-1}) == 0) {
+    size_t without_shapes = 0;
+    for (const auto& w : conv.value("warnings", nlohmann::json::array())) {
+      if (w.is_string() && w.get<std::string>().find(kNoShapesReason) != std::string::npos) {
+        ++without_shapes;
+      }
+    }
+    return label + ": " + NoConfigsReason(conv.value("records", size_t{0}), without_shapes);
+  }
+  // "submit: the input cannot be used: input: not valid JSON ..." -> "FILE: not valid JSON ...".
+  static const std::string kOwn = "submit: ", kUnusable = "the input cannot be used: ";
+  std::string message = error;
+  if (message.compare(0, kOwn.size(), kOwn) == 0) message.erase(0, kOwn.size());
+  if (message.compare(0, kUnusable.size(), kUnusable) != 0) return error;  // not about the input
+  message.erase(0, kUnusable.size());
+  // The daemon names the text it converted "input" (or, should it, the name it was sent).
+  for (const std::string& name : {std::string("input"), input_name}) {
+    if (!name.empty() && message.compare(0, name.size() + 2, name + ": ") == 0) {
+      message.erase(0, name.size() + 2);
+      break;
+    }
+  }
+  return label + ": " + message;
+}
+
 }  // namespace
 
 int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
@@ -53,49 +88,52 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
               "  ckprof submit conv_repros_ir.json --name resnet-bf16 --profiler-path "
               "/opt/ck/build/bin\n"
               "  ckprof submit trace.json.gz --gpus 0-3 --max-gpus 2 --not-before +2h");
-  p.Positional("INPUT", &input, true, "the file to profile");
+  p.Positional("INPUT", &input, true, "the file to profile, - for stdin (plain or gzipped)");
   p.Option("--name", &name, "N", "job name (default: the file name)");
   p.Option("--priority", &priority, "P",
            "order among your own jobs, -1000..1000, higher first (default 0)");
   p.Option("--gpus", &gpus, "LIST", "GPUs the job may use, e.g. 0,1 or 0-3 (default: any)");
-  p.Option("--max-gpus", &max_gpus, "M", "at most M GPUs at once (default: no limit)");
+  p.Option("--max-gpus", &max_gpus, "M", "at most M GPUs at once, M >= 1 (default: no limit)");
   p.Option("--order", &order, "O",
            "rank: the configs' priority rank, then file order, but near the end a task too long "
            "to start last starts at once (default); longest-first: the most FLOPs first");
   p.Option("--not-before", &not_before, "TIME",
            "start no earlier than TIME: 2026-12-01T02:00, +30m, +2h (default: now)");
   p.Option("--timeout", &timeout, "S", "seconds one profiler run may take (default: the daemon's)");
-  p.Option("--max-ops", &max_ops, "N", "profile only the first N configs");
+  p.Option("--max-ops", &max_ops, "N", "profile only the first N configs, N >= 1 (default: all)");
   p.Option("--profiler-path", &profiler, "P",
            "ckProfiler, or the directory holding it or profile_grouped_conv_* (default: the "
            "daemon's)");
-  p.Option("--data-type", &data_type, "T", "auto|fp16|bf16|fp32 (default auto: from the tensors)");
-  p.Option("--layout", &layout, "L", "auto|nchw|nhwc (default auto: from the strides)");
+  p.Option("--data-type", &data_type, "T",
+           "auto|fp16|bf16|fp32, in any case (default auto: from the tensors)");
+  p.Option("--layout", &layout, "L", "auto|nchw|nhwc, in any case (default auto: from the strides)");
   p.Flag("--dry-run", &dry_run, "print the CK command lines; run and store nothing");
   p.Flag("--json", &json_out, "print the daemon's answer as JSON");
   if (auto code = p.Parse(args)) return *code;
 
+  // Option values first, so that a usage error comes before a large input is read and sent.
+  if (!data_type.empty() && Lowercase(data_type) != "auto" &&
+      !ParseDataTypeName(Lowercase(data_type))) {
+    PrintError("submit", "--data-type must be auto, fp16, bf16 or fp32, got '" + data_type + "'");
+    return 2;
+  }
+  if (!layout.empty() && Lowercase(layout) != "auto" && !ParseLayoutName(Lowercase(layout))) {
+    PrintError("submit", "--layout must be auto, nchw or nhwc, got '" + layout + "'");
+    return 2;
+  }
   Request r;
   r.type = RequestType::kSubmit;
   SubmitOptions& s = r.submit;
-  auto bytes = ReadFileBytes(input);
-  if (!bytes) {
-    PrintError("submit", bytes.error());
-    return 1;
-  }
-  if (Status st = EncodeSubmitContent(std::move(*bytes), &s); !st) {
-    PrintError("submit", input + ": " + st.error());
-    return 1;
-  }
-  s.input_name = input.substr(input.find_last_of('/') + 1);
   s.name = name;
+  // `absent`: what leaving the option out means, for the message.
   auto int_opt = [&](const std::string& flag, const std::string& text, int64_t lo, int64_t hi,
-                     int64_t* out) {
+                     int64_t* out, const std::string& absent = "") {
     static const std::regex num(R"(-?\d{1,18})");
     if (text.empty()) return true;
     if (!std::regex_match(text, num) || std::stoll(text) < lo || std::stoll(text) > hi) {
       PrintError("submit", flag + " must be an integer from " + std::to_string(lo) + " to " +
-                               std::to_string(hi) + ", got '" + text + "'");
+                               std::to_string(hi) + ", got '" + text + "'" +
+                               (absent.empty() ? "" : " (leave it out " + absent + ")"));
       return false;
     }
     *out = std::stoll(text);
@@ -105,14 +143,17 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   if (!int_opt("--priority", priority, -1000, 1000, &v)) return 2;
   s.priority = static_cast<int>(v);
   v = 0;
-  if (!int_opt("--max-gpus", max_gpus, 0, 1024, &v)) return 2;
+  // 0 means "no limit" on the wire, but as a flag it reads as "no GPU": leaving it out says it.
+  if (!int_opt("--max-gpus", max_gpus, 1, 1024, &v, "for no limit")) return 2;
   s.max_gpus = static_cast<int>(v);
-  if (!IsJobOrder(order)) {  // before a large input is read and sent
+  if (!IsJobOrder(order)) {
     PrintError("submit", "--order must be rank or longest-first, got '" + order + "'");
     return 2;
   }
   s.order = order;
-  if (!int_opt("--max-ops", max_ops, 0, int64_t{1} << 40, &s.max_ops)) return 2;
+  if (!int_opt("--max-ops", max_ops, 1, int64_t{1} << 40, &s.max_ops, "to profile every config")) {
+    return 2;
+  }
   if (!gpus.empty()) {
     auto list = ParseGpuListArg(gpus, "submit");
     if (!list) return 2;
@@ -137,18 +178,35 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
     s.timeout_s = t;
   }
   s.dry_run = dry_run;
-  s.data_type = data_type;
-  s.layout = layout;
+  s.data_type = Lowercase(data_type);
+  s.layout = Lowercase(layout);
   s.profiler_path = AbsolutePath(profiler);
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd)) s.cwd = cwd;
 
+  const std::string label = InputLabel(input);
+  auto bytes = IsStdio(input) ? ReadStdinBytes() : ReadFileBytes(input);
+  if (!bytes) {
+    PrintError("submit", bytes.error());
+    return 1;
+  }
+  if (Status st = EncodeSubmitContent(std::move(*bytes), &s); !st) {
+    PrintError("submit", label + ": " + st.error());
+    return 1;
+  }
+  s.input_name = IsStdio(input) ? label : input.substr(input.find_last_of('/') + 1);
   auto conn = ConnectOrReport(global, "submit");
   if (!conn) return kExitUnreachable;
-  auto answer = conn->Call(r);
+  nlohmann::json refusal;
+  auto answer = conn->Call(r, &refusal);
   if (!answer) {
-    PrintError("submit", answer.error());
-    return 1;
+    // A refused input keeps its warnings: they say why each record was skipped.
+    for (const auto& w : refusal.value("conversion", nlohmann::json::object())
+                             .value("warnings", nlohmann::json::array())) {
+      if (w.is_string()) std::cerr << "⚠ " << w.get<std::string>() << "\n";
+    }
+    PrintError("submit", RefusalMessage(answer.error(), refusal, label, s.input_name));
+    return conn->lost() ? kExitUnreachable : 1;
   }
   const auto& a = *answer;
   if (json_out) {

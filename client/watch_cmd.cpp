@@ -1,16 +1,23 @@
 // ckprof watch / wait: follow a job until it ends. watch draws a live progress bar on a
-// terminal (plain line-per-event output otherwise); wait is silent. Both exit 0 only when
-// every task succeeded.
+// terminal (plain line-per-event output otherwise, each line written as it happens); wait is
+// silent and takes several jobs. Both exit 0 only when every task succeeded, 1 when one did
+// not, 2 when the daemon cannot be reached or goes away.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
 
 namespace ckprof {
+
+Result<std::vector<TaskResult>> FetchResults(Connection& conn, int64_t job_id, bool with_output,
+                                             JobSummary* summary);  // results_cmd.cpp
+
 namespace {
 
 using json = nlohmann::json;
@@ -25,7 +32,9 @@ std::string ShortOp(const std::string& op) {
 // Renders a job's event stream.
 class ProgressView {
  public:
-  ProgressView(bool live, int64_t job_id) : live_(live), job_id_(job_id), start_(Clock::now()) {}
+  // `socket`: where to ask for the failures that came before the watch began.
+  ProgressView(bool live, int64_t job_id, std::string socket)
+      : live_(live), job_id_(job_id), socket_(std::move(socket)), start_(Clock::now()) {}
 
   void OnFrame(const json& f) {
     if (f.contains("job")) {
@@ -40,15 +49,18 @@ class ProgressView {
       if (!live_) {
         std::cout << "job " << job_id_ << " \"" << job_.name << "\": " << job_.done() << "/"
                   << job_.total << " done, " << job_.running << " running, " << job_.queued
-                  << " queued\n";
+                  << " queued" << std::endl;  // each line as it happens, even into a pipe
       }
       start_done_ = job_.done();
+      if (job_.failed + job_.unsupported + job_.cancelled > 0) EarlierFailures();
     } else if (ev == "task_started") {
       std::string what = "#" + std::to_string(f.value("position", 0)) + " " +
                          ShortOp(f.value("operation", "")) + " (rank " +
                          std::to_string(f.value("priority_rank", 0)) + ")";
       running_[f.value("gpu", -1)] = what;
-      if (!live_) std::cout << "started  " << what << " on GPU " << f.value("gpu", -1) << "\n";
+      if (!live_) {
+        std::cout << "started  " << what << " on GPU " << f.value("gpu", -1) << std::endl;
+      }
     } else if (ev == "task_finished") {
       auto t = TaskResultFromJson(f.value("task", json::object()));
       if (t) Finished(*t);
@@ -74,23 +86,73 @@ class ProgressView {
   }
 
  private:
+  // At most this many earlier failures are listed when a watch begins late.
+  static constexpr size_t kEarlierFailuresShown = 20;
+
+  static std::string What(const TaskResult& t) {
+    return "#" + std::to_string(t.position) + " " + ShortOp(t.operation) + " (rank " +
+           std::to_string(t.priority_rank) + ")";
+  }
+
+  // The line of a task that ended without success.
+  static std::string FailureLine(const TaskResult& t) {
+    return (t.state == "cancelled" ? "cancelled " : "FAILED   ") + What(t) +
+           (t.gpu >= 0 ? " on GPU " + std::to_string(t.gpu) : "") + ": " +
+           (t.error.empty() ? t.state : t.error);
+  }
+
   void Finished(const TaskResult& t) {
     if (running_.count(t.gpu)) running_.erase(t.gpu);
-    std::string what = "#" + std::to_string(t.position) + " " + ShortOp(t.operation) + " (rank " +
-                       std::to_string(t.priority_rank) + ")";
+    // Already listed among the earlier failures (it ended while the watch began).
+    if (!shown_.insert({t.task_id, t.attempts}).second) return;
     std::string line;
     if (t.ok()) {
       if (live_) return;
-      line = "finished " + what + " on GPU " + std::to_string(t.gpu) + ": " +
+      line = "finished " + What(t) + " on GPU " + std::to_string(t.gpu) + ": " +
              FormatMs(t.avg_ms) + " ms, " + FormatMs(t.tflops) + " TFlops";
     } else {
-      line = (t.state == "cancelled" ? "cancelled " : "FAILED   ") + what +
-             (t.gpu >= 0 ? " on GPU " + std::to_string(t.gpu) : "") + ": " +
-             (t.error.empty() ? t.state : t.error);
+      line = FailureLine(t);
     }
     line += "  [" + std::to_string(job_.done()) + "/" + std::to_string(job_.total) + "]";
     if (live_) std::cout << "\r\033[K";
-    std::cout << line << "\n";
+    std::cout << line << std::endl;
+  }
+
+  // A watch that begins after tasks failed lists them (from the job's results, on a second
+  // connection: this one carries the event stream), so that a late watch misses nothing.
+  void EarlierFailures() {
+    std::vector<TaskResult> failed;
+    std::string why;
+    if (auto conn = Connection::Open(socket_); !conn) {
+      why = conn.error();
+    } else if (auto tasks = FetchResults(**conn, job_id_, /*with_output=*/false, nullptr);
+               !tasks) {
+      why = tasks.error();
+    } else {
+      for (auto& t : *tasks) {
+        if (t.finished() && !t.ok()) failed.push_back(std::move(t));
+      }
+    }
+    if (!why.empty()) {
+      PrintError("watch", "cannot list the failures before this watch: " + why);
+      return;
+    }
+    if (failed.empty()) return;
+    std::stable_sort(failed.begin(), failed.end(), [](const TaskResult& a, const TaskResult& b) {
+      return a.ended_at < b.ended_at;
+    });
+    if (live_) std::cout << "\r\033[K";
+    std::cout << failed.size() << " task" << (failed.size() == 1 ? "" : "s")
+              << " ended without success before this watch began:\n";
+    for (size_t i = 0; i < failed.size(); ++i) {
+      shown_.insert({failed[i].task_id, failed[i].attempts});
+      if (i < kEarlierFailuresShown) std::cout << FailureLine(failed[i]) << "\n";
+    }
+    if (failed.size() > kEarlierFailuresShown) {
+      std::cout << "... and " << failed.size() - kEarlierFailuresShown
+                << " more: see 'ckprof results " << job_id_ << "'\n";
+    }
+    std::cout.flush();
   }
 
   static std::string FormatMs(double v) {
@@ -121,6 +183,8 @@ class ProgressView {
 
   bool live_;
   int64_t job_id_;
+  std::string socket_;
+  std::set<std::pair<int64_t, int>> shown_;  // (task, attempt) whose end has been printed
   Clock::time_point start_;
   int64_t start_done_ = 0;
   JobSummary job_;
@@ -128,10 +192,12 @@ class ProgressView {
   bool ended_ = false;
 };
 
-}  // namespace
-
-int FollowJob(Connection& conn, int64_t job_id, bool show, bool live, JobSummary* final_summary) {
-  ProgressView view(live, job_id);
+// Follows one job on `conn` to its end. Returns the exit code (0: every task succeeded, 1: one
+// did not or the daemon refused the watch, kExitUnreachable: the daemon went away) after
+// printing why it is not 0.
+int FollowJob(Connection& conn, int64_t job_id, bool show, bool live) {
+  const std::string cmd = show ? "watch" : "wait";
+  ProgressView view(live, job_id, conn.path());
   JobSummary last;
   // Silent: only the job's end is asked for (a sweep's task events are not even built).
   Status s = conn.Watch(
@@ -145,30 +211,61 @@ int FollowJob(Connection& conn, int64_t job_id, bool show, bool live, JobSummary
       },
       /*end_only=*/!show);
   if (!s) {
-    PrintError(show ? "watch" : "wait", s.error());
-    return 1;
+    if (show && live) std::cout << "\n";  // below the progress bar
+    if (!conn.lost()) {
+      PrintError(cmd, "job " + std::to_string(job_id) + ": " + s.error());
+      return 1;
+    }
+    // Not a task's failure: the daemon stopped (or died) while we waited. Its jobs are in its
+    // state dir and go on when it is back.
+    PrintError(cmd, s.error() + "; job " + std::to_string(job_id) +
+                        " is kept: see 'ckprof status " + std::to_string(job_id) +
+                        "' once ckprofd is back");
+    return kExitUnreachable;
   }
   if (show) view.End();
-  if (final_summary) *final_summary = last;
   return last.total > 0 && last.succeeded == last.total ? 0 : 1;
 }
+
+}  // namespace
 
 int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) {
   const std::string cmd = silent ? "wait" : "watch";
   std::string job;
+  std::vector<std::string> jobs;
   ArgParser p("ckprof " + cmd,
-              silent ? "Wait silently until a job ends. Exit 0 only if every task succeeded."
+              silent ? "Wait silently until each job ends. Exit 0 only if every task of every "
+                       "job succeeded, 1 if one did not (or a job does not exist), 2 if ckprofd "
+                       "cannot be reached or goes away."
                      : "Follow a job live: progress bar, rate, ETA, which task runs on which GPU, "
-                       "failures as they happen (one line per event when not on a terminal). "
-                       "Exit 0 only if every task succeeded.",
-              "example:\n  ckprof " + cmd + " 12 && ckprof results 12");
-  p.Positional("JOB", &job, true, "the job id");
+                       "failures as they happen (one line per event when not on a terminal); "
+                       "a watch begun late lists the failures before it. Exit 0 only if every "
+                       "task succeeded, 1 if one did not, 2 if ckprofd cannot be reached or goes "
+                       "away.",
+              silent ? "example:\n  ckprof wait 12 13 && ckprof compare 12 13"
+                     : "example:\n  ckprof watch 12 && ckprof results 12");
+  if (silent) {
+    p.Positionals("JOB", &jobs, true, "the job ids");
+  } else {
+    p.Positional("JOB", &job, true, "the job id");
+  }
   if (auto code = p.Parse(args)) return *code;
-  auto id = ParseJobId(job, cmd);
-  if (!id) return 2;
+  if (!silent) jobs = {job};
+  std::vector<int64_t> ids;
+  for (const auto& text : jobs) {
+    auto id = ParseJobId(text, cmd);
+    if (!id) return 2;
+    ids.push_back(*id);
+  }
   auto conn = ConnectOrReport(global, cmd);
   if (!conn) return kExitUnreachable;
-  return FollowJob(*conn, *id, !silent, !silent && StdoutIsTerminal(), nullptr);
+  // The worst end wins: unreachable (2) over a failure (1) over success (0).
+  int worst = 0;
+  for (int64_t id : ids) {
+    worst = std::max(worst, FollowJob(*conn, id, !silent, !silent && StdoutIsTerminal()));
+    if (conn->lost()) break;  // the rest cannot be waited for
+  }
+  return worst;
 }
 
 }  // namespace ckprof

@@ -1,5 +1,6 @@
 #include "common/convert.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <exception>
@@ -289,7 +290,7 @@ class DocumentHandler {
           extra["gpu_time_us"] = out.gpu_time_us;
           extra["count"] = p.count;
           if (p.call.args.empty()) {
-            out.skip_reason = "the trace has no argument shapes (profile with record_shapes=True)";
+            out.skip_reason = std::string(kNoShapesReason);
           } else {
             ConvertCall(p.call, options_, extra, &out, &conv_);
           }
@@ -923,14 +924,53 @@ std::string FormatConversionReport(const Conversion& c, bool quiet) {
     if (!quiet) s += FormatRecordLine(r, c.records.size(), c.format) + "\n";
   }
   if (!quiet && !c.records.empty()) s += "\n";
-  auto n = [](size_t v) { return std::to_string(v); };
-  s += "Total PyTorch operations:     " + n(c.records.size()) + "\n";
-  s += "  ✓ Forward convolutions:       " + n(fwd) + "\n";
-  s += "  ✓ Backward data convolutions: " + n(bwd_data) + "\n";
-  s += "  ✓ Backward weight convolutions: " + n(bwd_weight) + "\n";
-  s += "  ⚠ Skipped operations:         " + n(skipped) + "\n";
-  s += "Total CK profiler configs:    " + n(c.configs.size()) + "\n";
+  // Operations are the input's records and add up to their total; configs are what they
+  // became (a backward call may give two) and add up to theirs. Numbers share one column.
+  const std::string numbers[] = {std::to_string(c.records.size()),
+                                 std::to_string(c.records.size() - skipped),
+                                 std::to_string(skipped),
+                                 std::to_string(c.configs.size()),
+                                 std::to_string(fwd),
+                                 std::to_string(bwd_data),
+                                 std::to_string(bwd_weight)};
+  size_t width = 0;
+  for (const auto& n : numbers) width = std::max(width, n.size());
+  const char* const labels[] = {"Total PyTorch operations:",   "  ✓ Converted:",
+                                 "  ⚠ Skipped:",                 "Total CK profiler configs:",
+                                 "  ✓ Forward convolutions:",    "  ✓ Backward data convolutions:",
+                                 "  ✓ Backward weight convolutions:"};
+  // Columns on a terminal: code points (each mark here is one column), not bytes.
+  auto columns = [](std::string_view text) {
+    return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char ch) {
+      return (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+    }));
+  };
+  size_t label_width = 0;
+  for (const char* l : labels) label_width = std::max(label_width, columns(l));
+  for (size_t i = 0; i < std::size(labels); ++i) {
+    s += labels[i];
+    s += std::string(label_width - columns(labels[i]) + 1 + width - numbers[i].size(), ' ');
+    s += numbers[i] + "\n";
+  }
   return s;
+}
+
+std::string NoConfigsReason(size_t records, size_t without_shapes) {
+  std::string s = "no convolution to profile";
+  if (records == 1) s += " (its one record was skipped)";
+  if (records > 1) s += " (all " + std::to_string(records) + " records were skipped)";
+  if (without_shapes > 0) {
+    s += "; the trace may have been recorded without record_shapes=True: profile with "
+         "torch.profiler.profile(record_shapes=True)";
+  }
+  return s;
+}
+
+std::string NoConfigsReason(const Conversion& c) {
+  if (!c.configs.empty()) return "";
+  size_t without_shapes = 0;
+  for (const auto& r : c.records) without_shapes += r.skip_reason == kNoShapesReason ? 1 : 0;
+  return NoConfigsReason(c.records.size(), without_shapes);
 }
 
 }  // namespace ckprof

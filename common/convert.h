@@ -61,8 +61,23 @@ Result<Conversion> ConvertText(std::string_view text, const ConvertOptions& opti
 Result<Conversion> ConvertFile(const std::string& path, const ConvertOptions& options);
 
 // The console report of the original tool: one line per record (unless quiet), then the
-// summary block. Warnings are not included (see Conversion::warnings, SkipWarning).
+// summary block: the operations (converted + skipped), then the configs (fwd + bwd_data +
+// bwd_weight), numbers in one column. Warnings are not included (see Conversion::warnings,
+// SkipWarning).
 std::string FormatConversionReport(const Conversion& c, bool quiet);
+
+// Why a trace's convolution was skipped when the trace holds no argument shapes.
+inline constexpr std::string_view kNoShapesReason =
+    "the trace has no argument shapes (profile with record_shapes=True)";
+
+// Why an input that gave no config cannot be profiled, for `ckprof convert` and `ckprof
+// submit` alike: "no convolution to profile (all 2 records were skipped)", and when some were
+// skipped for kNoShapesReason, the hint that the trace may have been recorded without
+// record_shapes=True. `records`: the records (trace: unique problems) found; `without_shapes`:
+// how many of them were skipped for kNoShapesReason.
+std::string NoConfigsReason(size_t records, size_t without_shapes);
+// The same for a conversion (empty when it has configs).
+std::string NoConfigsReason(const Conversion& c);
 
 // One record's console line: "✓ [1/22] Converted: aten::convolution_backward (rank 1) →
 // bwd_data + bwd_weight" or "⚠ [5/78] Skipped: aten::addmm (rank 5): not a convolution".

@@ -1,15 +1,23 @@
 // End-to-end tests of the ckprof client through a real ckprofd (and through its own private
 // daemon with --local): submit → watch → results for each input format, the original run
 // workflow's output and exit codes, dry-run command lines, and the documented errors.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <fstream>
 #include <regex>
 
 #include "common/ck_config.h"
+#include "common/file_util.h"
 #include "common/json_util.h"
+#include "tests/reliability_util.h"
 #include "tests/test_util.h"
 
 namespace ckprof {
@@ -45,6 +53,130 @@ constexpr const char* kSampleBwdCommand =
     "./build/bin/ckProfiler grouped_conv_bwd_data 2 3 0 1 0 1 2 1 10 64 64 3 3 56 56 1 1 1 1 1 "
     "1 1 1 -1";
 
+// A command left running while the test reads its stdout (a pipe) line by line as it is
+// written; stderr goes to a file. Killed on destruction if still running. Test thread only.
+class Spawned {
+ public:
+  Spawned(const std::vector<std::string>& argv, const std::string& cwd,
+          const std::string& err_path)
+      : err_path_(err_path) {
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int null = open("/dev/null", O_RDONLY);
+      dup2(null, 0);
+      dup2(out[1], 1);
+      dup2(err, 2);
+      if (chdir(cwd.c_str()) != 0) _exit(127);
+      std::vector<char*> args;
+      std::vector<std::string> copy = argv;
+      for (auto& a : copy) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(out[1]);
+    fd_ = out[0];
+  }
+  ~Spawned() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) close(fd_);
+  }
+  Spawned(const Spawned&) = delete;
+  Spawned& operator=(const Spawned&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Reads stdout until a line holding `needle` has arrived; false at its end or after
+  // timeout_s (a deadline for a broken build, not a pause: the line is waited on).
+  bool WaitForLine(const std::string& needle, double timeout_s = 60) {
+    const auto deadline = Deadline(timeout_s);
+    for (;;) {
+      for (size_t start = 0, nl; (nl = out_.find('\n', start)) != std::string::npos;
+           start = nl + 1) {
+        if (out_.substr(start, nl - start).find(needle) != std::string::npos) return true;
+      }
+      if (!ReadSome(deadline)) return false;
+    }
+  }
+  // True while the process has not exited (it is not reaped here).
+  bool Running() const {
+    siginfo_t info{};
+    return waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+           info.si_pid == 0;
+  }
+  // Reads the rest of stdout and waits for the exit; the exit code (-1 when killed, or not
+  // ended within timeout_s).
+  int Wait(double timeout_s = 60) {
+    const auto deadline = Deadline(timeout_s);
+    while (ReadSome(deadline)) {
+    }
+    if (fd_ >= 0) return -1;  // still writing at the deadline: the destructor kills it
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    reaped_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  const std::string& out() const { return out_; }
+  std::string err() const { return testing::ReadFile(err_path_); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static Clock::time_point Deadline(double seconds) {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(seconds));
+  }
+  // Waits for more of stdout; false at its end or at the deadline.
+  bool ReadSome(Clock::time_point deadline) {
+    while (fd_ >= 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p = {fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      ssize_t n = read(fd_, buf, sizeof buf);
+      if (n > 0) {
+        out_.append(buf, static_cast<size_t>(n));
+        return true;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      close(fd_);
+      fd_ = -1;
+    }
+    return false;
+  }
+
+  std::string err_path_;
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool reaped_ = false;
+  std::string out_;
+};
+
+// The write calls a process has made so far (/proc/PID/io syscw); -1 when unknown.
+int64_t WriteCalls(pid_t pid) {
+  std::ifstream io("/proc/" + std::to_string(pid) + "/io");
+  for (std::string key; io >> key;) {
+    int64_t value = 0;
+    io >> value;
+    if (key == "syscw:") return value;
+  }
+  return -1;
+}
+
+// A PyTorch profiler trace recorded without record_shapes=True: a convolution and its kernel,
+// but no argument shapes.
+constexpr const char* kShapelessTrace =
+    R"({"schemaVersion": 1, "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::cudnn_convolution", "pid": 7, "tid": 1, "ts": 100,
+   "dur": 10, "args": {"External id": 5}},
+  {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 101, "dur": 1,
+   "args": {"device": 0, "stream": 7, "External id": 5}}]})";
+
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -75,8 +207,41 @@ class ClientTest : public ::testing::Test {
     return RunCommand(argv, env, dir_.path());
   }
 
+  // Runs ckprof in the test's directory without the daemon's socket option, with stdin.
+  CommandResult Plain(std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), BinPath("ckprof"));
+    return RunCommand(args, {"CKEMU_TIME_SCALE=0"}, dir_.path(), input);
+  }
+
+  // Starts ckprof with its stdout on a pipe the test reads as it is written.
+  std::unique_ptr<Spawned> Start(std::vector<std::string> args, const std::string& name) {
+    args.insert(args.begin(), {BinPath("ckprof"), "--socket", daemon_->socket()});
+    return std::make_unique<Spawned>(args, dir_.path(), dir_.File(name + ".err"));
+  }
+
+  // Submits a configs text; the job id ("" after a failed assertion).
+  std::string Submit(const std::string& text, std::vector<std::string> extra = {}) {
+    const std::string file = dir_.File("job-" + std::to_string(++files_) + ".json");
+    testing::WriteFile(file, text);
+    std::vector<std::string> args = {"submit", file, "--profiler-path", "build/bin"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CommandResult sub = Ckprof(args);
+    EXPECT_EQ(sub.exit_code, 0) << sub.err;
+    return sub.exit_code == 0 ? sub.out.substr(0, sub.out.find('\n')) : "";
+  }
+
+  // kSampleConfig with the emulator's fault sizes: the fwd config's N and the bwd_data one's
+  // (0 = as is). 9001 hangs until cancelled, 9003 fails.
+  static std::string SampleWithFaults(int fwd_n, int bwd_n) {
+    std::string text = kSampleConfig;
+    if (fwd_n) text.replace(text.find("\"N\": 32"), 7, "\"N\": " + std::to_string(fwd_n));
+    if (bwd_n) text.replace(text.find("\"N\": 10"), 7, "\"N\": " + std::to_string(bwd_n));
+    return text;
+  }
+
   TempDir dir_;
   std::unique_ptr<DaemonProcess> daemon_;
+  int files_ = 0;
 };
 
 TEST_F(ClientTest, SubmitWatchResultsForEveryInputFormat) {
@@ -261,7 +426,17 @@ TEST_F(ClientTest, BadArgumentsGiveTheDocumentedMessagesAndCodes) {
       {{"submit", "configs.json", "--order", "shortest"},
        2,
        "--order must be rank or longest-first, got 'shortest'"},
+      // 0 would mean "no limit" to the daemon: as a flag it is refused, saying what to do.
+      {{"submit", "configs.json", "--max-ops", "0"},
+       2,
+       "--max-ops must be an integer from 1 to 1099511627776, got '0' (leave it out to profile "
+       "every config)"},
+      {{"submit", "configs.json", "--max-gpus", "0"},
+       2,
+       "--max-gpus must be an integer from 1 to 1024, got '0' (leave it out for no limit)"},
+      {{"submit", "configs.json", "--layout", "nchwc"}, 2, "--layout must be auto, nchw or nhwc"},
       {{"watch", "abc"}, 2, "JOB must be a job id"},
+      {{"wait", "12", "abc"}, 2, "JOB must be a job id"},
       {{"results", "1", "--format", "xml"}, 2, "--format must be json, csv or table"},
       {{"--socket", dir_.File("none.sock"), "status"}, 2, "cannot reach ckprofd"},
   };
@@ -270,13 +445,16 @@ TEST_F(ClientTest, BadArgumentsGiveTheDocumentedMessagesAndCodes) {
     EXPECT_EQ(r.exit_code, c.code) << c.args[0] << ": " << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args[0] << ": " << r.err;
   }
-  // Every command has --help with an example.
+  // Every command has --help with an example, and says how to name the daemon's socket.
   for (const char* cmd : {"convert", "run", "submit", "status", "list", "watch", "wait", "results",
-                          "cancel", "retry", "boost", "gpus", "drain", "resume", "ping"}) {
+                          "compare", "cancel", "retry", "boost", "gpus", "drain", "resume",
+                          "ping"}) {
     CommandResult h = Ckprof({cmd, "--help"});
     EXPECT_EQ(h.exit_code, 0) << cmd;
     EXPECT_NE(h.out.find("usage: ckprof " + std::string(cmd)), std::string::npos) << cmd;
     EXPECT_NE(h.out.find("ckprof " + std::string(cmd) + " "), h.out.rfind("usage:", 0)) << cmd;
+    EXPECT_NE(h.out.find("--socket PATH"), std::string::npos) << cmd << ": " << h.out;
+    EXPECT_NE(h.out.find("$CKPROF_SOCKET"), std::string::npos) << cmd << ": " << h.out;
   }
 }
 
@@ -300,6 +478,201 @@ TEST_F(ClientTest, CancelAndRetry) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("2 task(s) requeued"), std::string::npos) << r.out;
   EXPECT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+}
+
+// Issue 17.10: the global --socket goes before or after the command; without a value it says so.
+TEST_F(ClientTest, GlobalOptionsGoBeforeOrAfterTheCommand) {
+  StartDaemon();
+  const std::string socket = daemon_->socket();
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--socket", socket, "list"},
+           {"list", "--socket", socket},
+           {"list", "--all", "--socket=" + socket},
+           {"--socket=" + socket, "list", "--all"}}) {
+    CommandResult r = Plain(args);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << " " << args[1] << ": " << r.err;
+    EXPECT_NE(r.out.find("JOB"), std::string::npos) << r.out;
+  }
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  } cases[] = {
+      {{"list", "--socket"}, "ckprof list: --socket needs a value"},
+      {{"list", "--socket", "--all"}, "ckprof list: --socket needs a value"},
+      {{"list", "--socket="}, "ckprof list: --socket needs a value"},
+      {{"--socket", "list"}, "ckprof: --socket needs a value"},
+      {{"--socket"}, "ckprof: --socket needs a value"},
+  };
+  for (const auto& c : cases) {
+    CommandResult r = Plain(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.error;
+    EXPECT_NE(r.err.find(c.error), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("unknown option"), std::string::npos) << r.err;
+  }
+  // A path after the command is the one used.
+  CommandResult elsewhere = Plain({"ping", "--socket", dir_.File("none.sock")});
+  EXPECT_EQ(elsewhere.exit_code, 2);
+  EXPECT_NE(elsewhere.err.find("cannot reach ckprofd at " + dir_.File("none.sock")),
+            std::string::npos)
+      << elsewhere.err;
+}
+
+// Issue 17.4: into a pipe (or file), watch writes each event line as it happens, not at exit.
+TEST_F(ClientTest, WatchIntoAPipeWritesEachLineAsItHappens) {
+  StartDaemon();
+  // GPU 0 is held by a hang, so that the watched job can only start once the watch is on.
+  const std::string blocker = Submit(SampleWithFaults(9001, 0), {"--gpus", "0", "--max-ops", "1"});
+  const std::string job = Submit(SampleWithFaults(0, 9001), {"--gpus", "0"});
+  ASSERT_FALSE(blocker.empty() || job.empty());
+  auto watch = Start({"watch", job}, "watch");
+  ASSERT_TRUE(watch->WaitForLine("job " + job + " \"")) << watch->out() << watch->err();
+  ASSERT_EQ(Ckprof({"cancel", blocker}).exit_code, 0);
+  // The fwd config runs and ends; its line comes while the job still runs its hang.
+  ASSERT_TRUE(watch->WaitForLine("finished #1 fwd (rank 1) on GPU 0")) << watch->out();
+  ASSERT_TRUE(watch->WaitForLine("started  #2 bwd_data (rank 2) on GPU 0")) << watch->out();
+  EXPECT_TRUE(watch->Running());
+  ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+  EXPECT_EQ(watch->Wait(), 1) << watch->out() << watch->err();
+  EXPECT_NE(watch->out().find("job " + job + " cancelled: 1 succeeded, 0 failed"),
+            std::string::npos)
+      << watch->out();
+}
+
+// Issue 17.9: a daemon that dies under watch and wait is "unreachable" (2), not a failed task (1).
+TEST_F(ClientTest, WatchAndWaitExitTwoWhenTheDaemonDies) {
+  StartDaemon();
+  const std::string job = Submit(SampleWithFaults(9001, 9001));
+  ASSERT_FALSE(job.empty());
+  auto watch = Start({"watch", job}, "watch");
+  auto wait = Start({"wait", job}, "wait");
+  ASSERT_TRUE(watch->WaitForLine("job " + job + " \"")) << watch->err();
+  // wait prints nothing: it has asked for the job's end once it wrote its second frame (hello,
+  // then watch), and a hello is only followed by a watch once the daemon has answered it.
+  for (int i = 0; i < 3000 && WriteCalls(wait->pid()) < 2 && wait->Running(); ++i) usleep(10000);
+  ASSERT_GE(WriteCalls(wait->pid()), 2) << wait->err();
+  daemon_->Signal(SIGKILL);
+  testing::KillMarkedProcesses("CKPROFD_STATE=" + daemon_->state_dir());
+  for (Spawned* c : {watch.get(), wait.get()}) {
+    EXPECT_EQ(c->Wait(), 2) << c->err();
+    EXPECT_NE(c->err().find("closed the connection; job " + job + " is kept: see 'ckprof status " +
+                            job + "' once ckprofd is back"),
+              std::string::npos)
+        << c->err();
+    EXPECT_EQ(c->err().find("cannot reach"), std::string::npos) << c->err();
+  }
+}
+
+// Issue 17.21: a watch begun after tasks failed lists them; each failure is shown once.
+TEST_F(ClientTest, WatchBegunLateListsTheFailuresSoFar) {
+  StartDaemon();
+  // The fwd config fails at once; the bwd_data one hangs, so the job is still on.
+  const std::string job = Submit(SampleWithFaults(9003, 9001), {"--max-gpus", "1"});
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(testing::WatchUntil(daemon_->socket(), std::stoll(job), [](const JobSummary& s) {
+                return s.failed == 1 && s.running == 1;
+              }).ok());
+  auto late = Start({"watch", job}, "late");
+  ASSERT_TRUE(late->WaitForLine("1 task ended without success before this watch began:"))
+      << late->out() << late->err();
+  ASSERT_TRUE(late->WaitForLine("FAILED   #1 fwd (rank 1) on GPU ")) << late->out();
+  ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+  EXPECT_EQ(late->Wait(), 1);
+  size_t failed_lines = 0;
+  for (size_t at = 0; (at = late->out().find("FAILED   #1 fwd", at)) != std::string::npos; ++at) {
+    ++failed_lines;
+  }
+  EXPECT_EQ(failed_lines, 1u) << late->out();
+  EXPECT_NE(late->out().find("cancelled #2 bwd_data (rank 2)"), std::string::npos) << late->out();
+}
+
+// Issue 17.21: wait takes several jobs; its exit code is the worst of theirs.
+TEST_F(ClientTest, WaitTakesSeveralJobsAndExitsWithTheWorst) {
+  StartDaemon();
+  const std::string ok = Submit(kSampleConfig);
+  const std::string failing = Submit(SampleWithFaults(9003, 0));
+  ASSERT_FALSE(ok.empty() || failing.empty());
+  CommandResult both_ok = Ckprof({"wait", ok, ok});
+  EXPECT_EQ(both_ok.exit_code, 0) << both_ok.err;
+  CommandResult one_failed = Ckprof({"wait", ok, failing});
+  EXPECT_EQ(one_failed.exit_code, 1) << one_failed.err;
+  CommandResult failed_first = Ckprof({"wait", failing, ok});
+  EXPECT_EQ(failed_first.exit_code, 1) << failed_first.err;
+  CommandResult missing = Ckprof({"wait", ok, "999"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("ckprof wait: job 999: no job 999"), std::string::npos)
+      << missing.err;
+  CommandResult none = Ckprof({"wait"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("missing JOB"), std::string::npos) << none.err;
+  EXPECT_NE(Ckprof({"wait", "--help"}).out.find("usage: ckprof wait JOB..."), std::string::npos);
+}
+
+// Issue 17.17: "-" is stdin for submit, plain or gzipped.
+TEST_F(ClientTest, SubmitReadsStdinPlainOrGzipped) {
+  StartDaemon();
+  const std::string ir = testing::ReadFile(DataPath("conv_repros_ir.json"));
+  for (const std::string& input : {ir, *Gzip(ir)}) {
+    CommandResult sub = Plain({"--socket", daemon_->socket(), "submit", "-", "--profiler-path",
+                               "build/bin", "--max-ops", "3"},
+                              input);
+    ASSERT_EQ(sub.exit_code, 0) << sub.err;
+    EXPECT_NE(sub.err.find("3 profiler run(s) from 22 record(s) of a replay-IR list"),
+              std::string::npos)
+        << sub.err;
+    const std::string job = sub.out.substr(0, sub.out.find('\n'));
+    EXPECT_EQ(Ckprof({"wait", job}).exit_code, 0);
+    auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+    ASSERT_TRUE(status.ok());
+    EXPECT_EQ((*status)["name"], "stdin");
+    EXPECT_EQ((*status)["succeeded"], 3);
+  }
+}
+
+// Issue 17.14: a refused submit names the file once, with one "ckprof submit:" prefix.
+TEST_F(ClientTest, SubmitErrorsNameTheFileOnce) {
+  StartDaemon();
+  testing::WriteFile(dir_.File("bad.json"), "[\n  oops\n]\n");
+  CommandResult r = Ckprof({"submit", "bad.json", "--profiler-path", "build/bin"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "ckprof submit: bad.json: not valid JSON at line 2, column 3: syntax error while "
+            "parsing value - invalid literal\n");
+  CommandResult piped =
+      Plain({"--socket", daemon_->socket(), "submit", "-", "--profiler-path", "build/bin"}, "{}");
+  EXPECT_EQ(piped.exit_code, 1);
+  EXPECT_EQ(piped.err.find("submit: submit:"), std::string::npos) << piped.err;
+  EXPECT_NE(piped.err.find("ckprof submit: stdin: neither a replay-IR list"), std::string::npos)
+      << piped.err;
+  CommandResult gpus =
+      Ckprof({"submit", "configs.json", "--gpus", "7", "--profiler-path", "build/bin"});
+  EXPECT_EQ(gpus.exit_code, 1);
+  EXPECT_EQ(gpus.err, "ckprof submit: this daemon drives no GPU 7\n");
+}
+
+// Issue 17.13: submit of an input with nothing to profile exits 1 with convert's reason, the
+// record_shapes hint and each record's warning kept.
+TEST_F(ClientTest, SubmitOfNoConvolutionKeepsTheHint) {
+  StartDaemon();
+  testing::WriteFile(dir_.File("shapeless.json"), kShapelessTrace);
+  CommandResult r = Ckprof({"submit", "shapeless.json", "--profiler-path", "build/bin"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("record 1 (aten::cudnn_convolution) skipped: the trace has no argument "
+                       "shapes (profile with record_shapes=True)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("ckprof submit: shapeless.json: no convolution to profile (its one record "
+                       "was skipped); the trace may have been recorded without "
+                       "record_shapes=True"),
+            std::string::npos)
+      << r.err;
+  testing::WriteFile(dir_.File("addmm.json"), R"([{"op_name": "aten::addmm"}])");
+  CommandResult ir = Ckprof({"submit", "addmm.json", "--profiler-path", "build/bin"});
+  EXPECT_EQ(ir.exit_code, 1);
+  EXPECT_NE(ir.err.find("ckprof submit: addmm.json: no convolution to profile (its one record "
+                        "was skipped)\n"),
+            std::string::npos)
+      << ir.err;
+  EXPECT_NE(ir.err.find("record 1 (aten::addmm) skipped: not a convolution"), std::string::npos);
 }
 
 }  // namespace

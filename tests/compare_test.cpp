@@ -34,8 +34,8 @@ json Result(int64_t position, int64_t rank, const std::string& op, const std::st
             {"avg_time_ms", avg_ms >= 0 ? json(avg_ms) : json(nullptr)}};
   r["config"] = {{"operation_type", "profile_grouped_conv_" + op},
                  {"profiler_args",
-                  {{"data_type", 2},
-                   {"layout", 3},
+                  {{"data_type", op == "bwd_weight" ? 5 : 2},  // bf16: CK's enums per operation
+                   {"layout", op == "bwd_weight" ? 4 : 3},     // NCHW
                    {"num_dim_spatial", 2},
                    {"G", 1},
                    {"N", 10},
@@ -102,8 +102,9 @@ TEST_F(CompareTest, TableRanksConfigsAndSummarizes) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const std::vector<std::string> lines = Lines(r.out);
   ASSERT_GE(lines.size(), 14u) << r.out;
-  EXPECT_EQ(lines[0], "A: ck.json");
-  EXPECT_EQ(lines[1], "B: torch.json");
+  EXPECT_EQ(lines[0], "A: ck.json: data type bf16, layout nchw");
+  EXPECT_EQ(lines[1], "B: torch.json: data type bf16, layout nchw");
+  EXPECT_EQ(r.err, "");  // the same types and layouts: no warning
   EXPECT_EQ(lines[2], "speedup = A ms / B ms (above 1: B is faster)");
   EXPECT_TRUE(Contains(lines[4], "ck.json ms")) << lines[4];
   EXPECT_TRUE(Contains(lines[4], "torch.json ms")) << lines[4];
@@ -271,6 +272,54 @@ TEST_F(CompareTest, HelpHasAnExample) {
   EXPECT_TRUE(Contains(r.out, "ckprof compare 12 13")) << r.out;
   CommandResult top = Ckprof({"--help"});
   EXPECT_TRUE(Contains(top.out, "  compare ")) << top.out;
+}
+
+// Issue 17.21: each side's data type and layout are shown, and a difference is warned about.
+TEST_F(CompareTest, ShowsEachSidesDataTypeAndLayoutAndWarnsWhenTheyDiffer) {
+  json a = json::array({Result(1, 1, "fwd", "Forward conv: one", 1.0),
+                        Result(2, 2, "bwd_weight", "Backward weight conv: two", 2.0)});
+  json b = a;
+  // B: fp16 (1 for every operation) and channels-last (1 for fwd, 2 for bwd_weight).
+  b[0]["config"]["profiler_args"]["data_type"] = 1;
+  b[0]["config"]["profiler_args"]["layout"] = 1;
+  b[1]["config"]["profiler_args"]["data_type"] = 1;
+  b[1]["config"]["profiler_args"]["layout"] = 2;
+  testing::WriteFile(dir_.File("bf16.json"), json({{"results", a}}).dump());
+  testing::WriteFile(dir_.File("fp16.json"), json({{"results", b}}).dump());
+  CommandResult r = Ckprof({"compare", "bf16.json", "fp16.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "A: bf16.json: data type bf16, layout nchw");
+  EXPECT_EQ(lines[1], "B: fp16.json: data type fp16, layout nhwc");
+  EXPECT_EQ(r.err,
+            "ckprof compare: warning: A and B differ in data type (A: bf16; B: fp16) and layout "
+            "(A: nchw; B: nhwc), in 2 of the 2 matched configs: their speedups compare different "
+            "problems\n");
+  CommandResult j = Ckprof({"compare", "bf16.json", "fp16.json", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  json doc = json::parse(j.out);
+  EXPECT_EQ(doc["a"]["data_type"], "bf16");
+  EXPECT_EQ(doc["b"]["layout"], "nhwc");
+  ASSERT_EQ(doc["warnings"].size(), 1u);
+  EXPECT_EQ(doc["rows"][0]["a_data_type"], "bf16");
+  EXPECT_EQ(doc["rows"][0]["b_data_type"], "fp16");
+  EXPECT_EQ(doc["rows"][1]["a_layout"], "nchw");
+  EXPECT_EQ(doc["rows"][1]["b_layout"], "nhwc");
+  // A mixed side is counted; files without configs say "unknown" and warn of nothing.
+  b[0]["config"]["profiler_args"]["data_type"] = 2;
+  testing::WriteFile(dir_.File("mixed.json"), json({{"results", b}}).dump());
+  CommandResult mixed = Ckprof({"compare", "mixed.json", "fp16.json"});
+  EXPECT_EQ(Lines(mixed.out)[0], "A: mixed.json: data type bf16 (1), fp16 (1), layout nhwc");
+  EXPECT_NE(mixed.err.find("in 1 of the 2 matched configs"), std::string::npos) << mixed.err;
+  for (json* side : {&a, &b}) {
+    for (json& e : *side) e.erase("config");
+  }
+  testing::WriteFile(dir_.File("a.json"), json({{"results", a}}).dump());
+  testing::WriteFile(dir_.File("b.json"), json({{"results", b}}).dump());
+  CommandResult unknown = Ckprof({"compare", "a.json", "b.json"});
+  EXPECT_EQ(Lines(unknown.out)[0], "A: a.json: data type unknown, layout unknown");
+  EXPECT_EQ(unknown.err, "");
 }
 
 }  // namespace

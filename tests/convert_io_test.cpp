@@ -370,9 +370,10 @@ TEST(ConvertFile, PeakMemoryIsNotTheTraceSize) {
 
 class ConvertCommand : public ::testing::Test {
  protected:
-  CommandResult Run(std::vector<std::string> args, const std::string& cwd = "") {
+  CommandResult Run(std::vector<std::string> args, const std::string& cwd = "",
+                    const std::string& input = "") {
     args.insert(args.begin(), {BinPath("ckprof"), "convert"});
-    return RunCommand(args, {}, cwd);
+    return RunCommand(args, {}, cwd, input);
   }
   TempDir dir_;
 };
@@ -408,13 +409,18 @@ TEST_F(ConvertCommand, QuietPrintsOnlyTheSummaryAndWarnsOnStderr) {
   WriteFile(in, R"([{"op_name": "aten::addmm"},)" + ir.substr(ir.find('[') + 1));
   auto r = Run({in, dir_.File("out.json"), "--quiet"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Operations: 22 converted + 1 skipped; configs: 11 + 10 + 11; numbers in one column; and
+  // where the configs went, quiet or not.
   EXPECT_EQ(r.out,
-            "Total PyTorch operations:     23\n"
-            "  ✓ Forward convolutions:       11\n"
-            "  ✓ Backward data convolutions: 10\n"
+            "Total PyTorch operations:         23\n"
+            "  ✓ Converted:                    22\n"
+            "  ⚠ Skipped:                       1\n"
+            "Total CK profiler configs:        32\n"
+            "  ✓ Forward convolutions:         11\n"
+            "  ✓ Backward data convolutions:   10\n"
             "  ✓ Backward weight convolutions: 11\n"
-            "  ⚠ Skipped operations:         1\n"
-            "Total CK profiler configs:    32\n");
+            "Saved 32 configs to " +
+                dir_.File("out.json") + "\n");
   EXPECT_EQ(r.err, "warning: record 1 (aten::addmm) skipped: not a convolution\n");
 }
 
@@ -503,6 +509,107 @@ TEST_F(ConvertCommand, HelpAndUsageErrors) {
     EXPECT_EQ(r.exit_code, 2) << tc.error;
     EXPECT_NE(r.err.find(tc.error), std::string::npos) << r.err;
   }
+}
+
+// Issue 17.13: an input with no convolution to profile is an error, as on submit: exit 1, the
+// reason (with the record_shapes hint for a trace without shapes), and no file of zero configs.
+TEST_F(ConvertCommand, NoConvolutionExitsOneKeepsTheHintAndWritesNothing) {
+  const std::string shapeless =
+      R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::cudnn_convolution",
+      "pid": 7, "tid": 1, "ts": 100, "dur": 10, "args": {"External id": 5}}]})";
+  struct Case {
+    std::string name, text, error;
+  } cases[] = {
+      {"shapeless trace", shapeless,
+       "no convolution to profile (its one record was skipped); the trace may have been "
+       "recorded without record_shapes=True: profile with "
+       "torch.profiler.profile(record_shapes=True)"},
+      {"trace without convolutions",
+       R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 7,
+       "tid": 1, "ts": 100, "dur": 10, "args": {}}]})",
+       "no convolution to profile"},
+      {"IR list without convolutions", R"([{"op_name": "aten::addmm"}, {"op_name": "aten::mm"}])",
+       "no convolution to profile (all 2 records were skipped)"},
+      {"empty list", "[]", "no convolution to profile"},
+  };
+  for (const auto& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    const std::string in = dir_.File("in.json"), out = dir_.File("out.json");
+    WriteFile(in, tc.text);
+    for (const bool quiet : {false, true}) {
+      auto r = quiet ? Run({in, out, "--quiet"}) : Run({in, out});
+      EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+      EXPECT_NE(r.err.find("ckprof convert: " + in + ": " + tc.error + "; " + out +
+                           " not written\n"),
+                std::string::npos)
+          << r.err;
+      EXPECT_FALSE(std::filesystem::exists(out));
+      EXPECT_EQ(r.out.find("Saved"), std::string::npos) << r.out;
+    }
+    auto piped = Run({in, "-"});
+    EXPECT_EQ(piped.exit_code, 1);
+    EXPECT_EQ(piped.out, "");  // not even "[]"
+  }
+  // Each skipped record still says why, quiet or not.
+  WriteFile(dir_.File("in.json"), shapeless);
+  auto loud = Run({dir_.File("in.json"), dir_.File("out.json")});
+  EXPECT_NE(loud.out.find("⚠ [1/1] Skipped: aten::cudnn_convolution (rank 1): the trace has no "
+                          "argument shapes (profile with record_shapes=True)"),
+            std::string::npos)
+      << loud.out;
+}
+
+// Issue 17.17: "-" is stdin (plain or gzipped) and stdout; with the configs on stdout the
+// report goes to stderr, so that the output can be piped into jq.
+TEST_F(ConvertCommand, DashIsStdinAndStdout) {
+  const std::string ir = ReadFile(DataPath("conv_repros_ir.json"));
+  auto expected = ConvertText(ir, {});
+  ASSERT_TRUE(expected.ok());
+  for (const auto& [name, input] : {std::pair<std::string, std::string>{"plain", ir},
+                                    {"gzipped", Gzip(ir)}}) {
+    SCOPED_TRACE(name);
+    auto r = Run({"-", "-"}, "", input);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, FormatConfigsText(expected->configs));
+    EXPECT_NE(r.err.find("Input: stdin (replay-IR list, 22 records)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("Wrote 32 configs to stdout\n"), std::string::npos) << r.err;
+    const std::string out = dir_.File(name + ".json");
+    auto to_file = Run({"-", out, "--quiet"}, "", input);
+    ASSERT_EQ(to_file.exit_code, 0) << to_file.err;
+    EXPECT_EQ(ReadFile(out), FormatConfigsText(expected->configs));
+    EXPECT_NE(to_file.out.find("Saved 32 configs to " + out), std::string::npos);
+  }
+  // A gzipped trace from a file, to stdout.
+  auto from_file = Run({DataPath("resnet_mi300_trace.json.gz"), "-", "--quiet"});
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  auto configs = ConfigsFromJson(nlohmann::ordered_json::parse(from_file.out));
+  ASSERT_TRUE(configs.ok()) << configs.error();
+  EXPECT_EQ(configs->size(), 32u);
+  // Errors name stdin.
+  auto bad = Run({"-", dir_.File("x.json")}, "", "[\n  oops\n]\n");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err,
+            "ckprof convert: stdin: not valid JSON at line 2, column 3: syntax error while "
+            "parsing value - invalid literal\n");
+}
+
+// Issue 17.21: --layout and --data-type are accepted in any case.
+TEST_F(ConvertCommand, LayoutAndDataTypeInAnyCase) {
+  for (const char* layout : {"nhwc", "NHWC", "Nhwc"}) {
+    SCOPED_TRACE(layout);
+    const std::string out = dir_.File("out.json");
+    auto r = Run({DataPath("vit_h100_trace.json.gz"), out, "--layout", layout, "--data-type",
+                  std::string(layout) == "NHWC" ? "FP16" : "Fp16", "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto configs = ConfigsFromJson(nlohmann::ordered_json::parse(ReadFile(out)));
+    ASSERT_TRUE(configs.ok()) << configs.error();
+    ASSERT_EQ(configs->size(), 1u);
+    EXPECT_EQ((*configs)[0].layout, 1);
+    EXPECT_EQ((*configs)[0].data_type, 1);
+  }
+  auto bad = Run({"--layout", "NCHWC"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--layout must be auto, nchw or nhwc, got 'NCHWC'"), std::string::npos);
 }
 
 }  // namespace

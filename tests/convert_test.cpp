@@ -681,13 +681,15 @@ TEST(ConvertReport, LinesAndSummary) {
   const Json other = Rec("aten::addmm", {});
   auto conv = ConvertText(Json::array({fwd, bwd, other}).dump(), {});
   ASSERT_TRUE(conv.ok()) << conv.error();
+  // Operations add up (2 converted + 1 skipped), configs add up (1 + 1 + 1), one column.
   const std::string summary =
-      "Total PyTorch operations:     3\n"
-      "  ✓ Forward convolutions:       1\n"
-      "  ✓ Backward data convolutions: 1\n"
-      "  ✓ Backward weight convolutions: 1\n"
-      "  ⚠ Skipped operations:         1\n"
-      "Total CK profiler configs:    3\n";
+      "Total PyTorch operations:         3\n"
+      "  ✓ Converted:                    2\n"
+      "  ⚠ Skipped:                      1\n"
+      "Total CK profiler configs:        3\n"
+      "  ✓ Forward convolutions:         1\n"
+      "  ✓ Backward data convolutions:   1\n"
+      "  ✓ Backward weight convolutions: 1\n";
   EXPECT_EQ(FormatConversionReport(*conv, /*quiet=*/true), summary);
   EXPECT_EQ(FormatConversionReport(*conv, /*quiet=*/false),
             "✓ [1/3] Converted: aten::miopen_convolution (rank 1) → fwd\n"

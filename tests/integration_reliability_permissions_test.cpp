@@ -166,6 +166,33 @@ TEST_F(ReliabilityPermissionsTest, SocketModeAndGroupAreAsConfigured) {
       std::string::npos);
 }
 
+// Issue 17.11: a user whom the socket's permissions keep out is told which group to join, not
+// to start a ckprofd that already runs.
+TEST_F(ReliabilityPermissionsTest, PermissionDeniedNamesTheGroupToJoin) {
+  SystemGroup lab(Name("g"));
+  ASSERT_TRUE(lab.ok());
+  SystemUser outsider(Name("o"));
+  ASSERT_TRUE(outsider.ok());
+  Start(Options(R"({"socket_mode": "0660", "socket_group": ")" + lab.name() + R"("})"));
+  for (const char* cmd : {"ping", "list"}) {
+    CommandResult r = Ckprof(&outsider, {cmd});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, "ckprof " + std::string(cmd) + ": ckprofd at " + daemon_.socket() +
+                         ": Permission denied: ckprofd runs, but you may not use it: ask to join "
+                         "group " + lab.name() + " (the socket's group; log in again after "
+                         "joining)\n");
+  }
+  // A socket no group may use: joining one would not help.
+  ASSERT_EQ(chmod(daemon_.socket().c_str(), 0600), 0);
+  CommandResult r = Ckprof(&outsider, {"ping"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ckprofd runs, but you may not use it: its socket (mode 0600, owner root) "
+                       "admits no group"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("start it"), std::string::npos) << r.err;
+}
+
 TEST_F(ReliabilityPermissionsTest, OtherUsersCannotCancelRetryBoostOrDrain) {
   SystemGroup admins(Name("adm"));
   ASSERT_TRUE(admins.ok());
