@@ -1,10 +1,12 @@
 #include "client/client_util.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/convert.h"
 #include "common/gpu_list.h"
 
 namespace ckprof {
@@ -116,11 +119,54 @@ std::string FormatAge(double unix_time) {
 
 bool StdoutIsTerminal() { return isatty(STDOUT_FILENO) == 1; }
 
+size_t TerminalWidth(bool wide) {
+  if (wide) return 0;
+  if (StdoutIsTerminal()) {
+    struct winsize ws {};
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  }
+  // A script may set COLUMNS to ask for a width; a pipe otherwise gets every character.
+  if (const char* columns = std::getenv("COLUMNS"); columns && *columns) {
+    char* end = nullptr;
+    const long n = std::strtol(columns, &end, 10);
+    if (*end == '\0' && n > 0 && n < 100000) return static_cast<size_t>(n);
+  }
+  return StdoutIsTerminal() ? 80 : 0;
+}
+
 std::string AbsolutePath(const std::string& path) {
   if (path.empty() || path[0] == '/') return path;
   std::error_code ec;
   auto abs = std::filesystem::absolute(path, ec);
   return ec ? path : abs.lexically_normal().string();
+}
+
+std::string RefusalMessage(const std::string& error, const nlohmann::json& refusal,
+                           const std::string& label, const std::string& input_name) {
+  const auto conv = refusal.value("conversion", nlohmann::json::object());
+  if (conv.is_object() && conv.contains("kept") && conv.value("kept", int64_t{-1}) == 0) {
+    size_t without_shapes = 0;
+    for (const auto& w : conv.value("warnings", nlohmann::json::array())) {
+      if (w.is_string() && w.get<std::string>().find(kNoShapesReason) != std::string::npos) {
+        ++without_shapes;
+      }
+    }
+    return label + ": " + NoConfigsReason(conv.value("records", size_t{0}), without_shapes);
+  }
+  // "submit: the input cannot be used: input: not valid JSON ..." -> "FILE: not valid JSON ...".
+  static const std::string kOwn = "submit: ", kUnusable = "the input cannot be used: ";
+  std::string message = error;
+  if (message.compare(0, kOwn.size(), kOwn) == 0) message.erase(0, kOwn.size());
+  if (message.compare(0, kUnusable.size(), kUnusable) != 0) return error;  // not about the input
+  message.erase(0, kUnusable.size());
+  // The daemon names the text it converted "input" (or, should it, the name it was sent).
+  for (const std::string& name : {std::string("input"), input_name}) {
+    if (!name.empty() && message.compare(0, name.size() + 2, name + ": ") == 0) {
+      message.erase(0, name.size() + 2);
+      break;
+    }
+  }
+  return label + ": " + message;
 }
 
 }  // namespace ckprof

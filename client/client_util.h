@@ -50,6 +50,15 @@ std::string OutputLabel(const std::string& path);
 Result<std::string> ReadStdinBytes();
 // Errors about text converted in memory start "input: "; this names it `label` instead.
 std::string NameInput(const std::string& error, const std::string& label);
+// The daemon's refusal of a submit as the user should read it: the input named once, as it
+// was given (the daemon calls the content it converts "input"), and for an input with nothing
+// to profile, the reason `ckprof convert` gives (from `refusal`, the refused answer; may be
+// empty). `label` names the input as given ("stdin", "data/trace.json"), `input_name` as sent.
+std::string RefusalMessage(const std::string& error, const nlohmann::json& refusal,
+                           const std::string& label, const std::string& input_name);
+// The width tables fit: 0 (unlimited) with `wide` or when stdout is not a terminal and
+// COLUMNS is unset; else the terminal's width (COLUMNS when the terminal does not say).
+size_t TerminalWidth(bool wide);
 // ASCII lower case: option values are accepted in any case ("NHWC", "Fp16").
 std::string Lowercase(std::string text);
 

@@ -106,8 +106,9 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   int64_t max = 0;
   if (!max_ops.empty()) {
     static const std::regex num(R"(\d{1,12})");
-    if (!std::regex_match(max_ops, num)) {
-      PrintError("run", "--max-ops must be a non-negative integer, got '" + max_ops + "'");
+    if (!std::regex_match(max_ops, num) || std::stoll(max_ops) < 1) {
+      PrintError("run", "--max-ops must be an integer >= 1, got '" + max_ops +
+                            "' (leave it out to run every config)");
       return 2;
     }
     max = std::stoll(max_ops);
@@ -131,7 +132,7 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   if (dry_run) {
     auto conv = ConvertText(*content, ConvertOptions{});
     if (!conv) {
-      PrintError("run", config_file + ": " + conv.error());
+      PrintError("run", NameInput(conv.error(), config_file));
       return 1;
     }
     std::vector<CkConfig>& configs = conv->configs;
@@ -164,7 +165,7 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
       return 1;
     }
     if (auto conv = ConvertText(*content, ConvertOptions{}); !conv) {
-      PrintError("run", config_file + ": " + conv.error());
+      PrintError("run", NameInput(conv.error(), config_file));
       return 1;
     }
   }
@@ -240,7 +241,7 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   Request r;
   r.type = RequestType::kSubmit;
   if (Status st = EncodeSubmitContent(std::move(*content), &r.submit); !st) {
-    report(config_file + ": " + st.error());
+    report(NameInput(st.error(), config_file));
     return 1;
   }
   r.submit.input_name = config_file.substr(config_file.find_last_of('/') + 1);
@@ -251,10 +252,11 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   r.submit.timeout_s = timeout.empty() ? -1 : std::strtod(timeout.c_str(), nullptr);
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd)) r.submit.cwd = cwd;
-  auto submitted = conn.Call(r);
+  json refusal;
+  auto submitted = conn.Call(r, &refusal);
   if (!submitted) {
-    report(submitted.error());
-    return 1;
+    report(RefusalMessage(submitted.error(), refusal, config_file, r.submit.input_name));
+    return conn.lost() ? kExitUnreachable : 1;
   }
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -284,15 +286,23 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
     return true;
   });
   if (!followed) {
-    report(followed.error() + " (job " + std::to_string(job) +
-                          " goes on; see 'ckprof status " + std::to_string(job) + "')");
-    return 1;
+    const std::string id = std::to_string(job);
+    if (!conn.lost()) {
+      report(followed.error() + " (job " + id + " goes on; see 'ckprof status " + id + "')");
+      return 1;
+    }
+    // The daemon went away: a private one takes its job with it; the system one keeps it in
+    // its state dir and goes on with it when it is back.
+    report(followed.error() + (local ? "; the private ckprofd ended and job " + id + " with it"
+                                     : "; job " + id + " is kept: see 'ckprof status " + id +
+                                           "' once ckprofd is back"));
+    return kExitUnreachable;
   }
   JobSummary summary;
   auto tasks = FetchResults(conn, job, /*with_output=*/true, &summary);
   if (!tasks) {
     report(tasks.error());
-    return 1;
+    return conn.lost() ? kExitUnreachable : 1;
   }
   for (const auto& t : *tasks) {
     if (t.finished() && printed.insert(t.task_id).second) {

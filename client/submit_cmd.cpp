@@ -40,38 +40,6 @@ std::optional<double> ParseTime(const std::string& text) {
   return std::nullopt;
 }
 
-// The daemon's refusal of a submit as the user should read it: the input named once, as it
-// was given (the daemon converts the content it was sent, and calls it "input"), and for an
-// input with nothing to profile, the same reason `ckprof convert` gives.
-// `label` names the input as given ("stdin", "data/trace.json"), `input_name` as sent (its
-// base name).
-std::string RefusalMessage(const std::string& error, const nlohmann::json& refusal,
-                           const std::string& label, const std::string& input_name) {
-  const auto conv = refusal.value("conversion", nlohmann::json::object());
-  if (conv.is_object() && conv.contains("kept") && conv.value("kept", int64_t{-1}) == 0) {
-    size_t without_shapes = 0;
-    for (const auto& w : conv.value("warnings", nlohmann::json::array())) {
-      if (w.is_string() && w.get<std::string>().find(kNoShapesReason) != std::string::npos) {
-        ++without_shapes;
-      }
-    }
-    return label + ": " + NoConfigsReason(conv.value("records", size_t{0}), without_shapes);
-  }
-  // "submit: the input cannot be used: input: not valid JSON ..." -> "FILE: not valid JSON ...".
-  static const std::string kOwn = "submit: ", kUnusable = "the input cannot be used: ";
-  std::string message = error;
-  if (message.compare(0, kOwn.size(), kOwn) == 0) message.erase(0, kOwn.size());
-  if (message.compare(0, kUnusable.size(), kUnusable) != 0) return error;  // not about the input
-  message.erase(0, kUnusable.size());
-  // The daemon names the text it converted "input" (or, should it, the name it was sent).
-  for (const std::string& name : {std::string("input"), input_name}) {
-    if (!name.empty() && message.compare(0, name.size() + 2, name + ": ") == 0) {
-      message.erase(0, name.size() + 2);
-      break;
-    }
-  }
-  return label + ": " + message;
-}
 
 }  // namespace
 

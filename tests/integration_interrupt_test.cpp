@@ -149,5 +149,28 @@ TEST_F(InterruptTest, CtrlCOnRunThroughTheDaemonCancelsItsJob) {
   EXPECT_EQ(d.StopGracefully(30), "");
 }
 
+// The daemon dies under a `ckprof run`: that is "daemon unreachable" (exit 2), not a failed
+// task (exit 1), and the message says the daemon went away.
+TEST_F(InterruptTest, RunWhoseDaemonDiesExitsTwo) {
+  testing::LaunchedDaemon d;
+  testing::LaunchedDaemon::Options o;
+  o.dir = dir_.path();
+  o.gpus = "0-1";
+  o.args = {"--profiler-path", BinPath("ckprofiler-emu")};
+  o.env = {"CKEMU_TIME_SCALE=0"};
+  std::string error;
+  ASSERT_TRUE(d.Start(o, &error)) << error;
+  BackgroundCommand run({BinPath("ckprof"), "--socket", d.socket(), "run", "hang.json", "--no-save"},
+                        {}, dir_.path());
+  ASSERT_TRUE(run.WaitForOutput("as job 1 on ckprofd"));
+  ASSERT_TRUE(testing::WatchUntil(d.socket(), 1, [](const JobSummary& s) {
+                return s.running >= 2;
+              }).ok());
+  d.Stop(SIGKILL);  // its profilers are killed as leftovers when `d` goes
+  CommandResult r = run.Finish();
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("ckprofd"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace ckprof
