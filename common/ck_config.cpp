@@ -1,7 +1,10 @@
 #include "common/ck_config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
+#include <span>
 
 namespace ckprof {
 namespace {
@@ -15,6 +18,14 @@ std::string JoinList(const std::vector<int64_t>& v) {
     s += std::to_string(v[i]);
   }
   return s + "]";
+}
+
+// ASCII case-insensitive equality: "NHWC" and "Fp16" name what "nhwc" and "fp16" do.
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
 }
 
 // "config 4" for index 3: users count configs (and tasks, records) from 1.
@@ -122,7 +133,7 @@ std::string_view DataTypeName(DataType t) {
 
 std::optional<DataType> ParseDataTypeName(std::string_view name) {
   for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
-    if (name == DataTypeName(t)) return t;
+    if (EqualsIgnoringCase(name, DataTypeName(t))) return t;
   }
   return std::nullopt;
 }
@@ -130,8 +141,8 @@ std::optional<DataType> ParseDataTypeName(std::string_view name) {
 std::string_view LayoutName(Layout l) { return l == Layout::kNchw ? "nchw" : "nhwc"; }
 
 std::optional<Layout> ParseLayoutName(std::string_view name) {
-  if (name == "nchw") return Layout::kNchw;
-  if (name == "nhwc") return Layout::kNhwc;
+  if (EqualsIgnoringCase(name, "nchw")) return Layout::kNchw;
+  if (EqualsIgnoringCase(name, "nhwc")) return Layout::kNhwc;
   return std::nullopt;
 }
 
@@ -240,6 +251,59 @@ nlohmann::ordered_json ConfigToJson(const CkConfig& c) {
 
 namespace {
 
+// One value of a ckProfiler enum argument and what it means.
+struct EnumValue {
+  int value;
+  const char* meaning;
+};
+
+// ckProfiler's data_type and layout enums, per operation (ck-profiler.md).
+std::span<const EnumValue> DataTypeEnum(ConvOp op) {
+  static constexpr EnumValue kFwd[] = {{0, "fp32"}, {1, "fp16"}, {2, "bf16"}, {3, "int8"},
+                                       {8, "tf32"}};
+  static constexpr EnumValue kBwdData[] = {{0, "fp32"}, {1, "fp16"}, {2, "bf16"}, {3, "tf32"}};
+  static constexpr EnumValue kBwdWeight[] = {{0, "fp32"},
+                                             {1, "fp16"},
+                                             {2, "bf16 data, fp32 weights"},
+                                             {4, "int8"},
+                                             {5, "bf16"},
+                                             {6, "tf32"}};
+  switch (op) {
+    case ConvOp::kFwd: return kFwd;
+    case ConvOp::kBwdData: return kBwdData;
+    case ConvOp::kBwdWeight: return kBwdWeight;
+  }
+  return {};
+}
+
+std::span<const EnumValue> LayoutEnum(ConvOp op) {
+  static constexpr EnumValue kFwdOrData[] = {{0, "GNHWC_GKYXC_GNHWK"},
+                                             {1, "NHWGC_GKYXC_NHWGK"},
+                                             {2, "NGCHW_GKYXC_NGKHW"},
+                                             {3, "NGCHW_GKCYX_NGKHW"}};
+  static constexpr EnumValue kBwdWeight[] = {{0, "GNCHW_GKCYX_GNKHW"},
+                                             {1, "GNHWC_GKYXC_GNHWK"},
+                                             {2, "NHWGC_GKYXC_NHWGK"},
+                                             {3, "NGCHW_GKYXC_NGKHW"},
+                                             {4, "NGCHW_GKCYX_NGKHW"}};
+  return op == ConvOp::kBwdWeight ? std::span<const EnumValue>(kBwdWeight)
+                                  : std::span<const EnumValue>(kFwdOrData);
+}
+
+bool IsEnumValue(std::span<const EnumValue> values, int v) {
+  return std::any_of(values.begin(), values.end(), [v](const EnumValue& e) { return e.value == v; });
+}
+
+// "0 fp32, 1 fp16, 2 bf16".
+std::string DescribeEnum(std::span<const EnumValue> values) {
+  std::string out;
+  for (const auto& e : values) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(e.value) + " " + e.meaning;
+  }
+  return out;
+}
+
 Result<CkConfig> ConfigFromJsonImpl(const json& j, size_t index, json* metadata_to_move) {
   const std::string who = ConfigName(index);
   if (!j.is_object()) return MakeError(who + ": must be a JSON object, got " + j.type_name());
@@ -268,6 +332,19 @@ Result<CkConfig> ConfigFromJsonImpl(const json& j, size_t index, json* metadata_
   } while (0)
   CKPROF_GET_INT(c.data_type, "data_type", 0, 64);
   CKPROF_GET_INT(c.layout, "layout", 0, 64);
+  // A value outside the operation's enum would fail only at run time (and be retried as a
+  // failure): refuse it here, with the values this operation has.
+  if (!IsEnumValue(DataTypeEnum(c.op), c.data_type)) {
+    return MakeError(Where(index, "profiler_args.data_type") + " is " +
+                     std::to_string(c.data_type) + ", which " +
+                     std::string(CkOperationName(c.op)) + " does not have (its data types: " +
+                     DescribeEnum(DataTypeEnum(c.op)) + ")");
+  }
+  if (!IsEnumValue(LayoutEnum(c.op), c.layout)) {
+    return MakeError(Where(index, "profiler_args.layout") + " is " + std::to_string(c.layout) +
+                     ", which " + std::string(CkOperationName(c.op)) +
+                     " does not have (its layouts: " + DescribeEnum(LayoutEnum(c.op)) + ")");
+  }
   if (c.op == ConvOp::kFwd) {
     if (a.contains("index_type")) {
       int it = 0;

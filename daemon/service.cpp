@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -11,6 +12,7 @@
 
 #include "common/command_plan.h"
 #include "common/convert.h"
+#include "common/version.h"
 
 namespace ckprof {
 namespace {
@@ -78,7 +80,7 @@ asio::awaitable<json> Service::Handle(const Request& r, const Identity& who) {
     case RequestType::kHello:
     case RequestType::kPing: {
       json out = OkResponse(r);
-      out["server"] = "ckprofd 0.1.0";
+      out["server"] = std::string("ckprofd ") + kVersion;
       out["protocol"] = kProtocolVersion;
       out["uid"] = who.uid;
       out["user"] = who.user;
@@ -120,14 +122,19 @@ Status Service::CheckProfilerPolicy(const std::string& path, const Identity& who
 asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& who) {
   const SubmitOptions& o = r.submit;
   ConvertOptions conv;
-  if (!o.data_type.empty() && o.data_type != "auto") {
+  // Names in any case, as the client accepts them: "FP16", "NHWC", "Auto".
+  auto is_auto = [](std::string v) {
+    for (char& ch : v) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return v.empty() || v == "auto";
+  };
+  if (!is_auto(o.data_type)) {
     conv.data_type = ParseDataTypeName(o.data_type);
     if (!conv.data_type) {
       co_return ErrorResponse(r.id, "submit: data_type must be auto, fp16, bf16 or fp32, got '" +
                                         o.data_type + "'");
     }
   }
-  if (!o.layout.empty() && o.layout != "auto") {
+  if (!is_auto(o.layout)) {
     conv.layout = ParseLayoutName(o.layout);
     if (!conv.layout) {
       co_return ErrorResponse(r.id,
@@ -195,7 +202,15 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
     }
   }
   co_await ToIo();
-  if (!converted) co_return ErrorResponse(r.id, "submit: the input cannot be used: " + converted.error());
+  if (!converted) {
+    // The converter calls the text it was given "input"; name it as the client sent it.
+    std::string error = converted.error();
+    static const std::string kInput = "input: ";
+    if (!o.input_name.empty() && error.compare(0, kInput.size(), kInput) == 0) {
+      error = o.input_name + ": " + error.substr(kInput.size());
+    }
+    co_return ErrorResponse(r.id, "submit: the input cannot be used: " + error);
+  }
   Conversion& c = *converted;
   const size_t task_count = o.dry_run ? configs.size() : records.size();
   json summary = ConversionJson(c, task_count);

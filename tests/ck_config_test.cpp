@@ -67,6 +67,50 @@ TEST(CkConfig, RejectsBadFieldsNamingConfigAndField) {
   }
 }
 
+// A data type or layout the operation does not have is refused when the config is read, with
+// the values that operation has (it would otherwise fail at run time and be retried).
+TEST(CkConfig, RejectsDataTypeOrLayoutTheOperationDoesNotHave) {
+  struct Case {
+    const char* op;
+    const char* field;
+    int value;
+    const char* expect;  // "" = accepted
+  } cases[] = {
+      {"profile_grouped_conv_fwd", "data_type", 8, ""},  // tf32
+      {"profile_grouped_conv_fwd", "data_type", 5,
+       "config 1: field profiler_args.data_type is 5, which grouped_conv_fwd does not have (its "
+       "data types: 0 fp32, 1 fp16, 2 bf16, 3 int8, 8 tf32)"},
+      {"profile_grouped_conv_bwd_data", "data_type", 4,
+       "which grouped_conv_bwd_data does not have (its data types: 0 fp32, 1 fp16, 2 bf16, 3 "
+       "tf32)"},
+      {"profile_grouped_conv_bwd_weight", "data_type", 5, ""},  // bf16 for bwd_weight
+      {"profile_grouped_conv_bwd_weight", "data_type", 3, "its data types: 0 fp32"},
+      {"profile_grouped_conv_fwd", "layout", 4,
+       "config 1: field profiler_args.layout is 4, which grouped_conv_fwd does not have (its "
+       "layouts: 0 GNHWC_GKYXC_GNHWK, 1 NHWGC_GKYXC_NHWGK, 2 NGCHW_GKYXC_NGKHW, 3 "
+       "NGCHW_GKCYX_NGKHW)"},
+      {"profile_grouped_conv_bwd_weight", "layout", 4, ""},  // PyTorch's NCHW for bwd_weight
+      {"profile_grouped_conv_bwd_weight", "layout", 5, "its layouts: 0 GNCHW_GKCYX_GNKHW"},
+  };
+  for (const auto& tc : cases) {
+    Json j = SampleFwd();
+    j["operation_type"] = tc.op;
+    if (std::string(tc.op) != "profile_grouped_conv_fwd") {
+      j["profiler_args"].erase("index_type");
+      j["profiler_args"]["split_k"] = "all";
+    }
+    j["profiler_args"][tc.field] = tc.value;
+    auto c = ConfigFromJson(j, 0);
+    const std::string what = std::string(tc.op) + " " + tc.field + "=" + std::to_string(tc.value);
+    if (std::string(tc.expect).empty()) {
+      EXPECT_TRUE(c.ok()) << what << ": " << c.error();
+    } else {
+      ASSERT_FALSE(c.ok()) << what;
+      EXPECT_NE(c.error().find(tc.expect), std::string::npos) << what << ": " << c.error();
+    }
+  }
+}
+
 TEST(CkConfig, BackwardSplitK) {
   Json j = SampleFwd();
   j["operation_type"] = "profile_grouped_conv_bwd_data";
