@@ -18,6 +18,7 @@
 #include "client/commands.h"
 #include "common/file_util.h"
 #include "common/results_file.h"
+#include "common/text_table.h"
 
 namespace ckprof {
 
@@ -365,22 +366,9 @@ Summary Summarize(const std::vector<Row>& rows) {
   return s;
 }
 
-// Width of the problem column: a typical description ("G=32, N=32, K=4, C=4, [3, 3] kernel,
-// [200, 200] input") fits.
-constexpr size_t kProblemWidth = 56;
-
 std::string Problem(const std::string& description) {
   auto colon = description.find(": ");
   return colon == std::string::npos ? description : description.substr(colon + 2);
-}
-
-std::string Fit(const std::string& s, size_t width) {
-  if (s.size() <= width) return s + std::string(width - s.size(), ' ');
-  return s.substr(0, width - 3) + "...";
-}
-
-std::string Right(const std::string& s, size_t width) {
-  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
 }
 
 // The ms cell of one side: the time, the state when it did not succeed, "-" when absent.
@@ -399,26 +387,26 @@ std::string Note(const Row& r, const Side& a, const Side& b) {
   return "not compared";
 }
 
-std::string Table(const std::vector<Row>& rows, const Summary& s, const Side& a, const Side& b) {
-  const std::string a_col = a.name + " ms", b_col = b.name + " ms";
-  const size_t a_w = std::max<size_t>(11, std::min<size_t>(a_col.size(), 24));
-  const size_t b_w = std::max<size_t>(11, std::min<size_t>(b_col.size(), 24));
+// `width`: the problem column gives way to fit it; 0 = unlimited.
+std::string Table(const std::vector<Row>& rows, const Summary& s, const Side& a, const Side& b,
+                  size_t width) {
   std::ostringstream out;
   out << "A: " << a.label << ": " << TypeAndLayout(a) << "\nB: " << b.label << ": "
       << TypeAndLayout(b) << "\nspeedup = A ms / B ms (above 1: B is faster)\n\n";
-  auto cell = [](const std::string& text, size_t width) {
-    return text.size() > width ? Fit(text, width) : Right(text, width);
-  };
-  out << Right("rank", 5) << " " << Fit("op", 11) << " " << Fit("problem", kProblemWidth) << " "
-      << cell(a_col, a_w) << " " << cell(b_col, b_w) << " " << Right("speedup", 9) << "  faster\n";
+  TextTable table({{"rank", true},
+                   {"op"},
+                   {"problem", false, true, 16},
+                   {a.name + " ms", true},
+                   {b.name + " ms", true},
+                   {"speedup", true},
+                   {"faster"}});
   for (const Row& r : rows) {
     const Entry& any = r.a ? *r.a : *r.b;
-    out << Right(std::to_string(r.rank()), 5) << " " << Fit(any.op, 11) << " "
-        << Fit(Problem(any.description), kProblemWidth) << " " << Right(MsCell(r.a), a_w) << " "
-        << Right(MsCell(r.b), b_w) << " "
-        << Right(r.compared() ? FormatNumber(r.speedup(), 4) + "x" : "-", 9) << "  "
-        << Note(r, a, b) << "\n";
+    table.AddRow({std::to_string(r.rank()), any.op, Problem(any.description), MsCell(r.a),
+                  MsCell(r.b), r.compared() ? FormatNumber(r.speedup(), 4) + "x" : "-",
+                  Note(r, a, b)});
   }
+  out << table.Render(width);
   out << "\nCompared: " << s.compared << " config(s) that succeeded on both sides\n";
   if (s.compared > 0) {
     out << "Geometric mean speedup (A ms / B ms): " << FormatNumber(s.geomean, 4) << "x"
@@ -522,7 +510,7 @@ std::string Csv(const std::vector<Row>& rows) {
 
 int RunCompareCommand(const GlobalOptions& global, const Args& args) {
   std::string first, second, format;
-  bool as_json = false;
+  bool as_json = false, wide = false;
   ArgParser p("ckprof compare",
               "Compare two runs of the same configs: per config both times and the speedup "
               "(A ms / B ms; above 1, B is faster), ranked by priority_rank, and the geometric "
@@ -540,6 +528,7 @@ int RunCompareCommand(const GlobalOptions& global, const Args& args) {
   p.Positional("A", &first, true, "the first job id or results file");
   p.Positional("B", &second, true, "the second job id or results file");
   p.Flag("--json", &as_json, "print the comparison as JSON (same as --format json)");
+  p.Flag("--wide", &wide, "table: never shorten the problem (it fits the terminal otherwise)");
   p.Option("--format", &format, "F", "table (default), json or csv");
   if (auto code = p.Parse(args)) return *code;
   if (as_json) {
@@ -612,7 +601,7 @@ int RunCompareCommand(const GlobalOptions& global, const Args& args) {
   } else if (format == "csv") {
     std::cout << Csv(rows);
   } else {
-    std::cout << Table(rows, summary, sides[0], sides[1]);
+    std::cout << Table(rows, summary, sides[0], sides[1], TerminalWidth(wide));
   }
   return 0;
 }

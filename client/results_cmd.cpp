@@ -29,6 +29,7 @@ Result<std::vector<TaskResult>> FetchResults(Connection& conn, int64_t job_id, b
 
 int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   std::string job, output, format;
+  bool wide = false;
   ArgParser p("ckprof results",
               "Fetch a job's results. json is the original tools' profiler_results.json (with "
               "our added keys); table is ranked by priority_rank; csv has one row per task.",
@@ -38,6 +39,9 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   p.Positional("JOB", &job, true, "the job id");
   p.Option("--output", &output, "FILE", "write to FILE (atomically) instead of stdout");
   p.Option("--format", &format, "F", "json, csv or table");
+  p.Flag("--wide", &wide,
+         "table: never shorten the problem or the kernel name (the table fits the terminal "
+         "otherwise)");
   if (auto code = p.Parse(args)) return *code;
   auto id = ParseJobId(job, "results");
   if (!id) return 2;
@@ -60,7 +64,7 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   } else if (format == "csv") {
     text = ResultsCsv(*tasks);
   } else {
-    text = ResultsTable(*tasks);
+    text = ResultsTable(*tasks, output.empty() ? TerminalWidth(wide) : 0);
   }
   if (output.empty()) {
     std::cout << text;

@@ -6,6 +6,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include "common/text_table.h"
+
 namespace ckprof {
 namespace {
 
@@ -21,16 +23,6 @@ std::string CsvField(const std::string& s) {
     out += c;
   }
   return out + "\"";
-}
-
-// Shortens to `width` display columns (UTF-8 aware enough for our names: ASCII).
-std::string Fit(const std::string& s, size_t width) {
-  if (s.size() <= width) return s + std::string(width - s.size(), ' ');
-  return s.substr(0, width - 3) + "...";
-}
-
-std::string Right(const std::string& s, size_t width) {
-  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
 }
 
 std::string ShortOp(const std::string& op) {
@@ -150,24 +142,25 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width) {
   std::stable_sort(ordered.begin(), ordered.end(), [](const TaskResult* a, const TaskResult* b) {
     return std::tie(a->priority_rank, a->position) < std::tie(b->priority_rank, b->position);
   });
-  // Fixed columns: rank 5, op 11, problem 44, outcome 12, ms 10, TFlops 9, GB/s 9 + spaces.
-  const size_t fixed = 5 + 11 + 44 + 12 + 10 + 9 + 9 + 8;
-  const size_t kernel_w = width > fixed + 20 ? width - fixed : 20;
-  std::string out = Right("rank", 5) + " " + Fit("op", 11) + " " + Fit("problem", 44) + " " +
-                    Fit("outcome", 12) + " " + Right("ms", 10) + " " + Right("TFlops", 9) + " " +
-                    Right("GB/s", 9) + " " + "best kernel\n";
+  // The problem and the kernel (or the reason it failed) give way to fit the width; the
+  // numbers never do.
+  TextTable table({{"rank", true},
+                   {"op"},
+                   {"problem", false, true, 16},
+                   {"outcome"},
+                   {"ms", true},
+                   {"TFlops", true},
+                   {"GB/s", true},
+                   {"best kernel", false, true, 16}});
   for (const TaskResult* t : ordered) {
     std::string problem = t->description;
     if (auto colon = problem.find(": "); colon != std::string::npos) problem = problem.substr(colon + 2);
     const bool ok = t->ok();
-    std::string kernel = ok ? t->best_name : t->error;
-    if (kernel.size() > kernel_w) kernel = kernel.substr(0, kernel_w - 3) + "...";
-    out += Right(std::to_string(t->priority_rank), 5) + " " + Fit(ShortOp(t->operation), 11) + " " +
-           Fit(problem, 44) + " " + Fit(t->state, 12) + " " +
-           Right(ok ? FormatNumber(t->avg_ms, 5) : "-", 10) + " " +
-           Right(ok ? FormatNumber(t->tflops, 4) : "-", 9) + " " +
-           Right(ok ? FormatNumber(t->gbps, 4) : "-", 9) + " " + kernel + "\n";
+    table.AddRow({std::to_string(t->priority_rank), ShortOp(t->operation), problem, t->state,
+                  ok ? FormatNumber(t->avg_ms, 5) : "-", ok ? FormatNumber(t->tflops, 4) : "-",
+                  ok ? FormatNumber(t->gbps, 4) : "-", ok ? t->best_name : t->error});
   }
+  std::string out = table.Render(width);
   ResultStats s = ComputeStats(tasks);
   out += std::to_string(s.total) + " task(s): " + std::to_string(s.success) + " succeeded, " +
          std::to_string(s.failed) + " failed" +

@@ -31,8 +31,9 @@ std::string LocalTimestamp();
 std::string ResultsCsv(const std::vector<TaskResult>& tasks);
 
 // Ranked by priority_rank: rank, op, problem, outcome, best kernel, ms, TFlops, GB/s.
-// `width` bounds the line length (long names are shortened with "…").
-std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width = 160);
+// `width` bounds the line length: the problem and the kernel name are shortened with "..."
+// to fit; 0 = unlimited (nothing is cut).
+std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width = 0);
 
 // "1.23 ms" style helpers shared by the console outputs.
 std::string FormatNumber(double v, int precision = 4);

@@ -133,8 +133,10 @@ TEST_F(CompareTest, TableRanksConfigsAndSummarizes) {
     line >> rank >> op;
     EXPECT_EQ(rank, w.rank) << lines[5 + i];
     EXPECT_TRUE(Contains(lines[5 + i], w.problem)) << lines[5 + i];
-    // The columns after the 56-character problem.
-    std::istringstream rest(lines[5 + i].substr(5 + 1 + 11 + 1 + 56));
+    // The columns after the problem.
+    const size_t at = lines[5 + i].find(w.problem);
+    ASSERT_NE(at, std::string::npos) << lines[5 + i];
+    std::istringstream rest(lines[5 + i].substr(at + std::string(w.problem).size()));
     std::string a_ms, b_ms, speedup, faster;
     rest >> a_ms >> b_ms >> speedup;
     std::getline(rest >> std::ws, faster);
@@ -154,6 +156,34 @@ TEST_F(CompareTest, TableRanksConfigsAndSummarizes) {
                        "Not compared: 1 without a time in ck.json, 0 without a time in "
                        "torch.json, 1 only in ck.json, 1 only in torch.json\n"))
       << r.out;
+}
+
+// The table fits the terminal (COLUMNS where stdout is no terminal): the problem gives way,
+// the numbers do not; --wide cuts nothing.
+TEST_F(CompareTest, TableFitsTheWidthAndWideCutsNothing) {
+  const std::string problem =
+      "G=1, N=256, K=1024, C=1024, [3, 3] kernel, [112, 112] input, stride [2, 2], dilation [1, 1]";
+  testing::WriteFile(dir_.File("a.json"),
+                     json::array({Result(1, 1, "fwd", "Forward conv: " + problem, 1.25)}).dump());
+  testing::WriteFile(dir_.File("b.json"),
+                     json::array({Result(1, 1, "fwd", "Forward conv: " + problem, 0.5)}).dump());
+  CommandResult fitted = RunCommand({BinPath("ckprof"), "compare", "a.json", "b.json"},
+                                    {"COLUMNS=80"}, dir_.path());
+  ASSERT_EQ(fitted.exit_code, 0) << fitted.err;
+  const std::vector<std::string> lines = Lines(fitted.out);
+  ASSERT_GE(lines.size(), 6u) << fitted.out;
+  for (size_t i = 4; i < 6; ++i) EXPECT_LE(lines[i].size(), 80u) << lines[i];
+  EXPECT_TRUE(Contains(lines[5], "...")) << lines[5];
+  EXPECT_TRUE(Contains(lines[5], "1.25")) << lines[5];
+  EXPECT_TRUE(Contains(lines[5], "2.5x")) << lines[5];
+  CommandResult wide = RunCommand({BinPath("ckprof"), "compare", "a.json", "b.json", "--wide"},
+                                  {"COLUMNS=80"}, dir_.path());
+  ASSERT_EQ(wide.exit_code, 0) << wide.err;
+  EXPECT_TRUE(Contains(wide.out, problem)) << wide.out;
+  // Piped without COLUMNS: nothing is cut either.
+  CommandResult piped =
+      RunCommand({BinPath("ckprof"), "compare", "a.json", "b.json"}, {"COLUMNS="}, dir_.path());
+  EXPECT_TRUE(Contains(piped.out, problem)) << piped.out;
 }
 
 TEST_F(CompareTest, JsonHasExactNumbers) {

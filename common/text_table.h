@@ -1,0 +1,44 @@
+// TextTable: the client's tables (results, list, compare), fitted to the terminal.
+//
+// Columns take the width of their widest cell. When the rows do not fit `width`, the columns
+// marked `shrink` give up space (the widest first, never below their `min`), and a cell cut
+// short ends in "..."; other columns are never cut. A width of 0 means unlimited: nothing is
+// cut (`--wide`, or output that is not a terminal). Widths count UTF-8 code points, so "✓"
+// is one column. Plain value type; no terminal access (see TerminalWidth in the client).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace ckprof {
+
+class TextTable {
+ public:
+  struct Column {
+    std::string header;
+    bool right = false;   // right-aligned (numbers)
+    bool shrink = false;  // may be cut to fit the width
+    size_t min = 8;       // a shrinking column keeps at least this many columns
+  };
+
+  explicit TextTable(std::vector<Column> columns);
+
+  // One row; missing cells are blank, extra cells are an error of the caller (dropped).
+  void AddRow(std::vector<std::string> cells);
+
+  // The table, one line per row after the header, each line ending in '\n'. The last column
+  // is not padded. `width` 0 = unlimited.
+  std::string Render(size_t width) const;
+
+ private:
+  std::vector<Column> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Display columns of UTF-8 text (code points; combining marks and wide glyphs are not told apart).
+size_t DisplayWidth(const std::string& text);
+// `text` cut to at most `width` display columns, ending in "..." when it was cut.
+std::string CutToWidth(const std::string& text, size_t width);
+
+}  // namespace ckprof

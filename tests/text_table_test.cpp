@@ -1,0 +1,93 @@
+// Tables fit the terminal: the shrinkable columns give way, the numbers never do, and an
+// unlimited width (--wide, a pipe) cuts nothing.
+#include "common/text_table.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "common/protocol.h"
+#include "common/results_file.h"
+
+namespace ckprof {
+namespace {
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+const std::string kKernel =
+    "DeviceGroupedConvFwdMultipleABD_Xdl_CShuffle<256, 128, 256, 32, Default, 8, 8, 1, 32, 32, "
+    "2, 4, 8, 8, 1, 1, Intrawave, v3>";
+const std::string kProblem = "G=1, N=32, K=256, C=128, [3, 3] kernel, [56, 56] input, stride [1, 1]";
+
+TaskResult Succeeded() {
+  TaskResult t;
+  t.task_id = 1;
+  t.position = 1;
+  t.priority_rank = 1;
+  t.operation = "profile_grouped_conv_fwd";
+  t.description = "Forward conv: " + kProblem;
+  t.state = "succeeded";
+  t.best_name = kKernel;
+  t.avg_ms = 0.123456;
+  t.tflops = 123.4;
+  t.gbps = 456.7;
+  return t;
+}
+
+TEST(TextTable, FitsTheWidthByShorteningOnlyTheShrinkableColumns) {
+  const std::vector<TaskResult> tasks = {Succeeded()};
+  for (size_t width : {80u, 100u, 120u}) {
+    const auto lines = Lines(ResultsTable(tasks, width));
+    ASSERT_GE(lines.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_LE(DisplayWidth(lines[i]), width) << "width " << width << ": " << lines[i];
+    }
+    // The numbers are whole, and what was cut ends in "...".
+    EXPECT_NE(lines[1].find("0.12346"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[1].find("123.4"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[1].find("456.7"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[1].find("..."), std::string::npos) << lines[1];
+  }
+  // A wider terminal shows more of the kernel name than a narrow one.
+  const auto narrow = Lines(ResultsTable(tasks, 90)), wider = Lines(ResultsTable(tasks, 200));
+  EXPECT_GT(wider[1].size(), narrow[1].size());
+}
+
+TEST(TextTable, UnlimitedWidthNeverCutsTheKernelOrTheProblem) {
+  const auto lines = Lines(ResultsTable({Succeeded()}, 0));
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_NE(lines[1].find(kKernel), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find(kProblem), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[1].find("..."), std::string::npos) << lines[1];
+}
+
+TEST(TextTable, ColumnsAlignAndANarrowTerminalKeepsTheMinimum) {
+  TextTable t({{"n", true}, {"name", false, true, 6}, {"ms", true}});
+  t.AddRow({"1", "short", "1.5"});
+  t.AddRow({"10", "a rather long name indeed", "12.25"});
+  const auto wide = Lines(t.Render(0));
+  ASSERT_EQ(wide.size(), 3u);
+  EXPECT_EQ(wide[0], " n name                         ms");
+  EXPECT_EQ(wide[1], " 1 short                       1.5");
+  EXPECT_EQ(wide[2], "10 a rather long name indeed 12.25");
+  const auto narrow = Lines(t.Render(20));
+  EXPECT_EQ(narrow[2], "10 a rather... 12.25");
+  EXPECT_EQ(DisplayWidth(narrow[2]), 20u);
+  // Narrower than the fixed columns allow: the shrinkable one stops at its minimum.
+  const auto tiny = Lines(t.Render(5));
+  EXPECT_EQ(tiny[2], "10 a r... 12.25");
+}
+
+TEST(TextTable, CountsCodePointsNotBytes) {
+  EXPECT_EQ(DisplayWidth("✓ ok"), 4u);
+  EXPECT_EQ(CutToWidth("αβγδεζηθ", 6), "αβγ...");
+  EXPECT_EQ(CutToWidth("short", 6), "short");
+}
+
+}  // namespace
+}  // namespace ckprof
