@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "common/json_util.h"
+#include "common/version.h"
 
 namespace ckprof {
 namespace {
@@ -99,7 +100,7 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path) {
   Request hello;
   hello.type = RequestType::kHello;
   hello.protocol = kProtocolVersion;
-  hello.client = "ckprof 0.1.0";
+  hello.client = std::string("ckprof ") + kVersion;
   auto answer = c->Call(hello);
   if (!answer) return MakeError("ckprofd at " + path + " refused the connection: " + answer.error());
   c->hello_ = *answer;

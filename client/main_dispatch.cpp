@@ -6,6 +6,7 @@
 #include <string>
 
 #include "client/commands.h"
+#include "common/version.h"
 
 namespace ckprof {
 namespace {
@@ -119,7 +120,7 @@ int ClientMain(int argc, char** argv) {
       return 0;
     }
     if (a == "--version") {
-      std::cout << "ckprof 0.1.0\n";
+      std::cout << "ckprof " << kVersion << "\n";
       return 0;
     }
     if (!a.empty() && a[0] == '-') {

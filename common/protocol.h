@@ -78,7 +78,7 @@ struct Request {
   RequestType type = RequestType::kPing;
   int64_t id = 0;
   int protocol = 0;            // hello
-  std::string client;          // hello: "ckprof 0.1.0"
+  std::string client;          // hello: "ckprof " + kVersion
   SubmitOptions submit;        // submit
   int64_t job_id = 0;          // status, results, cancel, retry, watch, boost
   bool all = false;            // list/status: include finished jobs; results: include output

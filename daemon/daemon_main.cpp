@@ -27,6 +27,7 @@
 #include "daemon/service.h"
 #include "daemon/store.h"
 #include "daemon/systemd_notify.h"
+#include "common/version.h"
 
 namespace ckprof {
 namespace {
@@ -260,7 +261,7 @@ int Run(DaemonConfig config) {
   for (int g : gpus) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);
   std::string pins;
   for (const auto& v : config.pin_env) pins += (pins.empty() ? "" : ",") + v;
-  spdlog::info("ckprofd 0.1.0 listening on {} (uid {}), GPUs {}, pin {}, state {}", server.path(),
+  spdlog::info("ckprofd {} listening on {} (uid {}), GPUs {}, pin {}, state {}", kVersion, server.path(),
                getuid(), gpu_list, pins, (*store)->path());
   server.Start();
 
@@ -373,7 +374,7 @@ int DaemonMain(int argc, char** argv) {
       return 0;
     }
     if (a == "--version") {
-      std::cout << "ckprofd 0.1.0\n";
+      std::cout << "ckprofd " << kVersion << "\n";
       return 0;
     }
     bool has_value = false;
