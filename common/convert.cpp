@@ -1,7 +1,6 @@
 #include "common/convert.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -12,9 +11,9 @@
 #include <optional>
 #include <streambuf>
 
+#include "common/configs_list_reader.h"
 #include "common/file_util.h"
 #include "common/json_util.h"
-#include "common/parallel.h"
 #include "common/replay_ir.h"
 #include "common/trace_reader.h"
 
@@ -461,74 +460,6 @@ std::string LineColumnOfFile(const std::string& path, size_t position) {
   return lc.Text();
 }
 
-// ---- A large configs list on several threads ----
-//
-// A configs list's elements are independent, so a large one is cut at top-level commas into runs
-// of whole elements, and each run is read by its own DocumentHandler on its own thread, as the
-// list "[" + run + "]". Only an input that converts cleanly is taken from this path: on anything
-// else (a parse error, an invalid config, a run that is not all configs) the caller converts the
-// input again on one thread, whose messages, with line and column, are the ones users see.
-// A cut can only succeed at a top-level comma: anywhere else (inside a string or a nested value)
-// "[...run" + "]" is not valid JSON.
-
-constexpr size_t kPartsMinBytes = size_t{4} << 20;                // smaller inputs take one thread
-constexpr size_t kPartMinBytes = size_t{2} << 20;                 // the least text worth a thread
-constexpr uint64_t kPartsMaxInflatedBytes = uint64_t{512} << 20;  // larger: streamed, one thread
-
-// Where a list is cut: parts.size() runs; run k starts with element first_index[k] and, but for
-// the last, ends at the comma at offset commas[k].
-struct ListCuts {
-  std::vector<size_t> commas;
-  std::vector<size_t> first_index;
-};
-
-// Scans the JSON list `text` for top-level commas: the first one (the end of the first element),
-// and the first at or after each of the `parts` - 1 marks that share the text out evenly.
-// nullopt when text does not start with '[' or has no top-level comma.
-struct ListScan {
-  size_t first_element = 0;  // offset of the first element's first character
-  size_t first_comma = 0;
-  ListCuts cuts;
-};
-std::optional<ListScan> ScanList(std::string_view text, size_t parts) {
-  size_t i = text.find_first_not_of(" \t\r\n");
-  if (i == std::string_view::npos || text[i] != '[') return std::nullopt;
-  ListScan scan;
-  scan.first_element = i + 1;
-  scan.cuts.first_index.push_back(0);
-  size_t depth = 0, commas = 0;
-  size_t mark = text.size() / parts;
-  JsonStringState strings;
-  for (; i < text.size(); ++i) {
-    const char ch = text[i];
-    if (!strings.Outside(ch)) continue;
-    if (ch == '[' || ch == '{') {
-      ++depth;
-    } else if (ch == ']' || ch == '}') {
-      if (depth <= 1) break;  // the end of the list (or not JSON: the parse will say so)
-      --depth;
-    } else if (ch == ',' && depth == 1) {
-      if (commas++ == 0) scan.first_comma = i;
-      if (i >= mark && parts > 1) {
-        scan.cuts.commas.push_back(i);
-        scan.cuts.first_index.push_back(commas);
-        mark = text.size() / parts * (scan.cuts.commas.size() + 1);
-      }
-      if (scan.cuts.commas.size() + 1 >= parts) break;
-    }
-  }
-  if (commas == 0) return std::nullopt;
-  return scan;
-}
-
-// True when the one-thread reading would take the list for a configs list: its first element
-// is an object with operation_type and no op_name.
-bool FirstElementIsConfig(std::string_view text, const ListScan& scan) {
-  json first = json::parse(text.substr(scan.first_element, scan.first_comma - scan.first_element),
-                           nullptr, /*allow_exceptions=*/false);
-  return first.is_object() && !first.contains("op_name") && first.contains("operation_type");
-}
-
 // The characters of a few strings in a row, as one input for nlohmann's parser, uncopied.
 class PiecesIterator {
  public:
@@ -572,17 +503,15 @@ class PiecesIterator {
   const char* end_ = nullptr;
 };
 
-// Reads run `k` of the cut list `text`; nullopt unless every element is a valid config.
-std::optional<Conversion> ConvertListRun(std::string_view text, const ListCuts& cuts, size_t k,
-                                         const ConvertOptions& options) noexcept {
+}  // namespace
+
+std::optional<Conversion> ConvertConfigsRun(const std::string_view* pieces, size_t count,
+                                            size_t first_index,
+                                            const ConvertOptions& options) noexcept {
   try {
-    const size_t runs = cuts.first_index.size();
-    const size_t begin = k == 0 ? 0 : cuts.commas[k - 1] + 1;
-    const size_t end = k + 1 == runs ? text.size() : cuts.commas[k];
-    const std::string_view pieces[] = {k == 0 ? "" : "[", text.substr(begin, end - begin),
-                                       k + 1 == runs ? "" : "]"};
-    DocumentHandler handler(options, cuts.first_index[k], /*configs_only=*/true);
-    (void)json::sax_parse(PiecesIterator(pieces, 3, 0), PiecesIterator(pieces, 3, 3), &handler);
+    DocumentHandler handler(options, first_index, /*configs_only=*/true);
+    (void)json::sax_parse(PiecesIterator(pieces, count, 0), PiecesIterator(pieces, count, count),
+                          &handler);
     auto c = handler.Finish("input", [](size_t) { return std::string(); });
     if (c && c->format == InputFormat::kConfigs && c->warnings.empty()) return std::move(*c);
   } catch (...) {  // e.g. a bad_alloc: the one-thread reading says what went wrong
@@ -590,66 +519,7 @@ std::optional<Conversion> ConvertListRun(std::string_view text, const ListCuts& 
   return std::nullopt;
 }
 
-// A large configs list (plain text, no NUL byte) read on up to `threads` threads; nullopt when
-// it is not one, is too small to gain, or does not convert cleanly (see above).
-std::optional<Conversion> ConvertConfigsListInParts(std::string_view text,
-                                                    const ConvertOptions& options,
-                                                    unsigned threads) {
-  if (threads < 2 || text.size() < kPartsMinBytes) return std::nullopt;
-  const size_t parts = std::min<size_t>(threads, text.size() / kPartMinBytes);
-  const auto scan = ScanList(text, parts);
-  if (!scan || scan->cuts.commas.empty() || !FirstElementIsConfig(text, *scan)) {
-    return std::nullopt;
-  }
-  const ListCuts& cuts = scan->cuts;
-  const size_t runs = cuts.first_index.size();
-  std::vector<std::optional<Conversion>> out(runs);
-  RunInParallel(runs, [&](size_t k) { out[k] = ConvertListRun(text, cuts, k, options); });
-  for (const auto& run : out) {
-    if (!run) return std::nullopt;
-  }
-  Conversion all = std::move(*out[0]);
-  all.reader_threads = runs;
-  size_t records = 0, configs = 0;
-  for (const auto& run : out) {
-    records += run->records.size();
-    configs += run->configs.size();
-  }
-  all.records.reserve(records);
-  all.configs.reserve(configs);
-  for (size_t k = 1; k < runs; ++k) {
-    std::move(out[k]->records.begin(), out[k]->records.end(), std::back_inserter(all.records));
-    std::move(out[k]->configs.begin(), out[k]->configs.end(), std::back_inserter(all.configs));
-    out[k].reset();
-  }
-  return all;
-}
-
-// The inflated text of a gzipped configs list, whitespace runs cut, for ConvertConfigsListInParts;
-// nullopt when the first element is no config, or the text is corrupt, holds a NUL byte or
-// inflates past kPartsMaxInflatedBytes (the streamed reading handles those).
-std::optional<std::string> InflateConfigsList(std::string_view gz) {
-  GzipMemoryReader reader(gz, kPartsMaxInflatedBytes);
-  std::streambuf* in = reader.stream().rdbuf();
-  std::string text;
-  constexpr size_t kChunk = size_t{1} << 20;
-  size_t have = 0;
-  for (bool checked = false;;) {
-    text.resize(have + kChunk);
-    const std::streamsize got = in->sgetn(text.data() + have, static_cast<std::streamsize>(kChunk));
-    if (got <= 0) break;
-    have += static_cast<size_t>(got);
-    if (!checked) {  // the first chunk tells whether the rest is worth inflating here
-      const std::string_view head(text.data(), have);
-      const auto scan = ScanList(head, 1);
-      if (!scan || !FirstElementIsConfig(head, *scan)) return std::nullopt;
-      checked = true;
-    }
-  }
-  text.resize(have);
-  if (!reader.status().ok() || text.find('\0') != std::string::npos) return std::nullopt;
-  return text;
-}
+namespace {
 
 Result<Conversion> ConvertTextImpl(std::string_view text, const ConvertOptions& options,
                                    bool allow_gzip, unsigned threads) {
@@ -740,150 +610,6 @@ Result<Conversion> ConvertFile(const std::string& path, const ConvertOptions& op
   } catch (const std::exception& e) {
     return MakeError(path + ": " + e.what());
   }
-}
-
-namespace {
-
-void AppendInt(std::string* out, int64_t v) {
-  char buf[24];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  (void)ec;
-  out->append(buf, p);
-}
-
-// A config's text in the configs file's layout (2-space indentation, nlohmann's) or compact,
-// as DumpJson writes it (a stored task): the same tokens, with or without the whitespace.
-class ConfigWriter {
- public:
-  ConfigWriter(std::string* out, bool compact) : out_(out), compact_(compact) {}
-
-  void Config(const CkConfig& c) {
-    Put("  {\n    \"operation_type\": \"", "{\"operation_type\":\"");
-    out_->append(OperationTypeName(c.op));
-    Put("\",\n    \"profiler_args\": {\n", "\",\"profiler_args\":{");
-    auto scalar = [&](std::string_view key, int64_t v) {
-      Key(key);
-      AppendInt(out_, v);
-      Put(",\n", ",");
-    };
-    scalar("data_type", c.data_type);
-    scalar("layout", c.layout);
-    if (c.op == ConvOp::kFwd) scalar("index_type", c.index_type.value_or(0));
-    scalar("verify", c.verify);
-    scalar("init", c.init);
-    scalar("log", c.log);
-    scalar("time", c.time);
-    scalar("num_dim_spatial", c.num_dim_spatial);
-    scalar("G", c.G);
-    scalar("N", c.N);
-    scalar("K", c.K);
-    scalar("C", c.C);
-    const std::pair<std::string_view, const std::vector<int64_t>*> lists[] = {
-        {"filter_spatial", &c.filter_spatial},
-        {"input_spatial", &c.input_spatial},
-        {"strides", &c.strides},
-        {"dilations", &c.dilations},
-        {"left_pads", &c.left_pads},
-        {"right_pads", &c.right_pads}};
-    for (size_t i = 0; i < std::size(lists); ++i) {
-      List(lists[i].first, *lists[i].second);
-      const bool last = i + 1 == std::size(lists) && c.op == ConvOp::kFwd;
-      Put(last ? "\n" : ",\n", last ? "" : ",");
-    }
-    if (c.op != ConvOp::kFwd) {
-      Key("split_k");
-      int64_t k = 0;
-      auto [p, ec] = std::from_chars(c.split_k.data(), c.split_k.data() + c.split_k.size(), k);
-      if (c.split_k.empty() || ec != std::errc() || p != c.split_k.data() + c.split_k.size()) {
-        out_->append("\"all\"");
-      } else {
-        AppendInt(out_, k);
-      }
-      Put("\n", "");
-    }
-    Put("    },\n    \"metadata\": ", "},\"metadata\":");
-    if (compact_) {
-      out_->append(c.metadata.dump(-1, ' ', false, json::error_handler_t::replace));
-    } else {
-      // The metadata is free-form: let nlohmann lay it out, then indent it to its place.
-      const std::string md = c.metadata.dump(2, ' ', false, json::error_handler_t::replace);
-      for (char ch : md) {
-        out_->push_back(ch);
-        if (ch == '\n') out_->append("    ");
-      }
-    }
-    Put("\n  }", "}");
-  }
-
- private:
-  void Put(std::string_view pretty, std::string_view compact) {
-    out_->append(compact_ ? compact : pretty);
-  }
-  // `"key": ` at the indentation of profiler_args' members.
-  void Key(std::string_view key) {
-    Put("      \"", "\"");
-    out_->append(key);
-    Put("\": ", "\":");
-  }
-  void List(std::string_view key, const std::vector<int64_t>& v) {
-    Key(key);
-    if (v.empty()) {
-      out_->append("[]");
-      return;
-    }
-    Put("[\n", "[");
-    for (size_t i = 0; i < v.size(); ++i) {
-      Put("        ", "");
-      AppendInt(out_, v[i]);
-      const bool last = i + 1 == v.size();
-      Put(last ? "\n" : ",\n", last ? "" : ",");
-    }
-    Put("      ]", "]");
-  }
-
-  std::string* out_;
-  bool compact_;
-};
-
-}  // namespace
-
-std::string FormatConfigsText(const std::vector<CkConfig>& configs) {
-  if (configs.empty()) return "[]\n";
-  std::string out = "[\n";
-  for (size_t i = 0; i < configs.size(); ++i) {
-    ConfigWriter(&out, false).Config(configs[i]);
-    out.append(i + 1 < configs.size() ? ",\n" : "\n");
-  }
-  out.append("]\n");
-  return out;
-}
-
-std::string ConfigJsonText(const CkConfig& c) {
-  std::string out;
-  out.reserve(512);
-  ConfigWriter(&out, true).Config(c);
-  return out;
-}
-
-Status WriteConfigsFile(const std::string& path, const std::vector<CkConfig>& configs) {
-  AtomicFileWriter w;
-  if (Status s = w.Open(path); !s) return s;
-  if (configs.empty()) {
-    if (Status s = w.Write("[]\n"); !s) return s;
-    return w.Commit();
-  }
-  std::string chunk = "[\n";
-  for (size_t i = 0; i < configs.size(); ++i) {
-    ConfigWriter(&chunk, false).Config(configs[i]);
-    chunk.append(i + 1 < configs.size() ? ",\n" : "\n");
-    if (chunk.size() >= (1 << 16)) {
-      if (Status s = w.Write(chunk); !s) return s;
-      chunk.clear();
-    }
-  }
-  chunk.append("]\n");
-  if (Status s = w.Write(chunk); !s) return s;
-  return w.Commit();
 }
 
 std::string FormatRecordLine(const RecordOutcome& r, size_t total, InputFormat format) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/ck_config.h"
+#include "common/configs_writer.h"  // what a conversion is written as
 #include "common/conv_mapping.h"  // ConvertOptions
 #include "common/result.h"
 
@@ -85,18 +86,6 @@ std::string FormatRecordLine(const RecordOutcome& r, size_t total, InputFormat f
 
 // The warning for a skipped record: "record 5 (aten::addmm) skipped: not a convolution".
 std::string SkipWarning(const RecordOutcome& r);
-
-// The configs file text for `configs`, byte for byte what ConfigsToText gives, built directly
-// rather than through one big JSON document (faster, less memory). Never throws.
-std::string FormatConfigsText(const std::vector<CkConfig>& configs);
-
-// One config as compact JSON, byte for byte DumpJson(ConfigToJson(c)), built directly (what
-// ckprofd stores per task: a 100,000-config submit spent seconds in the JSON library).
-std::string ConfigJsonText(const CkConfig& c);
-
-// Writes the configs file to `path` atomically (temporary file, fsync, rename), streamed: a
-// failed run never leaves a partial file, and memory does not double for large outputs.
-Status WriteConfigsFile(const std::string& path, const std::vector<CkConfig>& configs);
 
 // The deepest JSON nesting accepted.
 inline constexpr size_t kMaxInputDepth = 512;

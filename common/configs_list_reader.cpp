@@ -1,0 +1,142 @@
+// A large configs list read on several threads (see configs_list_reader.h).
+#include "common/configs_list_reader.h"
+
+#include <algorithm>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "common/file_util.h"
+#include "common/json_util.h"
+#include "common/parallel.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr size_t kPartMinBytes = size_t{2} << 20;  // the least text worth a thread
+
+// Where a list is cut: parts.size() runs; run k starts with element first_index[k] and, but for
+// the last, ends at the comma at offset commas[k].
+struct ListCuts {
+  std::vector<size_t> commas;
+  std::vector<size_t> first_index;
+};
+
+// Scans the JSON list `text` for top-level commas: the first one (the end of the first element),
+// and the first at or after each of the `parts` - 1 marks that share the text out evenly.
+// nullopt when text does not start with '[' or has no top-level comma.
+struct ListScan {
+  size_t first_element = 0;  // offset of the first element's first character
+  size_t first_comma = 0;
+  ListCuts cuts;
+};
+std::optional<ListScan> ScanList(std::string_view text, size_t parts) {
+  size_t i = text.find_first_not_of(" \t\r\n");
+  if (i == std::string_view::npos || text[i] != '[') return std::nullopt;
+  ListScan scan;
+  scan.first_element = i + 1;
+  scan.cuts.first_index.push_back(0);
+  size_t depth = 0, commas = 0;
+  size_t mark = text.size() / parts;
+  JsonStringState strings;
+  for (; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (!strings.Outside(ch)) continue;
+    if (ch == '[' || ch == '{') {
+      ++depth;
+    } else if (ch == ']' || ch == '}') {
+      if (depth <= 1) break;  // the end of the list (or not JSON: the parse will say so)
+      --depth;
+    } else if (ch == ',' && depth == 1) {
+      if (commas++ == 0) scan.first_comma = i;
+      if (i >= mark && parts > 1) {
+        scan.cuts.commas.push_back(i);
+        scan.cuts.first_index.push_back(commas);
+        mark = text.size() / parts * (scan.cuts.commas.size() + 1);
+      }
+      if (scan.cuts.commas.size() + 1 >= parts) break;
+    }
+  }
+  if (commas == 0) return std::nullopt;
+  return scan;
+}
+
+// True when the one-thread reading would take the list for a configs list: its first element
+// is an object with operation_type and no op_name.
+bool FirstElementIsConfig(std::string_view text, const ListScan& scan) {
+  json first = json::parse(text.substr(scan.first_element, scan.first_comma - scan.first_element),
+                           nullptr, /*allow_exceptions=*/false);
+  return first.is_object() && !first.contains("op_name") && first.contains("operation_type");
+}
+
+// Reads run `k` of the cut list `text`; nullopt unless every element is a valid config.
+std::optional<Conversion> ConvertListRun(std::string_view text, const ListCuts& cuts, size_t k,
+                                         const ConvertOptions& options) noexcept {
+  const size_t runs = cuts.first_index.size();
+  const size_t begin = k == 0 ? 0 : cuts.commas[k - 1] + 1;
+  const size_t end = k + 1 == runs ? text.size() : cuts.commas[k];
+  const std::string_view pieces[] = {k == 0 ? "" : "[", text.substr(begin, end - begin),
+                                     k + 1 == runs ? "" : "]"};
+  return ConvertConfigsRun(pieces, 3, cuts.first_index[k], options);
+}
+
+}  // namespace
+
+std::optional<Conversion> ConvertConfigsListInParts(std::string_view text,
+                                                    const ConvertOptions& options,
+                                                    unsigned threads) {
+  if (threads < 2 || text.size() < kPartsMinBytes) return std::nullopt;
+  const size_t parts = std::min<size_t>(threads, text.size() / kPartMinBytes);
+  const auto scan = ScanList(text, parts);
+  if (!scan || scan->cuts.commas.empty() || !FirstElementIsConfig(text, *scan)) {
+    return std::nullopt;
+  }
+  const ListCuts& cuts = scan->cuts;
+  const size_t runs = cuts.first_index.size();
+  std::vector<std::optional<Conversion>> out(runs);
+  RunInParallel(runs, [&](size_t k) { out[k] = ConvertListRun(text, cuts, k, options); });
+  for (const auto& run : out) {
+    if (!run) return std::nullopt;
+  }
+  Conversion all = std::move(*out[0]);
+  all.reader_threads = runs;
+  size_t records = 0, configs = 0;
+  for (const auto& run : out) {
+    records += run->records.size();
+    configs += run->configs.size();
+  }
+  all.records.reserve(records);
+  all.configs.reserve(configs);
+  for (size_t k = 1; k < runs; ++k) {
+    std::move(out[k]->records.begin(), out[k]->records.end(), std::back_inserter(all.records));
+    std::move(out[k]->configs.begin(), out[k]->configs.end(), std::back_inserter(all.configs));
+    out[k].reset();
+  }
+  return all;
+}
+
+std::optional<std::string> InflateConfigsList(std::string_view gz) {
+  GzipMemoryReader reader(gz, kPartsMaxInflatedBytes);
+  std::streambuf* in = reader.stream().rdbuf();
+  std::string text;
+  constexpr size_t kChunk = size_t{1} << 20;
+  size_t have = 0;
+  for (bool checked = false;;) {
+    text.resize(have + kChunk);
+    const std::streamsize got = in->sgetn(text.data() + have, static_cast<std::streamsize>(kChunk));
+    if (got <= 0) break;
+    have += static_cast<size_t>(got);
+    if (!checked) {  // the first chunk tells whether the rest is worth inflating here
+      const std::string_view head(text.data(), have);
+      const auto scan = ScanList(head, 1);
+      if (!scan || !FirstElementIsConfig(head, *scan)) return std::nullopt;
+      checked = true;
+    }
+  }
+  text.resize(have);
+  if (!reader.status().ok() || text.find('\0') != std::string::npos) return std::nullopt;
+  return text;
+}
+
+}  // namespace ckprof
