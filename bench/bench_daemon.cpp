@@ -51,6 +51,7 @@
 #include "common/convert.h"
 #include "common/profiler_path.h"
 #include "common/protocol.h"
+#include "daemon/process_util.h"
 
 extern char** environ;
 
@@ -98,20 +99,11 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-// utime + stime of `pid`, in seconds (/proc/PID/stat fields 14 and 15); with `children`, the
-// cutime + cstime of the children it has reaped (fields 16 and 17).
+// utime + stime of `pid`, in seconds; with `children`, that of the children it has reaped.
 double CpuSeconds(pid_t pid, bool children = false) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto close = s.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(s.substr(close + 2));
-  std::string f;
-  double ticks = 0;
-  for (int i = 3; i <= 17 && fields >> f; ++i) {
-    if (i == (children ? 16 : 14) || i == (children ? 17 : 15)) ticks += std::atof(f.c_str());
-  }
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+  auto st = ckprof::ReadProcStat(pid);
+  if (!st) return 0;
+  return children ? st->cutime_s + st->cstime_s : st->utime_s + st->stime_s;
 }
 
 // This process's own user + system CPU time, in seconds (its children not counted).
@@ -124,12 +116,7 @@ double SelfCpuSeconds() {
 
 // A field of /proc/PID/status in MiB ("VmRSS", "VmHWM").
 double StatusMiB(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::atof(line.c_str() + field.size() + 1) / 1024.0;
-  }
-  return 0;
+  return std::max<int64_t>(ckprof::ProcStatusKiB(pid, field), 0) / 1024.0;
 }
 
 struct Common {

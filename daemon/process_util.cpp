@@ -6,52 +6,100 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 
 namespace ckprof {
 namespace {
 
-// Reads the state and process group of /proc/<pid>/stat. False when it cannot.
-bool ReadStat(pid_t pid, char* state, pid_t* pgrp) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  FILE* f = std::fopen(path, "re");
-  if (f == nullptr) return false;
-  char buf[1024];
-  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = '\0';
-  // "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses; use the last ')'.
-  char* close = std::strrchr(buf, ')');
-  if (close == nullptr) return false;
-  int ppid = 0, group = 0;
-  if (std::sscanf(close + 1, " %c %d %d", state, &ppid, &group) != 3) return false;
-  *pgrp = group;
+// The whole of a small /proc file ("" when it cannot be read: the process is gone).
+std::string ReadProcFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Calls `visit` with each process id under /proc; false when /proc cannot be read.
+template <typename Visit>
+bool ForEachProcess(Visit&& visit) {
+  DIR* dir = opendir("/proc");
+  if (dir == nullptr) return false;
+  while (dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    visit(static_cast<pid_t>(pid));
+  }
+  closedir(dir);
   return true;
 }
 
 }  // namespace
 
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  const std::string text = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
+  // "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses; use the last ')'.
+  const auto close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return std::nullopt;
+  std::istringstream fields(text.substr(close + 2));
+  ProcStat st;
+  fields >> st.state >> st.ppid >> st.pgrp;
+  if (!fields) return std::nullopt;
+  // Fields 6 to 17 (1-based, of the whole line): session ... cstime; 14-17 are CPU ticks.
+  std::string f;
+  double ticks[4] = {0, 0, 0, 0};
+  for (int i = 6; i <= 17 && fields >> f; ++i) {
+    if (i >= 14) ticks[i - 14] = std::atof(f.c_str());
+  }
+  const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+  st.utime_s = ticks[0] / hz;
+  st.stime_s = ticks[1] / hz;
+  st.cutime_s = ticks[2] / hz;
+  st.cstime_s = ticks[3] / hz;
+  return st;
+}
+
+bool ProcessIsLive(pid_t pid) {
+  auto st = ReadProcStat(pid);
+  return st && st->state != 'Z' && st->state != 'X';
+}
+
+int64_t ProcStatusKiB(pid_t pid, const std::string& field) {
+  std::istringstream in(ReadProcFile("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::strtoll(line.c_str() + field.size() + 1, nullptr, 10);
+  }
+  return -1;
+}
+
+std::vector<pid_t> ProcessesWithEnv(const std::string& entry) {
+  std::vector<pid_t> out;
+  const std::string needle = '\0' + entry + '\0';
+  const pid_t self = getpid();
+  ForEachProcess([&](pid_t pid) {
+    if (pid <= 1 || pid == self) return;
+    const std::string env = ReadProcFile("/proc/" + std::to_string(pid) + "/environ");
+    // The entry is whole: first in the block, or between two NULs.
+    if (env.find(needle) != std::string::npos ||
+        env.compare(0, entry.size() + 1, needle, 1, entry.size() + 1) == 0) {
+      out.push_back(pid);
+    }
+  });
+  return out;
+}
+
 std::vector<pid_t> LiveProcessesInGroup(pid_t pgid) {
   std::vector<pid_t> out;
   if (pgid <= 0) return out;
-  DIR* dir = opendir("/proc");
-  if (dir == nullptr) {
-    if (kill(-pgid, 0) == 0 || errno == EPERM) out.push_back(pgid);
-    return out;
-  }
-  while (dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    long pid = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0) continue;
-    char state = 0;
-    pid_t group = 0;
-    if (!ReadStat(static_cast<pid_t>(pid), &state, &group)) continue;
-    if (group == pgid && state != 'Z' && state != 'X') out.push_back(static_cast<pid_t>(pid));
-  }
-  closedir(dir);
+  const bool read = ForEachProcess([&](pid_t pid) {
+    auto st = ReadProcStat(pid);
+    if (st && st->pgrp == pgid && st->state != 'Z' && st->state != 'X') out.push_back(pid);
+  });
+  if (!read && (kill(-pgid, 0) == 0 || errno == EPERM)) out.push_back(pgid);
   return out;
 }
 

@@ -1,4 +1,5 @@
-// Small process-group helpers for the runner and for the daemon's startup recovery.
+// The one place that reads /proc: process state, groups, environment markers and memory, for
+// the runner, the daemon's startup recovery, and the tests and benchmarks that watch processes.
 //
 // Plain blocking functions; any thread. Only KillProcessGroupAndWait sleeps (bounded).
 #pragma once
@@ -6,11 +7,35 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "common/result.h"
 
 namespace ckprof {
+
+// What /proc/<pid>/stat says of a process; CPU times in seconds.
+struct ProcStat {
+  char state = 0;  // R, S, D, Z (zombie), X (dead), ...
+  pid_t ppid = 0, pgrp = 0;
+  double utime_s = 0, stime_s = 0;    // its own user and system time
+  double cutime_s = 0, cstime_s = 0;  // that of the children it has reaped
+};
+// nullopt when the process does not exist (or /proc cannot be read).
+std::optional<ProcStat> ReadProcStat(pid_t pid);
+
+// True when `pid` exists and is not a zombie (a killed child waiting for its parent to reap it).
+bool ProcessIsLive(pid_t pid);
+
+// A "VmRSS"/"VmHWM"-style field of /proc/<pid>/status, in KiB; -1 when absent.
+int64_t ProcStatusKiB(pid_t pid, const std::string& field);
+
+// Processes (not this one, nor init) whose environment holds `entry` ("K=V") whole: the marker
+// every profiler of a daemon carries (CKPROFD_STATE=<state dir>), found even when its process
+// group never reached the store.
+std::vector<pid_t> ProcessesWithEnv(const std::string& entry);
 
 // The live (not zombie) processes whose process group is `pgid`, read from /proc. When /proc
 // cannot be read, falls back to kill(-pgid, 0) and returns {pgid} if the group exists.

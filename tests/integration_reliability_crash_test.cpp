@@ -354,16 +354,8 @@ TEST_F(ReliabilityCrashTest, CorruptDatabaseIsAStartupErrorAndIsLeftAsItWas) {
 
 // CPU time (user + system) the process has used, in seconds.
 double CpuSeconds(pid_t pid) {
-  std::string stat = testing::ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  auto close = stat.rfind(')');
-  std::istringstream in(stat.substr(close + 2));
-  std::string field;
-  long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && in >> field; ++i) {
-    if (i == 14) utime = std::stoll(field);
-    if (i == 15) stime = std::stoll(field);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  auto st = ReadProcStat(pid);
+  return st ? st->utime_s + st->stime_s : 0;
 }
 
 TEST_F(ReliabilityCrashTest, NotBeforeAsLateAsTheProtocolAllowsWaitsWithoutSpinning) {

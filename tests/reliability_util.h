@@ -41,16 +41,6 @@ inline constexpr bool kMemoryIsMeasurable = true;
 inline constexpr bool kMemoryIsMeasurable = true;
 #endif
 
-// True when `pid` exists and is not a zombie (a killed child waiting for init to reap it).
-inline bool ProcessIsLive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  auto close = text.rfind(')');
-  if (close == std::string::npos || close + 2 >= text.size()) return false;
-  const char state = text[close + 2];
-  return state != 'Z' && state != 'X';
-}
-
 // One request on a fresh connection.
 inline Result<nlohmann::json> CallOnce(const std::string& socket, Request r) {
   auto conn = Connection::Open(socket);

@@ -360,22 +360,6 @@ std::vector<EmuRun> ReadEmuRuns(const std::string& log_path) {
 
 namespace ckprof::testing {
 
-std::vector<int> ProcessesWithEnv(const std::string& needle) {
-  std::vector<int> out;
-  DIR* d = opendir("/proc");
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    char* end = nullptr;
-    long pid = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 1) continue;
-    std::ifstream env("/proc/" + std::string(e->d_name) + "/environ", std::ios::binary);
-    std::string content((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
-    if (content.find(needle + '\0') != std::string::npos) out.push_back(static_cast<int>(pid));
-  }
-  closedir(d);
-  return out;
-}
-
 }  // namespace ckprof::testing
 
 // ---- Users, groups, daemons and processes: the integration and reliability tests ----
@@ -619,43 +603,13 @@ int LaunchedDaemon::Stop(int sig) {
   return status;
 }
 
-int64_t ProcStatusBytes(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) {
-      return std::strtoll(line.c_str() + field.size() + 1, nullptr, 10) * 1024;  // kB
-    }
-  }
-  return -1;
+int64_t LaunchedDaemon::PeakRssBytes() const {
+  const int64_t kib = ProcStatusKiB(pid_, "VmHWM");
+  return kib < 0 ? -1 : kib * 1024;
 }
-
-int64_t LaunchedDaemon::PeakRssBytes() const { return ProcStatusBytes(pid_, "VmHWM"); }
-int64_t LaunchedDaemon::RssBytes() const { return ProcStatusBytes(pid_, "VmRSS"); }
-
-bool GroupHasLiveProcess(pid_t pgid) {
-  if (pgid <= 1) return false;
-  DIR* d = opendir("/proc");
-  if (!d) return kill(-pgid, 0) == 0;
-  bool found = false;
-  while (dirent* e = readdir(d)) {
-    char* end = nullptr;
-    long pid = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0) continue;
-    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    auto close = text.rfind(')');
-    if (close == std::string::npos) continue;
-    char state = 0;
-    int ppid = 0, group = 0;
-    if (std::sscanf(text.c_str() + close + 1, " %c %d %d", &state, &ppid, &group) != 3) continue;
-    if (group == pgid && state != 'Z' && state != 'X') {
-      found = true;
-      break;
-    }
-  }
-  closedir(d);
-  return found;
+int64_t LaunchedDaemon::RssBytes() const {
+  const int64_t kib = ProcStatusKiB(pid_, "VmRSS");
+  return kib < 0 ? -1 : kib * 1024;
 }
 
 std::vector<std::vector<std::string>> SqlQuery(const std::string& db_path, const std::string& sql) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/ck_config.h"
+#include "daemon/process_util.h"
 
 namespace ckprof::testing {
 
@@ -105,8 +106,10 @@ struct EmuRun {
 // time together: pids wrap quickly on a busy machine, so two runs may share a pid.
 std::vector<EmuRun> ReadEmuRuns(const std::string& log_path);
 
-// Processes whose environment holds `needle` ("CKPROFD_STATE=/dir").
-std::vector<int> ProcessesWithEnv(const std::string& needle);
+// Processes whose environment holds `needle` ("CKPROFD_STATE=/dir"): the daemon's own reader.
+using ckprof::ProcessesWithEnv;
+// True when `pid` exists and is not a zombie.
+using ckprof::ProcessIsLive;
 
 }  // namespace ckprof::testing
 
@@ -244,11 +247,8 @@ class DaemonProcess {
 // process group: the profilers a daemon killed with SIGKILL leaves behind.
 void KillMarkedProcesses(const std::string& marker);
 
-// The value of a "VmHWM:"-style field of /proc/PID/status in bytes; -1 when unknown.
-int64_t ProcStatusBytes(pid_t pid, const std::string& field);
-
 // True when some live (non-zombie) process is in process group `pgid`.
-bool GroupHasLiveProcess(pid_t pgid);
+inline bool GroupHasLiveProcess(pid_t pgid) { return pgid > 1 && ProcessGroupAlive(pgid); }
 
 // Runs an SQLite query on a database file; the rows, each column as text. For checks such as
 // PRAGMA integrity_check on a daemon's state. Throws on error.
