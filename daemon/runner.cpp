@@ -1,11 +1,7 @@
 #include "daemon/runner.h"
 
 #include <fcntl.h>
-#include <grp.h>
-#include <pthread.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,11 +13,7 @@
 #include <asio/prefer.hpp>
 #include <asio/steady_timer.hpp>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <mutex>
-#include <thread>
 #include <utility>
 
 extern char** environ;
@@ -31,17 +23,7 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr const char* kDroppedVariables[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-                                             "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"};
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CKPROF_SANITIZED 1
-#else
-#define CKPROF_SANITIZED 0
-#endif
-
 constexpr size_t kReadChunk = 64 * 1024;
-// The spawned child's stack, until it execs (sanitizer builds need more than a few KiB).
-constexpr size_t kChildStackBytes = 256 * 1024;
 // After the run is over, how long to keep re-killing a group whose members are still dying.
 constexpr auto kSettleLimit = std::chrono::seconds(2);
 constexpr auto kSettleStep = std::chrono::milliseconds(5);
@@ -93,20 +75,6 @@ class Capture {
   uint64_t total_ = 0;
 };
 
-// Where the child failed, if it could not exec.
-enum class SpawnStage : int { kNone = 0, kStdio, kGroups, kGid, kUid, kChdir, kExec };
-struct SpawnError {
-  SpawnStage stage = SpawnStage::kNone;
-  int err = 0;
-};
-
-// Our own nice value (getpriority returns -1 both for nice -1 and for an error: errno tells).
-int ReadNice() {
-  errno = 0;
-  int nice = getpriority(PRIO_PROCESS, 0);
-  return errno == 0 ? nice : 0;
-}
-
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
 // True when `pid` (our child) has exited; does not reap it.
@@ -119,110 +87,7 @@ bool HasExited(pid_t pid) {
   return info.si_pid == pid;
 }
 
-std::string SpawnErrorText(const SpawnError& e, const RunSpec& spec) {
-  const std::string why = std::strerror(e.err);
-  switch (e.stage) {
-    case SpawnStage::kStdio: return "cannot set up the child's stdin/stdout/stderr: " + why;
-    case SpawnStage::kGroups: return "cannot set supplementary groups: " + why;
-    case SpawnStage::kGid: return "cannot switch to gid " + std::to_string(*spec.gid) + ": " + why;
-    case SpawnStage::kUid: return "cannot switch to uid " + std::to_string(*spec.uid) + ": " + why;
-    case SpawnStage::kChdir: return "cannot change directory to " + spec.cwd + ": " + why;
-    case SpawnStage::kExec: return "cannot execute " + spec.argv[0] + ": " + why;
-    case SpawnStage::kNone: break;
-  }
-  return why;
-}
-
-// What the child needs, prepared by the parent, and where it reports a failure. The child
-// shares our memory (CLONE_VM) while we are suspended (CLONE_VFORK): it reads this in place and
-// writes `error` before it exits; once clone returns, the child has exec'd or exited.
-struct ChildArgs {
-  int out_fd, err_fd;
-  const char* path;
-  char* const* argv;
-  char* const* envp;
-  const RunSpec* spec;
-  const gid_t* groups;
-  size_t n_groups;
-  bool reset_nice;
-  int report_fd;  // sanitizer builds: also report a failure here (see Start)
-  SpawnError error;
-};
-
-// The child, between clone and exec: only async-signal-safe calls, and no glibc call that
-// touches process-wide state (it is not a thread glibc knows of: setuid & co. are raw system
-// calls, since glibc's wrappers would change the credentials of every thread of the daemon).
-// Never returns.
-int ChildMain(void* p) {
-  auto* a = static_cast<ChildArgs*>(p);
-  const RunSpec& spec = *a->spec;
-  auto fail = [a](SpawnStage stage) {
-    const SpawnError e{stage, errno};
-    a->error = e;
-    if (a->report_fd >= 0) {
-      ssize_t ignored = write(a->report_fd, &e, sizeof e);
-      (void)ignored;
-    }
-    _exit(127);
-  };
-  setpgid(0, 0);
-  // A daemon given a higher CPU priority (Nice=-5 in its unit) runs profilers at the normal one.
-  if (a->reset_nice) setpriority(PRIO_PROCESS, 0, 0);
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-
-  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  // The pipes were made non-blocking for our ends; the profiler's ends block, as usual.
-  if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(a->out_fd, 1) < 0 || dup2(a->err_fd, 2) < 0 ||
-      fcntl(1, F_SETFL, 0) != 0 || fcntl(2, F_SETFL, 0) != 0) {
-    fail(SpawnStage::kStdio);
-  }
-  if (spec.groups && syscall(SYS_setgroups, a->n_groups, a->groups) != 0) {
-    fail(SpawnStage::kGroups);
-  }
-  if (spec.gid && syscall(SYS_setgid, *spec.gid) != 0) fail(SpawnStage::kGid);
-  if (spec.uid && syscall(SYS_setuid, *spec.uid) != 0) fail(SpawnStage::kUid);
-  if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) fail(SpawnStage::kChdir);
-  // Everything above 2 closes at exec.
-  if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-    long max_fd = sysconf(_SC_OPEN_MAX);
-    if (max_fd < 0 || max_fd > 65536) max_fd = 65536;
-    for (int fd = 3; fd < max_fd; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
-  }
-  if (spec.keep_fd >= 0 && fcntl(spec.keep_fd, F_SETFD, 0) != 0) fail(SpawnStage::kStdio);
-  execve(a->path, a->argv, a->envp);
-  fail(SpawnStage::kExec);
-  return 127;  // not reached
-}
-
 }  // namespace
-
-std::vector<std::string> BuildChildEnvironment(
-    const std::vector<std::string>& base,
-    const std::vector<std::pair<std::string, std::string>>& set_env) {
-  auto name_of = [](const std::string& entry) {
-    return std::string_view(entry).substr(0, entry.find('='));
-  };
-  std::vector<std::string> env;
-  env.reserve(base.size() + set_env.size());
-  for (const auto& e : base) {
-    std::string_view name = name_of(e);
-    bool drop = std::any_of(std::begin(kDroppedVariables), std::end(kDroppedVariables),
-                            [&](const char* d) { return name == d; }) ||
-                std::any_of(set_env.begin(), set_env.end(),
-                            [&](const auto& kv) { return name == kv.first; });
-    if (!drop) env.push_back(e);
-  }
-  for (const auto& [k, v] : set_env) env.push_back(k + "=" + v);
-  return env;
-}
 
 // One of a run's output pipes (our read end). It starts quiet: no wakeup watches it; the
 // runner's output poll reads it every kOutputPollStep and the leader's exit drains it, so a
@@ -368,99 +233,6 @@ struct ProcessRunner::SpawnRequest {
   }
 };
 
-// The runner's spawn thread. clone(CLONE_VM | CLONE_VFORK) suspends the calling thread until
-// the child has exec'd: on a machine busy with the profilers themselves that is close to a
-// millisecond per spawn, during which the io thread, if it spawned itself, could neither reap
-// the runs that end nor record them: the GPUs waited in turn. The child shares this thread's
-// stack region and thread-local state (errno) only while this thread is suspended, as with
-// posix_spawn.
-class ProcessRunner::Spawner {
- public:
-  explicit Spawner(asio::any_io_executor ex) : ex_(std::move(ex)) {
-#if !CKPROF_SANITIZED
-    stack_ = std::make_unique<char[]>(kChildStackBytes);
-#endif
-    thread_ = std::thread([this] { Loop(); });
-  }
-  // Finishes the spawn in progress; those still queued are dropped (never cloned).
-  ~Spawner() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-  Spawner(const Spawner&) = delete;
-  Spawner& operator=(const Spawner&) = delete;
-
-  void Post(std::shared_ptr<Run> run) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(run));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  void Loop() {
-    for (;;) {
-      std::shared_ptr<Run> run;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        if (stop_) return;
-        run = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      Clone(*run->spawning);
-      asio::post(ex_, [run] { RunSteps::OnSpawned(run); });
-    }
-  }
-
-  void Clone(SpawnRequest& req) {
-    ChildArgs& child = req.child;
-    // Signals stay blocked until the child has reset every handler (ours must not run in it).
-    sigset_t all, old_mask;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old_mask);
-#if CKPROF_SANITIZED
-    // The sanitizers cannot follow a child running on a stack of ours: vfork, which they
-    // intercept. TSan turns it into fork (no shared memory), so the child also reports a
-    // failure through a CLOEXEC pipe, read until the exec closes it.
-    int report_pipe[2];
-    if (pipe2(report_pipe, O_CLOEXEC) == 0) child.report_fd = report_pipe[1];
-    pid_t pid = vfork();
-    if (pid == 0) _exit(ChildMain(&child));
-    if (child.report_fd >= 0) {
-      close(report_pipe[1]);
-      SpawnError report;
-      ssize_t got;
-      while ((got = read(report_pipe[0], &report, sizeof report)) < 0 && errno == EINTR) {
-      }
-      if (got == static_cast<ssize_t>(sizeof report)) child.error = report;
-      close(report_pipe[0]);
-    }
-#else
-    pid_t pid =
-        clone(ChildMain, stack_.get() + kChildStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
-#endif
-    req.clone_errno = errno;
-    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-    close(child.out_fd);
-    close(child.err_fd);
-    req.pid = pid;
-  }
-
-  asio::any_io_executor ex_;
-  std::unique_ptr<char[]> stack_;  // the child's, until it execs (one spawn at a time)
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<Run>> queue_;
-  bool stop_ = false;
-  std::thread thread_;
-};
-
 // The runner's output poll (see OutPipe): one timer for every run, armed only while a quiet
 // pipe is open, so an idle daemon never wakes for it. Shared with its pending handler, which
 // does nothing once `owner` is null (runner gone).
@@ -475,7 +247,7 @@ ProcessRunner::ProcessRunner(asio::any_io_executor ex)
     : ex_(ex),
       read_buf_(kReadChunk),
       poll_(std::make_shared<OutputPoll>(ex)),
-      spawner_(std::make_unique<Spawner>(ex)) {
+      spawner_(std::make_unique<SpawnThread>()) {
   poll_->owner = this;
 }
 
@@ -786,11 +558,29 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   req->out_read = out_pipe[0];
   req->err_read = err_pipe[0];
   req->work = asio::prefer(ex_, asio::execution::outstanding_work.tracked);
-  req->child = ChildArgs{out_pipe[1],      err_pipe[1], req->argv[0],       req->argv.data(),
-                         req->envp.data(), &s,          req->groups.data(), req->groups.size(),
-                         ReadNice() < 0,   -1,          SpawnError{}};
+  ChildArgs& child = req->child;
+  child.out_fd = out_pipe[1];
+  child.err_fd = err_pipe[1];
+  child.path = req->argv[0];
+  child.argv = req->argv.data();
+  child.envp = req->envp.data();
+  child.set_groups = s.groups.has_value();
+  child.groups = req->groups.data();
+  child.n_groups = req->groups.size();
+  child.gid = s.gid ? static_cast<int64_t>(*s.gid) : -1;
+  child.uid = s.uid ? static_cast<int64_t>(*s.uid) : -1;
+  child.cwd = s.cwd.c_str();
+  child.keep_fd = s.keep_fd;
+  child.reset_nice = OwnNiceIsRaised();
+  // The spawn thread writes the outcome into the request, then hands the run back here. The
+  // request outlives the clone: the run holds it, and the callback holds the run.
+  SpawnRequest* outcome = req.get();
   run->spawning = std::move(req);
-  spawner_->Post(run);
+  spawner_->Post(&child, [run, outcome, ex = ex_](pid_t pid, int clone_errno) {
+    outcome->pid = pid;
+    outcome->clone_errno = clone_errno;
+    asio::post(ex, [run] { RunSteps::OnSpawned(run); });
+  });
   return id;
 }
 
@@ -808,7 +598,7 @@ void RunSteps::OnSpawned(const RunPtr& run) {
     int status = 0;
     while (waitpid(run->pid, &status, 0) < 0 && errno == EINTR) {
     }
-    FailSpawn(run, SpawnErrorText(req->child.error, s));
+    FailSpawn(run, SpawnErrorText(req->child));
     return;
   }
 

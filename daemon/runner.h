@@ -31,6 +31,7 @@
 #include "common/outcome.h"
 #include "common/result.h"
 #include "daemon/process_util.h"
+#include "daemon/spawn.h"  // BuildChildEnvironment
 
 namespace ckprof {
 
@@ -98,7 +99,6 @@ class ProcessRunner {
   struct Run;
   struct SpawnRequest;
   struct OutputPoll;
-  class Spawner;
   friend class RunSteps;
   bool Stop(RunId id, Outcome::Kind kind);
   void Forget(RunId id) { runs_.erase(id); }
@@ -110,14 +110,7 @@ class ProcessRunner {
   std::unordered_map<RunId, std::shared_ptr<Run>> runs_;
   std::vector<char> read_buf_;        // what a run's handler reads its pipe into (one thread)
   std::shared_ptr<OutputPoll> poll_;  // its timer
-  std::unique_ptr<Spawner> spawner_;  // its thread clones; stopped first in the destructor
+  std::unique_ptr<SpawnThread> spawner_;  // clones; stopped first in the destructor
 };
-
-// Builds a child environment from `base` (KEY=VALUE strings, e.g. environ): drops
-// HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES and GPU_DEVICE_ORDINAL, then
-// sets each of `set_env` (replacing any value of the same name).
-std::vector<std::string> BuildChildEnvironment(
-    const std::vector<std::string>& base,
-    const std::vector<std::pair<std::string, std::string>>& set_env);
 
 }  // namespace ckprof
