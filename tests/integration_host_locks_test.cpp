@@ -122,6 +122,9 @@ TEST_F(HostLocksTest, TwoDaemonsOnOneGpuTakeTurns) {
   ASSERT_TRUE(testing::WatchUntil(a.socket(), *hang, [](const JobSummary& s) {
                 return s.running >= 1;
               }).ok());
+  // Running means spawned; the emulator logs its start a moment later. Cancelled before
+  // that, it would leave no line to check below.
+  ASSERT_EQ(WaitForRuns("a", 1).size(), 1u);
 
   auto job = testing::SubmitContent(b.socket(), testing::FwdConfigsText(3));
   ASSERT_TRUE(job.ok()) << job.error();
