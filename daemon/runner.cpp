@@ -139,6 +139,9 @@ struct ReadPass {
   bool more = false;  // stopped at the read limit with data left
 };
 
+// A run's phases, in order (a run only moves forward).
+enum class RunPhase { kSpawning, kRunning, kLeaderExited, kSettling, kFinished };
+
 // One run: its process, pipes, timers and what has been read so far. Shared with the pending
 // handlers, which do nothing once `owner` is null (runner gone) or `finished` is set.
 struct ProcessRunner::Run {
@@ -165,20 +168,21 @@ struct ProcessRunner::Run {
   asio::steady_timer timeout_timer, grace_timer, drain_timer, exit_poll_timer;
   CkOutputParser parser;
   Capture out_cap, err_cap;
-  bool exited = false;
+  // Where the run is: spawning, running, its leader exited (pipes draining), its group settling
+  // (members still dying), finished (reported). A failed spawn goes straight to kLeaderExited.
+  RunPhase phase = RunPhase::kSpawning;
   bool status_known = false;
   int wait_status = 0;
   std::optional<Outcome::Kind> stop_kind;  // timeout, cancel or interrupt requested
   bool kill_sent = false;                  // SIGKILL had to follow SIGTERM
-  bool settling = false;
   SteadyClock::time_point settle_deadline;
-  bool finished = false;
   std::optional<std::string> spawn_error;
   std::shared_ptr<ProcessRunner::SpawnRequest> spawning;  // until the spawn is reported back
   std::chrono::system_clock::time_point started_at;
   SteadyClock::time_point started_steady;
 
-  bool Alive() const { return owner != nullptr && !finished; }
+  bool Alive() const { return owner != nullptr && phase != RunPhase::kFinished; }
+  bool Exited() const { return phase >= RunPhase::kLeaderExited; }
   void CloseAll() {
     asio::error_code ec;
     timeout_timer.cancel();
@@ -284,7 +288,7 @@ ProcessRunner::~ProcessRunner() {
     // Spawned, but not reported back to this thread yet: it is ours to kill and reap.
     if (run->spawning && run->spawning->pid > 0) run->pid = run->spawning->pid;
     // (A run whose leader has exited had its group killed then; its id may be free by now.)
-    if (run->pid > 0 && !run->exited) {
+    if (run->pid > 0 && !run->Exited()) {
       kill(-run->pid, SIGKILL);
       int status = 0;
       while (waitpid(run->pid, &status, 0) < 0 && errno == EINTR) {
@@ -299,7 +303,7 @@ size_t ProcessRunner::running() const { return runs_.size(); }
 
 pid_t ProcessRunner::RunningPid(RunId id) const {
   auto it = runs_.find(id);
-  if (it == runs_.end() || it->second->exited || it->second->spawn_error) return -1;
+  if (it == runs_.end() || it->second->Exited() || it->second->spawn_error) return -1;
   return it->second->pid;
 }
 
@@ -388,13 +392,13 @@ void RunSteps::DrainQuiet(const RunPtr& run, bool is_stdout) {
 // The leader has exited (it is a zombie, or already reaped elsewhere): kill what is left of
 // its group while the zombie still pins the group id, reap, then wait for the pipes to drain.
 void RunSteps::OnLeaderExited(const RunPtr& run) {
-  if (run->exited) return;
+  if (run->Exited()) return;
   kill(-run->pid, SIGKILL);
   int status = 0;
   pid_t r;
   while ((r = waitpid(run->pid, &status, 0)) < 0 && errno == EINTR) {
   }
-  run->exited = true;
+  run->phase = RunPhase::kLeaderExited;
   run->status_known = r == run->pid;
   run->wait_status = status;
   run->timeout_timer.cancel();
@@ -420,7 +424,7 @@ void RunSteps::WaitForExit(const RunPtr& run) {
   if (run->pidfd.is_open()) {
     run->pidfd.async_wait(asio::posix::stream_descriptor::wait_read,
                           [run](const asio::error_code& ec) {
-                            if (ec || !run->Alive() || run->exited) return;
+                            if (ec || !run->Alive() || run->Exited()) return;
                             if (HasExited(run->pid)) {
                               OnLeaderExited(run);
                             } else {
@@ -431,7 +435,7 @@ void RunSteps::WaitForExit(const RunPtr& run) {
   }
   run->exit_poll_timer.expires_after(kExitPollStep);
   run->exit_poll_timer.async_wait([run](const asio::error_code& ec) {
-    if (ec || !run->Alive() || run->exited) return;
+    if (ec || !run->Alive() || run->Exited()) return;
     if (HasExited(run->pid)) {
       OnLeaderExited(run);
     } else {
@@ -486,13 +490,13 @@ RunResult RunSteps::MakeResult(ProcessRunner::Run& run) {
 }
 
 void RunSteps::MaybeFinish(const RunPtr& run) {
-  if (!run->Alive() || !run->exited || run->out.open() || run->err.open()) return;
+  if (!run->Alive() || !run->Exited() || run->out.open() || run->err.open()) return;
   // Members of the group killed after the leader may still be dying: wait until none is live.
   if (run->pid > 0 && !run->spawn_error && kill(-run->pid, 0) == 0 &&
       ProcessGroupAlive(run->pid)) {
     auto now = SteadyClock::now();
-    if (!run->settling) {
-      run->settling = true;
+    if (run->phase != RunPhase::kSettling) {
+      run->phase = RunPhase::kSettling;
       run->settle_deadline = now + kSettleLimit;
     }
     if (now < run->settle_deadline) {
@@ -504,7 +508,7 @@ void RunSteps::MaybeFinish(const RunPtr& run) {
       return;
     }
   }
-  run->finished = true;
+  run->phase = RunPhase::kFinished;
   run->CloseAll();
   RunResult result = MakeResult(*run);
   ProcessRunner* owner = run->owner;
@@ -526,7 +530,7 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
 
   auto fail_spawn = [&](std::string why) {
     run->spawn_error = std::move(why);
-    run->exited = true;
+    run->phase = RunPhase::kLeaderExited;
     asio::post(ex_, [run] { RunSteps::MaybeFinish(run); });
     return id;
   };
@@ -594,6 +598,7 @@ void RunSteps::OnSpawned(const RunPtr& run) {
     return;
   }
   run->pid = req->pid;
+  run->phase = RunPhase::kRunning;
   if (req->child.error.stage != SpawnStage::kNone) {
     int status = 0;
     while (waitpid(run->pid, &status, 0) < 0 && errno == EINTR) {
@@ -615,17 +620,17 @@ void RunSteps::OnSpawned(const RunPtr& run) {
   if (s.timeout.count() > 0) {
     run->timeout_timer.expires_after(s.timeout);
     run->timeout_timer.async_wait([run](const asio::error_code& ec) {
-      if (ec || !run->Alive() || run->exited) return;
+      if (ec || !run->Alive() || run->Exited()) return;
       run->owner->Stop(run->id, Outcome::Kind::kTimedOut);
     });
   }
   if (s.on_started) s.on_started(run->pid);
-  if (run->Alive() && run->stop_kind && !run->exited) SendStop(run);  // asked before it existed
+  if (run->Alive() && run->stop_kind && !run->Exited()) SendStop(run);  // asked before it existed
 }
 
 void RunSteps::FailSpawn(const RunPtr& run, std::string why) {
   run->spawn_error = std::move(why);
-  run->exited = true;
+  run->phase = RunPhase::kLeaderExited;
   MaybeFinish(run);
 }
 
@@ -633,7 +638,7 @@ bool ProcessRunner::Stop(RunId id, Outcome::Kind kind) {
   auto it = runs_.find(id);
   if (it == runs_.end()) return false;
   auto run = it->second;
-  if (run->exited || run->stop_kind || run->spawn_error) return false;
+  if (run->Exited() || run->stop_kind || run->spawn_error) return false;
   if (run->spawning) {
     run->stop_kind = kind;  // stopped as soon as the spawn is reported back
     return true;
@@ -650,7 +655,7 @@ void RunSteps::SendStop(const RunPtr& run) {
   kill(-run->pid, SIGTERM);
   run->grace_timer.expires_after(run->spec.grace);
   run->grace_timer.async_wait([run](const asio::error_code& ec) {
-    if (ec || !run->Alive() || run->exited) return;
+    if (ec || !run->Alive() || run->Exited()) return;
     run->kill_sent = true;
     kill(-run->pid, SIGKILL);
   });
