@@ -69,6 +69,24 @@ class InterruptTest : public ::testing::Test {
   }
   bool TmpIsEmpty() const { return std::filesystem::is_empty(Tmp()); }
 
+  // A ckprofd of the test's own on GPUs 0-1 with the emulator (a "system" daemon).
+  void StartDaemon(testing::LaunchedDaemon& d) {
+    testing::LaunchedDaemon::Options o;
+    o.dir = dir_.path();
+    o.gpus = "0-1";
+    o.args = {"--profiler-path", BinPath("ckprofiler-emu")};
+    o.env = {"CKEMU_TIME_SCALE=0"};
+    std::string error;
+    ASSERT_TRUE(d.Start(o, &error)) << error;
+  }
+  // `run` (of hang.json) has submitted job 1, and both of its profilers run.
+  static void WaitUntilBothRun(const testing::LaunchedDaemon& d, BackgroundCommand& run) {
+    ASSERT_TRUE(run.WaitForOutput("as job 1 on ckprofd"));
+    ASSERT_TRUE(testing::WatchUntil(d.socket(), 1, [](const JobSummary& s) {
+                  return s.running >= 2;
+                }).ok());
+  }
+
   TempDir dir_;
 };
 
@@ -126,19 +144,10 @@ TEST_F(InterruptTest, AKilledClientsPrivateDaemonStopsByItselfAndItsFilesGoNextT
 
 TEST_F(InterruptTest, CtrlCOnRunThroughTheDaemonCancelsItsJob) {
   testing::LaunchedDaemon d;
-  testing::LaunchedDaemon::Options o;
-  o.dir = dir_.path();
-  o.gpus = "0-1";
-  o.args = {"--profiler-path", BinPath("ckprofiler-emu")};
-  o.env = {"CKEMU_TIME_SCALE=0"};
-  std::string error;
-  ASSERT_TRUE(d.Start(o, &error)) << error;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(d));
   BackgroundCommand run({BinPath("ckprof"), "--socket", d.socket(), "run", "hang.json", "--no-save"},
                         {}, dir_.path());
-  ASSERT_TRUE(run.WaitForOutput("as job 1 on ckprofd"));
-  ASSERT_TRUE(testing::WatchUntil(d.socket(), 1, [](const JobSummary& s) {
-                return s.running >= 2;
-              }).ok());
+  ASSERT_NO_FATAL_FAILURE(WaitUntilBothRun(d, run));
   run.Signal(SIGINT);
   CommandResult r = run.Finish();
   EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
@@ -153,19 +162,10 @@ TEST_F(InterruptTest, CtrlCOnRunThroughTheDaemonCancelsItsJob) {
 // task (exit 1), and the message says the daemon went away.
 TEST_F(InterruptTest, RunWhoseDaemonDiesExitsTwo) {
   testing::LaunchedDaemon d;
-  testing::LaunchedDaemon::Options o;
-  o.dir = dir_.path();
-  o.gpus = "0-1";
-  o.args = {"--profiler-path", BinPath("ckprofiler-emu")};
-  o.env = {"CKEMU_TIME_SCALE=0"};
-  std::string error;
-  ASSERT_TRUE(d.Start(o, &error)) << error;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(d));
   BackgroundCommand run({BinPath("ckprof"), "--socket", d.socket(), "run", "hang.json", "--no-save"},
                         {}, dir_.path());
-  ASSERT_TRUE(run.WaitForOutput("as job 1 on ckprofd"));
-  ASSERT_TRUE(testing::WatchUntil(d.socket(), 1, [](const JobSummary& s) {
-                return s.running >= 2;
-              }).ok());
+  ASSERT_NO_FATAL_FAILURE(WaitUntilBothRun(d, run));
   d.Stop(SIGKILL);  // its profilers are killed as leftovers when `d` goes
   CommandResult r = run.Finish();
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
