@@ -1,6 +1,7 @@
 #include "daemon/process_util.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,8 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -17,10 +16,22 @@
 namespace ckprof {
 namespace {
 
-// The whole of a small /proc file ("" when it cannot be read: the process is gone).
+// The whole of a small /proc file ("" when it cannot be read: the process is gone). Plain
+// read(2): a process that exits mid-read makes the read fail with ESRCH, which a stream would
+// turn into an exception.
 std::string ReadProcFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
 }
 
 // Calls `visit` with each process id under /proc; false when /proc cannot be read.
