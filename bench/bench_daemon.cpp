@@ -138,29 +138,17 @@ class Daemon {
                                      "--state-dir",    state_dir(),   "--gpus",
                                      "0-" + std::to_string(c.gpus - 1), "--profiler-path",
                                      c.emulator,       "--log-level", "warn"};
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) env.emplace_back(*e);
-    env.insert(env.end(), c.env.begin(), c.env.end());
-    env.push_back("NOTIFY_SOCKET=" + notify->path());
-    std::vector<char*> cargv, cenv;
-    for (auto& s : argv) cargv.push_back(s.data());
-    cargv.push_back(nullptr);
-    for (auto& s : env) cenv.push_back(s.data());
-    cenv.push_back(nullptr);
+    ckprof::DaemonProcessSpec spec;
+    spec.argv = std::move(argv);
+    spec.env = ckprof::EnvironmentForDaemon();
+    spec.env.insert(spec.env.end(), c.env.begin(), c.env.end());
+    spec.env.push_back("NOTIFY_SOCKET=" + notify->path());
     const std::string log = dir_ + "/ckprofd.log";
-    int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(log_fd, 1);
-      dup2(log_fd, 2);
-      if (c.nice != 0 && setpriority(PRIO_PROCESS, 0, c.nice) != 0) {
-        dprintf(2, "bench_daemon: cannot set nice %d: %s\n", c.nice, strerror(errno));
-        _exit(126);
-      }
-      execve(cargv[0], cargv.data(), cenv.data());
-      _exit(127);
-    }
-    close(log_fd);
+    spec.log_path = log;
+    spec.nice = c.nice;
+    auto pid = ckprof::StartDaemonProcess(spec);
+    if (!pid) Die("cannot start ckprofd: " + pid.error());
+    pid_ = *pid;
     g_daemon_pid = pid_;
     switch (notify->WaitReady(pid_, 60000, nullptr)) {
       case ckprof::NotifySocket::Wait::kReady:

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -100,6 +102,96 @@ NotifySocket::Wait NotifySocket::WaitReady(pid_t pid, int timeout_ms, int* exit_
   return result;
 }
 
+Result<pid_t> StartDaemonProcess(const DaemonProcessSpec& spec) {
+  if (spec.argv.empty()) return MakeError("no ckprofd to start");
+  // Everything the child needs is made before the fork: after it, only plain system calls.
+  std::vector<std::string> argv = spec.argv, env = spec.env;
+  std::vector<char*> cargv, cenv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  for (auto& e : env) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  const int log_fd = open(spec.log_path.c_str(),
+                          O_WRONLY | O_CREAT | O_CLOEXEC | (spec.truncate_log ? O_TRUNC : O_APPEND),
+                          spec.private_log ? 0600 : 0644);
+  if (log_fd < 0) {
+    return MakeError("cannot open " + spec.log_path + ": " + std::strerror(errno));
+  }
+  const pid_t parent = getpid();
+  sigset_t none;
+  sigemptyset(&none);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int e = errno;
+    close(log_fd);
+    return MakeError(std::string("fork: ") + std::strerror(e));
+  }
+  if (pid == 0) {
+    // The caller may block signals (its Ctrl-C thread does); the daemon starts with none
+    // blocked.
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (spec.die_with_parent) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(1);  // it died before the line above
+    }
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(log_fd, 2) < 0) _exit(126);
+    if (spec.stdout_to_log && dup2(log_fd, 1) < 0) _exit(126);
+    if (spec.own_process_group) setpgid(0, 0);
+    if (spec.nice != 0 && setpriority(PRIO_PROCESS, 0, spec.nice) != 0) {
+      dprintf(2, "cannot set nice %d: %s\n", spec.nice, std::strerror(errno));
+      _exit(126);
+    }
+    if (spec.fsize_limit >= 0) {
+      signal(SIGXFSZ, SIG_IGN);  // inherited through exec: writes fail with EFBIG instead
+      const rlimit lim{static_cast<rlim_t>(spec.fsize_limit), static_cast<rlim_t>(spec.fsize_limit)};
+      if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(126);
+    }
+    if (spec.gid >= 0) {
+      const gid_t g = static_cast<gid_t>(spec.gid);
+      if (setgroups(1, &g) != 0 || setgid(g) != 0) _exit(126);
+    }
+    if (spec.uid >= 0 && setuid(static_cast<uid_t>(spec.uid)) != 0) _exit(126);
+    execvpe(cargv[0], cargv.data(), cenv.data());
+    dprintf(2, "cannot execute %s: %s\n", cargv[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(log_fd);
+  return pid;
+}
+
+std::vector<std::string> EnvironmentForDaemon() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view kv = *e;
+    if (kv.rfind("NOTIFY_SOCKET=", 0) == 0 || kv.rfind("LISTEN_", 0) == 0 ||
+        kv.rfind("WATCHDOG_", 0) == 0) {
+      continue;
+    }
+    env.emplace_back(kv);
+  }
+  return env;
+}
+
+std::optional<int> WaitForExit(pid_t pid, double timeout_s) {
+  if (pid <= 0) return std::nullopt;
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd fd = {pidfd, POLLIN, 0};
+    int n;
+    while ((n = poll(&fd, 1, static_cast<int>(timeout_s * 1000))) < 0 && errno == EINTR) {
+    }
+    close(pidfd);
+    if (n == 0) return std::nullopt;  // still running
+  }
+  int status = 0;
+  pid_t got;
+  while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  if (got < 0) return std::nullopt;  // reaped elsewhere
+  return status;
+}
+
 std::string FindDaemonBinary() {
   if (const char* env = std::getenv("CKPROF_DAEMON"); env && *env) return env;
   std::error_code ec;
@@ -174,45 +266,19 @@ Result<std::unique_ptr<LocalDaemon>> LocalDaemon::Spawn(const LocalDaemonOptions
   if (!o.profiler_path.empty()) argv.insert(argv.end(), {"--profiler-path", o.profiler_path});
   if (!o.pin_env.empty()) argv.insert(argv.end(), {"--pin-env", o.pin_env});
   if (!o.timeout.empty()) argv.insert(argv.end(), {"--timeout", o.timeout});
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    if (kv.rfind("NOTIFY_SOCKET=", 0) == 0 || kv.rfind("LISTEN_", 0) == 0 ||
-        kv.rfind("WATCHDOG_", 0) == 0) {
-      continue;
-    }
-    env.push_back(kv);
-  }
-  env.push_back("NOTIFY_SOCKET=" + d->notify_->path());
-  std::vector<char*> cargv, cenv;
-  for (auto& s : argv) cargv.push_back(s.data());
-  cargv.push_back(nullptr);
-  for (auto& s : env) cenv.push_back(s.data());
-  cenv.push_back(nullptr);
-  int log_fd = open(d->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  const pid_t parent = getpid();
-  // The child starts with the default signal mask and dispositions (a guard may block some).
-  sigset_t none;
-  sigemptyset(&none);
-  pid_t pid = fork();
-  if (pid < 0) {
-    return MakeError("cannot start the local ckprofd: " + std::string(std::strerror(errno)));
-  }
-  if (pid == 0) {
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    // Never outlive the client: SIGTERM (a clean stop) when it dies, even by SIGKILL.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(1);  // it died before the line above
-    int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
-    if (log_fd >= 0) dup2(log_fd, 2);
-    setpgid(0, 0);  // a terminal's Ctrl-C reaches the client, which stops the daemon cleanly
-    execvpe(cargv[0], cargv.data(), cenv.data());
-    dprintf(2, "cannot execute %s: %s\n", cargv[0], std::strerror(errno));
-    _exit(127);
-  }
-  if (log_fd >= 0) close(log_fd);
-  d->pid_ = pid;
+  DaemonProcessSpec spec;
+  spec.argv = std::move(argv);
+  spec.env = EnvironmentForDaemon();
+  spec.env.push_back("NOTIFY_SOCKET=" + d->notify_->path());
+  spec.log_path = d->log_;
+  spec.truncate_log = true;
+  spec.private_log = true;
+  spec.stdout_to_log = false;
+  spec.own_process_group = true;  // a terminal's Ctrl-C reaches the client, which stops it
+  spec.die_with_parent = true;    // never outlive the client, even one killed by SIGKILL
+  auto pid = StartDaemonProcess(spec);
+  if (!pid) return MakeError("cannot start the local ckprofd: " + pid.error());
+  d->pid_ = *pid;
   return d;
 }
 
@@ -236,21 +302,13 @@ Status LocalDaemon::Stop(double timeout_s) {
   const pid_t pid = pid_.exchange(-1);
   if (pid <= 0) return Status::Ok();
   kill(pid, SIGTERM);
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd >= 0) {
-    pollfd fd = {pidfd, POLLIN, 0};
-    int n;
-    while ((n = poll(&fd, 1, static_cast<int>(timeout_s * 1000))) < 0 && errno == EINTR) {
-    }
-    close(pidfd);
-    if (n == 0) kill(pid, SIGKILL);  // it did not stop in time
+  std::optional<int> status = WaitForExit(pid, timeout_s);
+  if (!status && kill(pid, 0) == 0) {  // it did not stop in time
+    kill(pid, SIGKILL);
+    status = WaitForExit(pid, 60);
   }
-  int status = 0;
-  pid_t got;
-  while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
-  }
-  if (got < 0) return Status::Ok();  // reaped elsewhere (WaitReady saw it exit)
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
+  if (!status) return Status::Ok();  // reaped elsewhere (WaitReady saw it exit)
+  if (WIFEXITED(*status) && WEXITSTATUS(*status) == 0) return Status::Ok();
   return MakeError("the local ckprofd did not stop cleanly:\n" + LogTail(log_));
 }
 

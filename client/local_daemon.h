@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,32 @@ class NotifySocket {
   int fd_ = -1;
   std::string path_;
 };
+
+// How to start a ckprofd process: the one fork/exec for LocalDaemon, the tests and the
+// benchmark. The child gets stdin from /dev/null and stderr (and stdout unless
+// `stdout_to_log` is false) in `log_path`; a setup step that fails exits 126, an exec that
+// fails says so in the log and exits 127. It starts with no signal blocked.
+struct DaemonProcessSpec {
+  std::vector<std::string> argv;  // argv[0]: the binary (a path, or a name looked up in PATH)
+  std::vector<std::string> env;   // the whole environment, "K=V"
+  std::string log_path;           // created 0644 (0600 with `private_log`)
+  bool truncate_log = false;      // else appended to
+  bool private_log = false;
+  bool stdout_to_log = true;
+  bool own_process_group = false;  // setpgid(0, 0): a terminal's Ctrl-C goes to the caller only
+  bool die_with_parent = false;    // SIGTERM when the caller dies (PR_SET_PDEATHSIG)
+  int nice = 0;                    // setpriority when not 0
+  int64_t uid = -1, gid = -1;      // switch to these (root only); -1 = keep
+  int64_t fsize_limit = -1;        // RLIMIT_FSIZE in bytes, SIGXFSZ ignored; -1 = none
+};
+// Forks and execs `spec`; the child's pid, or why there is none.
+Result<pid_t> StartDaemonProcess(const DaemonProcessSpec& spec);
+// This process's environment without systemd's variables for it (NOTIFY_SOCKET, LISTEN_*,
+// WATCHDOG_*), which a daemon it starts must not take for its own.
+std::vector<std::string> EnvironmentForDaemon();
+// Waits up to `timeout_s` for the child `pid` to exit and reaps it: its wait status, or
+// nullopt when it still runs (not reaped) or was reaped elsewhere.
+std::optional<int> WaitForExit(pid_t pid, double timeout_s);
 
 struct LocalDaemonOptions {
   std::string gpus = "auto";  // as ckprofd --gpus; "auto" falls back to "0" when none is found

@@ -516,35 +516,18 @@ pid_t LaunchedDaemon::Spawn(const std::string& notify_path) {
       o.config_json.find("\"lock_dir\"") == std::string::npos;
   if (own_lock_dir) argv.insert(argv.end(), {"--lock-dir", o.dir + "/locks"});
   argv.insert(argv.end(), o.args.begin(), o.args.end());
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
-  for (const auto& kv : o.env) env.push_back(kv);
-  if (!notify_path.empty()) env.push_back("NOTIFY_SOCKET=" + notify_path);
-  std::vector<char*> cargv, cenv;
-  for (auto& s : argv) cargv.push_back(s.data());
-  cargv.push_back(nullptr);
-  for (auto& s : env) cenv.push_back(s.data());
-  cenv.push_back(nullptr);
-  int log = open(log_path().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(log, 2);
-    dup2(log, 1);
-    if (o.fsize_limit >= 0) {
-      signal(SIGXFSZ, SIG_IGN);  // inherited through exec: writes fail with EFBIG instead
-      rlimit lim{static_cast<rlim_t>(o.fsize_limit), static_cast<rlim_t>(o.fsize_limit)};
-      if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(126);
-    }
-    if (o.gid >= 0) {
-      gid_t g = static_cast<gid_t>(o.gid);
-      if (setgroups(1, &g) != 0 || setgid(g) != 0) _exit(126);
-    }
-    if (o.uid >= 0 && setuid(static_cast<uid_t>(o.uid)) != 0) _exit(126);
-    execve(cargv[0], cargv.data(), cenv.data());
-    _exit(127);
-  }
-  close(log);
-  return pid;
+  DaemonProcessSpec spec;
+  spec.argv = std::move(argv);
+  spec.env = EnvironmentForDaemon();
+  spec.env.insert(spec.env.end(), o.env.begin(), o.env.end());
+  if (!notify_path.empty()) spec.env.push_back("NOTIFY_SOCKET=" + notify_path);
+  spec.log_path = log_path();
+  spec.uid = o.uid;
+  spec.gid = o.gid;
+  spec.fsize_limit = o.fsize_limit;
+  auto pid = StartDaemonProcess(spec);
+  if (!pid) throw std::runtime_error("cannot start ckprofd: " + pid.error());
+  return *pid;
 }
 
 bool LaunchedDaemon::Start(const Options& o, std::string* error) {
@@ -580,17 +563,8 @@ int LaunchedDaemon::RunToExit(const Options& o, double timeout_s) {
 }
 
 std::optional<int> LaunchedDaemon::WaitExit(double timeout_s) {
-  if (pid_ <= 0) return std::nullopt;
-  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
-  pollfd fd = {pidfd, POLLIN, 0};
-  int n;
-  while ((n = poll(&fd, 1, static_cast<int>(timeout_s * 1000))) < 0 && errno == EINTR) {
-  }
-  close(pidfd);
-  if (n <= 0) return std::nullopt;
-  int status = 0;
-  waitpid(pid_, &status, 0);
-  pid_ = -1;
+  std::optional<int> status = WaitForExit(pid_, timeout_s);
+  if (status) pid_ = -1;
   return status;
 }
 
