@@ -1060,7 +1060,14 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who) {
     return MakeError("job " + std::to_string(job_id) + " belongs to " + job.rec.owner +
                      "; only its owner or an admin may cancel it");
   }
-  if (job.rec.cancelled) return Status::Ok();
+  // Nothing is changed for a job that has ended: a finished job stays finished.
+  if (job.rec.cancelled) {
+    return MakeError("job " + std::to_string(job_id) + " already " +
+                     (JobEnded(job_id) ? "cancelled" : "being cancelled") + ": nothing to cancel");
+  }
+  if (JobEnded(job_id)) {
+    return MakeError("job " + std::to_string(job_id) + " already finished: nothing to cancel");
+  }
   if (Status s = store_.SetJobCancelled(job_id); !s) return s;
   job.rec.cancelled = true;
   const double now = UnixNow();

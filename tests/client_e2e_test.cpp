@@ -480,6 +480,31 @@ TEST_F(ClientTest, CancelAndRetry) {
   EXPECT_EQ(Ckprof({"cancel", job}).exit_code, 0);
 }
 
+// Issue 17.5: cancel of a job that has ended says so, exits 1 and leaves the job as it was.
+TEST_F(ClientTest, CancelOfAFinishedOrCancelledJobIsRefused) {
+  StartDaemon();
+  const std::string done = Submit(kSampleConfig);
+  ASSERT_FALSE(done.empty());
+  ASSERT_EQ(Ckprof({"wait", done}).exit_code, 0);
+  CommandResult c = Ckprof({"cancel", done});
+  EXPECT_EQ(c.exit_code, 1);
+  EXPECT_EQ(c.out, "");
+  EXPECT_EQ(c.err, "ckprof cancel: job " + done + " already finished: nothing to cancel\n");
+  auto status = ParseJson(Ckprof({"status", done, "--json"}).out);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ((*status)["state"], "finished");
+  EXPECT_EQ((*status)["cancelled"], 0);
+  EXPECT_EQ((*status)["succeeded"], 2);
+
+  const std::string hung = Submit(SampleWithFaults(9001, 9001));
+  ASSERT_FALSE(hung.empty());
+  ASSERT_EQ(Ckprof({"cancel", hung}).exit_code, 0);
+  ASSERT_EQ(Ckprof({"wait", hung}).exit_code, 1);
+  CommandResult again = Ckprof({"cancel", hung});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_EQ(again.err, "ckprof cancel: job " + hung + " already cancelled: nothing to cancel\n");
+}
+
 // Issue 17.10: the global --socket goes before or after the command; without a value it says so.
 TEST_F(ClientTest, GlobalOptionsGoBeforeOrAfterTheCommand) {
   StartDaemon();

@@ -326,6 +326,31 @@ TEST_F(SchedulerTest, OnlyOwnerOrAdminMayCancel) {
   EXPECT_TRUE(launcher_.Active().empty());
 }
 
+// Issue 17.5: cancelling a job that has ended is refused with its state, and changes nothing.
+TEST_F(SchedulerTest, CancelOfAnEndedJobIsRefusedAndChangesNothing) {
+  Identity owner;
+  owner.uid = 1000;
+  owner.user = "user1000";
+  int64_t done = Submit(Job(1000, "done"), 1);
+  launcher_.Finish(launcher_.Active()[0]);
+  ASSERT_EQ(sched_->Summary(done)->state, "finished");
+  Status s = sched_->Cancel(done, owner);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error(), "job " + std::to_string(done) + " already finished: nothing to cancel");
+  EXPECT_EQ(sched_->Summary(done)->state, "finished");
+  EXPECT_EQ(sched_->Summary(done)->cancelled, 0);
+  // The store too: a restart still sees it finished.
+  Open();
+  EXPECT_EQ(sched_->Summary(done)->state, "finished");
+
+  int64_t job = Submit(Job(1000, "queued"), 2);
+  ASSERT_TRUE(sched_->Cancel(job, owner).ok());
+  ASSERT_EQ(sched_->Summary(job)->state, "cancelled");
+  s = sched_->Cancel(job, owner);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error(), "job " + std::to_string(job) + " already cancelled: nothing to cancel");
+}
+
 TEST_F(SchedulerTest, FailuresAreRecordedAndRetried) {
   int64_t job = Submit(Job(1000, "j"), 2);
   launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kCrashed, 0, SIGSEGV, "SIGSEGV"});
