@@ -225,6 +225,7 @@ class Scheduler {
     int gpu_index = -1;
     int attempt = 0;
     bool requeue = false;
+    double started_at = 0;  // the attempt's, as stored
     double now = 0, elapsed = 0;
     std::string outcome_name, state, command, description, result_json;
     UsageRecord usage;
@@ -242,8 +243,9 @@ class Scheduler {
   void MaybeFinishShutdown();
   // Writes every user's usage (a stopping daemon: the ends only write it now and then).
   void StoreUsage();
-  // Applies the final end of a task that never reached a process (recorded by StartTask).
-  void FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& command,
+  // Applies the final end of a task that never reached a process (recorded by StartTask with
+  // `result_json`).
+  void FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& result_json,
                         const std::string& description, double now);
   void Enqueue(Task& t);
   void Dequeue(Task& t);

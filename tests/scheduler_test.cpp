@@ -503,6 +503,55 @@ TEST_F(SchedulerTest, MissingProfilerIsASpawnFailureAndTheJobGoesOn) {
   EXPECT_NE((*results)[0].error.find("no-such-ckProfiler"), std::string::npos) << (*results)[0].error;
 }
 
+// Collects the tasks of a job's task_finished events.
+class FinishedTasks final : public JobWatcher {
+ public:
+  void OnJobEvent(const JobEvent& e) override {
+    auto j = nlohmann::json::parse(e.frame);
+    if (j["event"] == "task_finished") tasks.push_back(j["task"]);
+  }
+  std::vector<nlohmann::json> tasks;
+};
+
+// Issue 17.8: a task's task_finished event and its row in `results` are made by one codec from
+// what was stored, so they say the same, returncode included, for every kind of end.
+TEST_F(SchedulerTest, TaskFinishedEventsAndResultsAgree) {
+  Identity admin;
+  admin.admin = true;
+  admin.user = "root";
+  ASSERT_TRUE(sched_->SetDrained(0, true, admin).ok());  // nothing starts before the watch
+  int64_t job = Submit(Job(1000, "runs"), 4);
+  JobRecord missing = Job(1000, "missing");
+  missing.profiler_path = dir_.File("no-such-ckProfiler");
+  int64_t bad = Submit(std::move(missing), 1);
+  FinishedTasks events;
+  sched_->AddWatcher(job, &events);
+  sched_->AddWatcher(bad, &events);
+  ASSERT_TRUE(sched_->SetDrained(0, false, admin).ok());
+  launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kTimedOut, 0, SIGTERM, "timed out"});
+  launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kCrashed, 0, SIGSEGV, "SIGSEGV"});
+  launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kFailed, 3, 0, "exit 3"});
+  launcher_.Finish(launcher_.Active()[0]);
+  ASSERT_TRUE(sched_->JobEnded(job) && sched_->JobEnded(bad));
+  sched_->RemoveWatcher(job, &events);
+  sched_->RemoveWatcher(bad, &events);
+  auto runs = sched_->Results(job, false), spawn = sched_->Results(bad, false);
+  ASSERT_TRUE(runs.ok() && spawn.ok());
+  std::vector<TaskResult> stored = *runs;
+  stored.insert(stored.end(), spawn->begin(), spawn->end());
+  ASSERT_EQ(events.tasks.size(), stored.size());
+  std::map<std::string, int> returncodes;
+  for (size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_EQ(events.tasks[i], ToJson(stored[i])) << stored[i].state;
+    returncodes[stored[i].state] = stored[i].returncode;
+  }
+  EXPECT_EQ(returncodes["timed_out"], -SIGTERM);
+  EXPECT_EQ(returncodes["crashed"], -SIGSEGV);
+  EXPECT_EQ(returncodes["failed"], 3);
+  EXPECT_EQ(returncodes["spawn_failed"], -1);
+  EXPECT_EQ(returncodes["succeeded"], 0);
+}
+
 TEST_F(SchedulerTest, DrainedGpuTakesNoWork) {
   Open({0, 1});
   Identity admin;
