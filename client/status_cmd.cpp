@@ -30,8 +30,13 @@ void PrintJobTable(const std::vector<JobSummary>& jobs) {
   for (const auto& j : jobs) {
     std::cout << Pad(std::to_string(j.id), 6, true) << "  " << Pad(j.owner, 10) << " "
               << Pad(j.name, 24) << " " << Pad(j.state, 10) << " "
-              << Pad(std::to_string(j.done()) + "/" + std::to_string(j.total), 12, true) << " "
-              << Pad(std::to_string(j.succeeded) + "/" + std::to_string(j.failed + j.unsupported),
+              // A cancelled job: how many of its tasks ran.
+              << Pad(std::to_string(j.state == "cancelled" ? j.counts().ran() : j.done()) + "/" +
+                         std::to_string(j.total),
+                     12, true)
+              << " "
+              << Pad(std::to_string(j.succeeded) + "/" +
+                         std::to_string(j.counts().ran() - j.succeeded),
                      10, true)
               << " " << Pad(GpuList(j.gpus_in_use), 10) << " "
               << Pad(FormatAge(j.submitted_at), 5, true) << " "
@@ -80,6 +85,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   if (r.job_id) {
     auto s = JobSummaryFromJson(a["job"]);
     PrintJobTable({*s});
+    std::cout << "tasks: " << JobCountsText(*s) << "\n";
     std::cout << "profiler: " << s->profiler << "\n";
     std::cout << "order: " << s->order
               << (s->order == "longest-first" ? " (the most FLOPs first)"

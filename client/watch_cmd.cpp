@@ -52,7 +52,7 @@ class ProgressView {
                   << " queued" << std::endl;  // each line as it happens, even into a pipe
       }
       start_done_ = job_.done();
-      if (job_.failed + job_.unsupported + job_.cancelled > 0) EarlierFailures();
+      if (job_.counts().unsuccessful() > 0) EarlierFailures();
     } else if (ev == "task_started") {
       std::string what = "#" + std::to_string(f.value("position", 0)) + " " +
                          ShortOp(f.value("operation", "")) + " (rank " +
@@ -77,9 +77,7 @@ class ProgressView {
     if (ended_) return;
     ended_ = true;
     if (live_) std::cout << "\r\033[K";
-    std::cout << "job " << job_id_ << " " << job_.state << ": " << job_.succeeded
-              << " succeeded, " << job_.failed << " failed, " << job_.unsupported
-              << " unsupported, " << job_.cancelled << " cancelled";
+    std::cout << "job " << job_id_ << " " << job_.state << ": " << JobCountsText(job_);
     double secs = std::chrono::duration<double>(Clock::now() - start_).count();
     std::cout << " (" << FormatDuration(secs) << " watched)\n";
     std::cout.flush();

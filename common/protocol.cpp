@@ -300,6 +300,41 @@ json ErrorResponse(int64_t id, std::string_view message) {
 
 std::string Frame(const json& j) { return DumpJson(j) + "\n"; }
 
+void TaskCounts::Add(std::string_view state) {
+  if (state == "succeeded") {
+    ++succeeded;
+  } else if (state == "unsupported") {
+    ++unsupported;
+  } else if (state == "timed_out") {
+    ++timed_out;
+  } else if (state == "crashed") {
+    ++crashed;
+  } else if (state == "cancelled") {
+    ++cancelled;
+  } else if (state == "queued") {
+    ++queued;
+  } else if (state == "running") {
+    ++running;
+  } else {
+    ++failed;  // failed, spawn_failed, interrupted
+  }
+}
+
+int64_t TaskCounts::total() const { return ran() + cancelled + queued + running; }
+
+int64_t TaskCounts::ran() const { return succeeded + failed + unsupported + timed_out + crashed; }
+
+std::string TaskCounts::Describe() const {
+  std::string out = std::to_string(succeeded) + " succeeded, " + std::to_string(failed) + " failed";
+  const std::pair<int64_t, const char*> others[] = {
+      {unsupported, "unsupported"}, {timed_out, "timed out"}, {crashed, "crashed"},
+      {cancelled, "cancelled"},     {queued, "queued"},       {running, "running"}};
+  for (const auto& [n, word] : others) {
+    if (n > 0) out += ", " + std::to_string(n) + " " + word;
+  }
+  return out;
+}
+
 namespace {
 
 // Each struct's fields, in one place, for both ways of writing it: f(key, value).
@@ -319,6 +354,8 @@ void VisitFields(const JobSummary& s, F&& f) {
   f("succeeded", s.succeeded);
   f("failed", s.failed);
   f("unsupported", s.unsupported);
+  f("timed_out", s.timed_out);
+  f("crashed", s.crashed);
   f("cancelled", s.cancelled);
   f("gpus_in_use", s.gpus_in_use);
   f("submitted_at", s.submitted_at);
@@ -442,6 +479,8 @@ Result<JobSummary> JobSummaryFromJson(const json& j) {
   Get(j, "succeeded", &s.succeeded);
   Get(j, "failed", &s.failed);
   Get(j, "unsupported", &s.unsupported);
+  Get(j, "timed_out", &s.timed_out);
+  Get(j, "crashed", &s.crashed);
   Get(j, "cancelled", &s.cancelled);
   Get(j, "gpus_in_use", &s.gpus_in_use);
   Get(j, "submitted_at", &s.submitted_at);

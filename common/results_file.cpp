@@ -11,8 +11,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-bool Skipped(const TaskResult& t) { return t.state == "cancelled" || !t.finished(); }
-
 std::string CsvField(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
@@ -50,18 +48,11 @@ std::string FormatNumber(double v, int precision) {
 
 ResultStats ComputeStats(const std::vector<TaskResult>& tasks) {
   ResultStats s;
+  for (const auto& t : tasks) s.counts.Add(t.state);
   s.total = static_cast<int64_t>(tasks.size());
-  for (const auto& t : tasks) {
-    if (t.ok()) {
-      ++s.success;
-    } else if (Skipped(t)) {
-      ++s.skipped;
-      if (t.state == "cancelled") ++s.cancelled;
-    } else {
-      ++s.failed;
-      if (t.state == "unsupported") ++s.unsupported;
-    }
-  }
+  s.success = s.counts.succeeded;
+  s.skipped = s.counts.cancelled;
+  s.failed = s.counts.ran() - s.counts.succeeded;
   return s;
 }
 
@@ -79,9 +70,17 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
   ResultStats s = ComputeStats(tasks);
   ojson out = ojson::object();
   out["timestamp"] = timestamp;
-  out["stats"] = {{"total", s.total},         {"success", s.success},
-                  {"failed", s.failed},       {"skipped", s.skipped},
-                  {"unsupported", s.unsupported}, {"cancelled", s.cancelled}};
+  out["stats"] = {{"total", s.total},
+                  {"success", s.success},
+                  {"failed", s.failed},
+                  {"skipped", s.skipped},
+                  {"unsupported", s.counts.unsupported},
+                  {"timed_out", s.counts.timed_out},
+                  {"crashed", s.counts.crashed},
+                  {"cancelled", s.counts.cancelled},
+                  {"queued", s.counts.queued},
+                  {"running", s.counts.running},
+                  {"partial", s.partial()}};
   ojson results = ojson::array();
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);
@@ -169,10 +168,7 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width) {
            Right(ok ? FormatNumber(t->gbps, 4) : "-", 9) + " " + kernel + "\n";
   }
   ResultStats s = ComputeStats(tasks);
-  out += std::to_string(s.total) + " task(s): " + std::to_string(s.success) + " succeeded, " +
-         std::to_string(s.failed) + " failed" +
-         (s.unsupported ? " (" + std::to_string(s.unsupported) + " unsupported)" : "") + ", " +
-         std::to_string(s.skipped) + " skipped\n";
+  out += std::to_string(s.total) + " task(s): " + s.counts.Describe() + "\n";
   return out;
 }
 

@@ -881,6 +881,8 @@ void Scheduler::CountFinal(Job& job, Kind kind, int delta) {
   switch (kind) {
     case Kind::kSucceeded: job.succeeded += delta; break;
     case Kind::kUnsupported: job.unsupported += delta; break;
+    case Kind::kTimedOut: job.timed_out += delta; break;
+    case Kind::kCrashed: job.crashed += delta; break;
     case Kind::kCancelled: job.cancelled += delta; break;
     default: job.failed += delta; break;
   }
@@ -888,14 +890,14 @@ void Scheduler::CountFinal(Job& job, Kind kind, int delta) {
 
 void Scheduler::MaybeFinishJob(Job& job, double now) {
   if (!job.queue.empty() || job.running > 0) return;
-  if (job.succeeded + job.failed + job.unsupported + job.cancelled < job.total) return;
+  if (job.final_count() < job.total) return;
   if (job.rec.finished_at == 0) {
     job.rec.finished_at = now;
     if (Status s = store_.SetJobFinished(job.rec.id, now); !s) {
       spdlog::error("cannot record the end of job {}: {}", job.rec.id, s.error());
     }
-    spdlog::info("job {} finished: {} succeeded, {} failed, {} unsupported, {} cancelled",
-                 job.rec.id, job.succeeded, job.failed, job.unsupported, job.cancelled);
+    spdlog::info("job {} {}: {}", job.rec.id, job.rec.cancelled ? "cancelled" : "finished",
+                 MakeSummary(job).counts().Describe());
   }
   Emit(job, "job_finished");
 }
@@ -904,8 +906,7 @@ bool Scheduler::JobEnded(int64_t job_id) const {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return true;
   const Job& job = it->second;
-  return job.queue.empty() && job.running == 0 &&
-         job.succeeded + job.failed + job.unsupported + job.cancelled >= job.total;
+  return job.queue.empty() && job.running == 0 && job.final_count() >= job.total;
 }
 
 void Scheduler::Emit(Job& job, std::string_view name,
@@ -1075,6 +1076,8 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.succeeded = job.succeeded;
   s.failed = job.failed;
   s.unsupported = job.unsupported;
+  s.timed_out = job.timed_out;
+  s.crashed = job.crashed;
   s.cancelled = job.cancelled;
   for (const auto& g : gpus_) {
     if (g.task_id && tasks_.at(g.task_id).job_id == job.rec.id) s.gpus_in_use.push_back(g.index);
@@ -1082,8 +1085,7 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.submitted_at = job.rec.submitted_at;
   s.started_at = job.first_start;
   s.finished_at = job.rec.finished_at;
-  const bool ended = s.queued == 0 && s.running == 0 &&
-                     s.succeeded + s.failed + s.unsupported + s.cancelled >= s.total;
+  const bool ended = s.queued == 0 && s.running == 0 && job.final_count() >= s.total;
   if (ended) {
     s.state = job.rec.cancelled ? "cancelled" : "finished";
     s.eta_s = 0;

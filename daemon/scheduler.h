@@ -163,7 +163,12 @@ class Scheduler {
     double queued_cost = 0;      // rank order only: the sum of their est_cost
     bool longest_first = false;  // rec.order
     int running = 0;
-    int64_t total = 0, succeeded = 0, failed = 0, unsupported = 0, cancelled = 0;
+    // Final tasks by outcome, in TaskCounts' words.
+    int64_t total = 0, succeeded = 0, failed = 0, unsupported = 0, timed_out = 0, crashed = 0,
+            cancelled = 0;
+    int64_t final_count() const {
+      return succeeded + failed + unsupported + timed_out + crashed + cancelled;
+    }
     double first_start = 0;
     double elapsed_sum = 0;
     int64_t elapsed_n = 0;

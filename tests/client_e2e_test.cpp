@@ -505,6 +505,46 @@ TEST_F(ClientTest, CancelOfAFinishedOrCancelledJobIsRefused) {
   EXPECT_EQ(again.err, "ckprof cancel: job " + hung + " already cancelled: nothing to cancel\n");
 }
 
+// Issue 17.7: the results of a job still running say they are partial, and count its queued and
+// running tasks as such, not as skipped.
+TEST_F(ClientTest, ResultsOfAJobStillRunningArePartial) {
+  StartDaemon();
+  // The fwd config hangs on GPU 1; the bwd_data one waits for it (one GPU at most).
+  const std::string job = Submit(SampleWithFaults(9001, 0), {"--gpus", "1", "--max-gpus", "1"});
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(testing::WatchUntil(daemon_->socket(), std::stoll(job), [](const JobSummary& s) {
+                return s.running == 1;
+              }).ok());
+  const std::string note =
+      "ckprof results: partial: job " + job + " still running (1 queued, 1 running)\n";
+  CommandResult table = Ckprof({"results", job, "--format", "table"});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(table.err, note);
+  EXPECT_NE(table.out.find("2 task(s): 0 succeeded, 0 failed, 1 queued, 1 running\n"),
+            std::string::npos)
+      << table.out;
+  CommandResult file = Ckprof({"results", job, "--format", "json"});
+  EXPECT_EQ(file.exit_code, 0) << file.err;
+  EXPECT_EQ(file.err, note);
+  auto results = ParseJson(file.out);
+  ASSERT_TRUE(results.ok()) << file.out;
+  const json& stats = (*results)["stats"];
+  EXPECT_EQ(stats["skipped"], 0) << stats;
+  EXPECT_EQ(stats["queued"], 1) << stats;
+  EXPECT_EQ(stats["running"], 1) << stats;
+  EXPECT_EQ(stats["partial"], true) << stats;
+  ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+  ASSERT_EQ(Ckprof({"wait", job}).exit_code, 1);
+  CommandResult ended = Ckprof({"results", job, "--format", "table"});
+  EXPECT_EQ(ended.err, "");  // ended: nothing partial about it
+  EXPECT_NE(ended.out.find("2 task(s): 0 succeeded, 0 failed, 2 cancelled\n"), std::string::npos)
+      << ended.out;
+  CommandResult status = Ckprof({"status", job});
+  EXPECT_NE(status.out.find("tasks: 0 of 2 ran: 0 succeeded, 0 failed, 2 cancelled\n"),
+            std::string::npos)
+      << status.out;
+}
+
 // Issue 17.10: the global --socket goes before or after the command; without a value it says so.
 TEST_F(ClientTest, GlobalOptionsGoBeforeOrAfterTheCommand) {
   StartDaemon();
@@ -558,7 +598,8 @@ TEST_F(ClientTest, WatchIntoAPipeWritesEachLineAsItHappens) {
   EXPECT_TRUE(watch->Running());
   ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
   EXPECT_EQ(watch->Wait(), 1) << watch->out() << watch->err();
-  EXPECT_NE(watch->out().find("job " + job + " cancelled: 1 succeeded, 0 failed"),
+  EXPECT_NE(watch->out().find("job " + job + " cancelled: 1 of 2 ran: 1 succeeded, 0 failed, "
+                              "1 cancelled"),
             std::string::npos)
       << watch->out();
 }

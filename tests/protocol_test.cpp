@@ -7,6 +7,7 @@
 
 #include "common/base64.h"
 #include "common/file_util.h"
+#include "common/results_file.h"
 
 namespace ckprof {
 namespace {
@@ -61,6 +62,62 @@ TEST(Protocol, SummariesAndResultsWrittenDirectlyEqualTheDom) {
   AppendJson(text, t);
   EXPECT_EQ(nlohmann::json::parse(text), ToJson(t)) << text;
   EXPECT_EQ(ToJson(t)["config"]["a"]["b"][0], 1.5);
+}
+
+// Issue 17.8: one vocabulary, each task counted once.
+TEST(Protocol, TaskCountsCountEachTaskOnceInOneVocabulary) {
+  TaskCounts c;
+  for (const char* state : {"succeeded", "succeeded", "failed", "spawn_failed", "interrupted",
+                            "unsupported", "timed_out", "crashed", "cancelled", "queued",
+                            "running"}) {
+    c.Add(state);
+  }
+  EXPECT_EQ(c.total(), 11);
+  EXPECT_EQ(c.ran(), 8);
+  EXPECT_EQ(c.Describe(),
+            "2 succeeded, 3 failed, 1 unsupported, 1 timed out, 1 crashed, 1 cancelled, "
+            "1 queued, 1 running");
+  EXPECT_EQ(TaskCounts{}.Describe(), "0 succeeded, 0 failed");
+}
+
+// Five tasks, one in each state a results file may hold.
+std::vector<TaskResult> TasksInEveryState() {
+  std::vector<TaskResult> tasks(5);
+  const char* states[] = {"succeeded", "failed", "cancelled", "running", "queued"};
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    tasks[i].position = static_cast<int64_t>(i) + 1;
+    tasks[i].priority_rank = tasks[i].position;
+    tasks[i].state = states[i];
+  }
+  tasks[0].best_name = "Inst<1>";
+  tasks[0].split_k = "4 (best occupancy)";
+  tasks[0].valids = 3;
+  tasks[0].gpu = 0;
+  tasks[1].best_name = "Inst<2>";  // printed before the profiler failed: no result
+  tasks[1].split_k = "2";
+  tasks[1].gpu = 1;
+  return tasks;
+}
+
+// Issue 17.7: the results of a job still running count its queued and running tasks as such,
+// not as skipped, and say they are partial.
+TEST(ResultsFile, PartialResultsCountQueuedAndRunningNotSkipped) {
+  const std::vector<TaskResult> tasks = TasksInEveryState();
+  auto file = ResultsFileJson(tasks, "ana", "2026-12-01T09:19:00");
+  const auto& stats = file["stats"];
+  EXPECT_EQ(stats["total"], 5);
+  EXPECT_EQ(stats["success"], 1);
+  EXPECT_EQ(stats["failed"], 1);
+  EXPECT_EQ(stats["skipped"], 1);
+  EXPECT_EQ(stats["cancelled"], 1);
+  EXPECT_EQ(stats["running"], 1);
+  EXPECT_EQ(stats["queued"], 1);
+  EXPECT_EQ(stats["partial"], true);
+  const std::string table = ResultsTable(tasks);
+  EXPECT_NE(table.find("5 task(s): 1 succeeded, 1 failed, 1 cancelled, 1 queued, 1 running\n"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("skipped"), std::string::npos) << table;
 }
 
 TEST(Protocol, RequestsRoundTrip) {

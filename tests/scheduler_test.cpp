@@ -550,6 +550,8 @@ TEST_F(SchedulerTest, TaskFinishedEventsAndResultsAgree) {
   EXPECT_EQ(returncodes["failed"], 3);
   EXPECT_EQ(returncodes["spawn_failed"], -1);
   EXPECT_EQ(returncodes["succeeded"], 0);
+  EXPECT_EQ(sched_->Summary(job)->counts().Describe(),
+            "1 succeeded, 1 failed, 1 timed out, 1 crashed");
 }
 
 TEST_F(SchedulerTest, DrainedGpuTakesNoWork) {
