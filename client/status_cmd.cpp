@@ -123,7 +123,7 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
     if (!gi->task_id && !gi->held_by.empty()) state = "waiting";
     std::cout << Pad(std::to_string(gi->index), 4, true) << "  " << Pad(state, 9) << " "
               << Pad(gi->job_id ? std::to_string(gi->job_id) : "-", 6, true) << " "
-              << Pad(gi->task_id ? std::to_string(gi->task_id) : "-", 8, true) << " "
+              << Pad(gi->task_id ? "#" + std::to_string(gi->position) : "-", 8, true) << " "
               << Pad(gi->task_id ? FormatAge(gi->busy_since) : "-", 8, true) << " "
               << Pad(std::to_string(gi->tasks_run), 7, true);
     if (!gi->held_by.empty()) std::cout << "  its host lock is held by " << gi->held_by;

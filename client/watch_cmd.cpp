@@ -44,7 +44,8 @@ class ProgressView {
     if (f.value("type", "") != "event") {
       // The first answer: the job as it stands, and what runs now.
       for (const auto& g : f.value("running", json::array())) {
-        running_[g.value("index", -1)] = "task " + std::to_string(g.value("task_id", 0));
+        auto gi = GpuInfoFromJson(g);
+        if (gi) running_[gi->index] = "#" + std::to_string(gi->position);
       }
       if (!live_) {
         std::cout << "job " << job_id_ << " \"" << job_.name << "\": " << job_.done() << "/"

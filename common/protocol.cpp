@@ -337,6 +337,17 @@ std::string TaskCounts::Describe() const {
 
 namespace {
 
+// f(key, v) when the value is there, else f(key, nullptr): an absent value is null in JSON,
+// never a 0 that could be read as one (uid 0 is root; time 0 is 1970).
+template <typename F, typename T>
+void Nullable(F& f, const char* key, const T& v, bool present) {
+  if (present) {
+    f(key, v);
+  } else {
+    f(key, nullptr);
+  }
+}
+
 // Each struct's fields, in one place, for both ways of writing it: f(key, value).
 template <typename F>
 void VisitFields(const JobSummary& s, F&& f) {
@@ -359,9 +370,9 @@ void VisitFields(const JobSummary& s, F&& f) {
   f("cancelled", s.cancelled);
   f("gpus_in_use", s.gpus_in_use);
   f("submitted_at", s.submitted_at);
-  f("started_at", s.started_at);
-  f("finished_at", s.finished_at);
-  f("eta_s", s.eta_s);
+  Nullable(f, "started_at", s.started_at, s.started_at > 0);
+  Nullable(f, "finished_at", s.finished_at, s.finished_at > 0);
+  Nullable(f, "eta_s", s.eta_s, s.eta_s >= 0);
   f("profiler", s.profiler);
 }
 
@@ -375,18 +386,18 @@ void VisitFields(const TaskResult& t, F&& f) {
   f("description", t.description);
   f("command", t.command);
   f("state", t.state);
-  f("gpu", t.gpu);
+  Nullable(f, "gpu", t.gpu, t.gpu >= 0);
   f("attempts", t.attempts);
   f("returncode", t.returncode);
   f("elapsed_s", t.elapsed_s);
-  f("started_at", t.started_at);
-  f("ended_at", t.ended_at);
+  Nullable(f, "started_at", t.started_at, t.started_at > 0);
+  Nullable(f, "ended_at", t.ended_at, t.ended_at > 0);
   f("best_name", t.best_name);
   f("avg_ms", t.avg_ms);
   f("tflops", t.tflops);
   f("gbps", t.gbps);
   f("split_k", t.split_k);
-  f("valids", t.valids);
+  Nullable(f, "valids", t.valids, t.valids >= 0);
   f("error", t.error);
   if (!t.stdout_text.empty()) f("stdout", t.stdout_text);
   if (!t.stderr_text.empty()) f("stderr", t.stderr_text);
@@ -524,9 +535,17 @@ Result<TaskResult> TaskResultFromJson(const json& j) {
 }
 
 json ToJson(const GpuInfo& g) {
-  return json{{"index", g.index},       {"drained", g.drained},     {"task_id", g.task_id},
-              {"job_id", g.job_id},     {"owner_uid", g.owner_uid}, {"busy_since", g.busy_since},
-              {"tasks_run", g.tasks_run},   {"held_by", g.held_by}};
+  const bool busy = g.task_id > 0;  // an idle GPU has no task, job, owner (0 is root) or start
+  auto present = [busy](const auto& v) { return busy ? json(v) : json(nullptr); };
+  return json{{"index", g.index},
+              {"drained", g.drained},
+              {"task_id", present(g.task_id)},
+              {"position", present(g.position)},
+              {"job_id", present(g.job_id)},
+              {"owner_uid", present(g.owner_uid)},
+              {"busy_since", present(g.busy_since)},
+              {"tasks_run", g.tasks_run},
+              {"held_by", g.held_by}};
 }
 
 Result<GpuInfo> GpuInfoFromJson(const json& j) {
@@ -535,6 +554,7 @@ Result<GpuInfo> GpuInfoFromJson(const json& j) {
   Get(j, "index", &g.index);
   Get(j, "drained", &g.drained);
   Get(j, "task_id", &g.task_id);
+  Get(j, "position", &g.position);
   Get(j, "job_id", &g.job_id);
   Get(j, "owner_uid", &g.owner_uid);
   Get(j, "busy_since", &g.busy_since);

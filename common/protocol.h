@@ -137,8 +137,9 @@ struct JobSummary {
   int64_t total = 0, queued = 0, running = 0, succeeded = 0, failed = 0, unsupported = 0,
           timed_out = 0, crashed = 0, cancelled = 0;
   std::vector<int> gpus_in_use;
-  double submitted_at = 0, started_at = 0, finished_at = 0;  // unix seconds; 0 = not yet
-  double eta_s = -1;                                           // -1 = unknown
+  // Unix seconds; 0 = not yet (JSON: null).
+  double submitted_at = 0, started_at = 0, finished_at = 0;
+  double eta_s = -1;  // -1 = unknown (JSON: null)
   std::string profiler;                                        // the resolved profiler, described
   int64_t done() const { return total - queued - running; }
   TaskCounts counts() const {
@@ -160,15 +161,15 @@ struct TaskResult {
   std::string command;  // the command line, for display
   std::string state;    // queued, running, succeeded, unsupported, failed, crashed, timed_out,
                         // cancelled, interrupted, spawn_failed
-  int gpu = -1;
+  int gpu = -1;  // -1 = none (JSON: null)
   int attempts = 0;
   int returncode = 0;  // exit code; -signal when killed by a signal
   double elapsed_s = 0;
-  double started_at = 0, ended_at = 0;
+  double started_at = 0, ended_at = 0;  // 0 = not yet (JSON: null)
   std::string best_name;
   double avg_ms = 0, tflops = 0, gbps = 0;
   std::string split_k;
-  int valids = -1;
+  int valids = -1;  // -1 = unknown (JSON: null)
   std::string error;  // why it did not succeed; empty when it did
   std::string stdout_text, stderr_text;  // bounded head+tail captures (only when asked)
   nlohmann::ordered_json config;         // the CK config (only when asked)
@@ -185,7 +186,9 @@ Result<TaskResult> TaskResultFromJson(const nlohmann::json& j);
 struct GpuInfo {
   int index = 0;
   bool drained = false;
-  int64_t task_id = 0;  // running task, 0 = idle
+  // The running task (JSON: null when idle): its id, its job's #N, the job and its owner.
+  int64_t task_id = 0;  // 0 = idle
+  int64_t position = 0;
   int64_t job_id = 0;
   uint32_t owner_uid = 0;
   double busy_since = 0;

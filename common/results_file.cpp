@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <iomanip>
 #include <sstream>
@@ -29,6 +30,16 @@ std::string Fit(const std::string& s, size_t width) {
 
 std::string Right(const std::string& s, size_t width) {
   return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+// split_k as a number when CK printed one ("4", "4 (best occupancy)"), else as printed; null
+// when there is none.
+ojson SplitKJson(const std::string& split_k) {
+  if (split_k.empty()) return nullptr;
+  char* end = nullptr;
+  const long long v = std::strtoll(split_k.c_str(), &end, 10);
+  if (end != split_k.c_str() && (*end == '\0' || *end == ' ')) return v;
+  return split_k;
 }
 
 std::string ShortOp(const std::string& op) {
@@ -99,13 +110,14 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
     r["stdout"] = t->stdout_text;
     // Ours, after the original's keys.
     r["status"] = t->state;
-    r["gpu"] = t->gpu;
-    r["best_instance"] = t->best_name.empty() ? ojson(nullptr) : ojson(t->best_name);
+    r["gpu"] = t->gpu >= 0 ? ojson(t->gpu) : ojson(nullptr);
+    // Only a success has a best instance (a failed run may have printed one before failing).
+    r["best_instance"] = t->ok() && !t->best_name.empty() ? ojson(t->best_name) : ojson(nullptr);
     r["avg_time_ms"] = t->ok() ? ojson(t->avg_ms) : ojson(nullptr);
     r["tflops"] = t->ok() ? ojson(t->tflops) : ojson(nullptr);
     r["gb_per_s"] = t->ok() ? ojson(t->gbps) : ojson(nullptr);
-    r["split_k"] = t->split_k.empty() ? ojson(nullptr) : ojson(t->split_k);
-    r["valid_instances"] = t->valids;
+    r["split_k"] = t->ok() ? SplitKJson(t->split_k) : ojson(nullptr);
+    r["valid_instances"] = t->valids >= 0 ? ojson(t->valids) : ojson(nullptr);
     r["attempts"] = t->attempts;
     r["owner"] = owner;
     r["job_id"] = t->job_id;
@@ -132,12 +144,14 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
     std::ostringstream row;
     row << t->job_id << ',' << t->task_id << ',' << t->position << ',' << t->priority_rank << ','
         << CsvField(t->operation) << ',' << CsvField(t->description) << ',' << t->state << ','
-        << t->gpu << ',' << t->attempts << ',' << t->returncode << ','
-        << FormatNumber(t->elapsed_s, 6) << ',' << CsvField(t->best_name) << ','
+        << (t->gpu >= 0 ? std::to_string(t->gpu) : "") << ',' << t->attempts << ','
+        << t->returncode << ',' << FormatNumber(t->elapsed_s, 6) << ','
+        << (t->ok() ? CsvField(t->best_name) : "") << ','
         << (t->ok() ? FormatNumber(t->avg_ms, 6) : "") << ','
         << (t->ok() ? FormatNumber(t->tflops, 6) : "") << ','
-        << (t->ok() ? FormatNumber(t->gbps, 6) : "") << ',' << CsvField(t->split_k) << ','
-        << t->valids << ',' << CsvField(t->error) << ',' << CsvField(t->command) << '\n';
+        << (t->ok() ? FormatNumber(t->gbps, 6) : "") << ','
+        << (t->ok() ? CsvField(t->split_k) : "") << ','
+        << (t->valids >= 0 ? std::to_string(t->valids) : "") << ',' << CsvField(t->error) << ',' << CsvField(t->command) << '\n';
     out += row.str();
   }
   return out;

@@ -1139,6 +1139,7 @@ std::vector<GpuInfo> Scheduler::Gpus() const {
     i.task_id = g.task_id;
     if (g.task_id) {
       i.job_id = tasks_.at(g.task_id).job_id;
+      i.position = tasks_.at(g.task_id).position;
       i.owner_uid = jobs_.at(i.job_id).rec.uid;
       i.busy_since = g.busy_since;
     }

@@ -64,6 +64,62 @@ TEST(Protocol, SummariesAndResultsWrittenDirectlyEqualTheDom) {
   EXPECT_EQ(ToJson(t)["config"]["a"]["b"][0], 1.5);
 }
 
+// Issue 17.20: a value that is not there is null, never a 0 that reads as one (uid 0 is root,
+// time 0 is 1970), and the readers take the null back as "not there".
+TEST(Protocol, AbsentValuesAreNullAndReadBack) {
+  GpuInfo idle;
+  idle.index = 1;
+  idle.tasks_run = 4;
+  nlohmann::json g = ToJson(idle);
+  for (const char* key : {"task_id", "position", "job_id", "owner_uid", "busy_since"}) {
+    EXPECT_TRUE(g[key].is_null()) << key << ": " << g;
+  }
+  EXPECT_EQ(g["tasks_run"], 4);
+  auto back = GpuInfoFromJson(g);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->task_id, 0);
+  EXPECT_EQ(back->owner_uid, 0u);
+  GpuInfo busy = idle;
+  busy.task_id = 9;
+  busy.position = 3;
+  busy.job_id = 2;
+  busy.owner_uid = 0;  // root's job: 0 here is a uid, not "none"
+  busy.busy_since = 1764500000.5;
+  g = ToJson(busy);
+  EXPECT_EQ(g["owner_uid"], 0);
+  EXPECT_EQ(g["position"], 3);
+  EXPECT_EQ(g["busy_since"], 1764500000.5);
+
+  JobSummary s;  // queued, never started, nothing known
+  s.id = 3;
+  s.state = "waiting";
+  std::string text;
+  AppendJson(text, s);
+  nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_EQ(j, ToJson(s));
+  for (const char* key : {"started_at", "finished_at", "eta_s"}) {
+    EXPECT_TRUE(j[key].is_null()) << key << ": " << j;
+  }
+  EXPECT_EQ(j["timed_out"], 0);
+  EXPECT_EQ(j["crashed"], 0);
+  auto js = JobSummaryFromJson(j);
+  ASSERT_TRUE(js.ok());
+  EXPECT_EQ(js->eta_s, -1);
+  EXPECT_EQ(js->started_at, 0);
+
+  TaskResult t;  // queued: no GPU, no times, valid instances unknown
+  t.task_id = 5;
+  t.state = "queued";
+  j = ToJson(t);
+  for (const char* key : {"gpu", "started_at", "ended_at", "valids"}) {
+    EXPECT_TRUE(j[key].is_null()) << key << ": " << j;
+  }
+  auto tr = TaskResultFromJson(j);
+  ASSERT_TRUE(tr.ok());
+  EXPECT_EQ(tr->gpu, -1);
+  EXPECT_EQ(tr->valids, -1);
+}
+
 // Issue 17.8: one vocabulary, each task counted once.
 TEST(Protocol, TaskCountsCountEachTaskOnceInOneVocabulary) {
   TaskCounts c;
@@ -118,6 +174,23 @@ TEST(ResultsFile, PartialResultsCountQueuedAndRunningNotSkipped) {
             std::string::npos)
       << table;
   EXPECT_EQ(table.find("skipped"), std::string::npos) << table;
+}
+
+// Issue 17.20: in the results file numbers are numbers, only a success has a best instance,
+// and what is unknown is null.
+TEST(ResultsFile, NumbersAreNumbersAndOnlyASuccessHasABestInstance) {
+  const std::vector<TaskResult> tasks = TasksInEveryState();
+  auto file = ResultsFileJson(tasks, "ana", "2026-12-01T09:19:00");
+  const auto& rows = file["results"];
+  EXPECT_EQ(rows[0]["split_k"], 4);
+  EXPECT_EQ(rows[0]["valid_instances"], 3);
+  EXPECT_EQ(rows[0]["best_instance"], "Inst<1>");
+  EXPECT_TRUE(rows[1]["best_instance"].is_null()) << rows[1];
+  EXPECT_TRUE(rows[1]["split_k"].is_null()) << rows[1];
+  EXPECT_TRUE(rows[1]["valid_instances"].is_null()) << rows[1];
+  EXPECT_TRUE(rows[4]["gpu"].is_null()) << rows[4];
+  const std::string csv = ResultsCsv(tasks);
+  EXPECT_EQ(csv.find("Inst<2>"), std::string::npos) << csv;
 }
 
 TEST(Protocol, RequestsRoundTrip) {
