@@ -1,4 +1,5 @@
 // ckprof status / list / gpus: what the daemon is doing, as a table or JSON.
+#include <ctime>
 #include <iostream>
 
 #include "client/args.h"
@@ -45,6 +46,31 @@ void PrintJobTable(const std::vector<JobSummary>& jobs) {
   if (jobs.empty()) std::cout << "(no jobs)\n";
 }
 
+// "09:19" today, else "2026-12-02 09:19": local time.
+std::string ClockTime(double unix_time) {
+  const std::time_t t = static_cast<std::time_t>(unix_time), now = std::time(nullptr);
+  std::tm tm{}, today{};
+  localtime_r(&t, &tm);
+  localtime_r(&now, &today);
+  const bool same_day = tm.tm_year == today.tm_year && tm.tm_yday == today.tm_yday;
+  char buf[32];
+  std::strftime(buf, sizeof buf, same_day ? "%H:%M" : "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+// What a job was submitted with, below its row of the table.
+void PrintJobDetails(const JobSummary& s) {
+  std::cout << "tasks: " << JobCountsText(s) << "\n";
+  if (s.state == "waiting") std::cout << "waiting until " << ClockTime(s.not_before) << "\n";
+  std::cout << "priority: " << s.priority << "\n";
+  std::cout << "gpus: " << (s.allowed_gpus.empty() ? "any" : GpuList(s.allowed_gpus))
+            << (s.max_gpus > 0 ? ", at most " + std::to_string(s.max_gpus) + " at once" : "")
+            << "\n";
+  std::cout << "timeout: "
+            << (s.timeout_s > 0 ? FormatDuration(s.timeout_s) + " per task" : "none") << "\n";
+  std::cout << "not before: " << (s.not_before > 0 ? ClockTime(s.not_before) : "-") << "\n";
+}
+
 std::vector<JobSummary> JobsFrom(const json& a) {
   std::vector<JobSummary> jobs;
   for (const auto& j : a.value("jobs", json::array())) {
@@ -85,7 +111,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   if (r.job_id) {
     auto s = JobSummaryFromJson(a["job"]);
     PrintJobTable({*s});
-    std::cout << "tasks: " << JobCountsText(*s) << "\n";
+    PrintJobDetails(*s);
     std::cout << "profiler: " << s->profiler << "\n";
     std::cout << "order: " << s->order
               << (s->order == "longest-first" ? " (the most FLOPs first)"

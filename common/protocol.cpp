@@ -369,6 +369,10 @@ void VisitFields(const JobSummary& s, F&& f) {
   f("crashed", s.crashed);
   f("cancelled", s.cancelled);
   f("gpus_in_use", s.gpus_in_use);
+  f("allowed_gpus", s.allowed_gpus);
+  Nullable(f, "max_gpus", s.max_gpus, s.max_gpus > 0);
+  Nullable(f, "timeout_s", s.timeout_s, s.timeout_s > 0);
+  Nullable(f, "not_before", s.not_before, s.not_before > 0);
   f("submitted_at", s.submitted_at);
   Nullable(f, "started_at", s.started_at, s.started_at > 0);
   Nullable(f, "finished_at", s.finished_at, s.finished_at > 0);
@@ -494,6 +498,10 @@ Result<JobSummary> JobSummaryFromJson(const json& j) {
   Get(j, "crashed", &s.crashed);
   Get(j, "cancelled", &s.cancelled);
   Get(j, "gpus_in_use", &s.gpus_in_use);
+  Get(j, "allowed_gpus", &s.allowed_gpus);
+  Get(j, "max_gpus", &s.max_gpus);
+  Get(j, "timeout_s", &s.timeout_s);
+  Get(j, "not_before", &s.not_before);
   Get(j, "submitted_at", &s.submitted_at);
   Get(j, "started_at", &s.started_at);
   Get(j, "finished_at", &s.finished_at);

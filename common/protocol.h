@@ -137,6 +137,14 @@ struct JobSummary {
   int64_t total = 0, queued = 0, running = 0, succeeded = 0, failed = 0, unsupported = 0,
           timed_out = 0, crashed = 0, cancelled = 0;
   std::vector<int> gpus_in_use;
+  // What the job was submitted with (submit's options): the GPUs it may use (empty = any), at
+  // most how many at once (0 = no limit; JSON: null), the per-task timeout in force (the job's,
+  // else the daemon's default; 0 = none; JSON: null) and the time before which it does not
+  // start (0 = none; JSON: null). The priority is above.
+  std::vector<int> allowed_gpus;
+  int max_gpus = 0;
+  double timeout_s = 0;
+  double not_before = 0;
   // Unix seconds; 0 = not yet (JSON: null).
   double submitted_at = 0, started_at = 0, finished_at = 0;
   double eta_s = -1;  // -1 = unknown (JSON: null)

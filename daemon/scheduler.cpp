@@ -1082,6 +1082,10 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   for (const auto& g : gpus_) {
     if (g.task_id && tasks_.at(g.task_id).job_id == job.rec.id) s.gpus_in_use.push_back(g.index);
   }
+  s.allowed_gpus = job.rec.gpus;
+  s.max_gpus = job.rec.max_gpus;
+  s.timeout_s = job.rec.timeout_s >= 0 ? job.rec.timeout_s : options_.default_timeout_s;
+  s.not_before = job.rec.not_before;
   s.submitted_at = job.rec.submitted_at;
   s.started_at = job.first_start;
   s.finished_at = job.rec.finished_at;

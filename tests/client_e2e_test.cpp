@@ -545,6 +545,45 @@ TEST_F(ClientTest, ResultsOfAJobStillRunningArePartial) {
       << status.out;
 }
 
+// Issue 17.12 and 17.20: status shows what a job was submitted with (table and JSON), a deferred
+// job says until when it waits, and values not there are null; so are an idle GPU's.
+TEST_F(ClientTest, StatusShowsTheJobsOptionsAndAbsentValuesAreNull) {
+  StartDaemon();
+  const std::string job = Submit(kSampleConfig, {"--not-before", "+2h", "--gpus", "1",
+                                                 "--max-gpus", "1", "--timeout", "90",
+                                                 "--priority", "5"});
+  ASSERT_FALSE(job.empty());
+  CommandResult text = Ckprof({"status", job});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(std::regex_search(text.out,
+                                std::regex("\nwaiting until (\\d{4}-\\d\\d-\\d\\d )?\\d\\d:\\d\\d\n")))
+      << text.out;
+  EXPECT_NE(text.out.find("\npriority: 5\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("\ngpus: 1, at most 1 at once\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("\ntimeout: 1:30 per task\n"), std::string::npos) << text.out;
+  auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+  ASSERT_TRUE(status.ok());
+  const json& s = *status;
+  EXPECT_EQ(s["state"], "waiting");
+  EXPECT_EQ(s["priority"], 5);
+  EXPECT_EQ(s["allowed_gpus"], json({1}));
+  EXPECT_EQ(s["max_gpus"], 1);
+  EXPECT_EQ(s["timeout_s"], 90.0);
+  EXPECT_GT(s["not_before"].get<double>(), s["submitted_at"].get<double>() + 7000) << s;
+  for (const char* key : {"started_at", "finished_at", "eta_s"}) {
+    EXPECT_TRUE(s[key].is_null()) << key << ": " << s;
+  }
+  auto gpus = ParseJson(Ckprof({"gpus", "--json"}).out);
+  ASSERT_TRUE(gpus.ok());
+  ASSERT_EQ(gpus->size(), 2u);
+  for (const auto& g : *gpus) {
+    for (const char* key : {"task_id", "job_id", "owner_uid", "busy_since"}) {
+      EXPECT_TRUE(g[key].is_null()) << key << ": " << g;
+    }
+  }
+  ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+}
+
 // Issue 17.10: the global --socket goes before or after the command; without a value it says so.
 TEST_F(ClientTest, GlobalOptionsGoBeforeOrAfterTheCommand) {
   StartDaemon();

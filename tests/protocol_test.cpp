@@ -93,19 +93,25 @@ TEST(Protocol, AbsentValuesAreNullAndReadBack) {
   JobSummary s;  // queued, never started, nothing known
   s.id = 3;
   s.state = "waiting";
+  s.allowed_gpus = {1, 2};
+  s.not_before = 1764500000;
   std::string text;
   AppendJson(text, s);
   nlohmann::json j = nlohmann::json::parse(text);
   EXPECT_EQ(j, ToJson(s));
-  for (const char* key : {"started_at", "finished_at", "eta_s"}) {
+  for (const char* key : {"started_at", "finished_at", "eta_s", "max_gpus", "timeout_s"}) {
     EXPECT_TRUE(j[key].is_null()) << key << ": " << j;
   }
+  EXPECT_EQ(j["not_before"], 1764500000.0);
+  EXPECT_EQ(j["allowed_gpus"], nlohmann::json({1, 2}));
   EXPECT_EQ(j["timed_out"], 0);
   EXPECT_EQ(j["crashed"], 0);
   auto js = JobSummaryFromJson(j);
   ASSERT_TRUE(js.ok());
   EXPECT_EQ(js->eta_s, -1);
   EXPECT_EQ(js->started_at, 0);
+  EXPECT_EQ(js->not_before, 1764500000);
+  EXPECT_EQ(js->allowed_gpus, (std::vector<int>{1, 2}));
 
   TaskResult t;  // queued: no GPU, no times, valid instances unknown
   t.task_id = 5;
