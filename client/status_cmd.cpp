@@ -1,4 +1,5 @@
 // ckprof status / list / gpus: what the daemon is doing, as a table or JSON.
+#include <algorithm>
 #include <ctime>
 #include <iostream>
 
@@ -83,45 +84,75 @@ std::vector<JobSummary> JobsFrom(const json& a) {
 
 int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mode) {
   const std::string cmd = list_mode ? "list" : "status";
-  std::string job;
+  std::vector<std::string> jobs;
   bool json_out = false, all = false;
   ArgParser p("ckprof " + cmd,
               list_mode ? "List the daemon's jobs: active ones, or all with --all."
-                        : "Show one job (JOB), or every job the daemon knows.",
+                        : "Show jobs (JOB...), or every job the daemon knows. A job that does "
+                          "not exist is reported (exit 1) and the others are shown.",
               list_mode ? "example:\n  ckprof list --all --json"
-                        : "example:\n  ckprof status 12\n  ckprof status --json");
-  if (!list_mode) p.Positional("JOB", &job, false, "a job id");
+                        : "example:\n  ckprof status 12\n  ckprof status 12 13 --json\n"
+                          "  ckprof status --json");
+  if (!list_mode) p.Positionals("JOB", &jobs, false, "job ids");
   if (list_mode) p.Flag("--all", &all, "include finished and cancelled jobs");
   p.Flag("--json", &json_out, "print JSON for scripts");
   if (auto code = p.Parse(args)) return *code;
+  std::vector<int64_t> ids;
+  for (const auto& text : jobs) {
+    auto id = ParseJobId(text, cmd);
+    if (!id) return 2;
+    ids.push_back(*id);
+  }
   Request r;
   r.type = list_mode ? RequestType::kList : RequestType::kStatus;
   r.all = all;
-  if (!job.empty()) {
-    auto id = ParseJobId(job, cmd);
-    if (!id) return 2;
-    r.job_id = *id;
+  if (ids.empty()) {
+    json a;
+    if (int code = Ask(global, cmd, r, &a)) return code;
+    if (json_out) {
+      std::cout << a.value("jobs", json::array()).dump(2) << "\n";
+    } else {
+      PrintJobTable(JobsFrom(a));
+    }
+    return 0;
   }
-  json a;
-  if (int code = Ask(global, cmd, r, &a)) return code;
+  // The jobs asked for, each in turn; the worst end wins, as for wait.
+  int worst = 0;
+  json found = json::array();
+  for (int64_t id : ids) {
+    r.job_id = id;
+    json a;
+    const int code = Ask(global, cmd, r, &a);
+    worst = std::max(worst, code);
+    if (code == kExitUnreachable) return code;
+    if (code == 0) found.push_back(a["job"]);
+  }
   if (json_out) {
-    std::cout << (r.job_id ? a["job"] : a.value("jobs", json::array())).dump(2) << "\n";
-    return 0;
+    // One job: its object; several: a list of those found.
+    if (ids.size() == 1) {
+      if (!found.empty()) std::cout << found[0].dump(2) << "\n";
+    } else {
+      std::cout << found.dump(2) << "\n";
+    }
+    return worst;
   }
-  if (r.job_id) {
-    auto s = JobSummaryFromJson(a["job"]);
-    PrintJobTable({*s});
-    PrintJobDetails(*s);
-    std::cout << "profiler: " << s->profiler << "\n";
-    std::cout << "order: " << s->order
-              << (s->order == "longest-first" ? " (the most FLOPs first)"
-                                              : " (priority rank, then file order; long tasks "
-                                                "not left for last)")
+  std::vector<JobSummary> summaries;
+  for (const auto& j : found) {
+    if (auto s = JobSummaryFromJson(j); s) summaries.push_back(*s);
+  }
+  if (summaries.empty()) return worst;
+  PrintJobTable(summaries);
+  for (const auto& s : summaries) {
+    if (summaries.size() > 1) std::cout << "\njob " << s.id << ":\n";
+    PrintJobDetails(s);
+    std::cout << "profiler: " << s.profiler << "\n";
+    std::cout << "order: " << s.order
+              << (s.order == "longest-first" ? " (the most FLOPs first)"
+                                             : " (priority rank, then file order; long tasks "
+                                               "not left for last)")
               << "\n";
-    return 0;
   }
-  PrintJobTable(JobsFrom(a));
-  return 0;
+  return worst;
 }
 
 int RunGpusCommand(const GlobalOptions& global, const Args& args) {

@@ -168,6 +168,7 @@ class ProgressView {
     double secs = std::chrono::duration<double>(Clock::now() - start_).count();
     double rate = secs > 0.5 ? static_cast<double>(done - start_done_) / secs : 0;
     double eta = rate > 0 ? static_cast<double>(total - done) / rate : job_.eta_s;
+    if (done >= job_.total) eta = -1;  // ended: "-", not 0:00
     char head[160];
     std::snprintf(head, sizeof head, "[%s] %lld/%lld %3d%%  %.2f/s  ETA %s", bar.c_str(),
                   static_cast<long long>(done), static_cast<long long>(job_.total),

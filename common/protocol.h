@@ -147,7 +147,7 @@ struct JobSummary {
   double not_before = 0;
   // Unix seconds; 0 = not yet (JSON: null).
   double submitted_at = 0, started_at = 0, finished_at = 0;
-  double eta_s = -1;  // -1 = unknown (JSON: null)
+  double eta_s = -1;  // -1 = unknown or ended (JSON: null)
   std::string profiler;                                        // the resolved profiler, described
   int64_t done() const { return total - queued - running; }
   TaskCounts counts() const {

@@ -1055,6 +1055,9 @@ Status Scheduler::SetDrained(int gpu_index, bool drained, const Identity& who) {
   if (!who.admin) return MakeError("only an admin may drain or resume a GPU");
   Gpu* g = FindGpu(gpu_index);
   if (!g) return MakeError("this daemon drives no GPU " + std::to_string(gpu_index));
+  if (!drained && !g->drained) {
+    return MakeError("GPU " + std::to_string(gpu_index) + " is not drained: nothing to resume");
+  }
   g->drained = drained;
   spdlog::info("GPU {} {} by {}", gpu_index, drained ? "drained" : "resumed", who.user);
   if (!drained) Dispatch();
@@ -1091,8 +1094,7 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.finished_at = job.rec.finished_at;
   const bool ended = s.queued == 0 && s.running == 0 && job.final_count() >= s.total;
   if (ended) {
-    s.state = job.rec.cancelled ? "cancelled" : "finished";
-    s.eta_s = 0;
+    s.state = job.rec.cancelled ? "cancelled" : "finished";  // eta_s stays -1: none
   } else if (job.rec.cancelled) {
     s.state = "cancelling";
   } else if (s.running > 0 || s.done() > 0) {

@@ -584,6 +584,43 @@ TEST_F(ClientTest, StatusShowsTheJobsOptionsAndAbsentValuesAreNull) {
   ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
 }
 
+// Issue 17.21: a finished job's ETA is "-", not 0:00; resume of a GPU that is not drained is
+// refused; cancel and status take several jobs and exit with the worst.
+TEST_F(ClientTest, EndedEtaResumeAndSeveralJobs) {
+  StartDaemon();
+  const std::string done = Submit(kSampleConfig);
+  const std::string hung = Submit(SampleWithFaults(9001, 9001));
+  ASSERT_FALSE(done.empty() || hung.empty());
+  ASSERT_EQ(Ckprof({"wait", done}).exit_code, 0);
+  CommandResult text = Ckprof({"status", done});
+  const std::string row = text.out.substr(text.out.find('\n') + 1);
+  EXPECT_EQ(row.substr(0, row.find('\n')).back(), '-') << text.out;
+  EXPECT_EQ(text.out.find("0:00"), std::string::npos) << text.out;
+  EXPECT_TRUE((*ParseJson(Ckprof({"status", done, "--json"}).out))["eta_s"].is_null());
+
+  CommandResult resume = Ckprof({"resume", "1"});
+  EXPECT_EQ(resume.exit_code, 1);
+  EXPECT_EQ(resume.out, "");
+  EXPECT_EQ(resume.err, "ckprof resume: GPU 1 is not drained: nothing to resume\n");
+
+  CommandResult both = Ckprof({"status", done, hung, "999"});
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_EQ(both.err, "ckprof status: no job 999\n");
+  EXPECT_NE(both.out.find("\njob " + done + ":\n"), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("\njob " + hung + ":\n"), std::string::npos) << both.out;
+  auto list = ParseJson(Ckprof({"status", done, hung, "--json"}).out);
+  ASSERT_TRUE(list.ok() && list->is_array());
+  EXPECT_EQ(list->size(), 2u);
+
+  CommandResult cancel = Ckprof({"cancel", done, hung});
+  EXPECT_EQ(cancel.exit_code, 1);
+  EXPECT_EQ(cancel.out, "job " + hung + " cancelled\n");
+  EXPECT_EQ(cancel.err, "ckprof cancel: job " + done + " already finished: nothing to cancel\n");
+  EXPECT_EQ((*ParseJson(Ckprof({"status", done, "--json"}).out))["state"], "finished");
+  EXPECT_EQ(Ckprof({"wait", hung}).exit_code, 1);
+  EXPECT_EQ((*ParseJson(Ckprof({"status", hung, "--json"}).out))["state"], "cancelled");
+}
+
 // Issue 17.10: the global --socket goes before or after the command; without a value it says so.
 TEST_F(ClientTest, GlobalOptionsGoBeforeOrAfterTheCommand) {
   StartDaemon();
