@@ -20,6 +20,20 @@
 
 namespace ckprof {
 
+std::string JobCountsText(const JobSummary& job) {
+  const TaskCounts c = job.counts();
+  std::string ran;
+  if (job.state == "cancelled" || job.state == "cancelling") {
+    ran = std::to_string(c.ran()) + " of " + std::to_string(job.total) + " ran: ";
+  }
+  return ran + c.Describe();
+}
+
+std::string PartialNote(const JobSummary& job) {
+  if (job.state == "finished" || job.state == "cancelled") return "";
+  return "partial: job " + std::to_string(job.id) + " still " + job.state;
+}
+
 void PrintError(const std::string& cmd, const std::string& message) {
   const std::string own = cmd + ": ";
   const bool named = message.compare(0, own.size(), own) == 0;

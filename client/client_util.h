@@ -34,6 +34,13 @@ std::string FormatDuration(double seconds);
 std::string FormatAge(double unix_time);
 bool StdoutIsTerminal();
 
+// A job's tasks in the words every view uses (TaskCounts::Describe); a cancelled job first says
+// how many ran: "3 of 10 ran: 2 succeeded, 1 failed, 7 cancelled".
+std::string JobCountsText(const JobSummary& job);
+// "partial: job 7 still running" (waiting, queued, cancelling) while a job has not ended; "" once
+// it has.
+std::string PartialNote(const JobSummary& job);
+
 // The absolute form of a path against the current directory (no symlink resolution).
 std::string AbsolutePath(const std::string& path);
 

@@ -1,4 +1,5 @@
 // ckprof cancel / retry / boost / drain / resume / ping: act on jobs and GPUs.
+#include <algorithm>
 #include <iostream>
 #include <regex>
 
@@ -7,22 +8,61 @@
 #include "client/commands.h"
 
 namespace ckprof {
+namespace {
+
+// Cancels each job in turn, saying what became of each. The worst end wins, as for wait:
+// unreachable (2) over a refusal (1, e.g. a job that already ended) over success (0).
+int CancelJobs(const GlobalOptions& global, const std::vector<int64_t>& ids) {
+  int worst = 0;
+  for (int64_t id : ids) {
+    Request r;
+    r.type = RequestType::kCancel;
+    r.job_id = id;
+    nlohmann::json a;
+    const int code = Ask(global, "cancel", r, &a);
+    if (code == 0) std::cout << "job " << id << " cancelled\n";
+    worst = std::max(worst, code);
+    if (code == kExitUnreachable) break;  // the rest cannot be cancelled either
+  }
+  return worst;
+}
+
+}  // namespace
 
 int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestType type) {
   const std::string cmd(RequestTypeName(type));
   std::string job, priority;
+  std::vector<std::string> jobs;  // cancel: several
   std::string summary = type == RequestType::kCancel
-                            ? "Cancel a job: its queued tasks are dropped and its running "
-                              "profilers stopped. Only the owner or an admin may."
+                            ? "Cancel jobs: their queued tasks are dropped and their running "
+                              "profilers stopped. Only the owner or an admin may. A job that "
+                              "has ended is left as it is (exit 1); with several jobs the worst "
+                              "end wins."
                         : type == RequestType::kRetry
                             ? "Requeue a job's tasks that failed, crashed, timed out, could not "
                               "start, were interrupted or cancelled."
                             : "Set a job's priority (admins only).";
   ArgParser p("ckprof " + cmd, summary,
-              "example:\n  ckprof " + cmd + " 12" + (type == RequestType::kBoost ? " 100" : ""));
-  p.Positional("JOB", &job, true, "the job id");
+              "example:\n  ckprof " + cmd + " 12" +
+                  (type == RequestType::kBoost    ? " 100"
+                   : type == RequestType::kCancel ? " 13"
+                                                  : ""));
+  if (type == RequestType::kCancel) {
+    p.Positionals("JOB", &jobs, true, "the job ids");
+  } else {
+    p.Positional("JOB", &job, true, "the job id");
+  }
   if (type == RequestType::kBoost) p.Positional("PRIORITY", &priority, true, "-1000..1000");
   if (auto code = p.Parse(args)) return *code;
+  if (type == RequestType::kCancel) {
+    std::vector<int64_t> ids;
+    for (const auto& text : jobs) {
+      auto id = ParseJobId(text, cmd);
+      if (!id) return 2;
+      ids.push_back(*id);
+    }
+    return CancelJobs(global, ids);
+  }
   auto id = ParseJobId(job, cmd);
   if (!id) return 2;
   Request r;
@@ -38,7 +78,6 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
   }
   nlohmann::json a;
   if (int code = Ask(global, cmd, r, &a)) return code;
-  if (type == RequestType::kCancel) std::cout << "job " << *id << " cancelled\n";
   if (type == RequestType::kRetry) {
     std::cout << "job " << *id << ": " << a.value("requeued", 0) << " task(s) requeued\n";
   }

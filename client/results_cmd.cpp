@@ -58,6 +58,11 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
     PrintError("results", tasks.error());
     return 1;
   }
+  // Not all there yet: said on stderr, so that the results on stdout stay what they are.
+  if (std::string partial = PartialNote(summary); !partial.empty()) {
+    PrintError("results", partial + " (" + std::to_string(summary.queued) + " queued, " +
+                              std::to_string(summary.running) + " running)");
+  }
   std::string text;
   if (format == "json") {
     text = ResultsFileJson(*tasks, summary.owner, LocalTimestamp()).dump(2) + "\n";

@@ -62,7 +62,16 @@ void PrintSummary(const ResultStats& s, const std::string& saved_to) {
             << "Total configs:      " << s.total << "\n"
             << "  ✓ Successful:     " << s.success << "\n"
             << "  ✗ Failed:         " << s.failed;
-  if (s.unsupported) std::cout << " (" << s.unsupported << " with no supporting instance)";
+  // The failures in the words every view uses ("2 unsupported, 1 timed out").
+  std::string kinds;
+  const std::pair<int64_t, const char*> failures[] = {{s.counts.failed, "failed"},
+                                                      {s.counts.unsupported, "unsupported"},
+                                                      {s.counts.timed_out, "timed out"},
+                                                      {s.counts.crashed, "crashed"}};
+  for (const auto& [n, word] : failures) {
+    if (n > 0) kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + word;
+  }
+  if (s.counts.failed != s.failed) std::cout << " (" << kinds << ")";  // not all plain failures
   std::cout << "\n  ⚠ Skipped:        " << s.skipped << "\n";
   if (!saved_to.empty()) std::cout << "Results saved to: " << saved_to << "\n";
 }

@@ -1,4 +1,6 @@
 // ckprof status / list / gpus: what the daemon is doing, as a table or JSON.
+#include <algorithm>
+#include <ctime>
 #include <iostream>
 
 #include "client/args.h"
@@ -30,14 +32,44 @@ void PrintJobTable(const std::vector<JobSummary>& jobs) {
   for (const auto& j : jobs) {
     std::cout << Pad(std::to_string(j.id), 6, true) << "  " << Pad(j.owner, 10) << " "
               << Pad(j.name, 24) << " " << Pad(j.state, 10) << " "
-              << Pad(std::to_string(j.done()) + "/" + std::to_string(j.total), 12, true) << " "
-              << Pad(std::to_string(j.succeeded) + "/" + std::to_string(j.failed + j.unsupported),
+              // A cancelled job: how many of its tasks ran.
+              << Pad(std::to_string(j.state == "cancelled" ? j.counts().ran() : j.done()) + "/" +
+                         std::to_string(j.total),
+                     12, true)
+              << " "
+              << Pad(std::to_string(j.succeeded) + "/" +
+                         std::to_string(j.counts().ran() - j.succeeded),
                      10, true)
               << " " << Pad(GpuList(j.gpus_in_use), 10) << " "
               << Pad(FormatAge(j.submitted_at), 5, true) << " "
               << Pad(j.eta_s < 0 ? "-" : FormatDuration(j.eta_s), 8, true) << "\n";
   }
   if (jobs.empty()) std::cout << "(no jobs)\n";
+}
+
+// "09:19" today, else "2026-12-02 09:19": local time.
+std::string ClockTime(double unix_time) {
+  const std::time_t t = static_cast<std::time_t>(unix_time), now = std::time(nullptr);
+  std::tm tm{}, today{};
+  localtime_r(&t, &tm);
+  localtime_r(&now, &today);
+  const bool same_day = tm.tm_year == today.tm_year && tm.tm_yday == today.tm_yday;
+  char buf[32];
+  std::strftime(buf, sizeof buf, same_day ? "%H:%M" : "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+// What a job was submitted with, below its row of the table.
+void PrintJobDetails(const JobSummary& s) {
+  std::cout << "tasks: " << JobCountsText(s) << "\n";
+  if (s.state == "waiting") std::cout << "waiting until " << ClockTime(s.not_before) << "\n";
+  std::cout << "priority: " << s.priority << "\n";
+  std::cout << "gpus: " << (s.allowed_gpus.empty() ? "any" : GpuList(s.allowed_gpus))
+            << (s.max_gpus > 0 ? ", at most " + std::to_string(s.max_gpus) + " at once" : "")
+            << "\n";
+  std::cout << "timeout: "
+            << (s.timeout_s > 0 ? FormatDuration(s.timeout_s) + " per task" : "none") << "\n";
+  std::cout << "not before: " << (s.not_before > 0 ? ClockTime(s.not_before) : "-") << "\n";
 }
 
 std::vector<JobSummary> JobsFrom(const json& a) {
@@ -52,44 +84,75 @@ std::vector<JobSummary> JobsFrom(const json& a) {
 
 int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mode) {
   const std::string cmd = list_mode ? "list" : "status";
-  std::string job;
+  std::vector<std::string> jobs;
   bool json_out = false, all = false;
   ArgParser p("ckprof " + cmd,
               list_mode ? "List the daemon's jobs: active ones, or all with --all."
-                        : "Show one job (JOB), or every job the daemon knows.",
+                        : "Show jobs (JOB...), or every job the daemon knows. A job that does "
+                          "not exist is reported (exit 1) and the others are shown.",
               list_mode ? "example:\n  ckprof list --all --json"
-                        : "example:\n  ckprof status 12\n  ckprof status --json");
-  if (!list_mode) p.Positional("JOB", &job, false, "a job id");
+                        : "example:\n  ckprof status 12\n  ckprof status 12 13 --json\n"
+                          "  ckprof status --json");
+  if (!list_mode) p.Positionals("JOB", &jobs, false, "job ids");
   if (list_mode) p.Flag("--all", &all, "include finished and cancelled jobs");
   p.Flag("--json", &json_out, "print JSON for scripts");
   if (auto code = p.Parse(args)) return *code;
+  std::vector<int64_t> ids;
+  for (const auto& text : jobs) {
+    auto id = ParseJobId(text, cmd);
+    if (!id) return 2;
+    ids.push_back(*id);
+  }
   Request r;
   r.type = list_mode ? RequestType::kList : RequestType::kStatus;
   r.all = all;
-  if (!job.empty()) {
-    auto id = ParseJobId(job, cmd);
-    if (!id) return 2;
-    r.job_id = *id;
+  if (ids.empty()) {
+    json a;
+    if (int code = Ask(global, cmd, r, &a)) return code;
+    if (json_out) {
+      std::cout << a.value("jobs", json::array()).dump(2) << "\n";
+    } else {
+      PrintJobTable(JobsFrom(a));
+    }
+    return 0;
   }
-  json a;
-  if (int code = Ask(global, cmd, r, &a)) return code;
+  // The jobs asked for, each in turn; the worst end wins, as for wait.
+  int worst = 0;
+  json found = json::array();
+  for (int64_t id : ids) {
+    r.job_id = id;
+    json a;
+    const int code = Ask(global, cmd, r, &a);
+    worst = std::max(worst, code);
+    if (code == kExitUnreachable) return code;
+    if (code == 0) found.push_back(a["job"]);
+  }
   if (json_out) {
-    std::cout << (r.job_id ? a["job"] : a.value("jobs", json::array())).dump(2) << "\n";
-    return 0;
+    // One job: its object; several: a list of those found.
+    if (ids.size() == 1) {
+      if (!found.empty()) std::cout << found[0].dump(2) << "\n";
+    } else {
+      std::cout << found.dump(2) << "\n";
+    }
+    return worst;
   }
-  if (r.job_id) {
-    auto s = JobSummaryFromJson(a["job"]);
-    PrintJobTable({*s});
-    std::cout << "profiler: " << s->profiler << "\n";
-    std::cout << "order: " << s->order
-              << (s->order == "longest-first" ? " (the most FLOPs first)"
-                                              : " (priority rank, then file order; long tasks "
-                                                "not left for last)")
+  std::vector<JobSummary> summaries;
+  for (const auto& j : found) {
+    if (auto s = JobSummaryFromJson(j); s) summaries.push_back(*s);
+  }
+  if (summaries.empty()) return worst;
+  PrintJobTable(summaries);
+  for (const auto& s : summaries) {
+    if (summaries.size() > 1) std::cout << "\njob " << s.id << ":\n";
+    PrintJobDetails(s);
+    std::cout << "profiler: " << s.profiler << "\n";
+    std::cout << "order: " << s.order
+              << (s.order == "longest-first" ? " (the most FLOPs first)"
+                                             : " (priority rank, then file order; long tasks "
+                                               "not left for last)")
               << "\n";
-    return 0;
   }
-  PrintJobTable(JobsFrom(a));
-  return 0;
+  return worst;
 }
 
 int RunGpusCommand(const GlobalOptions& global, const Args& args) {
@@ -117,7 +180,7 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
     if (!gi->task_id && !gi->held_by.empty()) state = "waiting";
     std::cout << Pad(std::to_string(gi->index), 4, true) << "  " << Pad(state, 9) << " "
               << Pad(gi->job_id ? std::to_string(gi->job_id) : "-", 6, true) << " "
-              << Pad(gi->task_id ? std::to_string(gi->task_id) : "-", 8, true) << " "
+              << Pad(gi->task_id ? "#" + std::to_string(gi->position) : "-", 8, true) << " "
               << Pad(gi->task_id ? FormatAge(gi->busy_since) : "-", 8, true) << " "
               << Pad(std::to_string(gi->tasks_run), 7, true);
     if (!gi->held_by.empty()) std::cout << "  its host lock is held by " << gi->held_by;

@@ -44,7 +44,8 @@ class ProgressView {
     if (f.value("type", "") != "event") {
       // The first answer: the job as it stands, and what runs now.
       for (const auto& g : f.value("running", json::array())) {
-        running_[g.value("index", -1)] = "task " + std::to_string(g.value("task_id", 0));
+        auto gi = GpuInfoFromJson(g);
+        if (gi) running_[gi->index] = "#" + std::to_string(gi->position);
       }
       if (!live_) {
         std::cout << "job " << job_id_ << " \"" << job_.name << "\": " << job_.done() << "/"
@@ -52,7 +53,7 @@ class ProgressView {
                   << " queued" << std::endl;  // each line as it happens, even into a pipe
       }
       start_done_ = job_.done();
-      if (job_.failed + job_.unsupported + job_.cancelled > 0) EarlierFailures();
+      if (job_.counts().unsuccessful() > 0) EarlierFailures();
     } else if (ev == "task_started") {
       std::string what = "#" + std::to_string(f.value("position", 0)) + " " +
                          ShortOp(f.value("operation", "")) + " (rank " +
@@ -77,9 +78,7 @@ class ProgressView {
     if (ended_) return;
     ended_ = true;
     if (live_) std::cout << "\r\033[K";
-    std::cout << "job " << job_id_ << " " << job_.state << ": " << job_.succeeded
-              << " succeeded, " << job_.failed << " failed, " << job_.unsupported
-              << " unsupported, " << job_.cancelled << " cancelled";
+    std::cout << "job " << job_id_ << " " << job_.state << ": " << JobCountsText(job_);
     double secs = std::chrono::duration<double>(Clock::now() - start_).count();
     std::cout << " (" << FormatDuration(secs) << " watched)\n";
     std::cout.flush();
@@ -169,6 +168,7 @@ class ProgressView {
     double secs = std::chrono::duration<double>(Clock::now() - start_).count();
     double rate = secs > 0.5 ? static_cast<double>(done - start_done_) / secs : 0;
     double eta = rate > 0 ? static_cast<double>(total - done) / rate : job_.eta_s;
+    if (done >= job_.total) eta = -1;  // ended: "-", not 0:00
     char head[160];
     std::snprintf(head, sizeof head, "[%s] %lld/%lld %3d%%  %.2f/s  ETA %s", bar.c_str(),
                   static_cast<long long>(done), static_cast<long long>(job_.total),

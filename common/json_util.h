@@ -102,6 +102,10 @@ class JsonObjectWriter {
     }
     return *this;
   }
+  JsonObjectWriter& Field(std::string_view key, std::nullptr_t) {
+    Key(key) += "null";
+    return *this;
+  }
   JsonObjectWriter& Field(std::string_view key, double v) {
     AppendJsonNumber(Key(key), v);
     return *this;

@@ -300,7 +300,53 @@ json ErrorResponse(int64_t id, std::string_view message) {
 
 std::string Frame(const json& j) { return DumpJson(j) + "\n"; }
 
+void TaskCounts::Add(std::string_view state) {
+  if (state == "succeeded") {
+    ++succeeded;
+  } else if (state == "unsupported") {
+    ++unsupported;
+  } else if (state == "timed_out") {
+    ++timed_out;
+  } else if (state == "crashed") {
+    ++crashed;
+  } else if (state == "cancelled") {
+    ++cancelled;
+  } else if (state == "queued") {
+    ++queued;
+  } else if (state == "running") {
+    ++running;
+  } else {
+    ++failed;  // failed, spawn_failed, interrupted
+  }
+}
+
+int64_t TaskCounts::total() const { return ran() + cancelled + queued + running; }
+
+int64_t TaskCounts::ran() const { return succeeded + failed + unsupported + timed_out + crashed; }
+
+std::string TaskCounts::Describe() const {
+  std::string out = std::to_string(succeeded) + " succeeded, " + std::to_string(failed) + " failed";
+  const std::pair<int64_t, const char*> others[] = {
+      {unsupported, "unsupported"}, {timed_out, "timed out"}, {crashed, "crashed"},
+      {cancelled, "cancelled"},     {queued, "queued"},       {running, "running"}};
+  for (const auto& [n, word] : others) {
+    if (n > 0) out += ", " + std::to_string(n) + " " + word;
+  }
+  return out;
+}
+
 namespace {
+
+// f(key, v) when the value is there, else f(key, nullptr): an absent value is null in JSON,
+// never a 0 that could be read as one (uid 0 is root; time 0 is 1970).
+template <typename F, typename T>
+void Nullable(F& f, const char* key, const T& v, bool present) {
+  if (present) {
+    f(key, v);
+  } else {
+    f(key, nullptr);
+  }
+}
 
 // Each struct's fields, in one place, for both ways of writing it: f(key, value).
 template <typename F>
@@ -319,12 +365,18 @@ void VisitFields(const JobSummary& s, F&& f) {
   f("succeeded", s.succeeded);
   f("failed", s.failed);
   f("unsupported", s.unsupported);
+  f("timed_out", s.timed_out);
+  f("crashed", s.crashed);
   f("cancelled", s.cancelled);
   f("gpus_in_use", s.gpus_in_use);
+  f("allowed_gpus", s.allowed_gpus);
+  Nullable(f, "max_gpus", s.max_gpus, s.max_gpus > 0);
+  Nullable(f, "timeout_s", s.timeout_s, s.timeout_s > 0);
+  Nullable(f, "not_before", s.not_before, s.not_before > 0);
   f("submitted_at", s.submitted_at);
-  f("started_at", s.started_at);
-  f("finished_at", s.finished_at);
-  f("eta_s", s.eta_s);
+  Nullable(f, "started_at", s.started_at, s.started_at > 0);
+  Nullable(f, "finished_at", s.finished_at, s.finished_at > 0);
+  Nullable(f, "eta_s", s.eta_s, s.eta_s >= 0);
   f("profiler", s.profiler);
 }
 
@@ -338,18 +390,18 @@ void VisitFields(const TaskResult& t, F&& f) {
   f("description", t.description);
   f("command", t.command);
   f("state", t.state);
-  f("gpu", t.gpu);
+  Nullable(f, "gpu", t.gpu, t.gpu >= 0);
   f("attempts", t.attempts);
   f("returncode", t.returncode);
   f("elapsed_s", t.elapsed_s);
-  f("started_at", t.started_at);
-  f("ended_at", t.ended_at);
+  Nullable(f, "started_at", t.started_at, t.started_at > 0);
+  Nullable(f, "ended_at", t.ended_at, t.ended_at > 0);
   f("best_name", t.best_name);
   f("avg_ms", t.avg_ms);
   f("tflops", t.tflops);
   f("gbps", t.gbps);
   f("split_k", t.split_k);
-  f("valids", t.valids);
+  Nullable(f, "valids", t.valids, t.valids >= 0);
   f("error", t.error);
   if (!t.stdout_text.empty()) f("stdout", t.stdout_text);
   if (!t.stderr_text.empty()) f("stderr", t.stderr_text);
@@ -442,8 +494,14 @@ Result<JobSummary> JobSummaryFromJson(const json& j) {
   Get(j, "succeeded", &s.succeeded);
   Get(j, "failed", &s.failed);
   Get(j, "unsupported", &s.unsupported);
+  Get(j, "timed_out", &s.timed_out);
+  Get(j, "crashed", &s.crashed);
   Get(j, "cancelled", &s.cancelled);
   Get(j, "gpus_in_use", &s.gpus_in_use);
+  Get(j, "allowed_gpus", &s.allowed_gpus);
+  Get(j, "max_gpus", &s.max_gpus);
+  Get(j, "timeout_s", &s.timeout_s);
+  Get(j, "not_before", &s.not_before);
   Get(j, "submitted_at", &s.submitted_at);
   Get(j, "started_at", &s.started_at);
   Get(j, "finished_at", &s.finished_at);
@@ -485,9 +543,17 @@ Result<TaskResult> TaskResultFromJson(const json& j) {
 }
 
 json ToJson(const GpuInfo& g) {
-  return json{{"index", g.index},       {"drained", g.drained},     {"task_id", g.task_id},
-              {"job_id", g.job_id},     {"owner_uid", g.owner_uid}, {"busy_since", g.busy_since},
-              {"tasks_run", g.tasks_run},   {"held_by", g.held_by}};
+  const bool busy = g.task_id > 0;  // an idle GPU has no task, job, owner (0 is root) or start
+  auto present = [busy](const auto& v) { return busy ? json(v) : json(nullptr); };
+  return json{{"index", g.index},
+              {"drained", g.drained},
+              {"task_id", present(g.task_id)},
+              {"position", present(g.position)},
+              {"job_id", present(g.job_id)},
+              {"owner_uid", present(g.owner_uid)},
+              {"busy_since", present(g.busy_since)},
+              {"tasks_run", g.tasks_run},
+              {"held_by", g.held_by}};
 }
 
 Result<GpuInfo> GpuInfoFromJson(const json& j) {
@@ -496,6 +562,7 @@ Result<GpuInfo> GpuInfoFromJson(const json& j) {
   Get(j, "index", &g.index);
   Get(j, "drained", &g.drained);
   Get(j, "task_id", &g.task_id);
+  Get(j, "position", &g.position);
   Get(j, "job_id", &g.job_id);
   Get(j, "owner_uid", &g.owner_uid);
   Get(j, "busy_since", &g.busy_since);

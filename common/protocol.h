@@ -105,6 +105,25 @@ nlohmann::json ErrorResponse(int64_t id, std::string_view message);
 // Formats a frame: compact JSON plus '\n'. Invalid UTF-8 is replaced, never thrown on.
 std::string Frame(const nlohmann::json& j);
 
+// A job's tasks counted by state, in the one vocabulary every view uses (list, status, watch,
+// wait, results, run): succeeded, failed, unsupported, timed out, crashed, cancelled, queued,
+// running. Each task is counted once; "failed" holds the other ends (a non-zero exit, a spawn
+// failure, an interruption with its attempts used up).
+struct TaskCounts {
+  int64_t succeeded = 0, failed = 0, unsupported = 0, timed_out = 0, crashed = 0, cancelled = 0,
+          queued = 0, running = 0;
+  // Counts one task by its TaskResult::state (an outcome kind name, "queued" or "running").
+  void Add(std::string_view state);
+  int64_t total() const;
+  // The tasks that ran to an end (neither cancelled, nor queued, nor running).
+  int64_t ran() const;
+  // The tasks that ended without success (cancelled ones included).
+  int64_t unsuccessful() const { return failed + unsupported + timed_out + crashed + cancelled; }
+  // "3 succeeded, 1 failed, 2 timed out, 4 queued": succeeded and failed always, the others
+  // when there are any, in the order above.
+  std::string Describe() const;
+};
+
 // A job as `status` and `list` report it.
 struct JobSummary {
   int64_t id = 0;
@@ -114,13 +133,26 @@ struct JobSummary {
   std::string state;  // queued, running, finished, cancelled
   int priority = 0;
   std::string order = "rank";  // of its tasks: "rank" or "longest-first" (submit --order)
+  // By state, each task once (see TaskCounts): total is their sum.
   int64_t total = 0, queued = 0, running = 0, succeeded = 0, failed = 0, unsupported = 0,
-          cancelled = 0;
+          timed_out = 0, crashed = 0, cancelled = 0;
   std::vector<int> gpus_in_use;
-  double submitted_at = 0, started_at = 0, finished_at = 0;  // unix seconds; 0 = not yet
-  double eta_s = -1;                                           // -1 = unknown
+  // What the job was submitted with (submit's options): the GPUs it may use (empty = any), at
+  // most how many at once (0 = no limit; JSON: null), the per-task timeout in force (the job's,
+  // else the daemon's default; 0 = none; JSON: null) and the time before which it does not
+  // start (0 = none; JSON: null). The priority is above.
+  std::vector<int> allowed_gpus;
+  int max_gpus = 0;
+  double timeout_s = 0;
+  double not_before = 0;
+  // Unix seconds; 0 = not yet (JSON: null).
+  double submitted_at = 0, started_at = 0, finished_at = 0;
+  double eta_s = -1;  // -1 = unknown or ended (JSON: null)
   std::string profiler;                                        // the resolved profiler, described
   int64_t done() const { return total - queued - running; }
+  TaskCounts counts() const {
+    return {succeeded, failed, unsupported, timed_out, crashed, cancelled, queued, running};
+  }
   bool all_ok() const { return succeeded == total; }
 };
 nlohmann::json ToJson(const JobSummary& j);
@@ -137,15 +169,15 @@ struct TaskResult {
   std::string command;  // the command line, for display
   std::string state;    // queued, running, succeeded, unsupported, failed, crashed, timed_out,
                         // cancelled, interrupted, spawn_failed
-  int gpu = -1;
+  int gpu = -1;  // -1 = none (JSON: null)
   int attempts = 0;
   int returncode = 0;  // exit code; -signal when killed by a signal
   double elapsed_s = 0;
-  double started_at = 0, ended_at = 0;
+  double started_at = 0, ended_at = 0;  // 0 = not yet (JSON: null)
   std::string best_name;
   double avg_ms = 0, tflops = 0, gbps = 0;
   std::string split_k;
-  int valids = -1;
+  int valids = -1;  // -1 = unknown (JSON: null)
   std::string error;  // why it did not succeed; empty when it did
   std::string stdout_text, stderr_text;  // bounded head+tail captures (only when asked)
   nlohmann::ordered_json config;         // the CK config (only when asked)
@@ -162,7 +194,9 @@ Result<TaskResult> TaskResultFromJson(const nlohmann::json& j);
 struct GpuInfo {
   int index = 0;
   bool drained = false;
-  int64_t task_id = 0;  // running task, 0 = idle
+  // The running task (JSON: null when idle): its id, its job's #N, the job and its owner.
+  int64_t task_id = 0;  // 0 = idle
+  int64_t position = 0;
   int64_t job_id = 0;
   uint32_t owner_uid = 0;
   double busy_since = 0;

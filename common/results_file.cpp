@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <iomanip>
 #include <sstream>
@@ -13,8 +14,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-bool Skipped(const TaskResult& t) { return t.state == "cancelled" || !t.finished(); }
-
 std::string CsvField(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
@@ -23,6 +22,16 @@ std::string CsvField(const std::string& s) {
     out += c;
   }
   return out + "\"";
+}
+
+// split_k as a number when CK printed one ("4", "4 (best occupancy)"), else as printed; null
+// when there is none.
+ojson SplitKJson(const std::string& split_k) {
+  if (split_k.empty()) return nullptr;
+  char* end = nullptr;
+  const long long v = std::strtoll(split_k.c_str(), &end, 10);
+  if (end != split_k.c_str() && (*end == '\0' || *end == ' ')) return v;
+  return split_k;
 }
 
 std::string ShortOp(const std::string& op) {
@@ -42,18 +51,11 @@ std::string FormatNumber(double v, int precision) {
 
 ResultStats ComputeStats(const std::vector<TaskResult>& tasks) {
   ResultStats s;
+  for (const auto& t : tasks) s.counts.Add(t.state);
   s.total = static_cast<int64_t>(tasks.size());
-  for (const auto& t : tasks) {
-    if (t.ok()) {
-      ++s.success;
-    } else if (Skipped(t)) {
-      ++s.skipped;
-      if (t.state == "cancelled") ++s.cancelled;
-    } else {
-      ++s.failed;
-      if (t.state == "unsupported") ++s.unsupported;
-    }
-  }
+  s.success = s.counts.succeeded;
+  s.skipped = s.counts.cancelled;
+  s.failed = s.counts.ran() - s.counts.succeeded;
   return s;
 }
 
@@ -71,9 +73,17 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
   ResultStats s = ComputeStats(tasks);
   ojson out = ojson::object();
   out["timestamp"] = timestamp;
-  out["stats"] = {{"total", s.total},         {"success", s.success},
-                  {"failed", s.failed},       {"skipped", s.skipped},
-                  {"unsupported", s.unsupported}, {"cancelled", s.cancelled}};
+  out["stats"] = {{"total", s.total},
+                  {"success", s.success},
+                  {"failed", s.failed},
+                  {"skipped", s.skipped},
+                  {"unsupported", s.counts.unsupported},
+                  {"timed_out", s.counts.timed_out},
+                  {"crashed", s.counts.crashed},
+                  {"cancelled", s.counts.cancelled},
+                  {"queued", s.counts.queued},
+                  {"running", s.counts.running},
+                  {"partial", s.partial()}};
   ojson results = ojson::array();
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);
@@ -92,13 +102,14 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
     r["stdout"] = t->stdout_text;
     // Ours, after the original's keys.
     r["status"] = t->state;
-    r["gpu"] = t->gpu;
-    r["best_instance"] = t->best_name.empty() ? ojson(nullptr) : ojson(t->best_name);
+    r["gpu"] = t->gpu >= 0 ? ojson(t->gpu) : ojson(nullptr);
+    // Only a success has a best instance (a failed run may have printed one before failing).
+    r["best_instance"] = t->ok() && !t->best_name.empty() ? ojson(t->best_name) : ojson(nullptr);
     r["avg_time_ms"] = t->ok() ? ojson(t->avg_ms) : ojson(nullptr);
     r["tflops"] = t->ok() ? ojson(t->tflops) : ojson(nullptr);
     r["gb_per_s"] = t->ok() ? ojson(t->gbps) : ojson(nullptr);
-    r["split_k"] = t->split_k.empty() ? ojson(nullptr) : ojson(t->split_k);
-    r["valid_instances"] = t->valids;
+    r["split_k"] = t->ok() ? SplitKJson(t->split_k) : ojson(nullptr);
+    r["valid_instances"] = t->valids >= 0 ? ojson(t->valids) : ojson(nullptr);
     r["attempts"] = t->attempts;
     r["owner"] = owner;
     r["job_id"] = t->job_id;
@@ -125,12 +136,14 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
     std::ostringstream row;
     row << t->job_id << ',' << t->task_id << ',' << t->position << ',' << t->priority_rank << ','
         << CsvField(t->operation) << ',' << CsvField(t->description) << ',' << t->state << ','
-        << t->gpu << ',' << t->attempts << ',' << t->returncode << ','
-        << FormatNumber(t->elapsed_s, 6) << ',' << CsvField(t->best_name) << ','
+        << (t->gpu >= 0 ? std::to_string(t->gpu) : "") << ',' << t->attempts << ','
+        << t->returncode << ',' << FormatNumber(t->elapsed_s, 6) << ','
+        << (t->ok() ? CsvField(t->best_name) : "") << ','
         << (t->ok() ? FormatNumber(t->avg_ms, 6) : "") << ','
         << (t->ok() ? FormatNumber(t->tflops, 6) : "") << ','
-        << (t->ok() ? FormatNumber(t->gbps, 6) : "") << ',' << CsvField(t->split_k) << ','
-        << t->valids << ',' << CsvField(t->error) << ',' << CsvField(t->command) << '\n';
+        << (t->ok() ? FormatNumber(t->gbps, 6) : "") << ','
+        << (t->ok() ? CsvField(t->split_k) : "") << ','
+        << (t->valids >= 0 ? std::to_string(t->valids) : "") << ',' << CsvField(t->error) << ',' << CsvField(t->command) << '\n';
     out += row.str();
   }
   return out;
@@ -162,10 +175,7 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width) {
   }
   std::string out = table.Render(width);
   ResultStats s = ComputeStats(tasks);
-  out += std::to_string(s.total) + " task(s): " + std::to_string(s.success) + " succeeded, " +
-         std::to_string(s.failed) + " failed" +
-         (s.unsupported ? " (" + std::to_string(s.unsupported) + " unsupported)" : "") + ", " +
-         std::to_string(s.skipped) + " skipped\n";
+  out += std::to_string(s.total) + " task(s): " + s.counts.Describe() + "\n";
   return out;
 }
 

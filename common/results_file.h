@@ -14,11 +14,14 @@ namespace ckprof {
 
 struct ResultStats {
   int64_t total = 0, success = 0, failed = 0, skipped = 0;  // the original's four
-  int64_t unsupported = 0, cancelled = 0;                   // ours: unsupported counts as failed
+  TaskCounts counts;  // ours: each task once, in the words every view uses
+  // Some tasks are still queued or running: the results are not all there yet.
+  bool partial() const { return counts.queued + counts.running > 0; }
 };
 
-// success: succeeded; skipped: cancelled or never run; failed: everything else (unsupported
-// included: CK exits 0 when no instance supports a problem, which is no result).
+// The original's four: success: succeeded; skipped: cancelled; failed: every other end
+// (unsupported included: CK exits 0 when no instance supports a problem, which is no result).
+// Queued and running tasks are none of the three (a job still running has partial results).
 ResultStats ComputeStats(const std::vector<TaskResult>& tasks);
 
 // {"timestamp", "stats", "results": [...]} in the original's layout. `owner` is recorded per

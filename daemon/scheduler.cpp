@@ -15,6 +15,7 @@
 #include "common/json_util.h"
 #include "common/outcome.h"
 #include "common/parallel.h"
+#include "daemon/task_result_codec.h"
 
 namespace ckprof {
 namespace {
@@ -31,106 +32,6 @@ Kind ByteKind(uint8_t b) { return static_cast<Kind>(b); }
 bool Retryable(Kind k) {
   return k == Kind::kFailed || k == Kind::kCrashed || k == Kind::kTimedOut ||
          k == Kind::kSpawnFailed || k == Kind::kInterrupted || k == Kind::kCancelled;
-}
-
-// The task's result as stored: outcome, command, parsed perf and bounded captures.
-std::string ResultJson(const Outcome& o, const std::string& command, int gpu,
-                       const RunResult* r) {
-  // Written directly, once per task: through the DOM the captures (kilobytes a task) cost a
-  // copy and nlohmann's byte-by-byte UTF-8 checks, and the rest a map node per key.
-  std::string text;
-  if (r) text.reserve(r->stdout_capture.size() + r->stderr_capture.size() + 1024);
-  JsonObjectWriter w(text);
-  w.Field("outcome", OutcomeKindName(o.kind))
-      .Field("exit_code", o.exit_code)
-      .Field("signal", o.signal)
-      .Field("reason", o.reason)
-      .Field("summary", o.Summary())
-      .Field("command", command)
-      .Field("gpu", gpu);
-  if (r) {
-    w.Field("elapsed_s", r->elapsed_s).Field("pid", r->pid);
-    const CkPerf& p = r->perf;
-    {
-      JsonObjectWriter perf(w.Key("perf"));
-      perf.Field("has_best", p.has_best)
-          .Field("best_name", p.best_name)
-          .Field("avg_ms", std::isfinite(p.avg_ms) ? p.avg_ms : 0.0)
-          .Field("tflops", std::isfinite(p.tflops) ? p.tflops : 0.0)
-          .Field("gbps", std::isfinite(p.gbps) ? p.gbps : 0.0)
-          .Field("split_k", p.split_k)
-          .Field("valids", p.valids)
-          .Field("instances_tried", p.instances_tried)
-          .Field("instances_supported", p.instances_supported);
-      std::string& top = perf.Key("top");
-      top += '[';
-      for (size_t i = 0; i < p.top.size(); ++i) {
-        if (i) top += ',';
-        const auto& t = p.top[i];
-        JsonObjectWriter(top)
-            .Field("name", t.name)
-            .Field("avg_ms", t.avg_ms)
-            .Field("tflops", t.tflops)
-            .Field("gbps", t.gbps)
-            .Field("split_k", t.split_k);
-      }
-      top += ']';
-    }
-    w.Field("stdout_bytes", r->stdout_bytes)
-        .Field("stderr_bytes", r->stderr_bytes)
-        .Field("stdout", r->stdout_capture)
-        .Field("stderr", r->stderr_capture);
-  }
-  w.Close();
-  return text;
-}
-
-// Fills a TaskResult from a stored row.
-TaskResult ResultFromRecord(const TaskRecord& t, bool with_output) {
-  TaskResult r;
-  r.task_id = t.id;
-  r.job_id = t.job_id;
-  r.position = t.position;
-  r.priority_rank = t.rank;
-  r.operation = t.op;
-  r.state = t.state;
-  r.gpu = t.gpu;
-  r.attempts = t.attempts;
-  r.started_at = t.started_at;
-  r.ended_at = t.ended_at;
-  auto cfg = ParseOrderedJson(t.config);
-  if (cfg.ok()) {
-    auto c = ConfigFromJson(*cfg, static_cast<size_t>(t.position - 1));
-    if (c.ok()) r.description = c->description();
-    if (with_output) r.config = *cfg;
-  }
-  auto res = ParseJson(t.result);
-  if (res.ok() && res->is_object()) {
-    const json& j = *res;
-    r.command = j.value("command", "");
-    int exit_code = j.value("exit_code", 0), sig = j.value("signal", 0);
-    std::string outcome = j.value("outcome", "");
-    r.returncode = outcome == "crashed" ? -sig : exit_code;
-    if (outcome == "timed_out" || outcome == "cancelled" || outcome == "interrupted") {
-      r.returncode = sig ? -sig : -1;
-    }
-    if (outcome == "spawn_failed") r.returncode = -1;
-    r.elapsed_s = j.value("elapsed_s", 0.0);
-    if (outcome != "succeeded" && !outcome.empty()) r.error = j.value("summary", outcome);
-    if (auto p = j.find("perf"); p != j.end() && p->is_object()) {
-      r.best_name = p->value("best_name", "");
-      r.avg_ms = p->value("avg_ms", 0.0);
-      r.tflops = p->value("tflops", 0.0);
-      r.gbps = p->value("gbps", 0.0);
-      r.split_k = p->value("split_k", "");
-      r.valids = p->value("valids", -1);
-    }
-    if (with_output) {
-      r.stdout_text = j.value("stdout", "");
-      r.stderr_text = j.value("stderr", "");
-    }
-  }
-  return r;
 }
 
 // Processes whose environment carries our marker: profilers a dead daemon left behind even
@@ -621,26 +522,26 @@ Scheduler::Start Scheduler::PrepareStart(Task& task, Gpu& gpu) {
   start.attempt = task.attempts + 1;
   // The command: from the stored config and the job's profiler.
   auto config_text = store_.TaskConfig(task.id);
-  if (!config_text) {
-    start.error = config_text.error();
+  Result<CkConfig> cfg = Error{config_text ? "" : config_text.error()};
+  if (config_text) {
+    auto cfg_json = ParseOrderedJson(*config_text);
+    cfg = cfg_json ? ConfigFromJson(*cfg_json, static_cast<size_t>(task.position - 1))
+                   : Result<CkConfig>(Error{cfg_json.error()});
+  }
+  // Described even when it cannot start, as `results` describes it.
+  if (cfg) start.description = cfg->description();
+  if (!cfg) {
+    start.error = cfg.error();
   } else if (!job.target) {
     ResolveTarget(job);  // the profiler may have appeared since
   }
   if (start.error.empty() && !job.target) start.error = job.target_error;
   if (start.error.empty()) {
-    auto cfg_json = ParseOrderedJson(*config_text);
-    auto cfg = cfg_json ? ConfigFromJson(*cfg_json, static_cast<size_t>(task.position - 1))
-                        : Result<CkConfig>(Error{cfg_json.error()});
-    if (!cfg) {
-      start.error = cfg.error();
+    auto cmd = BuildCommand(*job.target, *cfg);
+    if (cmd) {
+      start.argv = std::move(*cmd);
     } else {
-      start.description = cfg->description();
-      auto cmd = BuildCommand(*job.target, *cfg);
-      if (cmd) {
-        start.argv = std::move(*cmd);
-      } else {
-        start.error = cmd.error();
-      }
+      start.error = cmd.error();
     }
   }
   start.command = start.argv.empty() ? "" : FormatCommandLine(start.argv);
@@ -651,6 +552,7 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
   // The config's read and the start's record (or the spawn failure's): one transaction.
   Start start;
   Outcome failure{Kind::kSpawnFailed, 0, 0, ""};  // when the command cannot be built
+  std::string failure_json;
   Status s = store_.BeginGroup();
   if (s) {
     start = PrepareStart(task, gpu);
@@ -660,11 +562,9 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
     } else {
       failure.reason = start.error;
       const std::string state(OutcomeKindName(failure.kind));
+      failure_json = ResultJson(failure, start.command, -1, nullptr);
       s = store_.MarkRunning(task.id, start.attempt, -1, now);
-      if (s) {
-        s = store_.FinishAttempt(task.id, start.attempt, state, state, now,
-                                 ResultJson(failure, start.command, -1, nullptr), nullptr);
-      }
+      if (s) s = store_.FinishAttempt(task.id, start.attempt, state, state, now, failure_json, nullptr);
     }
     if (s) {
       s = store_.CommitGroup();
@@ -684,7 +584,7 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
   if (!start.error.empty()) {
     Dequeue(task);
     task.attempts = start.attempt;
-    FinishWithoutRun(task, failure, start.command, start.description, now);
+    FinishWithoutRun(task, failure, failure_json, start.description, now);
     return;
   }
   LaunchStart(std::move(start));
@@ -763,8 +663,9 @@ void Scheduler::RecordPgid(int64_t task_id, int attempt, int64_t pid) {
   });
 }
 
-void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& command,
-                                 const std::string& description, double now) {
+void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome,
+                                 const std::string& result_json, const std::string& description,
+                                 double now) {
   Job& job = jobs_.at(task.job_id);
   const std::string state(OutcomeKindName(outcome.kind));
   task.state = TaskState::kFinal;
@@ -772,16 +673,17 @@ void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::
   CountFinal(job, outcome.kind, +1);
   spdlog::warn("job {} task {} (#{}) not started: {}", job.rec.id, task.id, task.position,
                outcome.Summary());
-  TaskResult tr;
-  tr.task_id = task.id;
-  tr.job_id = job.rec.id;
-  tr.position = task.position;
-  tr.priority_rank = task.rank;
-  tr.operation = OperationTypeName(static_cast<ConvOp>(task.op));
-  tr.state = state;
-  tr.attempts = task.attempts;
-  tr.error = outcome.Summary();
-  tr.command = command;
+  TaskRecord rec;
+  rec.id = task.id;
+  rec.job_id = job.rec.id;
+  rec.position = task.position;
+  rec.rank = task.rank;
+  rec.op = OperationTypeName(static_cast<ConvOp>(task.op));
+  rec.state = state;
+  rec.attempts = task.attempts;
+  rec.started_at = rec.ended_at = now;
+  rec.result = result_json;
+  TaskResult tr = TaskResultFromRecord(rec, /*with_output=*/false);
   tr.description = description;
   Forget(task.id);
   EmitTaskFinished(job, tr);
@@ -809,7 +711,8 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
                 attempt < options_.max_attempts;
   end.outcome_name = OutcomeKindName(r.outcome.kind);
   end.state = end.requeue ? "queued" : end.outcome_name;
-  end.elapsed = r.elapsed_s > 0 ? r.elapsed_s : end.now - (gpu ? gpu->busy_since : end.now);
+  end.started_at = gpu ? gpu->busy_since : end.now;
+  end.elapsed = r.elapsed_s > 0 ? r.elapsed_s : end.now - end.started_at;
   ChargeUsage(job.rec.uid, end.elapsed, end.now);
   const User& u = users_.at(job.rec.uid);
   end.usage = UsageRecord{job.rec.uid, u.usage, u.updated_at};
@@ -897,7 +800,6 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
   const bool requeue = end.requeue;
   const double elapsed = end.elapsed;
   const std::string& state = end.state;
-  const std::string& command = end.command;
   const std::string& description = end.description;
   const RunResult& r = end.run;
   const Outcome& outcome = r.outcome;
@@ -924,26 +826,21 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
                r.perf.has_best ? fmt::format(", best {:.4g} ms {:.4g} TFlops", r.perf.avg_ms,
                                              r.perf.tflops)
                                : "");
-  TaskResult tr;
-  tr.task_id = task_id;
-  tr.job_id = job.rec.id;
-  tr.position = task.position;
-  tr.priority_rank = task.rank;
-  tr.operation = OperationTypeName(static_cast<ConvOp>(task.op));
-  tr.state = state;
-  tr.gpu = gpu_index;
-  tr.attempts = attempt;
-  tr.returncode = outcome.kind == Kind::kCrashed ? -outcome.signal : outcome.exit_code;
-  tr.elapsed_s = elapsed;
-  tr.best_name = r.perf.best_name;
-  tr.avg_ms = std::isfinite(r.perf.avg_ms) ? r.perf.avg_ms : 0;
-  tr.tflops = std::isfinite(r.perf.tflops) ? r.perf.tflops : 0;
-  tr.gbps = std::isfinite(r.perf.gbps) ? r.perf.gbps : 0;
-  tr.split_k = r.perf.split_k;
-  tr.valids = r.perf.valids;
-  tr.command = command;
+  // The event's task: read back from what was stored, as `results` reads it.
+  TaskRecord rec;
+  rec.id = task_id;
+  rec.job_id = job.rec.id;
+  rec.position = task.position;
+  rec.rank = task.rank;
+  rec.op = OperationTypeName(static_cast<ConvOp>(task.op));
+  rec.state = state;
+  rec.attempts = attempt;
+  rec.gpu = gpu_index;
+  rec.started_at = end.started_at;
+  rec.ended_at = now;
+  rec.result = end.result_json;
+  TaskResult tr = TaskResultFromRecord(rec, /*with_output=*/false);
   tr.description = description;
-  if (!outcome.ok()) tr.error = outcome.Summary();
   if (!requeue) Forget(task_id);  // `task` is gone from here on
   EmitTaskFinished(job, tr);
   MaybeFinishJob(job, now);
@@ -984,6 +881,8 @@ void Scheduler::CountFinal(Job& job, Kind kind, int delta) {
   switch (kind) {
     case Kind::kSucceeded: job.succeeded += delta; break;
     case Kind::kUnsupported: job.unsupported += delta; break;
+    case Kind::kTimedOut: job.timed_out += delta; break;
+    case Kind::kCrashed: job.crashed += delta; break;
     case Kind::kCancelled: job.cancelled += delta; break;
     default: job.failed += delta; break;
   }
@@ -991,14 +890,14 @@ void Scheduler::CountFinal(Job& job, Kind kind, int delta) {
 
 void Scheduler::MaybeFinishJob(Job& job, double now) {
   if (!job.queue.empty() || job.running > 0) return;
-  if (job.succeeded + job.failed + job.unsupported + job.cancelled < job.total) return;
+  if (job.final_count() < job.total) return;
   if (job.rec.finished_at == 0) {
     job.rec.finished_at = now;
     if (Status s = store_.SetJobFinished(job.rec.id, now); !s) {
       spdlog::error("cannot record the end of job {}: {}", job.rec.id, s.error());
     }
-    spdlog::info("job {} finished: {} succeeded, {} failed, {} unsupported, {} cancelled",
-                 job.rec.id, job.succeeded, job.failed, job.unsupported, job.cancelled);
+    spdlog::info("job {} {}: {}", job.rec.id, job.rec.cancelled ? "cancelled" : "finished",
+                 MakeSummary(job).counts().Describe());
   }
   Emit(job, "job_finished");
 }
@@ -1007,8 +906,7 @@ bool Scheduler::JobEnded(int64_t job_id) const {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return true;
   const Job& job = it->second;
-  return job.queue.empty() && job.running == 0 &&
-         job.succeeded + job.failed + job.unsupported + job.cancelled >= job.total;
+  return job.queue.empty() && job.running == 0 && job.final_count() >= job.total;
 }
 
 void Scheduler::Emit(Job& job, std::string_view name,
@@ -1060,7 +958,14 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who) {
     return MakeError("job " + std::to_string(job_id) + " belongs to " + job.rec.owner +
                      "; only its owner or an admin may cancel it");
   }
-  if (job.rec.cancelled) return Status::Ok();
+  // Nothing is changed for a job that has ended: a finished job stays finished.
+  if (job.rec.cancelled) {
+    return MakeError("job " + std::to_string(job_id) + " already " +
+                     (JobEnded(job_id) ? "cancelled" : "being cancelled") + ": nothing to cancel");
+  }
+  if (JobEnded(job_id)) {
+    return MakeError("job " + std::to_string(job_id) + " already finished: nothing to cancel");
+  }
   if (Status s = store_.SetJobCancelled(job_id); !s) return s;
   job.rec.cancelled = true;
   const double now = UnixNow();
@@ -1150,6 +1055,9 @@ Status Scheduler::SetDrained(int gpu_index, bool drained, const Identity& who) {
   if (!who.admin) return MakeError("only an admin may drain or resume a GPU");
   Gpu* g = FindGpu(gpu_index);
   if (!g) return MakeError("this daemon drives no GPU " + std::to_string(gpu_index));
+  if (!drained && !g->drained) {
+    return MakeError("GPU " + std::to_string(gpu_index) + " is not drained: nothing to resume");
+  }
   g->drained = drained;
   spdlog::info("GPU {} {} by {}", gpu_index, drained ? "drained" : "resumed", who.user);
   if (!drained) Dispatch();
@@ -1171,18 +1079,22 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.succeeded = job.succeeded;
   s.failed = job.failed;
   s.unsupported = job.unsupported;
+  s.timed_out = job.timed_out;
+  s.crashed = job.crashed;
   s.cancelled = job.cancelled;
   for (const auto& g : gpus_) {
     if (g.task_id && tasks_.at(g.task_id).job_id == job.rec.id) s.gpus_in_use.push_back(g.index);
   }
+  s.allowed_gpus = job.rec.gpus;
+  s.max_gpus = job.rec.max_gpus;
+  s.timeout_s = job.rec.timeout_s >= 0 ? job.rec.timeout_s : options_.default_timeout_s;
+  s.not_before = job.rec.not_before;
   s.submitted_at = job.rec.submitted_at;
   s.started_at = job.first_start;
   s.finished_at = job.rec.finished_at;
-  const bool ended = s.queued == 0 && s.running == 0 &&
-                     s.succeeded + s.failed + s.unsupported + s.cancelled >= s.total;
+  const bool ended = s.queued == 0 && s.running == 0 && job.final_count() >= s.total;
   if (ended) {
-    s.state = job.rec.cancelled ? "cancelled" : "finished";
-    s.eta_s = 0;
+    s.state = job.rec.cancelled ? "cancelled" : "finished";  // eta_s stays -1: none
   } else if (job.rec.cancelled) {
     s.state = "cancelling";
   } else if (s.running > 0 || s.done() > 0) {
@@ -1220,7 +1132,7 @@ Result<std::vector<TaskResult>> Scheduler::Results(int64_t job_id, bool with_out
   if (!rows) return Error{rows.error()};
   std::vector<TaskResult> out;
   out.reserve(rows->size());
-  for (const auto& row : *rows) out.push_back(ResultFromRecord(row, with_output));
+  for (const auto& row : *rows) out.push_back(TaskResultFromRecord(row, with_output));
   return out;
 }
 
@@ -1233,6 +1145,7 @@ std::vector<GpuInfo> Scheduler::Gpus() const {
     i.task_id = g.task_id;
     if (g.task_id) {
       i.job_id = tasks_.at(g.task_id).job_id;
+      i.position = tasks_.at(g.task_id).position;
       i.owner_uid = jobs_.at(i.job_id).rec.uid;
       i.busy_since = g.busy_since;
     }

@@ -163,7 +163,12 @@ class Scheduler {
     double queued_cost = 0;      // rank order only: the sum of their est_cost
     bool longest_first = false;  // rec.order
     int running = 0;
-    int64_t total = 0, succeeded = 0, failed = 0, unsupported = 0, cancelled = 0;
+    // Final tasks by outcome, in TaskCounts' words.
+    int64_t total = 0, succeeded = 0, failed = 0, unsupported = 0, timed_out = 0, crashed = 0,
+            cancelled = 0;
+    int64_t final_count() const {
+      return succeeded + failed + unsupported + timed_out + crashed + cancelled;
+    }
     double first_start = 0;
     double elapsed_sum = 0;
     int64_t elapsed_n = 0;
@@ -225,6 +230,7 @@ class Scheduler {
     int gpu_index = -1;
     int attempt = 0;
     bool requeue = false;
+    double started_at = 0;  // the attempt's, as stored
     double now = 0, elapsed = 0;
     std::string outcome_name, state, command, description, result_json;
     UsageRecord usage;
@@ -242,8 +248,9 @@ class Scheduler {
   void MaybeFinishShutdown();
   // Writes every user's usage (a stopping daemon: the ends only write it now and then).
   void StoreUsage();
-  // Applies the final end of a task that never reached a process (recorded by StartTask).
-  void FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& command,
+  // Applies the final end of a task that never reached a process (recorded by StartTask with
+  // `result_json`).
+  void FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& result_json,
                         const std::string& description, double now);
   void Enqueue(Task& t);
   void Dequeue(Task& t);

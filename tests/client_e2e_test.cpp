@@ -481,6 +481,147 @@ TEST_F(ClientTest, CancelAndRetry) {
   EXPECT_EQ(Ckprof({"cancel", job}).exit_code, 0);
 }
 
+// Issue 17.5: cancel of a job that has ended says so, exits 1 and leaves the job as it was.
+TEST_F(ClientTest, CancelOfAFinishedOrCancelledJobIsRefused) {
+  StartDaemon();
+  const std::string done = Submit(kSampleConfig);
+  ASSERT_FALSE(done.empty());
+  ASSERT_EQ(Ckprof({"wait", done}).exit_code, 0);
+  CommandResult c = Ckprof({"cancel", done});
+  EXPECT_EQ(c.exit_code, 1);
+  EXPECT_EQ(c.out, "");
+  EXPECT_EQ(c.err, "ckprof cancel: job " + done + " already finished: nothing to cancel\n");
+  auto status = ParseJson(Ckprof({"status", done, "--json"}).out);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ((*status)["state"], "finished");
+  EXPECT_EQ((*status)["cancelled"], 0);
+  EXPECT_EQ((*status)["succeeded"], 2);
+
+  const std::string hung = Submit(SampleWithFaults(9001, 9001));
+  ASSERT_FALSE(hung.empty());
+  ASSERT_EQ(Ckprof({"cancel", hung}).exit_code, 0);
+  ASSERT_EQ(Ckprof({"wait", hung}).exit_code, 1);
+  CommandResult again = Ckprof({"cancel", hung});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_EQ(again.err, "ckprof cancel: job " + hung + " already cancelled: nothing to cancel\n");
+}
+
+// Issue 17.7: the results of a job still running say they are partial, and count its queued and
+// running tasks as such, not as skipped.
+TEST_F(ClientTest, ResultsOfAJobStillRunningArePartial) {
+  StartDaemon();
+  // The fwd config hangs on GPU 1; the bwd_data one waits for it (one GPU at most).
+  const std::string job = Submit(SampleWithFaults(9001, 0), {"--gpus", "1", "--max-gpus", "1"});
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(testing::WatchUntil(daemon_->socket(), std::stoll(job), [](const JobSummary& s) {
+                return s.running == 1;
+              }).ok());
+  const std::string note =
+      "ckprof results: partial: job " + job + " still running (1 queued, 1 running)\n";
+  CommandResult table = Ckprof({"results", job, "--format", "table"});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(table.err, note);
+  EXPECT_NE(table.out.find("2 task(s): 0 succeeded, 0 failed, 1 queued, 1 running\n"),
+            std::string::npos)
+      << table.out;
+  CommandResult file = Ckprof({"results", job, "--format", "json"});
+  EXPECT_EQ(file.exit_code, 0) << file.err;
+  EXPECT_EQ(file.err, note);
+  auto results = ParseJson(file.out);
+  ASSERT_TRUE(results.ok()) << file.out;
+  const json& stats = (*results)["stats"];
+  EXPECT_EQ(stats["skipped"], 0) << stats;
+  EXPECT_EQ(stats["queued"], 1) << stats;
+  EXPECT_EQ(stats["running"], 1) << stats;
+  EXPECT_EQ(stats["partial"], true) << stats;
+  ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+  ASSERT_EQ(Ckprof({"wait", job}).exit_code, 1);
+  CommandResult ended = Ckprof({"results", job, "--format", "table"});
+  EXPECT_EQ(ended.err, "");  // ended: nothing partial about it
+  EXPECT_NE(ended.out.find("2 task(s): 0 succeeded, 0 failed, 2 cancelled\n"), std::string::npos)
+      << ended.out;
+  CommandResult status = Ckprof({"status", job});
+  EXPECT_NE(status.out.find("tasks: 0 of 2 ran: 0 succeeded, 0 failed, 2 cancelled\n"),
+            std::string::npos)
+      << status.out;
+}
+
+// Issue 17.12 and 17.20: status shows what a job was submitted with (table and JSON), a deferred
+// job says until when it waits, and values not there are null; so are an idle GPU's.
+TEST_F(ClientTest, StatusShowsTheJobsOptionsAndAbsentValuesAreNull) {
+  StartDaemon();
+  const std::string job = Submit(kSampleConfig, {"--not-before", "+2h", "--gpus", "1",
+                                                 "--max-gpus", "1", "--timeout", "90",
+                                                 "--priority", "5"});
+  ASSERT_FALSE(job.empty());
+  CommandResult text = Ckprof({"status", job});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(std::regex_search(text.out,
+                                std::regex("\nwaiting until (\\d{4}-\\d\\d-\\d\\d )?\\d\\d:\\d\\d\n")))
+      << text.out;
+  EXPECT_NE(text.out.find("\npriority: 5\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("\ngpus: 1, at most 1 at once\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("\ntimeout: 1:30 per task\n"), std::string::npos) << text.out;
+  auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+  ASSERT_TRUE(status.ok());
+  const json& s = *status;
+  EXPECT_EQ(s["state"], "waiting");
+  EXPECT_EQ(s["priority"], 5);
+  EXPECT_EQ(s["allowed_gpus"], json({1}));
+  EXPECT_EQ(s["max_gpus"], 1);
+  EXPECT_EQ(s["timeout_s"], 90.0);
+  EXPECT_GT(s["not_before"].get<double>(), s["submitted_at"].get<double>() + 7000) << s;
+  for (const char* key : {"started_at", "finished_at", "eta_s"}) {
+    EXPECT_TRUE(s[key].is_null()) << key << ": " << s;
+  }
+  auto gpus = ParseJson(Ckprof({"gpus", "--json"}).out);
+  ASSERT_TRUE(gpus.ok());
+  ASSERT_EQ(gpus->size(), 2u);
+  for (const auto& g : *gpus) {
+    for (const char* key : {"task_id", "job_id", "owner_uid", "busy_since"}) {
+      EXPECT_TRUE(g[key].is_null()) << key << ": " << g;
+    }
+  }
+  ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+}
+
+// Issue 17.21: a finished job's ETA is "-", not 0:00; resume of a GPU that is not drained is
+// refused; cancel and status take several jobs and exit with the worst.
+TEST_F(ClientTest, EndedEtaResumeAndSeveralJobs) {
+  StartDaemon();
+  const std::string done = Submit(kSampleConfig);
+  const std::string hung = Submit(SampleWithFaults(9001, 9001));
+  ASSERT_FALSE(done.empty() || hung.empty());
+  ASSERT_EQ(Ckprof({"wait", done}).exit_code, 0);
+  CommandResult text = Ckprof({"status", done});
+  const std::string row = text.out.substr(text.out.find('\n') + 1);
+  EXPECT_EQ(row.substr(0, row.find('\n')).back(), '-') << text.out;
+  EXPECT_EQ(text.out.find("0:00"), std::string::npos) << text.out;
+  EXPECT_TRUE((*ParseJson(Ckprof({"status", done, "--json"}).out))["eta_s"].is_null());
+
+  CommandResult resume = Ckprof({"resume", "1"});
+  EXPECT_EQ(resume.exit_code, 1);
+  EXPECT_EQ(resume.out, "");
+  EXPECT_EQ(resume.err, "ckprof resume: GPU 1 is not drained: nothing to resume\n");
+
+  CommandResult both = Ckprof({"status", done, hung, "999"});
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_EQ(both.err, "ckprof status: no job 999\n");
+  EXPECT_NE(both.out.find("\njob " + done + ":\n"), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("\njob " + hung + ":\n"), std::string::npos) << both.out;
+  auto list = ParseJson(Ckprof({"status", done, hung, "--json"}).out);
+  ASSERT_TRUE(list.ok() && list->is_array());
+  EXPECT_EQ(list->size(), 2u);
+
+  CommandResult cancel = Ckprof({"cancel", done, hung});
+  EXPECT_EQ(cancel.exit_code, 1);
+  EXPECT_EQ(cancel.out, "job " + hung + " cancelled\n");
+  EXPECT_EQ(cancel.err, "ckprof cancel: job " + done + " already finished: nothing to cancel\n");
+  EXPECT_EQ((*ParseJson(Ckprof({"status", done, "--json"}).out))["state"], "finished");
+  EXPECT_EQ(Ckprof({"wait", hung}).exit_code, 1);
+  EXPECT_EQ((*ParseJson(Ckprof({"status", hung, "--json"}).out))["state"], "cancelled");
+}
+
 // Issue 17.10: the global --socket goes before or after the command; without a value it says so.
 TEST_F(ClientTest, GlobalOptionsGoBeforeOrAfterTheCommand) {
   StartDaemon();
@@ -534,7 +675,8 @@ TEST_F(ClientTest, WatchIntoAPipeWritesEachLineAsItHappens) {
   EXPECT_TRUE(watch->Running());
   ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
   EXPECT_EQ(watch->Wait(), 1) << watch->out() << watch->err();
-  EXPECT_NE(watch->out().find("job " + job + " cancelled: 1 succeeded, 0 failed"),
+  EXPECT_NE(watch->out().find("job " + job + " cancelled: 1 of 2 ran: 1 succeeded, 0 failed, "
+                              "1 cancelled"),
             std::string::npos)
       << watch->out();
 }

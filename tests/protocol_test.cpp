@@ -7,6 +7,7 @@
 
 #include "common/base64.h"
 #include "common/file_util.h"
+#include "common/results_file.h"
 
 namespace ckprof {
 namespace {
@@ -61,6 +62,141 @@ TEST(Protocol, SummariesAndResultsWrittenDirectlyEqualTheDom) {
   AppendJson(text, t);
   EXPECT_EQ(nlohmann::json::parse(text), ToJson(t)) << text;
   EXPECT_EQ(ToJson(t)["config"]["a"]["b"][0], 1.5);
+}
+
+// Issue 17.20: a value that is not there is null, never a 0 that reads as one (uid 0 is root,
+// time 0 is 1970), and the readers take the null back as "not there".
+TEST(Protocol, AbsentValuesAreNullAndReadBack) {
+  GpuInfo idle;
+  idle.index = 1;
+  idle.tasks_run = 4;
+  nlohmann::json g = ToJson(idle);
+  for (const char* key : {"task_id", "position", "job_id", "owner_uid", "busy_since"}) {
+    EXPECT_TRUE(g[key].is_null()) << key << ": " << g;
+  }
+  EXPECT_EQ(g["tasks_run"], 4);
+  auto back = GpuInfoFromJson(g);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->task_id, 0);
+  EXPECT_EQ(back->owner_uid, 0u);
+  GpuInfo busy = idle;
+  busy.task_id = 9;
+  busy.position = 3;
+  busy.job_id = 2;
+  busy.owner_uid = 0;  // root's job: 0 here is a uid, not "none"
+  busy.busy_since = 1764500000.5;
+  g = ToJson(busy);
+  EXPECT_EQ(g["owner_uid"], 0);
+  EXPECT_EQ(g["position"], 3);
+  EXPECT_EQ(g["busy_since"], 1764500000.5);
+
+  JobSummary s;  // queued, never started, nothing known
+  s.id = 3;
+  s.state = "waiting";
+  s.allowed_gpus = {1, 2};
+  s.not_before = 1764500000;
+  std::string text;
+  AppendJson(text, s);
+  nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_EQ(j, ToJson(s));
+  for (const char* key : {"started_at", "finished_at", "eta_s", "max_gpus", "timeout_s"}) {
+    EXPECT_TRUE(j[key].is_null()) << key << ": " << j;
+  }
+  EXPECT_EQ(j["not_before"], 1764500000.0);
+  EXPECT_EQ(j["allowed_gpus"], nlohmann::json({1, 2}));
+  EXPECT_EQ(j["timed_out"], 0);
+  EXPECT_EQ(j["crashed"], 0);
+  auto js = JobSummaryFromJson(j);
+  ASSERT_TRUE(js.ok());
+  EXPECT_EQ(js->eta_s, -1);
+  EXPECT_EQ(js->started_at, 0);
+  EXPECT_EQ(js->not_before, 1764500000);
+  EXPECT_EQ(js->allowed_gpus, (std::vector<int>{1, 2}));
+
+  TaskResult t;  // queued: no GPU, no times, valid instances unknown
+  t.task_id = 5;
+  t.state = "queued";
+  j = ToJson(t);
+  for (const char* key : {"gpu", "started_at", "ended_at", "valids"}) {
+    EXPECT_TRUE(j[key].is_null()) << key << ": " << j;
+  }
+  auto tr = TaskResultFromJson(j);
+  ASSERT_TRUE(tr.ok());
+  EXPECT_EQ(tr->gpu, -1);
+  EXPECT_EQ(tr->valids, -1);
+}
+
+// Issue 17.8: one vocabulary, each task counted once.
+TEST(Protocol, TaskCountsCountEachTaskOnceInOneVocabulary) {
+  TaskCounts c;
+  for (const char* state : {"succeeded", "succeeded", "failed", "spawn_failed", "interrupted",
+                            "unsupported", "timed_out", "crashed", "cancelled", "queued",
+                            "running"}) {
+    c.Add(state);
+  }
+  EXPECT_EQ(c.total(), 11);
+  EXPECT_EQ(c.ran(), 8);
+  EXPECT_EQ(c.Describe(),
+            "2 succeeded, 3 failed, 1 unsupported, 1 timed out, 1 crashed, 1 cancelled, "
+            "1 queued, 1 running");
+  EXPECT_EQ(TaskCounts{}.Describe(), "0 succeeded, 0 failed");
+}
+
+// Five tasks, one in each state a results file may hold.
+std::vector<TaskResult> TasksInEveryState() {
+  std::vector<TaskResult> tasks(5);
+  const char* states[] = {"succeeded", "failed", "cancelled", "running", "queued"};
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    tasks[i].position = static_cast<int64_t>(i) + 1;
+    tasks[i].priority_rank = tasks[i].position;
+    tasks[i].state = states[i];
+  }
+  tasks[0].best_name = "Inst<1>";
+  tasks[0].split_k = "4 (best occupancy)";
+  tasks[0].valids = 3;
+  tasks[0].gpu = 0;
+  tasks[1].best_name = "Inst<2>";  // printed before the profiler failed: no result
+  tasks[1].split_k = "2";
+  tasks[1].gpu = 1;
+  return tasks;
+}
+
+// Issue 17.7: the results of a job still running count its queued and running tasks as such,
+// not as skipped, and say they are partial.
+TEST(ResultsFile, PartialResultsCountQueuedAndRunningNotSkipped) {
+  const std::vector<TaskResult> tasks = TasksInEveryState();
+  auto file = ResultsFileJson(tasks, "ana", "2026-12-01T09:19:00");
+  const auto& stats = file["stats"];
+  EXPECT_EQ(stats["total"], 5);
+  EXPECT_EQ(stats["success"], 1);
+  EXPECT_EQ(stats["failed"], 1);
+  EXPECT_EQ(stats["skipped"], 1);
+  EXPECT_EQ(stats["cancelled"], 1);
+  EXPECT_EQ(stats["running"], 1);
+  EXPECT_EQ(stats["queued"], 1);
+  EXPECT_EQ(stats["partial"], true);
+  const std::string table = ResultsTable(tasks);
+  EXPECT_NE(table.find("5 task(s): 1 succeeded, 1 failed, 1 cancelled, 1 queued, 1 running\n"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("skipped"), std::string::npos) << table;
+}
+
+// Issue 17.20: in the results file numbers are numbers, only a success has a best instance,
+// and what is unknown is null.
+TEST(ResultsFile, NumbersAreNumbersAndOnlyASuccessHasABestInstance) {
+  const std::vector<TaskResult> tasks = TasksInEveryState();
+  auto file = ResultsFileJson(tasks, "ana", "2026-12-01T09:19:00");
+  const auto& rows = file["results"];
+  EXPECT_EQ(rows[0]["split_k"], 4);
+  EXPECT_EQ(rows[0]["valid_instances"], 3);
+  EXPECT_EQ(rows[0]["best_instance"], "Inst<1>");
+  EXPECT_TRUE(rows[1]["best_instance"].is_null()) << rows[1];
+  EXPECT_TRUE(rows[1]["split_k"].is_null()) << rows[1];
+  EXPECT_TRUE(rows[1]["valid_instances"].is_null()) << rows[1];
+  EXPECT_TRUE(rows[4]["gpu"].is_null()) << rows[4];
+  const std::string csv = ResultsCsv(tasks);
+  EXPECT_EQ(csv.find("Inst<2>"), std::string::npos) << csv;
 }
 
 TEST(Protocol, RequestsRoundTrip) {

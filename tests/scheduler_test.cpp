@@ -326,6 +326,31 @@ TEST_F(SchedulerTest, OnlyOwnerOrAdminMayCancel) {
   EXPECT_TRUE(launcher_.Active().empty());
 }
 
+// Issue 17.5: cancelling a job that has ended is refused with its state, and changes nothing.
+TEST_F(SchedulerTest, CancelOfAnEndedJobIsRefusedAndChangesNothing) {
+  Identity owner;
+  owner.uid = 1000;
+  owner.user = "user1000";
+  int64_t done = Submit(Job(1000, "done"), 1);
+  launcher_.Finish(launcher_.Active()[0]);
+  ASSERT_EQ(sched_->Summary(done)->state, "finished");
+  Status s = sched_->Cancel(done, owner);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error(), "job " + std::to_string(done) + " already finished: nothing to cancel");
+  EXPECT_EQ(sched_->Summary(done)->state, "finished");
+  EXPECT_EQ(sched_->Summary(done)->cancelled, 0);
+  // The store too: a restart still sees it finished.
+  Open();
+  EXPECT_EQ(sched_->Summary(done)->state, "finished");
+
+  int64_t job = Submit(Job(1000, "queued"), 2);
+  ASSERT_TRUE(sched_->Cancel(job, owner).ok());
+  ASSERT_EQ(sched_->Summary(job)->state, "cancelled");
+  s = sched_->Cancel(job, owner);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error(), "job " + std::to_string(job) + " already cancelled: nothing to cancel");
+}
+
 TEST_F(SchedulerTest, FailuresAreRecordedAndRetried) {
   int64_t job = Submit(Job(1000, "j"), 2);
   launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kCrashed, 0, SIGSEGV, "SIGSEGV"});
@@ -476,6 +501,57 @@ TEST_F(SchedulerTest, MissingProfilerIsASpawnFailureAndTheJobGoesOn) {
   auto results = sched_->Results(job, false);
   EXPECT_EQ((*results)[0].state, "spawn_failed");
   EXPECT_NE((*results)[0].error.find("no-such-ckProfiler"), std::string::npos) << (*results)[0].error;
+}
+
+// Collects the tasks of a job's task_finished events.
+class FinishedTasks final : public JobWatcher {
+ public:
+  void OnJobEvent(const JobEvent& e) override {
+    auto j = nlohmann::json::parse(e.frame);
+    if (j["event"] == "task_finished") tasks.push_back(j["task"]);
+  }
+  std::vector<nlohmann::json> tasks;
+};
+
+// Issue 17.8: a task's task_finished event and its row in `results` are made by one codec from
+// what was stored, so they say the same, returncode included, for every kind of end.
+TEST_F(SchedulerTest, TaskFinishedEventsAndResultsAgree) {
+  Identity admin;
+  admin.admin = true;
+  admin.user = "root";
+  ASSERT_TRUE(sched_->SetDrained(0, true, admin).ok());  // nothing starts before the watch
+  int64_t job = Submit(Job(1000, "runs"), 4);
+  JobRecord missing = Job(1000, "missing");
+  missing.profiler_path = dir_.File("no-such-ckProfiler");
+  int64_t bad = Submit(std::move(missing), 1);
+  FinishedTasks events;
+  sched_->AddWatcher(job, &events);
+  sched_->AddWatcher(bad, &events);
+  ASSERT_TRUE(sched_->SetDrained(0, false, admin).ok());
+  launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kTimedOut, 0, SIGTERM, "timed out"});
+  launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kCrashed, 0, SIGSEGV, "SIGSEGV"});
+  launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kFailed, 3, 0, "exit 3"});
+  launcher_.Finish(launcher_.Active()[0]);
+  ASSERT_TRUE(sched_->JobEnded(job) && sched_->JobEnded(bad));
+  sched_->RemoveWatcher(job, &events);
+  sched_->RemoveWatcher(bad, &events);
+  auto runs = sched_->Results(job, false), spawn = sched_->Results(bad, false);
+  ASSERT_TRUE(runs.ok() && spawn.ok());
+  std::vector<TaskResult> stored = *runs;
+  stored.insert(stored.end(), spawn->begin(), spawn->end());
+  ASSERT_EQ(events.tasks.size(), stored.size());
+  std::map<std::string, int> returncodes;
+  for (size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_EQ(events.tasks[i], ToJson(stored[i])) << stored[i].state;
+    returncodes[stored[i].state] = stored[i].returncode;
+  }
+  EXPECT_EQ(returncodes["timed_out"], -SIGTERM);
+  EXPECT_EQ(returncodes["crashed"], -SIGSEGV);
+  EXPECT_EQ(returncodes["failed"], 3);
+  EXPECT_EQ(returncodes["spawn_failed"], -1);
+  EXPECT_EQ(returncodes["succeeded"], 0);
+  EXPECT_EQ(sched_->Summary(job)->counts().Describe(),
+            "1 succeeded, 1 failed, 1 timed out, 1 crashed");
 }
 
 TEST_F(SchedulerTest, DrainedGpuTakesNoWork) {

@@ -1,0 +1,111 @@
+#include "daemon/task_result_codec.h"
+
+#include <cmath>
+
+#include "common/ck_config.h"
+#include "common/json_util.h"
+
+namespace ckprof {
+
+using json = nlohmann::json;
+
+// The task's result as stored: outcome, command, parsed perf and bounded captures.
+std::string ResultJson(const Outcome& o, const std::string& command, int gpu,
+                       const RunResult* r) {
+  // Written directly, once per task: through the DOM the captures (kilobytes a task) cost a
+  // copy and nlohmann's byte-by-byte UTF-8 checks, and the rest a map node per key.
+  std::string text;
+  if (r) text.reserve(r->stdout_capture.size() + r->stderr_capture.size() + 1024);
+  JsonObjectWriter w(text);
+  w.Field("outcome", OutcomeKindName(o.kind))
+      .Field("exit_code", o.exit_code)
+      .Field("signal", o.signal)
+      .Field("reason", o.reason)
+      .Field("summary", o.Summary())
+      .Field("command", command)
+      .Field("gpu", gpu);
+  if (r) {
+    w.Field("elapsed_s", r->elapsed_s).Field("pid", r->pid);
+    const CkPerf& p = r->perf;
+    {
+      JsonObjectWriter perf(w.Key("perf"));
+      perf.Field("has_best", p.has_best)
+          .Field("best_name", p.best_name)
+          .Field("avg_ms", std::isfinite(p.avg_ms) ? p.avg_ms : 0.0)
+          .Field("tflops", std::isfinite(p.tflops) ? p.tflops : 0.0)
+          .Field("gbps", std::isfinite(p.gbps) ? p.gbps : 0.0)
+          .Field("split_k", p.split_k)
+          .Field("valids", p.valids)
+          .Field("instances_tried", p.instances_tried)
+          .Field("instances_supported", p.instances_supported);
+      std::string& top = perf.Key("top");
+      top += '[';
+      for (size_t i = 0; i < p.top.size(); ++i) {
+        if (i) top += ',';
+        const auto& t = p.top[i];
+        JsonObjectWriter(top)
+            .Field("name", t.name)
+            .Field("avg_ms", t.avg_ms)
+            .Field("tflops", t.tflops)
+            .Field("gbps", t.gbps)
+            .Field("split_k", t.split_k);
+      }
+      top += ']';
+    }
+    w.Field("stdout_bytes", r->stdout_bytes)
+        .Field("stderr_bytes", r->stderr_bytes)
+        .Field("stdout", r->stdout_capture)
+        .Field("stderr", r->stderr_capture);
+  }
+  w.Close();
+  return text;
+}
+
+TaskResult TaskResultFromRecord(const TaskRecord& t, bool with_output) {
+  TaskResult r;
+  r.task_id = t.id;
+  r.job_id = t.job_id;
+  r.position = t.position;
+  r.priority_rank = t.rank;
+  r.operation = t.op;
+  r.state = t.state;
+  r.gpu = t.gpu;
+  r.attempts = t.attempts;
+  r.started_at = t.started_at;
+  r.ended_at = t.ended_at;
+  auto cfg = ParseOrderedJson(t.config);
+  if (cfg.ok()) {
+    auto c = ConfigFromJson(*cfg, static_cast<size_t>(t.position - 1));
+    if (c.ok()) r.description = c->description();
+    if (with_output) r.config = *cfg;
+  }
+  auto res = ParseJson(t.result);
+  if (res.ok() && res->is_object()) {
+    const json& j = *res;
+    r.command = j.value("command", "");
+    int exit_code = j.value("exit_code", 0), sig = j.value("signal", 0);
+    std::string outcome = j.value("outcome", "");
+    r.returncode = outcome == "crashed" ? -sig : exit_code;
+    if (outcome == "timed_out" || outcome == "cancelled" || outcome == "interrupted") {
+      r.returncode = sig ? -sig : -1;
+    }
+    if (outcome == "spawn_failed") r.returncode = -1;
+    r.elapsed_s = j.value("elapsed_s", 0.0);
+    if (outcome != "succeeded" && !outcome.empty()) r.error = j.value("summary", outcome);
+    if (auto p = j.find("perf"); p != j.end() && p->is_object()) {
+      r.best_name = p->value("best_name", "");
+      r.avg_ms = p->value("avg_ms", 0.0);
+      r.tflops = p->value("tflops", 0.0);
+      r.gbps = p->value("gbps", 0.0);
+      r.split_k = p->value("split_k", "");
+      r.valids = p->value("valids", -1);
+    }
+    if (with_output) {
+      r.stdout_text = j.value("stdout", "");
+      r.stderr_text = j.value("stderr", "");
+    }
+  }
+  return r;
+}
+
+}  // namespace ckprof
