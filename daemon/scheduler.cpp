@@ -1,6 +1,5 @@
 #include "daemon/scheduler.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include "common/json_util.h"
 #include "common/outcome.h"
 #include "common/parallel.h"
+#include "daemon/process_util.h"
 #include "daemon/task_result_codec.h"
 
 namespace ckprof {
@@ -32,29 +32,6 @@ Kind ByteKind(uint8_t b) { return static_cast<Kind>(b); }
 bool Retryable(Kind k) {
   return k == Kind::kFailed || k == Kind::kCrashed || k == Kind::kTimedOut ||
          k == Kind::kSpawnFailed || k == Kind::kInterrupted || k == Kind::kCancelled;
-}
-
-// Processes whose environment carries our marker: profilers a dead daemon left behind even
-// when their process group never reached the store.
-std::vector<pid_t> FindMarkedProcesses(const std::string& marker) {
-  std::vector<pid_t> out;
-  DIR* d = opendir("/proc");
-  if (!d) return out;
-  const std::string needle = '\0' + marker + '\0';
-  while (dirent* e = readdir(d)) {
-    char* end = nullptr;
-    long pid = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 1 || pid == getpid()) continue;
-    std::ifstream env("/proc/" + std::string(e->d_name) + "/environ", std::ios::binary);
-    if (!env) continue;
-    std::string content((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
-    if (content.find(needle) != std::string::npos ||
-        content.compare(0, marker.size() + 1, needle, 1, marker.size() + 1) == 0) {
-      out.push_back(static_cast<pid_t>(pid));
-    }
-  }
-  closedir(d);
-  return out;
 }
 
 }  // namespace
@@ -173,7 +150,7 @@ Status Scheduler::Recover() {
   std::set<pid_t> marked_groups;
   for (pid_t pid : options_.state_dir.empty()
                        ? std::vector<pid_t>{}
-                       : FindMarkedProcesses("CKPROFD_STATE=" + options_.state_dir)) {
+                       : ProcessesWithEnv("CKPROFD_STATE=" + options_.state_dir)) {
     if (pid_t pgid = getpgid(pid); pgid > 1) marked_groups.insert(pgid);
   }
   for (const auto& r : was_running) {
@@ -1022,8 +999,8 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who) {
   if (ids.empty()) return int64_t{0};
   if (job.rec.cancelled) {
     // Retrying a cancelled job revives it.
+    if (Status s = store_.SetJobCancelled(job_id, false); !s) return Error{s.error()};
     job.rec.cancelled = false;
-    if (Status s = store_.SetJobCancelled(job_id); !s) return Error{s.error()};
   }
   if (Status s = store_.SetTasksState(ids, "queued", "", 0); !s) return Error{s.error()};
   if (Status s = store_.SetJobFinished(job_id, 0); !s) return Error{s.error()};

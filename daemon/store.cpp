@@ -547,9 +547,9 @@ Status Store::WriteUsage(const UsageRecord& u) {
   return StepDone(up, "record usage");
 }
 
-Status Store::SetJobCancelled(int64_t job_id) {
-  Stmt up(this, "UPDATE jobs SET cancelled=1 WHERE id=?");
-  up.Bind(1, job_id);
+Status Store::SetJobCancelled(int64_t job_id, bool cancelled) {
+  Stmt up(this, "UPDATE jobs SET cancelled=? WHERE id=?");
+  up.Bind(1, int64_t{cancelled ? 1 : 0}).Bind(2, job_id);
   return StepDone(up, "cancel job");
 }
 

@@ -122,7 +122,8 @@ class Store {
                        const std::string& result_json, double ended_at);
   // Users' decayed usage, in one transaction.
   Status SetUsage(const std::vector<UsageRecord>& usage);
-  Status SetJobCancelled(int64_t job_id);
+  // Marks the job cancelled, or (a retry revives it) not.
+  Status SetJobCancelled(int64_t job_id, bool cancelled = true);
   Status SetJobPriority(int64_t job_id, int priority);
   Status SetJobFinished(int64_t job_id, double finished_at);
 

@@ -351,6 +351,31 @@ TEST_F(SchedulerTest, CancelOfAnEndedJobIsRefusedAndChangesNothing) {
   EXPECT_EQ(s.error(), "job " + std::to_string(job) + " already cancelled: nothing to cancel");
 }
 
+// A retried cancelled job is revived, in the Store too: after a restart it runs on, it does not
+// come back cancelled.
+TEST_F(SchedulerTest, ARetriedCancelledJobStaysRevivedAfterARestart) {
+  Identity owner;
+  owner.uid = 1000;
+  owner.user = "user1000";
+  int64_t job = Submit(Job(1000, "j"), 2);
+  ASSERT_TRUE(sched_->Cancel(job, owner).ok());
+  ASSERT_EQ(sched_->Summary(job)->state, "cancelled");
+  auto n = sched_->Retry(job, owner);
+  ASSERT_TRUE(n.ok()) << n.error();
+  EXPECT_EQ(*n, 2);
+  EXPECT_NE(sched_->Summary(job)->state, "cancelled");
+  // The daemon stops with the revived job running: a fresh one (on the same Store) runs it on.
+  sched_.reset();
+  FakeLauncher fresh;
+  Scheduler again(io_.get_executor(), *store_, fresh, Options());
+  ASSERT_TRUE(again.Recover().ok());
+  EXPECT_NE(again.Summary(job)->state, "cancelled");
+  for (int i = 0; i < 2 && !fresh.Active().empty(); ++i) fresh.Finish(fresh.Active()[0]);
+  EXPECT_EQ(again.Summary(job)->state, "finished");
+  EXPECT_EQ(again.Summary(job)->cancelled, 0);  // (the task interrupted twice used its attempts)
+  EXPECT_EQ(again.Summary(job)->queued + again.Summary(job)->running, 0);
+}
+
 TEST_F(SchedulerTest, FailuresAreRecordedAndRetried) {
   int64_t job = Submit(Job(1000, "j"), 2);
   launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kCrashed, 0, SIGSEGV, "SIGSEGV"});
