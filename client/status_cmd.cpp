@@ -6,6 +6,7 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "common/text_table.h"
 
 namespace ckprof {
 namespace {
@@ -24,26 +25,27 @@ std::string GpuList(const std::vector<int>& gpus) {
   return s.empty() ? "-" : s;
 }
 
-void PrintJobTable(const std::vector<JobSummary>& jobs) {
-  std::cout << Pad("JOB", 6, true) << "  " << Pad("OWNER", 10) << " " << Pad("NAME", 24) << " "
-            << Pad("STATE", 10) << " " << Pad("DONE/TOTAL", 12, true) << " "
-            << Pad("OK/FAILED", 10, true) << " " << Pad("GPUS", 10) << " " << Pad("AGE", 5, true)
-            << " " << Pad("ETA", 8, true) << "\n";
+// The jobs as a table fitted to `width` (0 = unlimited): the name gives way first.
+void PrintJobTable(const std::vector<JobSummary>& jobs, size_t width) {
+  TextTable table({{"JOB", true},
+                   {"OWNER", false, true, 8},
+                   {"NAME", false, true, 12},
+                   {"STATE"},
+                   {"DONE/TOTAL", true},
+                   {"OK/FAILED", true},
+                   {"GPUS"},
+                   {"AGE", true},
+                   {"ETA", true}});
   for (const auto& j : jobs) {
-    std::cout << Pad(std::to_string(j.id), 6, true) << "  " << Pad(j.owner, 10) << " "
-              << Pad(j.name, 24) << " " << Pad(j.state, 10) << " "
-              // A cancelled job: how many of its tasks ran.
-              << Pad(std::to_string(j.state == "cancelled" ? j.counts().ran() : j.done()) + "/" +
-                         std::to_string(j.total),
-                     12, true)
-              << " "
-              << Pad(std::to_string(j.succeeded) + "/" +
-                         std::to_string(j.counts().ran() - j.succeeded),
-                     10, true)
-              << " " << Pad(GpuList(j.gpus_in_use), 10) << " "
-              << Pad(FormatAge(j.submitted_at), 5, true) << " "
-              << Pad(j.eta_s < 0 ? "-" : FormatDuration(j.eta_s), 8, true) << "\n";
+    // A cancelled job: how many of its tasks ran.
+    const int64_t done = j.state == "cancelled" ? j.counts().ran() : j.done();
+    table.AddRow({std::to_string(j.id), j.owner, j.name, j.state,
+                  std::to_string(done) + "/" + std::to_string(j.total),
+                  std::to_string(j.succeeded) + "/" + std::to_string(j.counts().ran() - j.succeeded),
+                  GpuList(j.gpus_in_use), FormatAge(j.submitted_at),
+                  j.eta_s < 0 ? "-" : FormatDuration(j.eta_s)});
   }
+  std::cout << table.Render(width);
   if (jobs.empty()) std::cout << "(no jobs)\n";
 }
 
@@ -85,7 +87,7 @@ std::vector<JobSummary> JobsFrom(const json& a) {
 int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mode) {
   const std::string cmd = list_mode ? "list" : "status";
   std::vector<std::string> jobs;
-  bool json_out = false, all = false;
+  bool json_out = false, all = false, wide = false;
   ArgParser p("ckprof " + cmd,
               list_mode ? "List the daemon's jobs: active ones, or all with --all."
                         : "Show jobs (JOB...), or every job the daemon knows. A job that does "
@@ -96,6 +98,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   if (!list_mode) p.Positionals("JOB", &jobs, false, "job ids");
   if (list_mode) p.Flag("--all", &all, "include finished and cancelled jobs");
   p.Flag("--json", &json_out, "print JSON for scripts");
+  p.Flag("--wide", &wide, "never shorten a name or an owner (the table fits the terminal otherwise)");
   if (auto code = p.Parse(args)) return *code;
   std::vector<int64_t> ids;
   for (const auto& text : jobs) {
@@ -112,7 +115,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     if (json_out) {
       std::cout << a.value("jobs", json::array()).dump(2) << "\n";
     } else {
-      PrintJobTable(JobsFrom(a));
+      PrintJobTable(JobsFrom(a), TerminalWidth(wide));
     }
     return 0;
   }
@@ -141,7 +144,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     if (auto s = JobSummaryFromJson(j); s) summaries.push_back(*s);
   }
   if (summaries.empty()) return worst;
-  PrintJobTable(summaries);
+  PrintJobTable(summaries, TerminalWidth(wide));
   for (const auto& s : summaries) {
     if (summaries.size() > 1) std::cout << "\njob " << s.id << ":\n";
     PrintJobDetails(s);

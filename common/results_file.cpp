@@ -157,19 +157,21 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width) {
   });
   // The problem and the kernel (or the reason it failed) give way to fit the width; the
   // numbers never do.
-  TextTable table({{"rank", true},
+  TextTable table({{"task", true},
+                   {"rank", true},
                    {"op"},
-                   {"problem", false, true, 16},
+                   {"problem", false, true, 12},
                    {"outcome"},
                    {"ms", true},
                    {"TFlops", true},
                    {"GB/s", true},
-                   {"best kernel", false, true, 16}});
+                   {"best kernel", false, true, 12}});
   for (const TaskResult* t : ordered) {
     std::string problem = t->description;
     if (auto colon = problem.find(": "); colon != std::string::npos) problem = problem.substr(colon + 2);
     const bool ok = t->ok();
-    table.AddRow({std::to_string(t->priority_rank), ShortOp(t->operation), problem, t->state,
+    table.AddRow({"#" + std::to_string(t->position), std::to_string(t->priority_rank),
+                  ShortOp(t->operation), problem, t->state,
                   ok ? FormatNumber(t->avg_ms, 5) : "-", ok ? FormatNumber(t->tflops, 4) : "-",
                   ok ? FormatNumber(t->gbps, 4) : "-", ok ? t->best_name : t->error});
   }

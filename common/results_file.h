@@ -33,7 +33,8 @@ std::string LocalTimestamp();
 // One header row, then one row per task in position order; RFC 4180 quoting.
 std::string ResultsCsv(const std::vector<TaskResult>& tasks);
 
-// Ranked by priority_rank: rank, op, problem, outcome, best kernel, ms, TFlops, GB/s.
+// Ranked by priority_rank: the task (#N, its place in the job), rank, op, problem, outcome,
+// ms, TFlops, GB/s and the best kernel (or why there is none).
 // `width` bounds the line length: the problem and the kernel name are shortened with "..."
 // to fit; 0 = unlimited (nothing is cut).
 std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width = 0);

@@ -13,10 +13,12 @@
 #include <chrono>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "common/ck_config.h"
 #include "common/file_util.h"
 #include "common/json_util.h"
+#include "common/text_table.h"
 #include "tests/reliability_util.h"
 #include "tests/test_util.h"
 
@@ -620,6 +622,37 @@ TEST_F(ClientTest, EndedEtaResumeAndSeveralJobs) {
   EXPECT_EQ((*ParseJson(Ckprof({"status", done, "--json"}).out))["state"], "finished");
   EXPECT_EQ(Ckprof({"wait", hung}).exit_code, 1);
   EXPECT_EQ((*ParseJson(Ckprof({"status", hung, "--json"}).out))["state"], "cancelled");
+}
+
+// Issue 17.15: list and results fit the terminal (COLUMNS, as stdout is a pipe here): a long
+// job name and the kernel name give way, the numbers do not; --wide shows them whole.
+TEST_F(ClientTest, ListAndResultsFitTheWidthAndWideShowsEverything) {
+  StartDaemon();
+  const std::string name = "resnet50-channels-last-bf16-sweep-of-the-night-" + std::string(30, 'x');
+  const std::string job = Submit(kSampleConfig, {"--name", name});
+  ASSERT_FALSE(job.empty());
+  ASSERT_EQ(Ckprof({"wait", job}).exit_code, 0);
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"list", "--all"}, {"results", job, "--format", "table"}}) {
+    CommandResult fitted = Ckprof(cmd, {"COLUMNS=80"});
+    ASSERT_EQ(fitted.exit_code, 0) << fitted.err;
+    std::istringstream lines(fitted.out);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find(" task(s)") != std::string::npos) continue;  // the summary line
+      EXPECT_LE(DisplayWidth(line), 80u) << cmd[0] << ": " << line;
+    }
+    std::vector<std::string> wide_cmd = cmd;
+    wide_cmd.push_back("--wide");
+    CommandResult wide = Ckprof(wide_cmd, {"COLUMNS=80"});
+    ASSERT_EQ(wide.exit_code, 0) << wide.err;
+    if (cmd[0] == "list") {
+      EXPECT_EQ(fitted.out.find(name), std::string::npos) << fitted.out;
+      EXPECT_NE(wide.out.find(name), std::string::npos) << wide.out;
+    } else {
+      EXPECT_EQ(wide.out.find("..."), std::string::npos) << wide.out;
+      EXPECT_NE(wide.out.find("#1"), std::string::npos) << wide.out;
+    }
+  }
 }
 
 // Issue 17.10: the global --socket goes before or after the command; without a value it says so.
