@@ -60,7 +60,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // The daemon we started, stopped by Die too (std::exit runs no destructors).
 pid_t g_daemon_pid = -1;
@@ -122,7 +124,7 @@ double StatusMiB(pid_t pid, const std::string& field) {
 struct Common {
   std::string ckprofd, emulator, dir, configs;
   int gpus = 8;
-  int nice = 0;  // the daemon's nice value (systemd/ckprofd.service: Nice=-5)
+  int nice = 0;       // the daemon's nice value (systemd/ckprofd.service: Nice=-5)
   std::string order;  // the job's task order (ckprof submit --order)
   std::vector<std::string> env;
 };
@@ -134,10 +136,17 @@ class Daemon {
     std::filesystem::create_directories(dir_);
     auto notify = ckprof::NotifySocket::Bind(dir_ + "/notify.sock");
     if (!notify) Die(notify.error());
-    std::vector<std::string> argv = {c.ckprofd,        "--socket",    socket(),
-                                     "--state-dir",    state_dir(),   "--gpus",
-                                     "0-" + std::to_string(c.gpus - 1), "--profiler-path",
-                                     c.emulator,       "--log-level", "warn"};
+    std::vector<std::string> argv = {c.ckprofd,
+                                     "--socket",
+                                     socket(),
+                                     "--state-dir",
+                                     state_dir(),
+                                     "--gpus",
+                                     "0-" + std::to_string(c.gpus - 1),
+                                     "--profiler-path",
+                                     c.emulator,
+                                     "--log-level",
+                                     "warn"};
     ckprof::DaemonProcessSpec spec;
     spec.argv = std::move(argv);
     spec.env = ckprof::EnvironmentForDaemon();
@@ -280,8 +289,7 @@ int RunMode(const Common& c) {
   return 0;
 }
 
-int ScaleMode(const Common& c, int clients, int poll_ms, double poll_seconds,
-              double idle_seconds) {
+int ScaleMode(const Common& c, int clients, int poll_ms, double poll_seconds, double idle_seconds) {
   const std::string content = ReadAll(c.configs);
   Daemon d(c);
   const double rss_start = StatusMiB(d.pid(), "VmRSS");
@@ -411,23 +419,36 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) Die(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--ckprofd") c.ckprofd = value();
-    else if (a == "--emulator") c.emulator = value();
-    else if (a == "--dir") c.dir = value();
-    else if (a == "--configs") c.configs = value();
-    else if (a == "--gpus") c.gpus = std::atoi(value().c_str());
-    else if (a == "--env") c.env.push_back(value());
+    if (a == "--ckprofd")
+      c.ckprofd = value();
+    else if (a == "--emulator")
+      c.emulator = value();
+    else if (a == "--dir")
+      c.dir = value();
+    else if (a == "--configs")
+      c.configs = value();
+    else if (a == "--gpus")
+      c.gpus = std::atoi(value().c_str());
+    else if (a == "--env")
+      c.env.push_back(value());
     else if (a == "--nice")
       c.nice = std::atoi(value().c_str());
     else if (a == "--order")
       c.order = value();
-    else if (a == "--profiler") profiler = value();
-    else if (a == "--out") out = value();
-    else if (a == "--clients") clients = std::atoi(value().c_str());
-    else if (a == "--poll-ms") poll_ms = std::atoi(value().c_str());
-    else if (a == "--poll-seconds") poll_seconds = std::atof(value().c_str());
-    else if (a == "--idle-seconds") idle_seconds = std::atof(value().c_str());
-    else Die("unknown option " + a);
+    else if (a == "--profiler")
+      profiler = value();
+    else if (a == "--out")
+      out = value();
+    else if (a == "--clients")
+      clients = std::atoi(value().c_str());
+    else if (a == "--poll-ms")
+      poll_ms = std::atoi(value().c_str());
+    else if (a == "--poll-seconds")
+      poll_seconds = std::atof(value().c_str());
+    else if (a == "--idle-seconds")
+      idle_seconds = std::atof(value().c_str());
+    else
+      Die("unknown option " + a);
   }
   signal(SIGPIPE, SIG_IGN);
   if (mode == "commands") return CommandsMode(c.configs, profiler, out);

@@ -114,7 +114,8 @@ int main(int argc, char** argv) {
       cargv.push_back(nullptr);
       const auto now = Clock::now();
       if (slot_used[slot]) {
-        gaps_ms.push_back(std::chrono::duration<double, std::milli>(now - slot_freed[slot]).count());
+        gaps_ms.push_back(
+            std::chrono::duration<double, std::milli>(now - slot_freed[slot]).count());
       }
       pid_t pid;
       int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), slot_envp[slot].data());

@@ -53,8 +53,7 @@ void ArgParser::Option(std::string name, std::string* target, std::string metava
                         nullptr, false, false});
 }
 
-void ArgParser::Positional(std::string name, std::string* target, bool required,
-                           std::string help) {
+void ArgParser::Positional(std::string name, std::string* target, bool required, std::string help) {
   specs_.push_back(
       Spec{std::move(name), "", std::move(help), nullptr, target, nullptr, required, true});
 }

@@ -94,7 +94,8 @@ std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cm
     int64_t v = std::stoll(text);
     if (v > 0) return v;
   }
-  PrintError(cmd, "JOB must be a job id (a positive integer, see 'ckprof list'), got '" + text + "'");
+  PrintError(cmd,
+             "JOB must be a job id (a positive integer, see 'ckprof list'), got '" + text + "'");
   return std::nullopt;
 }
 

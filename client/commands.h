@@ -16,16 +16,16 @@ struct GlobalOptions {
 
 using Args = std::vector<std::string>;
 
-int RunConvertCommand(const Args& args);                                  // convert_cmd.cpp
-int RunSubmitCommand(const GlobalOptions& global, const Args& args);     // submit_cmd.cpp
+int RunConvertCommand(const Args& args);                              // convert_cmd.cpp
+int RunSubmitCommand(const GlobalOptions& global, const Args& args);  // submit_cmd.cpp
 int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mode);
-int RunGpusCommand(const GlobalOptions& global, const Args& args);       // status_cmd.cpp
+int RunGpusCommand(const GlobalOptions& global, const Args& args);                // status_cmd.cpp
 int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent);  // watch_cmd.cpp
-int RunResultsCommand(const GlobalOptions& global, const Args& args);    // results_cmd.cpp
-int RunPingCommand(const GlobalOptions& global, const Args& args);       // control_cmd.cpp
+int RunResultsCommand(const GlobalOptions& global, const Args& args);             // results_cmd.cpp
+int RunPingCommand(const GlobalOptions& global, const Args& args);                // control_cmd.cpp
 int RunGpuActionCommand(const GlobalOptions& global, const Args& args, bool drain);
-int RunRunCommand(const GlobalOptions& global, const Args& args);        // run_cmd.cpp
-int RunCompareCommand(const GlobalOptions& global, const Args& args);    // compare_cmd.cpp
+int RunRunCommand(const GlobalOptions& global, const Args& args);      // run_cmd.cpp
+int RunCompareCommand(const GlobalOptions& global, const Args& args);  // compare_cmd.cpp
 
 int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestType type);
 

@@ -63,8 +63,8 @@ std::string DataTypeName(const std::string& op, int64_t v) {
   static const std::map<int64_t, const char*> bwd_data = {
       {0, "fp32"}, {1, "fp16"}, {2, "bf16"}, {3, "tf32"}};
   static const std::map<int64_t, const char*> bwd_weight = {
-      {0, "fp32"}, {1, "fp16"}, {2, "bf16 with fp32 weights"}, {4, "int8"}, {5, "bf16"},
-      {6, "tf32"}};
+      {0, "fp32"}, {1, "fp16"}, {2, "bf16 with fp32 weights"},
+      {4, "int8"}, {5, "bf16"}, {6, "tf32"}};
   const auto& names = op == "bwd_weight" ? bwd_weight : op == "bwd_data" ? bwd_data : fwd;
   auto it = names.find(v);
   return it != names.end() ? it->second : "data_type " + std::to_string(v);
@@ -331,8 +331,8 @@ std::vector<std::string> TypeWarnings(const std::vector<Row>& rows, const Side& 
   std::string what;
   if (types) what = "data type (A: " + a_type + "; B: " + b_type + ")";
   if (layouts) {
-    what += (what.empty() ? "" : " and ") + std::string("layout (A: ") + a_layout + "; B: " +
-            b_layout + ")";
+    what += (what.empty() ? "" : " and ") + std::string("layout (A: ") + a_layout +
+            "; B: " + b_layout + ")";
   }
   std::string w = "A and B differ in " + what;
   const int64_t differing = std::max(type_differs, layout_differs);

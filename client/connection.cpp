@@ -42,7 +42,8 @@ std::string AccessAdvice(const std::string& path) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     return "ckprofd runs, but you may not use it: its socket (mode " + std::string(mode) +
-           ", owner " + UserName(st.st_uid) + ") admits no group; ask ckprofd's administrator "
+           ", owner " + UserName(st.st_uid) +
+           ") admits no group; ask ckprofd's administrator "
            "for access (socket_mode and socket_group in its config)";
   }
   // The socket cannot even be looked at: the first directory on the way that may not be
@@ -55,7 +56,8 @@ std::string AccessAdvice(const std::string& path) {
       return "ckprofd's directory " + dir + " is closed to you: ask to join group " +
              GroupName(st.st_gid) + " (the directory's group; log in again after joining)";
     }
-    return "ckprofd's directory " + dir + " is closed to you: ask ckprofd's administrator for "
+    return "ckprofd's directory " + dir +
+           " is closed to you: ask ckprofd's administrator for "
            "access";
   }
   return "you may not use ckprofd's socket: ask ckprofd's administrator for access";
@@ -102,7 +104,8 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path) {
   hello.protocol = kProtocolVersion;
   hello.client = std::string("ckprof ") + kVersion;
   auto answer = c->Call(hello);
-  if (!answer) return MakeError("ckprofd at " + path + " refused the connection: " + answer.error());
+  if (!answer)
+    return MakeError("ckprofd at " + path + " refused the connection: " + answer.error());
   c->hello_ = *answer;
   return c;
 }

@@ -5,9 +5,8 @@
 
 #include <functional>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/protocol.h"
 #include "common/result.h"

@@ -81,7 +81,8 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
   if (type == RequestType::kRetry) {
     std::cout << "job " << *id << ": " << a.value("requeued", 0) << " task(s) requeued\n";
   }
-  if (type == RequestType::kBoost) std::cout << "job " << *id << ": priority " << r.priority << "\n";
+  if (type == RequestType::kBoost)
+    std::cout << "job " << *id << ": priority " << r.priority << "\n";
   return 0;
 }
 

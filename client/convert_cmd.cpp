@@ -82,9 +82,9 @@ int RunConvertCommand(const Args& args) {
                    kDetails);
   parser.Positional("INPUT", &input, false,
                     "input file, - for stdin (default: " + std::string(kDefaultInput) + ")");
-  parser.Positional("OUTPUT", &output, false,
-                    "configs file to write, - for stdout (default: " +
-                        std::string(kDefaultOutput) + ")");
+  parser.Positional(
+      "OUTPUT", &output, false,
+      "configs file to write, - for stdout (default: " + std::string(kDefaultOutput) + ")");
   parser.Option("--data-type", &data_type, "TYPE",
                 "auto, fp16, bf16 or fp32, in any case (default: auto, from the input tensor's "
                 "dtype)");

@@ -73,7 +73,7 @@ InterruptGuard::~InterruptGuard() {
   if (s.signal_fd >= 0) close(s.signal_fd);
   if (s.stop_fd >= 0) close(s.stop_fd);
   pthread_sigmask(SIG_SETMASK, &s.old_mask, nullptr);  // signals still pending arrive now
-  if (s.pending) raise(s.pending);                      // and one the guard took, too
+  if (s.pending) raise(s.pending);                     // and one the guard took, too
 }
 
 void InterruptGuard::WaitIfInterrupted() {

@@ -1,9 +1,9 @@
 #include "client/local_daemon.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
-#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -144,7 +144,8 @@ Result<pid_t> StartDaemonProcess(const DaemonProcessSpec& spec) {
     }
     if (spec.fsize_limit >= 0) {
       signal(SIGXFSZ, SIG_IGN);  // inherited through exec: writes fail with EFBIG instead
-      const rlimit lim{static_cast<rlim_t>(spec.fsize_limit), static_cast<rlim_t>(spec.fsize_limit)};
+      const rlimit lim{static_cast<rlim_t>(spec.fsize_limit),
+                       static_cast<rlim_t>(spec.fsize_limit)};
       if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(126);
     }
     if (spec.gid >= 0) {
@@ -261,8 +262,9 @@ Result<std::unique_ptr<LocalDaemon>> LocalDaemon::Spawn(const LocalDaemonOptions
   d->notify_.emplace(std::move(*notify));
   std::string gpus = o.gpus.empty() ? "auto" : o.gpus;
   d->gpus_ = gpus;
-  std::vector<std::string> argv = {FindDaemonBinary(), "--socket", d->socket_, "--state-dir",
-                                   d->dir_ + "/state", "--gpus", gpus, "--log-level", "warn"};
+  std::vector<std::string> argv = {
+      FindDaemonBinary(), "--socket", d->socket_,    "--state-dir", d->dir_ + "/state",
+      "--gpus",           gpus,       "--log-level", "warn"};
   if (!o.profiler_path.empty()) argv.insert(argv.end(), {"--profiler-path", o.profiler_path});
   if (!o.pin_env.empty()) argv.insert(argv.end(), {"--pin-env", o.pin_env});
   if (!o.timeout.empty()) argv.insert(argv.end(), {"--timeout", o.timeout});

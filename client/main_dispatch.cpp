@@ -72,13 +72,12 @@ std::string TopHelp() {
     name.resize(12, ' ');
     s += "  " + name + c.summary + "\n";
   }
-  s +=
-      "\nglobal options (before or after the command):\n"
-      "  --socket PATH  the daemon's socket (default: $CKPROF_SOCKET, else\n"
-      "                 /run/ckprofd/ckprofd.sock)\n"
-      "  --version      print the version and exit\n"
-      "  -h, --help     show this help\n\n"
-      "'ckprof COMMAND --help' shows a command's options and an example.\n";
+  s += "\nglobal options (before or after the command):\n"
+       "  --socket PATH  the daemon's socket (default: $CKPROF_SOCKET, else\n"
+       "                 /run/ckprofd/ckprofd.sock)\n"
+       "  --version      print the version and exit\n"
+       "  -h, --help     show this help\n\n"
+       "'ckprof COMMAND --help' shows a command's options and an example.\n";
   return s;
 }
 

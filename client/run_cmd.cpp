@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <mutex>
 #include <iostream>
+#include <mutex>
 #include <regex>
 #include <set>
 
@@ -57,8 +57,9 @@ void PrintTaskLine(const TaskResult& t, int64_t done, int64_t total) {
 }
 
 void PrintSummary(const ResultStats& s, const std::string& saved_to) {
-  std::cout << "\n" << std::string(60, '=') << "\nProfiling summary\n" << std::string(60, '=')
-            << "\n"
+  std::cout << "\n"
+            << std::string(60, '=') << "\nProfiling summary\n"
+            << std::string(60, '=') << "\n"
             << "Total configs:      " << s.total << "\n"
             << "  ✓ Successful:     " << s.success << "\n"
             << "  ✗ Failed:         " << s.failed;
@@ -85,7 +86,8 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
       "ckprof run",
       "Run the CK profiler for every config of CONFIG_FILE and save the results: the original "
       "run_ck_profiler.py workflow, run on ckprofd's GPUs.",
-      "CONFIG_FILE is a configs file from 'ckprof convert' (ck_profiler_configs.json); a replay-IR\n"
+      "CONFIG_FILE is a configs file from 'ckprof convert' (ck_profiler_configs.json); a "
+      "replay-IR\n"
       "list or a PyTorch trace is converted first. Without --local, the configs run on the\n"
       "daemon at --socket/$CKPROF_SOCKET; with --local (or --dry-run) no daemon is needed: a\n"
       "private ckprofd runs them on --gpus and stops afterwards. Exit 1 if any config failed.\n"
@@ -145,7 +147,8 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
       return 1;
     }
     std::vector<CkConfig>& configs = conv->configs;
-    if (max > 0 && configs.size() > static_cast<size_t>(max)) configs.resize(static_cast<size_t>(max));
+    if (max > 0 && configs.size() > static_cast<size_t>(max))
+      configs.resize(static_cast<size_t>(max));
     std::string note;
     ProfilerTarget target = ResolveOrAssumeProfiler(profiler, &note);
     if (!quiet) std::cout << "Dry run: " << configs.size() << " config(s); " << note << "\n";
@@ -153,8 +156,9 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
     int64_t bad = 0;
     for (const auto& c : plan) {
       if (!quiet) {
-        std::cout << "[" << c.position << "/" << plan.size() << "] " << ShortOp(std::string(OperationTypeName(c.op)))
-                  << " (rank " << c.priority_rank << "): " << c.description << "\n";
+        std::cout << "[" << c.position << "/" << plan.size() << "] "
+                  << ShortOp(std::string(OperationTypeName(c.op))) << " (rank " << c.priority_rank
+                  << "): " << c.description << "\n";
       }
       if (c.argv.empty()) {
         ++bad;
@@ -278,7 +282,8 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   const int64_t total = conv.value("kept", int64_t{0});
   if (!quiet) {
     std::cout << "Running " << total << " config(s) as job " << job << " on "
-              << (local ? "a private ckprofd (GPUs " + daemon->gpus() + ")" : "ckprofd at " + socket)
+              << (local ? "a private ckprofd (GPUs " + daemon->gpus() + ")"
+                        : "ckprofd at " + socket)
               << "\n\n"
               << std::flush;  // shown at once also when piped (| tee log)
   }

@@ -39,11 +39,12 @@ void PrintJobTable(const std::vector<JobSummary>& jobs, size_t width) {
   for (const auto& j : jobs) {
     // A cancelled job: how many of its tasks ran.
     const int64_t done = j.state == "cancelled" ? j.counts().ran() : j.done();
-    table.AddRow({std::to_string(j.id), j.owner, j.name, j.state,
-                  std::to_string(done) + "/" + std::to_string(j.total),
-                  std::to_string(j.succeeded) + "/" + std::to_string(j.counts().ran() - j.succeeded),
-                  GpuList(j.gpus_in_use), FormatAge(j.submitted_at),
-                  j.eta_s < 0 ? "-" : FormatDuration(j.eta_s)});
+    table.AddRow(
+        {std::to_string(j.id), j.owner, j.name, j.state,
+         std::to_string(done) + "/" + std::to_string(j.total),
+         std::to_string(j.succeeded) + "/" + std::to_string(j.counts().ran() - j.succeeded),
+         GpuList(j.gpus_in_use), FormatAge(j.submitted_at),
+         j.eta_s < 0 ? "-" : FormatDuration(j.eta_s)});
   }
   std::cout << table.Render(width);
   if (jobs.empty()) std::cout << "(no jobs)\n";
@@ -69,8 +70,8 @@ void PrintJobDetails(const JobSummary& s) {
   std::cout << "gpus: " << (s.allowed_gpus.empty() ? "any" : GpuList(s.allowed_gpus))
             << (s.max_gpus > 0 ? ", at most " + std::to_string(s.max_gpus) + " at once" : "")
             << "\n";
-  std::cout << "timeout: "
-            << (s.timeout_s > 0 ? FormatDuration(s.timeout_s) + " per task" : "none") << "\n";
+  std::cout << "timeout: " << (s.timeout_s > 0 ? FormatDuration(s.timeout_s) + " per task" : "none")
+            << "\n";
   std::cout << "not before: " << (s.not_before > 0 ? ClockTime(s.not_before) : "-") << "\n";
 }
 
@@ -98,7 +99,8 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   if (!list_mode) p.Positionals("JOB", &jobs, false, "job ids");
   if (list_mode) p.Flag("--all", &all, "include finished and cancelled jobs");
   p.Flag("--json", &json_out, "print JSON for scripts");
-  p.Flag("--wide", &wide, "never shorten a name or an owner (the table fits the terminal otherwise)");
+  p.Flag("--wide", &wide,
+         "never shorten a name or an owner (the table fits the terminal otherwise)");
   if (auto code = p.Parse(args)) return *code;
   std::vector<int64_t> ids;
   for (const auto& text : jobs) {
@@ -178,8 +180,8 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
   for (const auto& g : a["gpus"]) {
     auto gi = GpuInfoFromJson(g);
     if (!gi) continue;
-    std::string state = gi->drained ? (gi->task_id ? "draining" : "drained")
-                                     : (gi->task_id ? "busy" : "idle");
+    std::string state =
+        gi->drained ? (gi->task_id ? "draining" : "drained") : (gi->task_id ? "busy" : "idle");
     if (!gi->task_id && !gi->held_by.empty()) state = "waiting";
     std::cout << Pad(std::to_string(gi->index), 4, true) << "  " << Pad(state, 9) << " "
               << Pad(gi->job_id ? std::to_string(gi->job_id) : "-", 6, true) << " "

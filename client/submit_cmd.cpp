@@ -28,8 +28,8 @@ std::optional<double> ParseTime(const std::string& text) {
   static const std::regex unix_s(R"(\d{9,11})");
   if (std::regex_match(text, unix_s)) return std::stod(text);
   std::tm tm{};
-  for (const char* fmt : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M",
-                          "%Y-%m-%d %H:%M"}) {
+  for (const char* fmt :
+       {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"}) {
     tm = std::tm{};
     const char* end = strptime(text.c_str(), fmt, &tm);
     if (end && *end == '\0') {
@@ -40,22 +40,23 @@ std::optional<double> ParseTime(const std::string& text) {
   return std::nullopt;
 }
 
-
 }  // namespace
 
 int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   std::string input, name, priority, gpus, max_gpus, not_before, timeout, max_ops, profiler,
       data_type, layout, order;
   bool dry_run = false, json_out = false;
-  ArgParser p("ckprof submit", "Submit a job to ckprofd: every convolution of INPUT becomes CK "
-              "profiler runs, queued fairly on the daemon's GPUs.",
-              "INPUT may be a replay-IR list (conv_repros_ir.json), a PyTorch profiler trace\n"
-              "(plain or .gz) or a CK configs file (ck_profiler_configs.json); ckprofd converts it.\n"
-              "Prints the job id; follow it with 'ckprof watch JOB'.\n\n"
-              "example:\n"
-              "  ckprof submit conv_repros_ir.json --name resnet-bf16 --profiler-path "
-              "/opt/ck/build/bin\n"
-              "  ckprof submit trace.json.gz --gpus 0-3 --max-gpus 2 --not-before +2h");
+  ArgParser p(
+      "ckprof submit",
+      "Submit a job to ckprofd: every convolution of INPUT becomes CK "
+      "profiler runs, queued fairly on the daemon's GPUs.",
+      "INPUT may be a replay-IR list (conv_repros_ir.json), a PyTorch profiler trace\n"
+      "(plain or .gz) or a CK configs file (ck_profiler_configs.json); ckprofd converts it.\n"
+      "Prints the job id; follow it with 'ckprof watch JOB'.\n\n"
+      "example:\n"
+      "  ckprof submit conv_repros_ir.json --name resnet-bf16 --profiler-path "
+      "/opt/ck/build/bin\n"
+      "  ckprof submit trace.json.gz --gpus 0-3 --max-gpus 2 --not-before +2h");
   p.Positional("INPUT", &input, true, "the file to profile, - for stdin (plain or gzipped)");
   p.Option("--name", &name, "N", "job name (default: the file name)");
   p.Option("--priority", &priority, "P",
@@ -74,7 +75,8 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
            "daemon's)");
   p.Option("--data-type", &data_type, "T",
            "auto|fp16|bf16|fp32, in any case (default auto: from the tensors)");
-  p.Option("--layout", &layout, "L", "auto|nchw|nhwc, in any case (default auto: from the strides)");
+  p.Option("--layout", &layout, "L",
+           "auto|nchw|nhwc, in any case (default auto: from the strides)");
   p.Flag("--dry-run", &dry_run, "print the CK command lines; run and store nothing");
   p.Flag("--json", &json_out, "print the daemon's answer as JSON");
   if (auto code = p.Parse(args)) return *code;
@@ -196,9 +198,9 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   const int64_t job = a.value("job_id", int64_t{0});
   std::cerr << "submitted job " << job << ": " << conv.value("kept", 0) << " profiler run(s) from "
             << conv.value("records", 0) << " record(s) of a " << conv.value("format", "")
-            << (conv.value("skipped", 0) ? ", " + std::to_string(conv.value("skipped", 0)) +
-                                               " skipped"
-                                         : std::string())
+            << (conv.value("skipped", 0)
+                    ? ", " + std::to_string(conv.value("skipped", 0)) + " skipped"
+                    : std::string())
             << "\n";
   std::cout << job << "\n";
   return 0;

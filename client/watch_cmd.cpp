@@ -124,8 +124,7 @@ class ProgressView {
     std::string why;
     if (auto conn = Connection::Open(socket_); !conn) {
       why = conn.error();
-    } else if (auto tasks = FetchResults(**conn, job_id_, /*with_output=*/false, nullptr);
-               !tasks) {
+    } else if (auto tasks = FetchResults(**conn, job_id_, /*with_output=*/false, nullptr); !tasks) {
       why = tasks.error();
     } else {
       for (auto& t : *tasks) {

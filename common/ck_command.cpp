@@ -28,14 +28,16 @@ Result<std::vector<std::string>> BuildProfilerArgs(const CkConfig& c) {
   struct ListField {
     const char* name;
     const std::vector<int64_t>* values;
-  } lists[] = {{"filter_spatial", &c.filter_spatial}, {"input_spatial", &c.input_spatial},
-               {"strides", &c.strides},               {"dilations", &c.dilations},
-               {"left_pads", &c.left_pads},           {"right_pads", &c.right_pads}};
+  } lists[] = {{"filter_spatial", &c.filter_spatial},
+               {"input_spatial", &c.input_spatial},
+               {"strides", &c.strides},
+               {"dilations", &c.dilations},
+               {"left_pads", &c.left_pads},
+               {"right_pads", &c.right_pads}};
   for (const auto& f : lists) {
     if (static_cast<int>(f.values->size()) != nd) {
-      return MakeError(Who(c) + ": field " + f.name + " has " +
-                       std::to_string(f.values->size()) + " entries but num_dim_spatial is " +
-                       std::to_string(nd));
+      return MakeError(Who(c) + ": field " + f.name + " has " + std::to_string(f.values->size()) +
+                       " entries but num_dim_spatial is " + std::to_string(nd));
     }
   }
   std::vector<std::string> a;

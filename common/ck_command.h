@@ -5,10 +5,9 @@
 // Plain functions; any thread. They never touch the file system.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/ck_config.h"
 #include "common/profiler_path.h"

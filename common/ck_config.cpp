@@ -61,8 +61,8 @@ Result<int64_t> GetInt(const json& obj, std::string_view key, size_t index, std:
   return v;
 }
 
-Result<std::vector<int64_t>> GetList(const json& obj, std::string_view key, size_t index,
-                                     int nd, int64_t min) {
+Result<std::vector<int64_t>> GetList(const json& obj, std::string_view key, size_t index, int nd,
+                                     int64_t min) {
   const std::string field = "profiler_args." + std::string(key);
   auto it = obj.find(key);
   if (it == obj.end()) return MakeError(Where(index, field) + " is missing");
@@ -95,9 +95,12 @@ constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();
 
 std::string_view OperationTypeName(ConvOp op) {
   switch (op) {
-    case ConvOp::kFwd: return "profile_grouped_conv_fwd";
-    case ConvOp::kBwdData: return "profile_grouped_conv_bwd_data";
-    case ConvOp::kBwdWeight: return "profile_grouped_conv_bwd_weight";
+    case ConvOp::kFwd:
+      return "profile_grouped_conv_fwd";
+    case ConvOp::kBwdData:
+      return "profile_grouped_conv_bwd_data";
+    case ConvOp::kBwdWeight:
+      return "profile_grouped_conv_bwd_weight";
   }
   return "";
 }
@@ -106,9 +109,12 @@ std::string_view CkOperationName(ConvOp op) { return OperationTypeName(op).subst
 
 std::string_view ShortOpName(ConvOp op) {
   switch (op) {
-    case ConvOp::kFwd: return "fwd";
-    case ConvOp::kBwdData: return "bwd_data";
-    case ConvOp::kBwdWeight: return "bwd_weight";
+    case ConvOp::kFwd:
+      return "fwd";
+    case ConvOp::kBwdData:
+      return "bwd_data";
+    case ConvOp::kBwdWeight:
+      return "bwd_weight";
   }
   return "";
 }
@@ -124,9 +130,12 @@ std::optional<ConvOp> ParseOperationType(std::string_view name) {
 
 std::string_view DataTypeName(DataType t) {
   switch (t) {
-    case DataType::kFp32: return "fp32";
-    case DataType::kFp16: return "fp16";
-    case DataType::kBf16: return "bf16";
+    case DataType::kFp32:
+      return "fp32";
+    case DataType::kFp16:
+      return "fp16";
+    case DataType::kBf16:
+      return "bf16";
   }
   return "";
 }
@@ -148,9 +157,12 @@ std::optional<Layout> ParseLayoutName(std::string_view name) {
 
 int EncodeDataType(ConvOp op, DataType t) {
   switch (t) {
-    case DataType::kFp32: return 0;
-    case DataType::kFp16: return 1;
-    case DataType::kBf16: return op == ConvOp::kBwdWeight ? 5 : 2;
+    case DataType::kFp32:
+      return 0;
+    case DataType::kFp16:
+      return 1;
+    case DataType::kBf16:
+      return op == ConvOp::kBwdWeight ? 5 : 2;
   }
   return 1;
 }
@@ -206,9 +218,15 @@ double CkConfig::Bytes(int bytes_per_element) const {
 std::string Describe(const CkConfig& c) {
   std::string head;
   switch (c.op) {
-    case ConvOp::kFwd: head = "Forward conv: "; break;
-    case ConvOp::kBwdData: head = "Backward data conv: "; break;
-    case ConvOp::kBwdWeight: head = "Backward weight conv: "; break;
+    case ConvOp::kFwd:
+      head = "Forward conv: ";
+      break;
+    case ConvOp::kBwdData:
+      head = "Backward data conv: ";
+      break;
+    case ConvOp::kBwdWeight:
+      head = "Backward weight conv: ";
+      break;
   }
   return head + "G=" + std::to_string(c.G) + ", N=" + std::to_string(c.N) +
          ", K=" + std::to_string(c.K) + ", C=" + std::to_string(c.C) + ", " +
@@ -259,19 +277,19 @@ struct EnumValue {
 
 // ckProfiler's data_type and layout enums, per operation (ck-profiler.md).
 std::span<const EnumValue> DataTypeEnum(ConvOp op) {
-  static constexpr EnumValue kFwd[] = {{0, "fp32"}, {1, "fp16"}, {2, "bf16"}, {3, "int8"},
-                                       {8, "tf32"}};
+  static constexpr EnumValue kFwd[] = {
+      {0, "fp32"}, {1, "fp16"}, {2, "bf16"}, {3, "int8"}, {8, "tf32"}};
   static constexpr EnumValue kBwdData[] = {{0, "fp32"}, {1, "fp16"}, {2, "bf16"}, {3, "tf32"}};
-  static constexpr EnumValue kBwdWeight[] = {{0, "fp32"},
-                                             {1, "fp16"},
-                                             {2, "bf16 data, fp32 weights"},
-                                             {4, "int8"},
-                                             {5, "bf16"},
-                                             {6, "tf32"}};
+  static constexpr EnumValue kBwdWeight[] = {
+      {0, "fp32"}, {1, "fp16"}, {2, "bf16 data, fp32 weights"},
+      {4, "int8"}, {5, "bf16"}, {6, "tf32"}};
   switch (op) {
-    case ConvOp::kFwd: return kFwd;
-    case ConvOp::kBwdData: return kBwdData;
-    case ConvOp::kBwdWeight: return kBwdWeight;
+    case ConvOp::kFwd:
+      return kFwd;
+    case ConvOp::kBwdData:
+      return kBwdData;
+    case ConvOp::kBwdWeight:
+      return kBwdWeight;
   }
   return {};
 }
@@ -291,7 +309,8 @@ std::span<const EnumValue> LayoutEnum(ConvOp op) {
 }
 
 bool IsEnumValue(std::span<const EnumValue> values, int v) {
-  return std::any_of(values.begin(), values.end(), [v](const EnumValue& e) { return e.value == v; });
+  return std::any_of(values.begin(), values.end(),
+                     [v](const EnumValue& e) { return e.value == v; });
 }
 
 // "0 fp32, 1 fp16, 2 bf16".
@@ -324,11 +343,11 @@ Result<CkConfig> ConfigFromJsonImpl(const json& j, size_t index, json* metadata_
   CkConfig c;
   c.op = *op;
   const std::string_view p = "profiler_args.";
-#define CKPROF_GET_INT(target, key, lo, hi)                   \
-  do {                                                        \
-    auto r = GetInt(a, key, index, p, lo, hi);                \
-    if (!r) return Error{r.error()};                          \
-    target = static_cast<decltype(target)>(*r);               \
+#define CKPROF_GET_INT(target, key, lo, hi)     \
+  do {                                          \
+    auto r = GetInt(a, key, index, p, lo, hi);  \
+    if (!r) return Error{r.error()};            \
+    target = static_cast<decltype(target)>(*r); \
   } while (0)
   CKPROF_GET_INT(c.data_type, "data_type", 0, 64);
   CKPROF_GET_INT(c.layout, "layout", 0, 64);
@@ -336,9 +355,8 @@ Result<CkConfig> ConfigFromJsonImpl(const json& j, size_t index, json* metadata_
   // failure): refuse it here, with the values this operation has.
   if (!IsEnumValue(DataTypeEnum(c.op), c.data_type)) {
     return MakeError(Where(index, "profiler_args.data_type") + " is " +
-                     std::to_string(c.data_type) + ", which " +
-                     std::string(CkOperationName(c.op)) + " does not have (its data types: " +
-                     DescribeEnum(DataTypeEnum(c.op)) + ")");
+                     std::to_string(c.data_type) + ", which " + std::string(CkOperationName(c.op)) +
+                     " does not have (its data types: " + DescribeEnum(DataTypeEnum(c.op)) + ")");
   }
   if (!IsEnumValue(LayoutEnum(c.op), c.layout)) {
     return MakeError(Where(index, "profiler_args.layout") + " is " + std::to_string(c.layout) +
@@ -368,9 +386,12 @@ Result<CkConfig> ConfigFromJsonImpl(const json& j, size_t index, json* metadata_
     const char* key;
     std::vector<int64_t>* target;
     int64_t min;
-  } lists[] = {{"filter_spatial", &c.filter_spatial, 1}, {"input_spatial", &c.input_spatial, 1},
-               {"strides", &c.strides, 1},               {"dilations", &c.dilations, 1},
-               {"left_pads", &c.left_pads, 0},           {"right_pads", &c.right_pads, 0}};
+  } lists[] = {{"filter_spatial", &c.filter_spatial, 1},
+               {"input_spatial", &c.input_spatial, 1},
+               {"strides", &c.strides, 1},
+               {"dilations", &c.dilations, 1},
+               {"left_pads", &c.left_pads, 0},
+               {"right_pads", &c.right_pads, 0}};
   for (const auto& f : lists) {
     auto r = GetList(a, f.key, index, c.num_dim_spatial, f.min);
     if (!r) return Error{r.error()};

@@ -6,12 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/result.h"
 
@@ -31,12 +30,12 @@ std::optional<ConvOp> ParseOperationType(std::string_view name);
 
 // Element types, encoded differently per operation (see EncodeDataType).
 enum class DataType { kFp32, kFp16, kBf16 };
-std::string_view DataTypeName(DataType t);  // "fp32", "fp16", "bf16"
+std::string_view DataTypeName(DataType t);                         // "fp32", "fp16", "bf16"
 std::optional<DataType> ParseDataTypeName(std::string_view name);  // in any case: "FP16"
 
 // Tensor layouts we produce: PyTorch's NCHW with KCYX weights, or channels-last.
 enum class Layout { kNchw, kNhwc };
-std::string_view LayoutName(Layout l);  // "nchw", "nhwc"
+std::string_view LayoutName(Layout l);                         // "nchw", "nhwc"
 std::optional<Layout> ParseLayoutName(std::string_view name);  // in any case: "NHWC"
 
 // CK's per-operation enums: bf16 is 2 for fwd/bwd_data but 5 for bwd_weight; NCHW is 3, 3, 4

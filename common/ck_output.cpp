@@ -182,9 +182,8 @@ void CkOutputParser::Split(LineBuffer& buf, std::string_view chunk, OnLine on_li
 }
 
 void CkOutputParser::Feed(std::string_view chunk) {
-  Split(out_, chunk, [this](std::string_view line, bool truncated) {
-    OnStdoutLine(line, truncated);
-  });
+  Split(out_, chunk,
+        [this](std::string_view line, bool truncated) { OnStdoutLine(line, truncated); });
 }
 
 void CkOutputParser::FeedStderr(std::string_view chunk) {

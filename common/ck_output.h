@@ -23,8 +23,8 @@ namespace ckprof {
 
 // One `Perf:` line: an instance that supports the problem, and how fast it ran.
 struct InstancePerf {
-  std::string name;     // e.g. "DeviceGroupedConvFwdMultipleABD_Xdl_CShuffle<256, 128, ...>"
-  double avg_ms = 0;    // may be inf or nan when CK printed so
+  std::string name;   // e.g. "DeviceGroupedConvFwdMultipleABD_Xdl_CShuffle<256, 128, ...>"
+  double avg_ms = 0;  // may be inf or nan when CK printed so
   double tflops = 0;
   double gbps = 0;
   std::string split_k;  // backward ops: as printed, e.g. "4" or "4 (best occupancy)"; else empty
@@ -38,11 +38,11 @@ struct CkPerf {
   std::string best_name;  // without the " (instance i)" suffix
   double avg_ms = 0, tflops = 0, gbps = 0;
   std::string split_k;
-  int valids = -1;               // from "valids: N"; -1 when the output had no such line
-  int instances_found = -1;      // from the header "found N instances"; -1 when absent
-  int instances_tried = 0;       // Perf lines + "does not support this problem" lines
-  int instances_supported = 0;   // Perf lines
-  std::vector<InstancePerf> top;  // the k fastest (highest TFlops), best first
+  int valids = -1;                   // from "valids: N"; -1 when the output had no such line
+  int instances_found = -1;          // from the header "found N instances"; -1 when absent
+  int instances_tried = 0;           // Perf lines + "does not support this problem" lines
+  int instances_supported = 0;       // Perf lines
+  std::vector<InstancePerf> top;     // the k fastest (highest TFlops), best first
   bool verification_failed = false;  // "Error: Incorrect results!" (stdout or stderr)
   bool not_implemented = false;      // "this data_type & layout is not implemented"
   bool usage_printed = false;        // CK's help text: wrong argument count

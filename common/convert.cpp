@@ -661,10 +661,13 @@ std::string FormatConversionReport(const Conversion& c, bool quiet) {
                                  std::to_string(bwd_weight)};
   size_t width = 0;
   for (const auto& n : numbers) width = std::max(width, n.size());
-  const char* const labels[] = {"Total PyTorch operations:",   "  ✓ Converted:",
-                                 "  ⚠ Skipped:",                 "Total CK profiler configs:",
-                                 "  ✓ Forward convolutions:",    "  ✓ Backward data convolutions:",
-                                 "  ✓ Backward weight convolutions:"};
+  const char* const labels[] = {"Total PyTorch operations:",
+                                "  ✓ Converted:",
+                                "  ⚠ Skipped:",
+                                "Total CK profiler configs:",
+                                "  ✓ Forward convolutions:",
+                                "  ✓ Backward data convolutions:",
+                                "  ✓ Backward weight convolutions:"};
   // Columns on a terminal: code points (each mark here is one column), not bytes.
   auto columns = [](std::string_view text) {
     return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char ch) {

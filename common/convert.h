@@ -18,7 +18,7 @@
 
 #include "common/ck_config.h"
 #include "common/configs_writer.h"  // what a conversion is written as
-#include "common/conv_mapping.h"  // ConvertOptions
+#include "common/conv_mapping.h"    // ConvertOptions
 #include "common/result.h"
 
 namespace ckprof {

@@ -431,8 +431,8 @@ class GzipMemoryReader::Buffer : public std::streambuf {
       if (n > 0) {
         delivered_ += n;
         if (delivered_ > max_) {
-          status_ = MakeError("the gzip data inflates to more than " + std::to_string(max_) +
-                              " bytes");
+          status_ =
+              MakeError("the gzip data inflates to more than " + std::to_string(max_) + " bytes");
           break;
         }
         n = CompactWhitespace(out_.data(), n);

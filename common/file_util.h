@@ -67,8 +67,8 @@ class AtomicFileWriter {
 
 // A std::istream over gzipped JSON held in memory, inflated a chunk at a time: memory stays one
 // chunk however large the data inflates (runs of whitespace between JSON tokens are cut to one
-// character, since the JSON parser keeps every character of a gap). Stops with an error past `max_bytes` inflated (a gzip
-// bomb). `gz` must outlive the reader. Single-threaded.
+// character, since the JSON parser keeps every character of a gap). Stops with an error past
+// `max_bytes` inflated (a gzip bomb). `gz` must outlive the reader. Single-threaded.
 class GzipMemoryReader {
  public:
   GzipMemoryReader(std::string_view gz, uint64_t max_bytes);

@@ -37,7 +37,8 @@ Result<std::vector<int>> ParseGpuList(const std::string& text) {
   while (std::getline(ss, part, ',')) {
     std::smatch m;
     if (!std::regex_match(part, m, item)) {
-      return MakeError("GPU list \"" + text + "\" is not valid: use \"auto\", \"0,1,2\" or \"0-7\"");
+      return MakeError("GPU list \"" + text +
+                       "\" is not valid: use \"auto\", \"0,1,2\" or \"0-7\"");
     }
     int lo = std::stoi(m[1]), hi = m[2].matched ? std::stoi(m[2]) : lo;
     if (hi < lo || hi > 1023) return MakeError("GPU range \"" + part + "\" is not valid");

@@ -25,8 +25,8 @@ Result<JsonT> ParseImpl(std::string_view text, size_t max_depth) {
     auto pos = what.find(": ", what.find("parse error"));
     std::string reason = pos == std::string::npos ? what : what.substr(pos + 2);
     size_t offset = e.byte == 0 ? 0 : e.byte - 1;
-    return MakeError("not valid JSON at " + LineColumn(text, std::min(offset, text.size())) +
-                     ": " + reason);
+    return MakeError("not valid JSON at " + LineColumn(text, std::min(offset, text.size())) + ": " +
+                     reason);
   } catch (const std::exception& e) {
     return MakeError(std::string("not valid JSON: ") + e.what());
   }

@@ -7,23 +7,31 @@
 namespace ckprof {
 namespace {
 
-constexpr Outcome::Kind kAllKinds[] = {
-    Outcome::Kind::kSucceeded, Outcome::Kind::kUnsupported, Outcome::Kind::kFailed,
-    Outcome::Kind::kCrashed,   Outcome::Kind::kTimedOut,    Outcome::Kind::kCancelled,
-    Outcome::Kind::kInterrupted, Outcome::Kind::kSpawnFailed};
+constexpr Outcome::Kind kAllKinds[] = {Outcome::Kind::kSucceeded,   Outcome::Kind::kUnsupported,
+                                       Outcome::Kind::kFailed,      Outcome::Kind::kCrashed,
+                                       Outcome::Kind::kTimedOut,    Outcome::Kind::kCancelled,
+                                       Outcome::Kind::kInterrupted, Outcome::Kind::kSpawnFailed};
 
 }  // namespace
 
 std::string_view OutcomeKindName(Outcome::Kind k) {
   switch (k) {
-    case Outcome::Kind::kSucceeded: return "succeeded";
-    case Outcome::Kind::kUnsupported: return "unsupported";
-    case Outcome::Kind::kFailed: return "failed";
-    case Outcome::Kind::kCrashed: return "crashed";
-    case Outcome::Kind::kTimedOut: return "timed_out";
-    case Outcome::Kind::kCancelled: return "cancelled";
-    case Outcome::Kind::kInterrupted: return "interrupted";
-    case Outcome::Kind::kSpawnFailed: return "spawn_failed";
+    case Outcome::Kind::kSucceeded:
+      return "succeeded";
+    case Outcome::Kind::kUnsupported:
+      return "unsupported";
+    case Outcome::Kind::kFailed:
+      return "failed";
+    case Outcome::Kind::kCrashed:
+      return "crashed";
+    case Outcome::Kind::kTimedOut:
+      return "timed_out";
+    case Outcome::Kind::kCancelled:
+      return "cancelled";
+    case Outcome::Kind::kInterrupted:
+      return "interrupted";
+    case Outcome::Kind::kSpawnFailed:
+      return "spawn_failed";
   }
   return "unknown";
 }

@@ -69,8 +69,9 @@ std::string ProfilerTarget::Describe() const {
 
 Result<ProfilerTarget> ResolveProfiler(const std::string& path) {
   if (path.empty()) {
-    return MakeError("no profiler path given: expected the ckProfiler executable or a directory "
-                     "(such as build/bin) holding ckProfiler or profile_grouped_conv_* executables");
+    return MakeError(
+        "no profiler path given: expected the ckProfiler executable or a directory "
+        "(such as build/bin) holding ckProfiler or profile_grouped_conv_* executables");
   }
   const std::string abs = Absolute(path);
   struct stat st;

@@ -26,7 +26,8 @@ struct ProfilerTarget {
   std::array<bool, 3> has_op = {true, true, true};
 
   // "ckProfiler /opt/ck/bin/ckProfiler" or "per-operation executables in /ck/build/bin
-  // (profile_grouped_conv_fwd, profile_grouped_conv_bwd_data; missing profile_grouped_conv_bwd_weight)".
+  // (profile_grouped_conv_fwd, profile_grouped_conv_bwd_data; missing
+  // profile_grouped_conv_bwd_weight)".
   std::string Describe() const;
   bool Supports(ConvOp op) const { return has_op[static_cast<size_t>(op)]; }
   // The executable that runs `op`: `path` for kCkProfiler, path/profile_grouped_conv_<op> else.

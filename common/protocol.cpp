@@ -24,12 +24,12 @@ struct TypeName {
   const char* name;
 };
 constexpr TypeName kTypeNames[] = {
-    {RequestType::kHello, "hello"},     {RequestType::kPing, "ping"},
-    {RequestType::kSubmit, "submit"},   {RequestType::kStatus, "status"},
-    {RequestType::kList, "list"},       {RequestType::kResults, "results"},
-    {RequestType::kCancel, "cancel"},   {RequestType::kRetry, "retry"},
-    {RequestType::kWatch, "watch"},     {RequestType::kGpus, "gpus"},
-    {RequestType::kDrain, "drain"},     {RequestType::kResume, "resume"},
+    {RequestType::kHello, "hello"},   {RequestType::kPing, "ping"},
+    {RequestType::kSubmit, "submit"}, {RequestType::kStatus, "status"},
+    {RequestType::kList, "list"},     {RequestType::kResults, "results"},
+    {RequestType::kCancel, "cancel"}, {RequestType::kRetry, "retry"},
+    {RequestType::kWatch, "watch"},   {RequestType::kGpus, "gpus"},
+    {RequestType::kDrain, "drain"},   {RequestType::kResume, "resume"},
     {RequestType::kBoost, "boost"},
 };
 
@@ -75,7 +75,8 @@ class FieldReader {
     if (it == obj_.end() || it->is_null()) return;
     if (!it->is_string()) return Fail(key, "must be a string");
     const auto& s = it->get_ref<const std::string&>();
-    if (s.size() > max_len) return Fail(key, "is too long (" + std::to_string(s.size()) + " bytes)");
+    if (s.size() > max_len)
+      return Fail(key, "is too long (" + std::to_string(s.size()) + " bytes)");
     *out = s;
   }
   void IntList(const char* key, std::vector<int>* out, int min, int max) {

@@ -12,12 +12,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/result.h"
 
@@ -55,11 +54,11 @@ struct SubmitOptions {
   // "" = content is the text itself; "gzip+base64" = base64 of a gzip file (a compressed
   // trace travels compressed). See EncodeSubmitContent.
   std::string content_encoding;
-  std::string input_name;     // the file name, for display only
-  std::string name;           // job name; default: input_name
-  int priority = 0;           // higher runs first within the submitting user's jobs
-  std::vector<int> gpus;      // allowed GPUs; empty = any
-  int max_gpus = 0;           // at most this many GPUs at once; 0 = no limit
+  std::string input_name;  // the file name, for display only
+  std::string name;        // job name; default: input_name
+  int priority = 0;        // higher runs first within the submitting user's jobs
+  std::vector<int> gpus;   // allowed GPUs; empty = any
+  int max_gpus = 0;        // at most this many GPUs at once; 0 = no limit
   // The order of the job's own tasks: "" or "rank" (the configs' priority rank, then their
   // order in the file; near the end, a task too long to start last starts at once), or
   // "longest-first" (the most estimated work, in FLOPs, first). See IsJobOrder.
@@ -77,14 +76,14 @@ struct SubmitOptions {
 struct Request {
   RequestType type = RequestType::kPing;
   int64_t id = 0;
-  int protocol = 0;            // hello
-  std::string client;          // hello: "ckprof " + kVersion
-  SubmitOptions submit;        // submit
-  int64_t job_id = 0;          // status, results, cancel, retry, watch, boost
-  bool all = false;            // list/status: include finished jobs; results: include output
-  bool end_only = false;       // watch: no task events, only job_finished
-  int gpu = -1;                // drain, resume
-  int priority = 0;            // boost
+  int protocol = 0;       // hello
+  std::string client;     // hello: "ckprof " + kVersion
+  SubmitOptions submit;   // submit
+  int64_t job_id = 0;     // status, results, cancel, retry, watch, boost
+  bool all = false;       // list/status: include finished jobs; results: include output
+  bool end_only = false;  // watch: no task events, only job_finished
+  int gpu = -1;           // drain, resume
+  int priority = 0;       // boost
 };
 
 // Fills content/content_encoding from a file's bytes: gzip files go as base64 of the gzip,
@@ -147,8 +146,8 @@ struct JobSummary {
   double not_before = 0;
   // Unix seconds; 0 = not yet (JSON: null).
   double submitted_at = 0, started_at = 0, finished_at = 0;
-  double eta_s = -1;  // -1 = unknown or ended (JSON: null)
-  std::string profiler;                                        // the resolved profiler, described
+  double eta_s = -1;     // -1 = unknown or ended (JSON: null)
+  std::string profiler;  // the resolved profiler, described
   int64_t done() const { return total - queued - running; }
   TaskCounts counts() const {
     return {succeeded, failed, unsupported, timed_out, crashed, cancelled, queued, running};
@@ -169,7 +168,7 @@ struct TaskResult {
   std::string command;  // the command line, for display
   std::string state;    // queued, running, succeeded, unsupported, failed, crashed, timed_out,
                         // cancelled, interrupted, spawn_failed
-  int gpu = -1;  // -1 = none (JSON: null)
+  int gpu = -1;         // -1 = none (JSON: null)
   int attempts = 0;
   int returncode = 0;  // exit code; -signal when killed by a signal
   double elapsed_s = 0;
@@ -177,8 +176,8 @@ struct TaskResult {
   std::string best_name;
   double avg_ms = 0, tflops = 0, gbps = 0;
   std::string split_k;
-  int valids = -1;  // -1 = unknown (JSON: null)
-  std::string error;  // why it did not succeed; empty when it did
+  int valids = -1;                       // -1 = unknown (JSON: null)
+  std::string error;                     // why it did not succeed; empty when it did
   std::string stdout_text, stderr_text;  // bounded head+tail captures (only when asked)
   nlohmann::ordered_json config;         // the CK config (only when asked)
   bool finished() const { return state != "queued" && state != "running"; }

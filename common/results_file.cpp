@@ -87,8 +87,9 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
   ojson results = ojson::array();
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const TaskResult* a, const TaskResult* b) { return a->position < b->position; });
+  std::stable_sort(ordered.begin(), ordered.end(), [](const TaskResult* a, const TaskResult* b) {
+    return a->position < b->position;
+  });
   for (const TaskResult* t : ordered) {
     ojson r = ojson::object();
     r["operation"] = t->operation;
@@ -130,20 +131,20 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
       "error,command\n";
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const TaskResult* a, const TaskResult* b) { return a->position < b->position; });
+  std::stable_sort(ordered.begin(), ordered.end(), [](const TaskResult* a, const TaskResult* b) {
+    return a->position < b->position;
+  });
   for (const TaskResult* t : ordered) {
     std::ostringstream row;
     row << t->job_id << ',' << t->task_id << ',' << t->position << ',' << t->priority_rank << ','
         << CsvField(t->operation) << ',' << CsvField(t->description) << ',' << t->state << ','
-        << (t->gpu >= 0 ? std::to_string(t->gpu) : "") << ',' << t->attempts << ','
-        << t->returncode << ',' << FormatNumber(t->elapsed_s, 6) << ','
-        << (t->ok() ? CsvField(t->best_name) : "") << ','
-        << (t->ok() ? FormatNumber(t->avg_ms, 6) : "") << ','
+        << (t->gpu >= 0 ? std::to_string(t->gpu) : "") << ',' << t->attempts << ',' << t->returncode
+        << ',' << FormatNumber(t->elapsed_s, 6) << ',' << (t->ok() ? CsvField(t->best_name) : "")
+        << ',' << (t->ok() ? FormatNumber(t->avg_ms, 6) : "") << ','
         << (t->ok() ? FormatNumber(t->tflops, 6) : "") << ','
-        << (t->ok() ? FormatNumber(t->gbps, 6) : "") << ','
-        << (t->ok() ? CsvField(t->split_k) : "") << ','
-        << (t->valids >= 0 ? std::to_string(t->valids) : "") << ',' << CsvField(t->error) << ',' << CsvField(t->command) << '\n';
+        << (t->ok() ? FormatNumber(t->gbps, 6) : "") << ',' << (t->ok() ? CsvField(t->split_k) : "")
+        << ',' << (t->valids >= 0 ? std::to_string(t->valids) : "") << ',' << CsvField(t->error)
+        << ',' << CsvField(t->command) << '\n';
     out += row.str();
   }
   return out;
@@ -168,12 +169,13 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width) {
                    {"best kernel", false, true, 12}});
   for (const TaskResult* t : ordered) {
     std::string problem = t->description;
-    if (auto colon = problem.find(": "); colon != std::string::npos) problem = problem.substr(colon + 2);
+    if (auto colon = problem.find(": "); colon != std::string::npos)
+      problem = problem.substr(colon + 2);
     const bool ok = t->ok();
     table.AddRow({"#" + std::to_string(t->position), std::to_string(t->priority_rank),
-                  ShortOp(t->operation), problem, t->state,
-                  ok ? FormatNumber(t->avg_ms, 5) : "-", ok ? FormatNumber(t->tflops, 4) : "-",
-                  ok ? FormatNumber(t->gbps, 4) : "-", ok ? t->best_name : t->error});
+                  ShortOp(t->operation), problem, t->state, ok ? FormatNumber(t->avg_ms, 5) : "-",
+                  ok ? FormatNumber(t->tflops, 4) : "-", ok ? FormatNumber(t->gbps, 4) : "-",
+                  ok ? t->best_name : t->error});
   }
   std::string out = table.Render(width);
   ResultStats s = ComputeStats(tasks);

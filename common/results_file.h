@@ -3,10 +3,9 @@
 // Plain functions; any thread.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/protocol.h"
 

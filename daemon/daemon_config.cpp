@@ -48,7 +48,10 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
     const std::string& k = it.key();
     const json& v = it.value();
     auto str = [&](std::string* out) {
-      if (v.is_string()) *out = v.get<std::string>(); else bad(k, "must be a string");
+      if (v.is_string())
+        *out = v.get<std::string>();
+      else
+        bad(k, "must be a string");
     };
     auto num = [&](double* out, double min, double max = 1e12) {
       if (v.is_number() && v.get<double>() >= min && v.get<double>() <= max) {
@@ -61,16 +64,17 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
     auto strlist = [&](std::vector<std::string>* out) {
       if (v.is_string()) {
         *out = {v.get<std::string>()};
-      } else if (v.is_array() && std::all_of(v.begin(), v.end(), [](const json& e) {
-                   return e.is_string();
-                 })) {
+      } else if (v.is_array() &&
+                 std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); })) {
         *out = v.get<std::vector<std::string>>();
       } else {
         bad(k, "must be a string or a list of strings");
       }
     };
-    if (k == "socket") str(&c.socket);
-    else if (k == "socket_group") str(&c.socket_group);
+    if (k == "socket")
+      str(&c.socket);
+    else if (k == "socket_group")
+      str(&c.socket_group);
     else if (k == "socket_mode") {
       unsigned mode = 0;
       bool ok = false;
@@ -87,27 +91,40 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
       } else {
         bad(k, "must be an octal mode string such as \"0660\"");
       }
-    } else if (k == "state_dir") str(&c.state_dir);
-    else if (k == "lock_dir") str(&c.lock_dir);
+    } else if (k == "state_dir")
+      str(&c.state_dir);
+    else if (k == "lock_dir")
+      str(&c.lock_dir);
     else if (k == "gpus") {
       if (v.is_array()) {
         std::string s;
         for (const auto& e : v) {
-          if (!e.is_number_integer()) { bad(k, "must be \"auto\", \"0,1\" or a list of integers"); break; }
+          if (!e.is_number_integer()) {
+            bad(k, "must be \"auto\", \"0,1\" or a list of integers");
+            break;
+          }
           s += (s.empty() ? "" : ",") + std::to_string(e.get<int64_t>());
         }
         c.gpus = s;
       } else {
         str(&c.gpus);
       }
-    } else if (k == "profiler_path") str(&c.profiler_path);
-    else if (k == "pin_env") strlist(&c.pin_env);
-    else if (k == "timeout") num(&c.timeout_s, 0);
-    else if (k == "kill_grace") num(&c.kill_grace_s, 0);
-    else if (k == "log_level") str(&c.log_level);
-    else if (k == "admin_group") str(&c.admin_group);
-    else if (k == "allowed_profiler_roots") strlist(&c.allowed_profiler_roots);
-    else if (k == "fair_share_half_life") num(&c.fair_share_half_life_s, 1);
+    } else if (k == "profiler_path")
+      str(&c.profiler_path);
+    else if (k == "pin_env")
+      strlist(&c.pin_env);
+    else if (k == "timeout")
+      num(&c.timeout_s, 0);
+    else if (k == "kill_grace")
+      num(&c.kill_grace_s, 0);
+    else if (k == "log_level")
+      str(&c.log_level);
+    else if (k == "admin_group")
+      str(&c.admin_group);
+    else if (k == "allowed_profiler_roots")
+      strlist(&c.allowed_profiler_roots);
+    else if (k == "fair_share_half_life")
+      num(&c.fair_share_half_life_s, 1);
     else if (k == "max_attempts") {
       double d = c.max_attempts;
       num(&d, 1, 1000);
@@ -116,13 +133,17 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
       double d = static_cast<double>(c.max_frame_bytes);
       num(&d, 1024, 16.0 * (1ull << 30));
       c.max_frame_bytes = static_cast<uint64_t>(d);
-    } else if (k == "client_timeout") num(&c.client_timeout_s, 0.1);
+    } else if (k == "client_timeout")
+      num(&c.client_timeout_s, 0.1);
     else if (k == "max_clients") {
       double d = c.max_clients;
       num(&d, 1, 100000);
       c.max_clients = static_cast<int>(d);
     } else if (k == "full_sync") {
-      if (v.is_boolean()) c.full_sync = v.get<bool>(); else bad(k, "must be true or false");
+      if (v.is_boolean())
+        c.full_sync = v.get<bool>();
+      else
+        bad(k, "must be true or false");
     } else if (k == "capture_bytes") {
       double d = static_cast<double>(c.capture_bytes);
       num(&d, 256, 1u << 30);

@@ -13,28 +13,28 @@
 namespace ckprof {
 
 struct DaemonConfig {
-  std::string config_file;                      // where it was read from ("" = none)
+  std::string config_file;  // where it was read from ("" = none)
   std::string socket = "/run/ckprofd/ckprofd.sock";
-  std::string socket_group;                     // group owning the socket ("" = daemon's)
+  std::string socket_group;  // group owning the socket ("" = daemon's)
   uint32_t socket_mode = 0660;
   std::string state_dir = "/var/lib/ckprofd";
   // Host-wide per-GPU lock files, shared by every ckprofd of the host ("" = no host locks).
   std::string lock_dir = "/run/lock/ckprofd";
-  std::string gpus = "auto";                    // "auto", "0,1,2,3", "0-7"
-  std::string profiler_path;                    // default when a job names none
+  std::string gpus = "auto";  // "auto", "0,1,2,3", "0-7"
+  std::string profiler_path;  // default when a job names none
   std::vector<std::string> pin_env = {"HIP_VISIBLE_DEVICES"};
-  double timeout_s = 0;                         // default per-task timeout; 0 = none
-  double kill_grace_s = 5;                      // SIGTERM -> SIGKILL
+  double timeout_s = 0;     // default per-task timeout; 0 = none
+  double kill_grace_s = 5;  // SIGTERM -> SIGKILL
   std::string log_level = "info";
-  std::string admin_group;                      // members may act on any job ("" = root only)
+  std::string admin_group;                          // members may act on any job ("" = root only)
   std::vector<std::string> allowed_profiler_roots;  // non-root daemon: other users' profilers
-  double fair_share_half_life_s = 3600;         // decay of recorded GPU time
-  int max_attempts = 3;                         // automatic requeues after interruption
-  uint64_t max_frame_bytes = 256u << 20;        // one protocol frame
-  double client_timeout_s = 30;                 // hello and each frame must arrive within this
-  int max_clients = 512;                        // connections at once
-  bool full_sync = false;                       // fsync every task transition, not only submits
-  size_t capture_bytes = 16384;                 // head and tail kept of each output stream
+  double fair_share_half_life_s = 3600;             // decay of recorded GPU time
+  int max_attempts = 3;                             // automatic requeues after interruption
+  uint64_t max_frame_bytes = 256u << 20;            // one protocol frame
+  double client_timeout_s = 30;                     // hello and each frame must arrive within this
+  int max_clients = 512;                            // connections at once
+  bool full_sync = false;                           // fsync every task transition, not only submits
+  size_t capture_bytes = 16384;                     // head and tail kept of each output stream
 };
 
 // Reads a config file (JSON, '//' comment lines allowed) on top of `base`.

@@ -1,24 +1,23 @@
 #include "daemon/daemon_main.h"
 
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <asio.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <optional>
-#include <thread>
-
-#include <asio.hpp>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include "common/profiler_path.h"
+#include "common/version.h"
 #include "daemon/daemon_config.h"
 #include "daemon/file_lock.h"
 #include "daemon/launcher.h"
@@ -27,7 +26,6 @@
 #include "daemon/service.h"
 #include "daemon/store.h"
 #include "daemon/systemd_notify.h"
-#include "common/version.h"
 
 namespace ckprof {
 namespace {
@@ -159,9 +157,8 @@ Result<FileLock> LockStateDir(const std::string& state_dir) {
   LockAttempt a = FileLock::TryAcquire(state_dir + "/ckprofd.lock", 0644);
   // A daemon killed a moment ago may have left a profiler between its clone and its exec,
   // which holds the lock until the exec closes it: wait a little for such a one.
-  for (int i = 0; i < 100 && a.busy && a.holder.pid > 0 && kill(a.holder.pid, 0) != 0 &&
-                  errno == ESRCH;
-       ++i) {
+  for (int i = 0;
+       i < 100 && a.busy && a.holder.pid > 0 && kill(a.holder.pid, 0) != 0 && errno == ESRCH; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     a = FileLock::TryAcquire(state_dir + "/ckprofd.lock", 0644);
   }
@@ -178,9 +175,10 @@ void WarnAboutProfiler(const DaemonConfig& config) {
   if (config.profiler_path.empty()) {
     spdlog::info("no default profiler_path: every job must name its profiler");
   } else if (auto target = ResolveProfiler(config.profiler_path); !target) {
-    spdlog::warn("the default profiler_path does not resolve: {}; jobs that name no profiler "
-                 "are refused until it does",
-                 target.error());
+    spdlog::warn(
+        "the default profiler_path does not resolve: {}; jobs that name no profiler "
+        "are refused until it does",
+        target.error());
   }
 }
 
@@ -221,9 +219,10 @@ int Run(DaemonConfig config) {
   }
   if (!config.lock_dir.empty()) {
     if (Status s = PrepareLockDir(config.lock_dir); !s) {
-      spdlog::error("cannot start: {} (set lock_dir/--lock-dir to a directory every ckprofd of "
-                    "this host can write, or to \"\" to run without host GPU locks)",
-                    s.error());
+      spdlog::error(
+          "cannot start: {} (set lock_dir/--lock-dir to a directory every ckprofd of "
+          "this host can write, or to \"\" to run without host GPU locks)",
+          s.error());
       return 1;
     }
   } else {
@@ -261,8 +260,8 @@ int Run(DaemonConfig config) {
   for (int g : gpus) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);
   std::string pins;
   for (const auto& v : config.pin_env) pins += (pins.empty() ? "" : ",") + v;
-  spdlog::info("ckprofd {} listening on {} (uid {}), GPUs {}, pin {}, state {}", kVersion, server.path(),
-               getuid(), gpu_list, pins, (*store)->path());
+  spdlog::info("ckprofd {} listening on {} (uid {}), GPUs {}, pin {}, state {}", kVersion,
+               server.path(), getuid(), gpu_list, pins, (*store)->path());
   server.Start();
 
   auto status_line = [&] {
@@ -386,10 +385,14 @@ int DaemonMain(int argc, char** argv) {
     struct {
       const char* name;
       std::string* target;
-    } options[] = {{"--config", &f.config},       {"--socket", &f.socket},
-                   {"--state-dir", &f.state_dir}, {"--gpus", &f.gpus},
-                   {"--profiler-path", &f.profiler_path}, {"--pin-env", &f.pin_env},
-                   {"--timeout", &f.timeout},     {"--log-level", &f.log_level},
+    } options[] = {{"--config", &f.config},
+                   {"--socket", &f.socket},
+                   {"--state-dir", &f.state_dir},
+                   {"--gpus", &f.gpus},
+                   {"--profiler-path", &f.profiler_path},
+                   {"--pin-env", &f.pin_env},
+                   {"--timeout", &f.timeout},
+                   {"--log-level", &f.log_level},
                    {"--lock-dir", nullptr}};
     bool matched = false;
     for (auto& o : options) {

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <vector>
 #include <utility>
+#include <vector>
 
 namespace ckprof {
 namespace {

@@ -82,7 +82,8 @@ bool ProcessIsLive(pid_t pid) {
 int64_t ProcStatusKiB(pid_t pid, const std::string& field) {
   std::istringstream in(ReadProcFile("/proc/" + std::to_string(pid) + "/status"));
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::strtoll(line.c_str() + field.size() + 1, nullptr, 10);
+    if (line.rfind(field + ":", 0) == 0)
+      return std::strtoll(line.c_str() + field.size() + 1, nullptr, 10);
   }
   return -1;
 }

@@ -465,12 +465,15 @@ RunResult RunSteps::MakeResult(ProcessRunner::Run& run) {
     if (signaled) r.outcome.signal = WTERMSIG(run.wait_status);
     switch (*run.stop_kind) {
       case Outcome::Kind::kTimedOut:
-        r.outcome.reason =
-            "timed out after " +
-            FormatSeconds(std::chrono::duration<double>(run.spec.timeout).count());
+        r.outcome.reason = "timed out after " +
+                           FormatSeconds(std::chrono::duration<double>(run.spec.timeout).count());
         break;
-      case Outcome::Kind::kCancelled: r.outcome.reason = "cancelled"; break;
-      default: r.outcome.reason = "interrupted (daemon shutdown)"; break;
+      case Outcome::Kind::kCancelled:
+        r.outcome.reason = "cancelled";
+        break;
+      default:
+        r.outcome.reason = "interrupted (daemon shutdown)";
+        break;
     }
     if (run.kill_sent) {
       r.outcome.reason += " (still running " +
@@ -492,8 +495,7 @@ RunResult RunSteps::MakeResult(ProcessRunner::Run& run) {
 void RunSteps::MaybeFinish(const RunPtr& run) {
   if (!run->Alive() || !run->Exited() || run->out.open() || run->err.open()) return;
   // Members of the group killed after the leader may still be dying: wait until none is live.
-  if (run->pid > 0 && !run->spawn_error && kill(-run->pid, 0) == 0 &&
-      ProcessGroupAlive(run->pid)) {
+  if (run->pid > 0 && !run->spawn_error && kill(-run->pid, 0) == 0 && ProcessGroupAlive(run->pid)) {
     auto now = SteadyClock::now();
     if (run->phase != RunPhase::kSettling) {
       run->phase = RunPhase::kSettling;

@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <asio/any_io_executor.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -24,8 +25,6 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
-
-#include <asio/any_io_executor.hpp>
 
 #include "common/ck_output.h"
 #include "common/outcome.h"
@@ -38,8 +37,8 @@ namespace ckprof {
 struct RunSpec {
   std::vector<std::string> argv;  // argv[0]: the executable's path (absolute); never a shell
   std::vector<std::pair<std::string, std::string>> set_env;  // e.g. {"HIP_VISIBLE_DEVICES","3"}
-  std::optional<uid_t> uid;                 // switch to this uid in the child; unset: keep ours
-  std::optional<gid_t> gid;                 // switch to this gid; unset: keep ours
+  std::optional<uid_t> uid;                  // switch to this uid in the child; unset: keep ours
+  std::optional<gid_t> gid;                  // switch to this gid; unset: keep ours
   std::optional<std::vector<gid_t>> groups;  // supplementary groups; unset: keep ours
   std::string cwd;                           // working directory; empty: inherit
   std::chrono::milliseconds timeout{0};      // 0 = no limit
@@ -108,8 +107,8 @@ class ProcessRunner {
   asio::any_io_executor ex_;
   RunId next_id_ = 1;
   std::unordered_map<RunId, std::shared_ptr<Run>> runs_;
-  std::vector<char> read_buf_;        // what a run's handler reads its pipe into (one thread)
-  std::shared_ptr<OutputPoll> poll_;  // its timer
+  std::vector<char> read_buf_;            // what a run's handler reads its pipe into (one thread)
+  std::shared_ptr<OutputPoll> poll_;      // its timer
   std::unique_ptr<SpawnThread> spawner_;  // clones; stopped first in the destructor
 };
 

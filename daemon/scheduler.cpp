@@ -156,25 +156,34 @@ Status Scheduler::Recover() {
   for (const auto& r : was_running) {
     if (r.pgid <= 1) continue;
     if (marked_groups.count(static_cast<pid_t>(r.pgid))) {
-      spdlog::warn("task {} (job {}) was running on GPU {} when ckprofd stopped; stopping its "
-                   "process group {}",
-                   r.id, r.job_id, r.gpu, r.pgid);
+      spdlog::warn(
+          "task {} (job {}) was running on GPU {} when ckprofd stopped; stopping its "
+          "process group {}",
+          r.id, r.job_id, r.gpu, r.pgid);
     } else {
-      spdlog::info("task {} (job {}): its process group {} is gone (or reused by another "
-                   "program, which is left alone)",
-                   r.id, r.job_id, r.pgid);
+      spdlog::info(
+          "task {} (job {}): its process group {} is gone (or reused by another "
+          "program, which is left alone)",
+          r.id, r.job_id, r.pgid);
     }
   }
   for (pid_t pgid : marked_groups) {
     if (Status s = KillProcessGroupAndWait(pgid, grace); !s) {
-      return MakeError("cannot stop the profiler left running by the previous ckprofd "
-                       "(process group " + std::to_string(pgid) + "): " + s.error());
+      return MakeError(
+          "cannot stop the profiler left running by the previous ckprofd "
+          "(process group " +
+          std::to_string(pgid) + "): " + s.error());
     }
   }
   for (const auto& r : was_running) {
     Task& t = tasks_.at(r.id);
     Job& job = jobs_.at(r.job_id);
-    Outcome o{Kind::kInterrupted, 0, 0, "ckprofd stopped while it ran", };
+    Outcome o{
+        Kind::kInterrupted,
+        0,
+        0,
+        "ckprofd stopped while it ran",
+    };
     const bool requeue = !job.rec.cancelled && t.attempts < options_.max_attempts;
     std::string state = requeue ? "queued" : std::string(OutcomeKindName(Kind::kInterrupted));
     if (!requeue && job.rec.cancelled) {
@@ -437,7 +446,8 @@ bool Scheduler::HoldHostLock(Gpu& gpu) {
   const std::string path = options_.lock_dir + "/gpu" + std::to_string(gpu.index) + ".lock";
   LockAttempt a = FileLock::TryAcquire(path, 0666);
   if (a.lock) {
-    if (!gpu.held_by.empty()) spdlog::info("GPU {}: free again ({} let it go)", gpu.index, gpu.held_by);
+    if (!gpu.held_by.empty())
+      spdlog::info("GPU {}: free again ({} let it go)", gpu.index, gpu.held_by);
     gpu.host_lock = std::move(a.lock);
     gpu.held_by.clear();
     return true;
@@ -541,7 +551,8 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
       const std::string state(OutcomeKindName(failure.kind));
       failure_json = ResultJson(failure, start.command, -1, nullptr);
       s = store_.MarkRunning(task.id, start.attempt, -1, now);
-      if (s) s = store_.FinishAttempt(task.id, start.attempt, state, state, now, failure_json, nullptr);
+      if (s)
+        s = store_.FinishAttempt(task.id, start.attempt, state, state, now, failure_json, nullptr);
     }
     if (s) {
       s = store_.CommitGroup();
@@ -584,9 +595,11 @@ void Scheduler::LaunchStart(Start start) {
 
   RunSpec spec;
   spec.argv = std::move(start.argv);
-  for (const auto& var : options_.pin_env) spec.set_env.emplace_back(var, std::to_string(gpu.index));
+  for (const auto& var : options_.pin_env)
+    spec.set_env.emplace_back(var, std::to_string(gpu.index));
   spec.set_env.emplace_back("CKPROFD_STATE", options_.state_dir);
-  spec.set_env.emplace_back("CKPROFD_TASK", std::to_string(task.id) + ":" + std::to_string(attempt));
+  spec.set_env.emplace_back("CKPROFD_TASK",
+                            std::to_string(task.id) + ":" + std::to_string(attempt));
   if (options_.run_as_owner) {
     spec.uid = job.rec.uid;
     spec.gid = job.rec.gid;
@@ -640,9 +653,8 @@ void Scheduler::RecordPgid(int64_t task_id, int attempt, int64_t pid) {
   });
 }
 
-void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome,
-                                 const std::string& result_json, const std::string& description,
-                                 double now) {
+void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& result_json,
+                                 const std::string& description, double now) {
   Job& job = jobs_.at(task.job_id);
   const std::string state(OutcomeKindName(outcome.kind));
   task.state = TaskState::kFinal;
@@ -684,8 +696,8 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   const Job& job = jobs_.at(task.job_id);
   const Gpu* gpu = FindGpu(gpu_index);
   // Interrupted by our own shutdown: requeued for the next start while attempts remain.
-  end.requeue = r.outcome.kind == Kind::kInterrupted && !job.rec.cancelled &&
-                attempt < options_.max_attempts;
+  end.requeue =
+      r.outcome.kind == Kind::kInterrupted && !job.rec.cancelled && attempt < options_.max_attempts;
   end.outcome_name = OutcomeKindName(r.outcome.kind);
   end.state = end.requeue ? "queued" : end.outcome_name;
   end.started_at = gpu ? gpu->busy_since : end.now;
@@ -800,9 +812,9 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
   }
   spdlog::info("end job {} task {} (#{}) on GPU {}: {} in {:.3f} s{}", job.rec.id, task_id,
                task.position, gpu_index, outcome.Summary(), elapsed,
-               r.perf.has_best ? fmt::format(", best {:.4g} ms {:.4g} TFlops", r.perf.avg_ms,
-                                             r.perf.tflops)
-                               : "");
+               r.perf.has_best
+                   ? fmt::format(", best {:.4g} ms {:.4g} TFlops", r.perf.avg_ms, r.perf.tflops)
+                   : "");
   // The event's task: read back from what was stored, as `results` reads it.
   TaskRecord rec;
   rec.id = task_id;
@@ -856,12 +868,24 @@ void Scheduler::StoreUsage() {
 
 void Scheduler::CountFinal(Job& job, Kind kind, int delta) {
   switch (kind) {
-    case Kind::kSucceeded: job.succeeded += delta; break;
-    case Kind::kUnsupported: job.unsupported += delta; break;
-    case Kind::kTimedOut: job.timed_out += delta; break;
-    case Kind::kCrashed: job.crashed += delta; break;
-    case Kind::kCancelled: job.cancelled += delta; break;
-    default: job.failed += delta; break;
+    case Kind::kSucceeded:
+      job.succeeded += delta;
+      break;
+    case Kind::kUnsupported:
+      job.unsupported += delta;
+      break;
+    case Kind::kTimedOut:
+      job.timed_out += delta;
+      break;
+    case Kind::kCrashed:
+      job.crashed += delta;
+      break;
+    case Kind::kCancelled:
+      job.cancelled += delta;
+      break;
+    default:
+      job.failed += delta;
+      break;
   }
 }
 

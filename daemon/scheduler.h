@@ -52,15 +52,15 @@ struct Identity {
 };
 
 struct SchedulerOptions {
-  std::vector<int> gpus;                       // GPU indexes this daemon drives
+  std::vector<int> gpus;  // GPU indexes this daemon drives
   std::vector<std::string> pin_env = {"HIP_VISIBLE_DEVICES"};
-  double default_timeout_s = 0;                // per task; 0 = none
-  double grace_s = 5;                          // SIGTERM -> SIGKILL
-  double half_life_s = 3600;                   // fair-share decay
-  int max_attempts = 3;                        // automatic requeues after interruption
-  bool run_as_owner = false;                   // root daemon: tasks run as the submitter
-  size_t capture_bytes = 16384;                // head and tail kept per stream
-  std::string state_dir;                       // marks our processes (CKPROFD_STATE)
+  double default_timeout_s = 0;  // per task; 0 = none
+  double grace_s = 5;            // SIGTERM -> SIGKILL
+  double half_life_s = 3600;     // fair-share decay
+  int max_attempts = 3;          // automatic requeues after interruption
+  bool run_as_owner = false;     // root daemon: tasks run as the submitter
+  size_t capture_bytes = 16384;  // head and tail kept per stream
+  std::string state_dir;         // marks our processes (CKPROFD_STATE)
   // Host-wide per-GPU locks (gpu<N>.lock here), held while a task of ours runs on the GPU and
   // inherited by its profiler; a GPU another daemon holds waits. "" = no host locks.
   std::string lock_dir;
@@ -175,7 +175,7 @@ class Scheduler {
     std::vector<JobWatcher*> watchers;
   };
   struct User {
-    double usage = 0;       // decayed GPU seconds at updated_at
+    double usage = 0;  // decayed GPU seconds at updated_at
     double updated_at = 0;
     double stored_at = 0;  // when the Store last got its usage (see OnRunDone)
     std::set<std::pair<int, int64_t>> active_jobs;  // (-priority, job id) with queued tasks
@@ -291,7 +291,7 @@ class Scheduler {
   asio::steady_timer end_retry_timer_;
   asio::steady_timer pgid_flush_timer_;
   asio::steady_timer host_lock_timer_;  // retries GPUs that another daemon holds
-  bool host_lock_armed_ = false;  // Store::FlushPgids, 100 ms after a start
+  bool host_lock_armed_ = false;        // Store::FlushPgids, 100 ms after a start
   bool pgid_flush_armed_ = false;
   std::deque<PendingEnd> pending_ends_;  // ends the Store could not record yet, in order
   double not_before_armed_ = 0;

@@ -80,8 +80,8 @@ class EventQueue final : public JobWatcher {
 asio::awaitable<bool> WriteFrame(Socket& socket, const std::string& frame, double timeout_s) {
   asio::steady_timer timer(socket.get_executor());
   timer.expires_after(Ms(std::max(timeout_s, 1.0)));
-  auto result = co_await (asio::async_write(socket, asio::buffer(frame), kTuple) ||
-                          timer.async_wait(kTuple));
+  auto result =
+      co_await (asio::async_write(socket, asio::buffer(frame), kTuple) || timer.async_wait(kTuple));
   if (result.index() == 1) co_return false;
   auto [ec, n] = std::get<0>(result);
   co_return !ec;
@@ -91,7 +91,8 @@ asio::awaitable<bool> WriteFrame(Socket& socket, const std::string& frame, doubl
 bool SocketActivated() {
   const char* listen_pid = std::getenv("LISTEN_PID");
   const char* listen_fds = std::getenv("LISTEN_FDS");
-  return listen_pid && listen_fds && std::atoi(listen_pid) == getpid() && std::atoi(listen_fds) >= 1;
+  return listen_pid && listen_fds && std::atoi(listen_pid) == getpid() &&
+         std::atoi(listen_fds) >= 1;
 }
 
 }  // namespace
@@ -139,7 +140,8 @@ Status Server::Listen() {
   struct stat st {};
   if (lstat(path_.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
-      return MakeError("socket path " + path_ + " exists and is not a socket; remove it or choose "
+      return MakeError("socket path " + path_ +
+                       " exists and is not a socket; remove it or choose "
                        "another --socket");
     }
     if (SomeoneListens(path_)) {
@@ -206,9 +208,9 @@ asio::awaitable<void> Server::AcceptLoop() {
       continue;
     }
     if (connections_ >= static_cast<size_t>(config_.max_clients)) {
-      std::string frame = Frame(ErrorResponse(0, "ckprofd is serving too many clients (" +
-                                                     std::to_string(config_.max_clients) +
-                                                     "); try again shortly"));
+      std::string frame =
+          Frame(ErrorResponse(0, "ckprofd is serving too many clients (" +
+                                     std::to_string(config_.max_clients) + "); try again shortly"));
       asio::error_code wec;
       asio::write(socket, asio::buffer(frame), wec);
       continue;
@@ -254,12 +256,12 @@ asio::awaitable<void> Server::Session(Socket socket) {
     if (!*alive || stopping_) co_return;
     if (result.index() == 1) {
       // Silent, or too slow to finish a frame (one byte a second): either way it goes.
-      std::string why =
-          !greeted ? "no hello within " + FormatSeconds(timeout_s) + "; closing"
-          : buffer.empty()
-              ? "connection idle for " + FormatSeconds(timeout_s) + "; closing"
-              : "request not complete within " + FormatSeconds(timeout_s) + " (" +
-                    std::to_string(buffer.size()) + " bytes received, no newline); closing";
+      std::string why = !greeted ? "no hello within " + FormatSeconds(timeout_s) + "; closing"
+                        : buffer.empty()
+                            ? "connection idle for " + FormatSeconds(timeout_s) + "; closing"
+                            : "request not complete within " + FormatSeconds(timeout_s) + " (" +
+                                  std::to_string(buffer.size()) +
+                                  " bytes received, no newline); closing";
       std::string out = Frame(ErrorResponse(0, why));
       co_await WriteFrame(socket, out, 1);
       co_return;
@@ -380,8 +382,7 @@ asio::awaitable<void> Server::Session(Socket socket) {
         }
         if (!co_await WriteFrame(socket, frames, timeout_s)) co_return;
       }
-      std::string end_frame =
-          Frame(json{{"type", "end"}, {"id", req.id}, {"job_id", req.job_id}});
+      std::string end_frame = Frame(json{{"type", "end"}, {"id", req.id}, {"job_id", req.job_id}});
       if (!co_await WriteFrame(socket, end_frame, timeout_s)) {
         co_return;
       }
@@ -391,7 +392,8 @@ asio::awaitable<void> Server::Session(Socket socket) {
     try {
       response = co_await service_.Handle(req, who);
     } catch (const std::exception& e) {
-      spdlog::error("request {} from uid {} failed: {}", RequestTypeName(req.type), who.uid, e.what());
+      spdlog::error("request {} from uid {} failed: {}", RequestTypeName(req.type), who.uid,
+                    e.what());
       response = ErrorResponse(req.id, std::string("internal error: ") + e.what());
     }
     if (!*alive) co_return;

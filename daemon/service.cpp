@@ -1,5 +1,6 @@
 #include "daemon/service.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,8 +8,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "common/command_plan.h"
 #include "common/convert.h"
@@ -87,17 +86,27 @@ asio::awaitable<json> Service::Handle(const Request& r, const Identity& who) {
       out["admin"] = who.admin;
       co_return out;
     }
-    case RequestType::kSubmit: co_return co_await HandleSubmit(r, who);
+    case RequestType::kSubmit:
+      co_return co_await HandleSubmit(r, who);
     case RequestType::kStatus:
-    case RequestType::kList: co_return HandleStatus(r);
-    case RequestType::kResults: co_return HandleResults(r);
-    case RequestType::kCancel: co_return HandleCancel(r, who);
-    case RequestType::kRetry: co_return HandleRetry(r, who);
-    case RequestType::kBoost: co_return HandleBoost(r, who);
-    case RequestType::kGpus: co_return HandleGpus(r);
-    case RequestType::kDrain: co_return HandleDrain(r, who, true);
-    case RequestType::kResume: co_return HandleDrain(r, who, false);
-    case RequestType::kWatch: break;  // the Server streams it
+    case RequestType::kList:
+      co_return HandleStatus(r);
+    case RequestType::kResults:
+      co_return HandleResults(r);
+    case RequestType::kCancel:
+      co_return HandleCancel(r, who);
+    case RequestType::kRetry:
+      co_return HandleRetry(r, who);
+    case RequestType::kBoost:
+      co_return HandleBoost(r, who);
+    case RequestType::kGpus:
+      co_return HandleGpus(r);
+    case RequestType::kDrain:
+      co_return HandleDrain(r, who, true);
+    case RequestType::kResume:
+      co_return HandleDrain(r, who, false);
+    case RequestType::kWatch:
+      break;  // the Server streams it
   }
   co_return ErrorResponse(r.id, "request type not handled here");
 }
@@ -112,10 +121,11 @@ Status Service::CheckProfilerPolicy(const std::string& path, const Identity& who
     if (!real.empty() && IsUnder(real, real_root)) return Status::Ok();
   }
   std::string roots;
-  for (const auto& root : config_.allowed_profiler_roots) roots += (roots.empty() ? "" : ", ") + root;
+  for (const auto& root : config_.allowed_profiler_roots)
+    roots += (roots.empty() ? "" : ", ") + root;
   return MakeError("profiler path " + path + " is not under allowed_profiler_roots (" +
-                   (roots.empty() ? "none configured" : roots) +
-                   "); this ckprofd runs as uid " + std::to_string(getuid()) +
+                   (roots.empty() ? "none configured" : roots) + "); this ckprofd runs as uid " +
+                   std::to_string(getuid()) +
                    " and runs other users' jobs only with profilers from those directories");
 }
 
@@ -130,8 +140,8 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   if (!is_auto(o.data_type)) {
     conv.data_type = ParseDataTypeName(o.data_type);
     if (!conv.data_type) {
-      co_return ErrorResponse(r.id, "submit: data_type must be auto, fp16, bf16 or fp32, got '" +
-                                        o.data_type + "'");
+      co_return ErrorResponse(
+          r.id, "submit: data_type must be auto, fp16, bf16 or fp32, got '" + o.data_type + "'");
     }
   }
   if (!is_auto(o.layout)) {
@@ -159,9 +169,9 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
     }
     // Found now, not hours later when the job's first task would fail to start.
     if (auto target = ResolveProfiler(profiler); !target) {
-      co_return ErrorResponse(r.id, "submit: " + target.error() +
-                                        (o.profiler_path.empty()
-                                             ? " (the daemon's default profiler_path; pass "
+      co_return ErrorResponse(
+          r.id, "submit: " + target.error() +
+                    (o.profiler_path.empty() ? " (the daemon's default profiler_path; pass "
                                                "--profiler-path)"
                                              : ""));
     }
@@ -216,13 +226,15 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   json summary = ConversionJson(c, task_count);
   summary["configs"] = converted_count;
   if (task_count == 0) {
-    json err = ErrorResponse(r.id, "submit: the input holds no convolution that could be converted");
+    json err =
+        ErrorResponse(r.id, "submit: the input holds no convolution that could be converted");
     err["conversion"] = summary;
     co_return err;
   }
   if (o.dry_run) {
     std::string note;
-    ProfilerTarget target = ResolveOrAssumeProfiler(profiler.empty() ? "./build/bin" : profiler, &note);
+    ProfilerTarget target =
+        ResolveOrAssumeProfiler(profiler.empty() ? "./build/bin" : profiler, &note);
     json commands = json::array();
     for (const auto& p : PlanCommands(target, configs)) {
       commands.push_back({{"position", p.position},
@@ -244,7 +256,8 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
     auto gpus = scheduler_.Gpus();
     bool known = false;
     for (const auto& gi : gpus) known = known || gi.index == g;
-    if (!known) co_return ErrorResponse(r.id, "submit: this daemon drives no GPU " + std::to_string(g));
+    if (!known)
+      co_return ErrorResponse(r.id, "submit: this daemon drives no GPU " + std::to_string(g));
   }
   JobRecord job;
   job.uid = who.uid;
@@ -327,7 +340,8 @@ json Service::HandleRetry(const Request& r, const Identity& who) {
 }
 
 json Service::HandleBoost(const Request& r, const Identity& who) {
-  if (Status s = scheduler_.Boost(r.job_id, r.priority, who); !s) return ErrorResponse(r.id, s.error());
+  if (Status s = scheduler_.Boost(r.job_id, r.priority, who); !s)
+    return ErrorResponse(r.id, s.error());
   json out = OkResponse(r);
   if (auto s = scheduler_.Summary(r.job_id); s) out["job"] = ToJson(*s);
   return out;
@@ -343,7 +357,8 @@ json Service::HandleGpus(const Request& r) {
 }
 
 json Service::HandleDrain(const Request& r, const Identity& who, bool drain) {
-  if (Status s = scheduler_.SetDrained(r.gpu, drain, who); !s) return ErrorResponse(r.id, s.error());
+  if (Status s = scheduler_.SetDrained(r.gpu, drain, who); !s)
+    return ErrorResponse(r.id, s.error());
   return OkResponse(r);
 }
 

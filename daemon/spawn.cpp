@@ -84,13 +84,20 @@ std::string SpawnErrorText(const ChildArgs& child) {
   const SpawnError& e = child.error;
   const std::string why = std::strerror(e.err);
   switch (e.stage) {
-    case SpawnStage::kStdio: return "cannot set up the child's stdin/stdout/stderr: " + why;
-    case SpawnStage::kGroups: return "cannot set supplementary groups: " + why;
-    case SpawnStage::kGid: return "cannot switch to gid " + std::to_string(child.gid) + ": " + why;
-    case SpawnStage::kUid: return "cannot switch to uid " + std::to_string(child.uid) + ": " + why;
-    case SpawnStage::kChdir: return "cannot change directory to " + std::string(child.cwd) + ": " + why;
-    case SpawnStage::kExec: return "cannot execute " + std::string(child.path) + ": " + why;
-    case SpawnStage::kNone: break;
+    case SpawnStage::kStdio:
+      return "cannot set up the child's stdin/stdout/stderr: " + why;
+    case SpawnStage::kGroups:
+      return "cannot set supplementary groups: " + why;
+    case SpawnStage::kGid:
+      return "cannot switch to gid " + std::to_string(child.gid) + ": " + why;
+    case SpawnStage::kUid:
+      return "cannot switch to uid " + std::to_string(child.uid) + ": " + why;
+    case SpawnStage::kChdir:
+      return "cannot change directory to " + std::string(child.cwd) + ": " + why;
+    case SpawnStage::kExec:
+      return "cannot execute " + std::string(child.path) + ": " + why;
+    case SpawnStage::kNone:
+      break;
   }
   return why;
 }

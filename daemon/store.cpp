@@ -99,8 +99,8 @@ class Store::Checkpointer {
       // Busy: a checkpoint or recovery elsewhere; a later commit asks again.
       std::string error = rc == SQLITE_OK || rc == SQLITE_BUSY ? "" : sqlite3_errmsg(db_);
       if (!error.empty() && error != last_error) {
-        spdlog::warn("database {}: checkpoint failed: {} (the log grows until one succeeds)",
-                     path_, error);
+        spdlog::warn("database {}: checkpoint failed: {} (the log grows until one succeeds)", path_,
+                     error);
       }
       last_error = error;
     }
@@ -112,7 +112,7 @@ class Store::Checkpointer {
   std::condition_variable cv_;
   bool wanted_ = false, stop_ = false;
   int log_pages_ = 0;
-  std::atomic<int> copied_{0};  // frames the last checkpoint had copied
+  std::atomic<int> copied_{0};           // frames the last checkpoint had copied
   std::atomic<int64_t> checkpoints_{0};  // passes that copied frames
   std::thread thread_;
 };
@@ -197,7 +197,8 @@ using Stmt = Store::Stmt;
 
 Status StepDone(Stmt& s, const char* what) {
   if (!s.ok()) return MakeError(std::string("database: ") + what + ": " + s.error());
-  if (s.Step() != SQLITE_DONE) return MakeError(std::string("database: ") + what + ": " + s.error());
+  if (s.Step() != SQLITE_DONE)
+    return MakeError(std::string("database: ") + what + ": " + s.error());
   return Status::Ok();
 }
 
@@ -287,9 +288,8 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   }
   const std::string path = state_dir + "/ckprofd.db";
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close_v2(db);
@@ -319,7 +319,8 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   int64_t schema = 0;
   {
     Stmt version(store.get(), "PRAGMA user_version");
-    if (!version.ok() || version.Step() != SQLITE_ROW) return fail("cannot be read", version.error());
+    if (!version.ok() || version.Step() != SQLITE_ROW)
+      return fail("cannot be read", version.error());
     schema = version.Int(0);
     if (schema > kSchemaVersion) {
       return MakeError("database " + path + " was written by a newer ckprofd (schema " +
@@ -338,13 +339,13 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   store->full_sync_ = full_sync;
   // Checkpoints on a second connection and thread; without one, SQLite's automatic ones.
   sqlite3* cdb = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &cdb, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                      nullptr) == SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &cdb, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) ==
+      SQLITE_OK) {
     store->checkpointer_ = std::make_unique<Checkpointer>(cdb, path);
     sqlite3_wal_hook(db, &Checkpointer::OnCommit, store->checkpointer_.get());
   } else {
-    spdlog::warn("database {}: no checkpoint connection ({}); checkpoints run inside commits",
-                 path, cdb ? sqlite3_errmsg(cdb) : "out of memory");
+    spdlog::warn("database {}: no checkpoint connection ({}); checkpoints run inside commits", path,
+                 cdb ? sqlite3_errmsg(cdb) : "out of memory");
     sqlite3_close_v2(cdb);
   }
   return store;
@@ -676,10 +677,10 @@ Result<std::vector<TaskRecord>> Store::JobTasks(int64_t job_id) {
 
 Result<std::vector<AttemptRecord>> Store::Attempts(int64_t task_id_or_0) {
   Stmt q(this, task_id_or_0
-                  ? "SELECT task_id, attempt, gpu, pgid, started_at, ended_at, outcome FROM "
-                    "attempts WHERE task_id=? ORDER BY attempt"
-                  : "SELECT task_id, attempt, gpu, pgid, started_at, ended_at, outcome FROM "
-                    "attempts ORDER BY started_at");
+                   ? "SELECT task_id, attempt, gpu, pgid, started_at, ended_at, outcome FROM "
+                     "attempts WHERE task_id=? ORDER BY attempt"
+                   : "SELECT task_id, attempt, gpu, pgid, started_at, ended_at, outcome FROM "
+                     "attempts ORDER BY started_at");
   if (!q.ok()) return MakeError("database: load attempts: " + q.error());
   if (task_id_or_0) q.Bind(1, task_id_or_0);
   std::vector<AttemptRecord> out;

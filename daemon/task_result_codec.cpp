@@ -10,8 +10,7 @@ namespace ckprof {
 using json = nlohmann::json;
 
 // The task's result as stored: outcome, command, parsed perf and bounded captures.
-std::string ResultJson(const Outcome& o, const std::string& command, int gpu,
-                       const RunResult* r) {
+std::string ResultJson(const Outcome& o, const std::string& command, int gpu, const RunResult* r) {
   // Written directly, once per task: through the DOM the captures (kilobytes a task) cost a
   // copy and nlohmann's byte-by-byte UTF-8 checks, and the rest a map node per key.
   std::string text;

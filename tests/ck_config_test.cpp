@@ -51,8 +51,10 @@ TEST(CkConfig, RejectsBadFieldsNamingConfigAndField) {
   } cases[] = {
       {"list too long", "/profiler_args/strides", Json::parse("[1,1,1]"),
        "config 1: field profiler_args.strides has 3 entries but num_dim_spatial is 2"},
-      {"float", "/profiler_args/G", Json(2.5), "config 1: field profiler_args.G must be an integer"},
-      {"string", "/profiler_args/N", Json("32"), "config 1: field profiler_args.N must be an integer"},
+      {"float", "/profiler_args/G", Json(2.5),
+       "config 1: field profiler_args.G must be an integer"},
+      {"string", "/profiler_args/N", Json("32"),
+       "config 1: field profiler_args.N must be an integer"},
       {"zero groups", "/profiler_args/G", Json(0), "profiler_args.G must be between 1"},
       {"negative", "/profiler_args/left_pads", Json::parse("[-1, 0]"), "out of range"},
       {"huge", "/profiler_args/C", Json(uint64_t{1} << 63), "out of range"},

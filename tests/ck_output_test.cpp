@@ -17,23 +17,28 @@ const char kFwdName4[] =
     "4, 4, 1, 1>";
 
 // Current CK, grouped_conv_fwd: header, Perf lines, unsupported lines, valids, best block.
-const std::string kFwdCurrent = std::string(
-    "input: dim 5, lengths {32, 32, 4, 200, 200}, strides {160000, 5120000, 40000, 200, 1}\n"
-    "weight: dim 5, lengths {32, 4, 4, 3, 3}, strides {144, 36, 9, 3, 1}\n"
-    "output: dim 5, lengths {32, 32, 4, 200, 200}, strides {160000, 5120000, 40000, 200, 1}\n"
-    "found 12 instances\n"
-    "DeviceGroupedConvFwdMultipleABD_Xdl_CShuffle<256, 256, 128, 32, Default, 32, 32, 4, 2, 8, "
-    "8, 8, 1, 1> does not support this problem\n"
-    "Perf:   0.337758 ms, 34.9259 TFlops, 1940.35 GB/s, DeviceGroupedConvFwdMultipleABD_Xdl_"
-    "CShuffle<64, 64, 32, 32, Default, 32, 32, 2, 1, 2, 2, 2, 1, 1>\n"
-    "Perf:   0.229744 ms, 51.3463 TFlops, 2852.61 GB/s, ") + kFwdName4 + "\n"
+const std::string kFwdCurrent =
+    std::string(
+        "input: dim 5, lengths {32, 32, 4, 200, 200}, strides {160000, 5120000, 40000, 200, 1}\n"
+        "weight: dim 5, lengths {32, 4, 4, 3, 3}, strides {144, 36, 9, 3, 1}\n"
+        "output: dim 5, lengths {32, 32, 4, 200, 200}, strides {160000, 5120000, 40000, 200, 1}\n"
+        "found 12 instances\n"
+        "DeviceGroupedConvFwdMultipleABD_Xdl_CShuffle<256, 256, 128, 32, Default, 32, 32, 4, 2, 8, "
+        "8, 8, 1, 1> does not support this problem\n"
+        "Perf:   0.337758 ms, 34.9259 TFlops, 1940.35 GB/s, DeviceGroupedConvFwdMultipleABD_Xdl_"
+        "CShuffle<64, 64, 32, 32, Default, 32, 32, 2, 1, 2, 2, 2, 1, 1>\n"
+        "Perf:   0.229744 ms, 51.3463 TFlops, 2852.61 GB/s, ") +
+    kFwdName4 +
+    "\n"
     "Perf:   0.585378 ms, 20.1519 TFlops, 1119.57 GB/s, DeviceGroupedConvFwdMultipleABD_Xdl_"
     "CShuffle<64, 64, 64, 32, Default, 32, 32, 2, 2, 1, 1, 1, 1, 1>\n"
     "DeviceGroupedConvFwdMultipleABD_Wmma_CShuffle<128, 64, 64, 32, Default, 16, 16, 2, 2, 8, "
     "8, 8, 1, 1> does not support this problem\n"
     "\033[36mvalids: 3\033[0m\n"
     "Best configuration parameters:\n"
-    "name: " + kFwdName4 + " (instance 4)\n"
+    "name: " +
+    kFwdName4 +
+    " (instance 4)\n"
     "avg_time: 0.229744\n"
     "tflops: 51.3463\n"
     "GB/s: 2852.61\n";
@@ -56,18 +61,23 @@ const char kBwdDataBest[] =
     "32, 2, 4, 8, 8, 1, 1>";
 
 // Current bwd_data: ", SplitK k" on Perf lines and on the GB/s line, no "(instance i)".
-const std::string kBwdDataCurrent = std::string(
-    "out: dim 5, lengths {1, 10, 512, 7, 7}, strides {25088, 25088, 49, 7, 1}\n"
-    "wei: dim 5, lengths {1, 512, 256, 3, 3}, strides {1179648, 2304, 9, 3, 1}\n"
-    "in: dim 5, lengths {1, 10, 256, 14, 14}, strides {50176, 50176, 196, 14, 1}\n"
-    "Perf:  0.0123457 ms, 94.0721 TFlops, 321.5 GB/s, DeviceGroupedConvBwdDataMultipleD_Xdl_"
-    "CShuffle_v1<256, 256, 128, 32, Default, 8, 2, 32, 32, 4, 2, 8, 8, 1, 1>, SplitK 1\n"
-    "Perf:  0.0101 ms, 114.987 TFlops, 392.9 GB/s, ") + kBwdDataBest + ", SplitK 2\n"
+const std::string kBwdDataCurrent =
+    std::string(
+        "out: dim 5, lengths {1, 10, 512, 7, 7}, strides {25088, 25088, 49, 7, 1}\n"
+        "wei: dim 5, lengths {1, 512, 256, 3, 3}, strides {1179648, 2304, 9, 3, 1}\n"
+        "in: dim 5, lengths {1, 10, 256, 14, 14}, strides {50176, 50176, 196, 14, 1}\n"
+        "Perf:  0.0123457 ms, 94.0721 TFlops, 321.5 GB/s, DeviceGroupedConvBwdDataMultipleD_Xdl_"
+        "CShuffle_v1<256, 256, 128, 32, Default, 8, 2, 32, 32, 4, 2, 8, 8, 1, 1>, SplitK 1\n"
+        "Perf:  0.0101 ms, 114.987 TFlops, 392.9 GB/s, ") +
+    kBwdDataBest +
+    ", SplitK 2\n"
     "DeviceGroupedConvBwdDataMultipleD_Wmma_CShuffle<128, 64, 64, 32, Default, 8, 16, 16, 2, 2, "
     "8, 8, 1, 1> does not support this problem\n"
     "\033[36mvalids: 2\033[0m\n"
     "Best configuration parameters:\n"
-    "name: " + kBwdDataBest + "\n"
+    "name: " +
+    kBwdDataBest +
+    "\n"
     "avg_time: 0.0101\n"
     "tflops: 114.987\n"
     "GB/s: 392.9, SplitK 2\n";
@@ -89,16 +99,25 @@ const char kBwdWeightBest[] =
     "8, 8, BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: v1>";
 
 // bwd_weight with split_k "all": "(best occupancy)" for -1, several split-K per instance.
-const std::string kBwdWeightAll = std::string(
-    "input: dim 5, lengths {1, 10, 256, 14, 14}, strides {50176, 50176, 1, 3584, 256}\n"
-    "Perf:  0.00812 ms, 142.5 TFlops, 568.1 GB/s, ") + kBwdWeightBest + ", SplitK 8 (best occupancy)\n"
-    "Perf:  0.0201 ms, 57.55 TFlops, 229.6 GB/s, " + kBwdWeightBest + ", SplitK 1\n"
-    "Perf:  0.00631771 ms, 182.987 TFlops, 730.838 GB/s, " + kBwdWeightBest + ", SplitK 8\n"
+const std::string kBwdWeightAll =
+    std::string(
+        "input: dim 5, lengths {1, 10, 256, 14, 14}, strides {50176, 50176, 1, 3584, 256}\n"
+        "Perf:  0.00812 ms, 142.5 TFlops, 568.1 GB/s, ") +
+    kBwdWeightBest +
+    ", SplitK 8 (best occupancy)\n"
+    "Perf:  0.0201 ms, 57.55 TFlops, 229.6 GB/s, " +
+    kBwdWeightBest +
+    ", SplitK 1\n"
+    "Perf:  0.00631771 ms, 182.987 TFlops, 730.838 GB/s, " +
+    kBwdWeightBest +
+    ", SplitK 8\n"
     "DeviceGroupedConvBwdWeight_Xdl_CShuffle<256, 64, 128, 4, Default, 8, 32, 32, 1, 2, 2, 2, 2> "
     "does not support this problem\n"
     "\033[36mvalids: 3\033[0m\n"
     "Best configuration parameters:\n"
-    "name: " + kBwdWeightBest + " (instance 5)\n"
+    "name: " +
+    kBwdWeightBest +
+    " (instance 5)\n"
     "avg_time: 0.00631771\n"
     "tflops: 182.987\n"
     "GB/s: 730.838, SplitK 8\n";
@@ -158,8 +177,8 @@ const double kInf = std::numeric_limits<double>::infinity();
 std::vector<Case> Cases() {
   using K = Outcome::Kind;
   return {
-      {"fwd_current", kFwdCurrent, "", false, 0, true, kFwdName4, 0.229744, 51.3463, 2852.61, "",
-       3, 5, 3, K::kSucceeded},
+      {"fwd_current", kFwdCurrent, "", false, 0, true, kFwdName4, 0.229744, 51.3463, 2852.61, "", 3,
+       5, 3, K::kSucceeded},
       {"fwd_older", kFwdOlder, "", false, 0, true,
        "DeviceGroupedConvFwdMultipleD_Xdl_CShuffle<256, 256, 128, 32, Filter1x1Pad0, 8, 8>", 0.0398,
        37.12, 647.9, "", -1, 2, 2, K::kSucceeded},

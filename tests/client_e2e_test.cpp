@@ -2,13 +2,12 @@
 // daemon with --local): submit → watch → results for each input format, the original run
 // workflow's output and exit codes, dry-run command lines, and the documented errors.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <fstream>
@@ -59,8 +58,7 @@ constexpr const char* kSampleBwdCommand =
 // written; stderr goes to a file. Killed on destruction if still running. Test thread only.
 class Spawned {
  public:
-  Spawned(const std::vector<std::string>& argv, const std::string& cwd,
-          const std::string& err_path)
+  Spawned(const std::vector<std::string>& argv, const std::string& cwd, const std::string& err_path)
       : err_path_(err_path) {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) return;
@@ -129,8 +127,8 @@ class Spawned {
  private:
   using Clock = std::chrono::steady_clock;
   static Clock::time_point Deadline(double seconds) {
-    return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                              std::chrono::duration<double>(seconds));
+    return Clock::now() +
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   }
   // Waits for more of stdout; false at its end or at the deadline.
   bool ReadSome(Clock::time_point deadline) {
@@ -185,7 +183,8 @@ class ClientTest : public ::testing::Test {
     // A build/bin with the emulator linked as ckProfiler, like a CK build tree.
     mkdir(dir_.File("build").c_str(), 0755);
     mkdir(dir_.File("build/bin").c_str(), 0755);
-    ASSERT_EQ(symlink(BinPath("ckprofiler-emu").c_str(), dir_.File("build/bin/ckProfiler").c_str()), 0);
+    ASSERT_EQ(symlink(BinPath("ckprofiler-emu").c_str(), dir_.File("build/bin/ckProfiler").c_str()),
+              0);
     testing::WriteFile(dir_.File("configs.json"), kSampleConfig);
   }
 
@@ -258,7 +257,8 @@ TEST_F(ClientTest, SubmitWatchResultsForEveryInputFormat) {
       {"configs file", dir_.File("configs.json"), 2},
   };
   for (const auto& c : cases) {
-    CommandResult sub = Ckprof({"submit", c.input, "--profiler-path", "build/bin", "--name", c.name});
+    CommandResult sub =
+        Ckprof({"submit", c.input, "--profiler-path", "build/bin", "--name", c.name});
     ASSERT_EQ(sub.exit_code, 0) << c.name << ": " << sub.err;
     const std::string job = sub.out.substr(0, sub.out.find('\n'));
     CommandResult watch = Ckprof({"watch", job});
@@ -284,8 +284,8 @@ TEST_F(ClientTest, SubmitWatchResultsForEveryInputFormat) {
     CommandResult csv = Ckprof({"results", job, "--format", "csv"});
     EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), c.configs + 1) << csv.out;
     CommandResult table = Ckprof({"results", job, "--format", "table"});
-    EXPECT_NE(table.out.find(std::to_string(c.configs) + " task(s): " +
-                             std::to_string(c.configs) + " succeeded"),
+    EXPECT_NE(table.out.find(std::to_string(c.configs) + " task(s): " + std::to_string(c.configs) +
+                             " succeeded"),
               std::string::npos)
         << table.out;
   }
@@ -347,9 +347,9 @@ TEST_F(ClientTest, RunAndSubmitUseTheDaemonsProfilerAndRefuseAMissingOne) {
   const std::string elsewhere = dir_.File("elsewhere");
   mkdir(elsewhere.c_str(), 0755);
   testing::WriteFile(elsewhere + "/configs.json", testing::ReadFile(dir_.File("configs.json")));
-  CommandResult r = RunCommand({BinPath("ckprof"), "--socket", daemon_->socket(), "run",
-                                "configs.json", "--no-save"},
-                               {"CKEMU_TIME_SCALE=0"}, elsewhere);
+  CommandResult r = RunCommand(
+      {BinPath("ckprof"), "--socket", daemon_->socket(), "run", "configs.json", "--no-save"},
+      {"CKEMU_TIME_SCALE=0"}, elsewhere);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("✓ Successful:     2"), std::string::npos) << r.out;
 
@@ -408,7 +408,8 @@ TEST_F(ClientTest, DryRunPrintsExactlyTheCkCommandLines) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, std::string(kSampleCommand) + "\n" + kSampleBwdCommand + "\n");
   CommandResult one = Ckprof({"run", "configs.json", "--dry-run", "--max-ops", "1"});
-  EXPECT_NE(one.out.find(std::string("    ") + kSampleCommand + "\n"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find(std::string("    ") + kSampleCommand + "\n"), std::string::npos)
+      << one.out;
   EXPECT_EQ(one.out.find("grouped_conv_bwd_data"), std::string::npos) << one.out;
 }
 
@@ -449,9 +450,9 @@ TEST_F(ClientTest, BadArgumentsGiveTheDocumentedMessagesAndCodes) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args[0] << ": " << r.err;
   }
   // Every command has --help with an example, and says how to name the daemon's socket.
-  for (const char* cmd : {"convert", "run", "submit", "status", "list", "watch", "wait", "results",
-                          "compare", "cancel", "retry", "boost", "gpus", "drain", "resume",
-                          "ping"}) {
+  for (const char* cmd :
+       {"convert", "run", "submit", "status", "list", "watch", "wait", "results", "compare",
+        "cancel", "retry", "boost", "gpus", "drain", "resume", "ping"}) {
     CommandResult h = Ckprof({cmd, "--help"});
     EXPECT_EQ(h.exit_code, 0) << cmd;
     EXPECT_NE(h.out.find("usage: ckprof " + std::string(cmd)), std::string::npos) << cmd;
@@ -552,14 +553,13 @@ TEST_F(ClientTest, ResultsOfAJobStillRunningArePartial) {
 // job says until when it waits, and values not there are null; so are an idle GPU's.
 TEST_F(ClientTest, StatusShowsTheJobsOptionsAndAbsentValuesAreNull) {
   StartDaemon();
-  const std::string job = Submit(kSampleConfig, {"--not-before", "+2h", "--gpus", "1",
-                                                 "--max-gpus", "1", "--timeout", "90",
-                                                 "--priority", "5"});
+  const std::string job = Submit(kSampleConfig, {"--not-before", "+2h", "--gpus", "1", "--max-gpus",
+                                                 "1", "--timeout", "90", "--priority", "5"});
   ASSERT_FALSE(job.empty());
   CommandResult text = Ckprof({"status", job});
   EXPECT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_TRUE(std::regex_search(text.out,
-                                std::regex("\nwaiting until (\\d{4}-\\d\\d-\\d\\d )?\\d\\d:\\d\\d\n")))
+  EXPECT_TRUE(std::regex_search(
+      text.out, std::regex("\nwaiting until (\\d{4}-\\d\\d-\\d\\d )?\\d\\d:\\d\\d\n")))
       << text.out;
   EXPECT_NE(text.out.find("\npriority: 5\n"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("\ngpus: 1, at most 1 at once\n"), std::string::npos) << text.out;
@@ -659,11 +659,11 @@ TEST_F(ClientTest, ListAndResultsFitTheWidthAndWideShowsEverything) {
 TEST_F(ClientTest, GlobalOptionsGoBeforeOrAfterTheCommand) {
   StartDaemon();
   const std::string socket = daemon_->socket();
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"--socket", socket, "list"},
-           {"list", "--socket", socket},
-           {"list", "--all", "--socket=" + socket},
-           {"--socket=" + socket, "list", "--all"}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--socket", socket, "list"},
+                                             {"list", "--socket", socket},
+                                             {"list", "--all", "--socket=" + socket},
+                                             {"--socket=" + socket, "list", "--all"}}) {
     CommandResult r = Plain(args);
     EXPECT_EQ(r.exit_code, 0) << args[0] << " " << args[1] << ": " << r.err;
     EXPECT_NE(r.out.find("JOB"), std::string::npos) << r.out;
@@ -708,7 +708,8 @@ TEST_F(ClientTest, WatchIntoAPipeWritesEachLineAsItHappens) {
   EXPECT_TRUE(watch->Running());
   ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
   EXPECT_EQ(watch->Wait(), 1) << watch->out() << watch->err();
-  EXPECT_NE(watch->out().find("job " + job + " cancelled: 1 of 2 ran: 1 succeeded, 0 failed, "
+  EXPECT_NE(watch->out().find("job " + job +
+                              " cancelled: 1 of 2 ran: 1 succeeded, 0 failed, "
                               "1 cancelled"),
             std::string::npos)
       << watch->out();
@@ -775,8 +776,7 @@ TEST_F(ClientTest, WaitTakesSeveralJobsAndExitsWithTheWorst) {
   EXPECT_EQ(failed_first.exit_code, 1) << failed_first.err;
   CommandResult missing = Ckprof({"wait", ok, "999"});
   EXPECT_EQ(missing.exit_code, 1);
-  EXPECT_NE(missing.err.find("ckprof wait: job 999: no job 999"), std::string::npos)
-      << missing.err;
+  EXPECT_NE(missing.err.find("ckprof wait: job 999: no job 999"), std::string::npos) << missing.err;
   CommandResult none = Ckprof({"wait"});
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("missing JOB"), std::string::npos) << none.err;

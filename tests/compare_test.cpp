@@ -167,8 +167,8 @@ TEST_F(CompareTest, TableFitsTheWidthAndWideCutsNothing) {
                      json::array({Result(1, 1, "fwd", "Forward conv: " + problem, 1.25)}).dump());
   testing::WriteFile(dir_.File("b.json"),
                      json::array({Result(1, 1, "fwd", "Forward conv: " + problem, 0.5)}).dump());
-  CommandResult fitted = RunCommand({BinPath("ckprof"), "compare", "a.json", "b.json"},
-                                    {"COLUMNS=80"}, dir_.path());
+  CommandResult fitted =
+      RunCommand({BinPath("ckprof"), "compare", "a.json", "b.json"}, {"COLUMNS=80"}, dir_.path());
   ASSERT_EQ(fitted.exit_code, 0) << fitted.err;
   const std::vector<std::string> lines = Lines(fitted.out);
   ASSERT_GE(lines.size(), 6u) << fitted.out;

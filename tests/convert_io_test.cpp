@@ -539,9 +539,9 @@ TEST_F(ConvertCommand, NoConvolutionExitsOneKeepsTheHintAndWritesNothing) {
     for (const bool quiet : {false, true}) {
       auto r = quiet ? Run({in, out, "--quiet"}) : Run({in, out});
       EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-      EXPECT_NE(r.err.find("ckprof convert: " + in + ": " + tc.error + "; " + out +
-                           " not written\n"),
-                std::string::npos)
+      EXPECT_NE(
+          r.err.find("ckprof convert: " + in + ": " + tc.error + "; " + out + " not written\n"),
+          std::string::npos)
           << r.err;
       EXPECT_FALSE(std::filesystem::exists(out));
       EXPECT_EQ(r.out.find("Saved"), std::string::npos) << r.out;
@@ -565,8 +565,8 @@ TEST_F(ConvertCommand, DashIsStdinAndStdout) {
   const std::string ir = ReadFile(DataPath("conv_repros_ir.json"));
   auto expected = ConvertText(ir, {});
   ASSERT_TRUE(expected.ok());
-  for (const auto& [name, input] : {std::pair<std::string, std::string>{"plain", ir},
-                                    {"gzipped", Gzip(ir)}}) {
+  for (const auto& [name, input] :
+       {std::pair<std::string, std::string>{"plain", ir}, {"gzipped", Gzip(ir)}}) {
     SCOPED_TRACE(name);
     auto r = Run({"-", "-"}, "", input);
     ASSERT_EQ(r.exit_code, 0) << r.err;

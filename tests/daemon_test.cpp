@@ -59,7 +59,8 @@ class DaemonTest : public ::testing::Test {
                      [](const std::string& kv) { return kv.rfind("CKEMU_TIME_SCALE=", 0) == 0; })) {
       o.env.push_back("CKEMU_TIME_SCALE=0");
     }
-    o.extra_args.insert(o.extra_args.end(), {"--profiler-path", testing::SharedBinPath("ckprofiler-emu")});
+    o.extra_args.insert(o.extra_args.end(),
+                        {"--profiler-path", testing::SharedBinPath("ckprofiler-emu")});
     daemon_ = std::make_unique<DaemonProcess>(dir_.path());
     std::string error;
     ASSERT_TRUE(daemon_->Start(o, &error)) << error;
@@ -91,9 +92,8 @@ class DaemonTest : public ::testing::Test {
     ASSERT_TRUE(conn.ok()) << conn.error();
     // Every frame carries the job's summary: count from it, so that tasks finished before
     // the watch began count too.
-    Status s = (*conn)->Watch(job, [&](const json& f) {
-      return f.value("job", json::object()).value("done", 0) < n;
-    });
+    Status s = (*conn)->Watch(
+        job, [&](const json& f) { return f.value("job", json::object()).value("done", 0) < n; });
     ASSERT_TRUE(s.ok()) << s.error();
   }
 
@@ -257,9 +257,12 @@ TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
   {
     auto conn = Connection::Open(daemon_->socket());
     ASSERT_TRUE(conn.ok());
-    ASSERT_TRUE((*conn)->Watch(job, [&](const json& f) {
-      return f.value("job", json::object()).value("running", 0) < 2;
-    }).ok());
+    ASSERT_TRUE((*conn)
+                    ->Watch(job,
+                            [&](const json& f) {
+                              return f.value("job", json::object()).value("running", 0) < 2;
+                            })
+                    .ok());
   }
   int status = daemon_->Signal(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status));
@@ -269,7 +272,8 @@ TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
   auto store = Store::Open(daemon_->state_dir(), false);
   ASSERT_TRUE(store.ok());
   int queued = 0;
-  ASSERT_TRUE((*store)->ForEachTaskBrief([&](TaskRecord&& t) { queued += t.state == "queued"; }).ok());
+  ASSERT_TRUE(
+      (*store)->ForEachTaskBrief([&](TaskRecord&& t) { queued += t.state == "queued"; }).ok());
   EXPECT_EQ(queued, 3);
 }
 

@@ -1,16 +1,14 @@
 // Tests of ckprofiler-emu: it must reject what real CK rejects (argc, enums, holes, "all" for
 // bwd_data), accept what our command builder produces where CK does, print CK's format with
 // figures that follow ck-profiler.md's formulas, and misbehave on request.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cmath>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "common/ck_command.h"
 #include "common/ck_output.h"
@@ -26,8 +24,7 @@ using testing::RunCommand;
 
 const std::vector<std::string> kInstant = {"CKEMU_TIME_SCALE=0"};
 
-CkConfig Config(ConvOp op, int nd, Layout layout = Layout::kNchw,
-                DataType type = DataType::kFp16) {
+CkConfig Config(ConvOp op, int nd, Layout layout = Layout::kNchw, DataType type = DataType::kFp16) {
   CkConfig c;
   c.op = op;
   c.data_type = EncodeDataType(op, type);
@@ -102,12 +99,16 @@ TEST(Emulator, ArgumentCountsAreExact) {
       }
       for (int delta : {-1, +1}) {
         std::vector<std::string> bad = argv;
-        if (delta < 0) bad.pop_back(); else bad.push_back("1");
+        if (delta < 0)
+          bad.pop_back();
+        else
+          bad.push_back("1");
         CommandResult r = RunCommand(bad, kInstant);
         EXPECT_EQ(r.exit_code, 1) << name << " delta " << delta;
-        EXPECT_TRUE(StartsWith(r.out, "arg1: tensor operation (" +
-                                          std::string(CkOperationName(op)) + ":"))
-            << name << "\n" << r.out;
+        EXPECT_TRUE(
+            StartsWith(r.out, "arg1: tensor operation (" + std::string(CkOperationName(op)) + ":"))
+            << name << "\n"
+            << r.out;
         EXPECT_TRUE(Parse(r).usage_printed);
       }
     }
@@ -123,8 +124,8 @@ TEST(Emulator, BuiltCommandsAcceptedWhereCkImplementsThem) {
     for (int nd : {1, 2, 3}) {
       for (Layout layout : {Layout::kNchw, Layout::kNhwc}) {
         for (DataType type : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
-          const std::string name = std::string(ShortOpName(op)) + " " + std::to_string(nd) +
-                                   "d " + std::string(LayoutName(layout)) + " " +
+          const std::string name = std::string(ShortOpName(op)) + " " + std::to_string(nd) + "d " +
+                                   std::string(LayoutName(layout)) + " " +
                                    std::string(DataTypeName(type));
           // The holes of ck-profiler.md: 1-D only in layouts 0/1 (so not NCHW, and for
           // bwd_weight not channels-last, which is 2 there), no 1-D bwd_data, no 3-D NCHW
@@ -224,7 +225,8 @@ TEST(Emulator, OutputFollowsTheFormulas) {
     EXPECT_NE(r.out.find(op == ConvOp::kBwdData ? "\nout: dim 5, lengths {2, 8, 64, 7, 7}"
                                                 : "\noutput: dim 5, lengths {2, 8, 64, 7, 7}"),
               std::string::npos)
-        << name << "\n" << r.out;
+        << name << "\n"
+        << r.out;
     CkOutputParser parser(1000);
     parser.Feed(r.out);
     parser.Finish();

@@ -83,8 +83,8 @@ TEST_F(HostLocksTest, SecondDaemonOnALiveStateDirExitsAtOnceAndDisturbsNothing) 
   Start(a, Options("a"));
   auto job = testing::SubmitContent(a.socket(), testing::FwdConfigsText(1, /*hang*/ 9001));
   ASSERT_TRUE(job.ok()) << job.error();
-  auto running = testing::WatchUntil(a.socket(), *job,
-                                     [](const JobSummary& s) { return s.running >= 1; });
+  auto running =
+      testing::WatchUntil(a.socket(), *job, [](const JobSummary& s) { return s.running >= 1; });
   ASSERT_TRUE(running.ok()) << running.error();
   auto runs = WaitForRuns("a", 1);
   ASSERT_EQ(runs.size(), 1u);
@@ -96,9 +96,9 @@ TEST_F(HostLocksTest, SecondDaemonOnALiveStateDirExitsAtOnceAndDisturbsNothing) 
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 1);
   const std::string log = testing::ReadFile(b.log_path());
-  EXPECT_NE(log.find("state dir " + a.state_dir() + " in use by ckprofd pid " +
-                     std::to_string(a.pid())),
-            std::string::npos)
+  EXPECT_NE(
+      log.find("state dir " + a.state_dir() + " in use by ckprofd pid " + std::to_string(a.pid())),
+      std::string::npos)
       << log;
   // The live daemon's profiler runs on, and no second one started.
   EXPECT_TRUE(testing::ProcessIsLive(runs[0].pid));

@@ -40,8 +40,9 @@ class InterruptTest : public ::testing::Test {
     return {"TMPDIR=" + Tmp(), "CKEMU_LOG=" + EmuLog(), "CKEMU_TIME_SCALE=0"};
   }
   std::vector<std::string> LocalRun(const std::string& configs) const {
-    return {BinPath("ckprof"), "run",   configs,  "--local", "--gpus", "0-1",
-            "--profiler-path", BinPath("ckprofiler-emu"), "--no-save"};
+    return {BinPath("ckprof"), "run", configs,           "--local",
+            "--gpus",          "0-1", "--profiler-path", BinPath("ckprofiler-emu"),
+            "--no-save"};
   }
 
   // The emulator's runs once `n` have logged their start (bounded).
@@ -102,13 +103,15 @@ TEST_F(InterruptTest, CtrlCOnRunLocalStopsItsDaemonAndProfilersAndRemovesItsFile
   const auto sent = std::chrono::steady_clock::now();
   run.Signal(SIGINT);
   CommandResult r = run.Finish();
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
   EXPECT_LT(took, 10.0);
   EXPECT_NE(r.err.find("interrupted: stopped the private ckprofd and its profilers"),
             std::string::npos)
       << r.err;
-  EXPECT_EQ(r.err.find("closed the connection"), std::string::npos) << "no spurious error: " << r.err;
+  EXPECT_EQ(r.err.find("closed the connection"), std::string::npos)
+      << "no spurious error: " << r.err;
   EXPECT_FALSE(testing::ProcessIsLive(daemon));
   for (const auto& e : runs) EXPECT_FALSE(testing::ProcessIsLive(e.pid)) << e.pid;
   EXPECT_TRUE(TmpIsEmpty());
@@ -145,8 +148,9 @@ TEST_F(InterruptTest, AKilledClientsPrivateDaemonStopsByItselfAndItsFilesGoNextT
 TEST_F(InterruptTest, CtrlCOnRunThroughTheDaemonCancelsItsJob) {
   testing::LaunchedDaemon d;
   ASSERT_NO_FATAL_FAILURE(StartDaemon(d));
-  BackgroundCommand run({BinPath("ckprof"), "--socket", d.socket(), "run", "hang.json", "--no-save"},
-                        {}, dir_.path());
+  BackgroundCommand run(
+      {BinPath("ckprof"), "--socket", d.socket(), "run", "hang.json", "--no-save"}, {},
+      dir_.path());
   ASSERT_NO_FATAL_FAILURE(WaitUntilBothRun(d, run));
   run.Signal(SIGINT);
   CommandResult r = run.Finish();
@@ -163,8 +167,9 @@ TEST_F(InterruptTest, CtrlCOnRunThroughTheDaemonCancelsItsJob) {
 TEST_F(InterruptTest, RunWhoseDaemonDiesExitsTwo) {
   testing::LaunchedDaemon d;
   ASSERT_NO_FATAL_FAILURE(StartDaemon(d));
-  BackgroundCommand run({BinPath("ckprof"), "--socket", d.socket(), "run", "hang.json", "--no-save"},
-                        {}, dir_.path());
+  BackgroundCommand run(
+      {BinPath("ckprof"), "--socket", d.socket(), "run", "hang.json", "--no-save"}, {},
+      dir_.path());
   ASSERT_NO_FATAL_FAILURE(WaitUntilBothRun(d, run));
   d.Stop(SIGKILL);  // its profilers are killed as leftovers when `d` goes
   CommandResult r = run.Finish();

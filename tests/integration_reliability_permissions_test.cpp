@@ -179,7 +179,9 @@ TEST_F(ReliabilityPermissionsTest, PermissionDeniedNamesTheGroupToJoin) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_EQ(r.err, "ckprof " + std::string(cmd) + ": ckprofd at " + daemon_.socket() +
                          ": Permission denied: ckprofd runs, but you may not use it: ask to join "
-                         "group " + lab.name() + " (the socket's group; log in again after "
+                         "group " +
+                         lab.name() +
+                         " (the socket's group; log in again after "
                          "joining)\n");
   }
   // A socket no group may use: joining one would not help.

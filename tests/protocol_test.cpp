@@ -129,9 +129,9 @@ TEST(Protocol, AbsentValuesAreNullAndReadBack) {
 // Issue 17.8: one vocabulary, each task counted once.
 TEST(Protocol, TaskCountsCountEachTaskOnceInOneVocabulary) {
   TaskCounts c;
-  for (const char* state : {"succeeded", "succeeded", "failed", "spawn_failed", "interrupted",
-                            "unsupported", "timed_out", "crashed", "cancelled", "queued",
-                            "running"}) {
+  for (const char* state :
+       {"succeeded", "succeeded", "failed", "spawn_failed", "interrupted", "unsupported",
+        "timed_out", "crashed", "cancelled", "queued", "running"}) {
     c.Add(state);
   }
   EXPECT_EQ(c.total(), 11);
@@ -276,8 +276,8 @@ TEST(Protocol, FrameReplacesInvalidUtf8) {
 }
 
 TEST(Protocol, Base64RoundTripAndErrors) {
-  for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd",
-                                                       std::string("\0\xff\x10", 3)}) {
+  for (const std::string& s :
+       std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
     auto back = Base64Decode(Base64Encode(s));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, s);

@@ -4,12 +4,11 @@
 // at once on one thread.
 #include "daemon/runner.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
@@ -57,9 +56,32 @@ class Harness {
 
 // An emulator command for a small fwd problem with batch size `n` (magic values inject faults).
 std::vector<std::string> Emu(int n = 4) {
-  return {BinPath("ckprofiler-emu"), "grouped_conv_fwd", "1", "1", "0", "0", "1", "0", "1",
-          "2", "1", std::to_string(n), "64", "32", "3", "3", "14", "14", "1", "1", "1", "1",
-          "1", "1", "1", "1"};
+  return {BinPath("ckprofiler-emu"),
+          "grouped_conv_fwd",
+          "1",
+          "1",
+          "0",
+          "0",
+          "1",
+          "0",
+          "1",
+          "2",
+          "1",
+          std::to_string(n),
+          "64",
+          "32",
+          "3",
+          "3",
+          "14",
+          "14",
+          "1",
+          "1",
+          "1",
+          "1",
+          "1",
+          "1",
+          "1",
+          "1"};
 }
 
 RunSpec Spec(std::vector<std::string> argv) {
@@ -171,7 +193,8 @@ TEST(ProcessRunner, ExitCodesAndSignals) {
   EXPECT_EQ(r.perf.instances_tried, 3);
 
   r = h.Run(Spec(Emu(9008)));  // verification failure
-  EXPECT_EQ(r.outcome.Summary(), "failed (exit 1): verification failed (Error: Incorrect results!)");
+  EXPECT_EQ(r.outcome.Summary(),
+            "failed (exit 1): verification failed (Error: Incorrect results!)");
 
   r = h.Run(Spec(Emu(9004)));  // no instance supports it
   EXPECT_EQ(r.outcome.kind, Outcome::Kind::kUnsupported);
@@ -196,7 +219,8 @@ TEST(ProcessRunner, BoundedHeadAndTailCapture) {
   RunResult r = h.Run(spec);
   EXPECT_EQ(r.stdout_bytes, 588895u);
   EXPECT_EQ(r.stdout_capture, "1\n2\n3\n4\n5\n\n[... 588875 bytes omitted ...]\n99\n100000\n");
-  EXPECT_EQ(r.stderr_capture, "tail-of-stderr\n");  // 15 bytes: 10 head + 5 of tail, nothing omitted
+  EXPECT_EQ(r.stderr_capture,
+            "tail-of-stderr\n");  // 15 bytes: 10 head + 5 of tail, nothing omitted
 }
 
 TEST(ProcessRunner, TimeoutKillsTheGroup) {
@@ -209,7 +233,7 @@ TEST(ProcessRunner, TimeoutKillsTheGroup) {
   EXPECT_EQ(r.outcome.signal, SIGTERM);
   EXPECT_EQ(r.outcome.reason, "timed out after 0.2 s");
   EXPECT_GE(r.elapsed_s, 0.2);
-  EXPECT_LT(r.elapsed_s, 2.5);  // SIGTERM was enough: no grace period spent
+  EXPECT_LT(r.elapsed_s, 2.5);           // SIGTERM was enough: no grace period spent
   EXPECT_EQ(r.perf.instances_tried, 3);  // what it printed before hanging was parsed
   EXPECT_TRUE(GroupGone(r.pid));
 }
@@ -312,9 +336,8 @@ TEST(ProcessRunner, EnvironmentIsBuiltOnPurpose) {
     s.set_env.push_back({"ROCR_VISIBLE_DEVICES", "2"});
     return s;
   }());
-  for (const char* name :
-       {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
-        "CKPROF_RUNNER_TEST_KEEP"}) {
+  for (const char* name : {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES",
+                           "GPU_DEVICE_ORDINAL", "CKPROF_RUNNER_TEST_KEEP"}) {
     unsetenv(name);
   }
   EXPECT_EQ(r.outcome.kind, Outcome::Kind::kUnsupported);
@@ -335,11 +358,11 @@ TEST(ProcessRunner, EnvironmentIsBuiltOnPurpose) {
 }
 
 TEST(ProcessRunner, BuildChildEnvironment) {
-  EXPECT_EQ(BuildChildEnvironment({"A=1", "HIP_VISIBLE_DEVICES=0,1", "GPU_DEVICE_ORDINAL=1",
-                                   "B=x=y", "HIP_VISIBLE_DEVICESX=5"},
-                                  {{"B", "2"}, {"CUDA_VISIBLE_DEVICES", "4"}}),
-            (std::vector<std::string>{"A=1", "HIP_VISIBLE_DEVICESX=5", "B=2",
-                                      "CUDA_VISIBLE_DEVICES=4"}));
+  EXPECT_EQ(
+      BuildChildEnvironment({"A=1", "HIP_VISIBLE_DEVICES=0,1", "GPU_DEVICE_ORDINAL=1", "B=x=y",
+                             "HIP_VISIBLE_DEVICESX=5"},
+                            {{"B", "2"}, {"CUDA_VISIBLE_DEVICES", "4"}}),
+      (std::vector<std::string>{"A=1", "HIP_VISIBLE_DEVICESX=5", "B=2", "CUDA_VISIBLE_DEVICES=4"}));
 }
 
 TEST(ProcessRunner, WorkingDirectoryAndIdentity) {

@@ -379,7 +379,8 @@ TEST_F(SchedulerTest, ARetriedCancelledJobStaysRevivedAfterARestart) {
 TEST_F(SchedulerTest, FailuresAreRecordedAndRetried) {
   int64_t job = Submit(Job(1000, "j"), 2);
   launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kCrashed, 0, SIGSEGV, "SIGSEGV"});
-  launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kTimedOut, 0, SIGTERM, "timed out"});
+  launcher_.Finish(launcher_.Active()[0],
+                   Outcome{Outcome::Kind::kTimedOut, 0, SIGTERM, "timed out"});
   auto results = sched_->Results(job, false);
   ASSERT_TRUE(results.ok());
   EXPECT_EQ((*results)[0].state, "crashed");
@@ -525,7 +526,8 @@ TEST_F(SchedulerTest, MissingProfilerIsASpawnFailureAndTheJobGoesOn) {
   EXPECT_EQ(s->state, "finished");
   auto results = sched_->Results(job, false);
   EXPECT_EQ((*results)[0].state, "spawn_failed");
-  EXPECT_NE((*results)[0].error.find("no-such-ckProfiler"), std::string::npos) << (*results)[0].error;
+  EXPECT_NE((*results)[0].error.find("no-such-ckProfiler"), std::string::npos)
+      << (*results)[0].error;
 }
 
 // Collects the tasks of a job's task_finished events.
@@ -553,7 +555,8 @@ TEST_F(SchedulerTest, TaskFinishedEventsAndResultsAgree) {
   sched_->AddWatcher(job, &events);
   sched_->AddWatcher(bad, &events);
   ASSERT_TRUE(sched_->SetDrained(0, false, admin).ok());
-  launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kTimedOut, 0, SIGTERM, "timed out"});
+  launcher_.Finish(launcher_.Active()[0],
+                   Outcome{Outcome::Kind::kTimedOut, 0, SIGTERM, "timed out"});
   launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kCrashed, 0, SIGSEGV, "SIGSEGV"});
   launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kFailed, 3, 0, "exit 3"});
   launcher_.Finish(launcher_.Active()[0]);

@@ -25,7 +25,9 @@ extern char** environ;
 
 namespace ckprof::testing {
 
-std::string DataPath(const std::string& name) { return std::string(CKPROF_TEST_DATA_DIR) + "/" + name; }
+std::string DataPath(const std::string& name) {
+  return std::string(CKPROF_TEST_DATA_DIR) + "/" + name;
+}
 
 std::string BinPath(const std::string& name) { return std::string(CKPROF_BIN_DIR) + "/" + name; }
 
@@ -162,7 +164,10 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
         (fds[i].fd == out_pipe[0] ? r.out : r.err).append(buf, static_cast<size_t>(got));
       } else {
         close(fds[i].fd);
-        if (fds[i].fd == out_pipe[0]) out_pipe[0] = -1; else err_pipe[0] = -1;
+        if (fds[i].fd == out_pipe[0])
+          out_pipe[0] = -1;
+        else
+          err_pipe[0] = -1;
         --open_fds;
       }
     }
@@ -358,9 +363,7 @@ std::vector<EmuRun> ReadEmuRuns(const std::string& log_path) {
 #include <sys/syscall.h>
 #include <sys/un.h>
 
-namespace ckprof::testing {
-
-}  // namespace ckprof::testing
+namespace ckprof::testing {}  // namespace ckprof::testing
 
 // ---- Users, groups, daemons and processes: the integration and reliability tests ----
 
@@ -497,11 +500,15 @@ void KillMarkedProcesses(const std::string& marker) {
 
 pid_t LaunchedDaemon::Spawn(const std::string& notify_path) {
   const Options& o = options_;
-  std::vector<std::string> argv = {
-      o.uid >= 0 ? SharedBinPath("ckprofd") : BinPath("ckprofd"),
-      "--socket",     socket(),
-      "--state-dir",  state_dir(),
-      "--gpus",           o.gpus,     "--log-level", "debug"};
+  std::vector<std::string> argv = {o.uid >= 0 ? SharedBinPath("ckprofd") : BinPath("ckprofd"),
+                                   "--socket",
+                                   socket(),
+                                   "--state-dir",
+                                   state_dir(),
+                                   "--gpus",
+                                   o.gpus,
+                                   "--log-level",
+                                   "debug"};
   if (!o.config_json.empty()) {
     WriteFile(o.dir + "/ckprofd.json", o.config_json);
     chmod((o.dir + "/ckprofd.json").c_str(), 0644);

@@ -22,7 +22,8 @@ std::vector<std::string> Lines(const std::string& text) {
 const std::string kKernel =
     "DeviceGroupedConvFwdMultipleABD_Xdl_CShuffle<256, 128, 256, 32, Default, 8, 8, 1, 32, 32, "
     "2, 4, 8, 8, 1, 1, Intrawave, v3>";
-const std::string kProblem = "G=1, N=32, K=256, C=128, [3, 3] kernel, [56, 56] input, stride [1, 1]";
+const std::string kProblem =
+    "G=1, N=32, K=256, C=128, [3, 3] kernel, [56, 56] input, stride [1, 1]";
 
 TaskResult Succeeded() {
   TaskResult t;

@@ -11,17 +11,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "tests/emulator/emu.h"
 
 namespace ckemu {
 namespace {
 
-constexpr const char* kEmulatorHelp = R"HELP(ckprofiler-emu: a stand-in for AMD Composable Kernel's ckProfiler (grouped convolutions).
+constexpr const char* kEmulatorHelp =
+    R"HELP(ckprofiler-emu: a stand-in for AMD Composable Kernel's ckProfiler (grouped convolutions).
 
 USAGE
   ckprofiler-emu grouped_conv_fwd|grouped_conv_bwd_data|grouped_conv_bwd_weight ARGS...
@@ -107,11 +107,16 @@ struct FaultName {
   int64_t magic_n;
 };
 constexpr FaultName kFaults[] = {
-    {Fault::kHang, "hang", 9001},          {Fault::kCrash, "crash", 9002},
-    {Fault::kFail, "fail", 9003},          {Fault::kUnsupported, "unsupported", 9004},
-    {Fault::kHugeOutput, "huge-output", 9005}, {Fault::kSlowStart, "slow-start", 9006},
-    {Fault::kAbort, "abort", 9007},        {Fault::kVerifyFail, "verify-fail", 9008},
-    {Fault::kForkChild, "fork-child", 9009}, {Fault::kHangNoTerm, "hang-noterm", 9010},
+    {Fault::kHang, "hang", 9001},
+    {Fault::kCrash, "crash", 9002},
+    {Fault::kFail, "fail", 9003},
+    {Fault::kUnsupported, "unsupported", 9004},
+    {Fault::kHugeOutput, "huge-output", 9005},
+    {Fault::kSlowStart, "slow-start", 9006},
+    {Fault::kAbort, "abort", 9007},
+    {Fault::kVerifyFail, "verify-fail", 9008},
+    {Fault::kForkChild, "fork-child", 9009},
+    {Fault::kHangNoTerm, "hang-noterm", 9010},
 };
 
 Invocation g_invocation;
@@ -128,10 +133,20 @@ uint64_t ParseBytes(const char* s, uint64_t dflt) {
   double v = std::strtod(s, &end);
   if (end == s || v < 0) return dflt;
   switch (*end) {
-    case 'k': case 'K': v *= 1024; break;
-    case 'm': case 'M': v *= 1024 * 1024; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    case 'k':
+    case 'K':
+      v *= 1024;
+      break;
+    case 'm':
+    case 'M':
+      v *= 1024 * 1024;
+      break;
+    case 'g':
+    case 'G':
+      v *= 1024.0 * 1024 * 1024;
+      break;
+    default:
+      break;
   }
   return static_cast<uint64_t>(v);
 }
@@ -198,10 +213,14 @@ void PrintOperations() {
 }
 
 bool OpFromName(const std::string& name, Op* op) {
-  if (name == "grouped_conv_fwd") *op = Op::kFwd;
-  else if (name == "grouped_conv_bwd_data") *op = Op::kBwdData;
-  else if (name == "grouped_conv_bwd_weight") *op = Op::kBwdWeight;
-  else return false;
+  if (name == "grouped_conv_fwd")
+    *op = Op::kFwd;
+  else if (name == "grouped_conv_bwd_data")
+    *op = Op::kBwdData;
+  else if (name == "grouped_conv_bwd_weight")
+    *op = Op::kBwdWeight;
+  else
+    return false;
   return true;
 }
 

@@ -47,13 +47,13 @@ struct Invocation {
 
 // Settings read from the environment once at start.
 struct Settings {
-  double time_scale = 0.1;                 // CKEMU_TIME_SCALE
-  Fault env_fault = Fault::kNone;          // CKEMU_FAULT
-  uint64_t huge_bytes = 100ull << 20;      // CKEMU_HUGE_BYTES
-  int slow_start_ms = 2000;                // CKEMU_SLOW_START_MS
-  int fail_code = 1;                       // CKEMU_FAIL_CODE
-  bool old_format = false;                 // CKEMU_CK_VERSION=2024
-  std::string log_path;                    // CKEMU_LOG
+  double time_scale = 0.1;             // CKEMU_TIME_SCALE
+  Fault env_fault = Fault::kNone;      // CKEMU_FAULT
+  uint64_t huge_bytes = 100ull << 20;  // CKEMU_HUGE_BYTES
+  int slow_start_ms = 2000;            // CKEMU_SLOW_START_MS
+  int fail_code = 1;                   // CKEMU_FAIL_CODE
+  bool old_format = false;             // CKEMU_CK_VERSION=2024
+  std::string log_path;                // CKEMU_LOG
 };
 
 const Settings& GetSettings();

@@ -127,11 +127,15 @@ bool Implemented(const Problem& p) {
       if (lay < 0 || lay > 4) return false;
       if (nd == 1 && lay > 1) return false;
       switch (lay) {
-        case 0: return dt == 0 || dt == 1 || dt == 5;
+        case 0:
+          return dt == 0 || dt == 1 || dt == 5;
         case 1:
-        case 2: return dt == 0 || dt == 1 || dt == 2 || dt == 4 || dt == 5 || dt == 6;
-        case 3: return dt == 1 || dt == 5;
-        case 4: return dt == 0 || dt == 1 || dt == 5 || dt == 6;
+        case 2:
+          return dt == 0 || dt == 1 || dt == 2 || dt == 4 || dt == 5 || dt == 6;
+        case 3:
+          return dt == 1 || dt == 5;
+        case 4:
+          return dt == 0 || dt == 1 || dt == 5 || dt == 6;
       }
       return false;
   }
@@ -192,8 +196,7 @@ int RunOperation(Op op, const std::vector<std::string>& argv) {
   p.N = std::stol(argv[i++]);
   p.K = std::stol(argv[i++]);
   p.C = std::stol(argv[i++]);
-  for (auto* list : {&p.filter, &p.input, &p.strides, &p.dilations, &p.left_pads,
-                     &p.right_pads}) {
+  for (auto* list : {&p.filter, &p.input, &p.strides, &p.dilations, &p.left_pads, &p.right_pads}) {
     for (int d = 0; d < p.nd; ++d) list->push_back(std::stol(argv[i++]));
   }
   if (!fwd && !old_bwd_data) {

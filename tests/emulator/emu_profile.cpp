@@ -21,20 +21,24 @@ enum class Spec { kDefault, k1x1Stride1Pad0, k1x1Pad0, kOddC, kNever };
 
 const char* SpecName(Spec s) {
   switch (s) {
-    case Spec::k1x1Stride1Pad0: return "Filter1x1Stride1Pad0";
-    case Spec::k1x1Pad0: return "Filter1x1Pad0";
-    case Spec::kOddC: return "OddC";
-    default: return "Default";
+    case Spec::k1x1Stride1Pad0:
+      return "Filter1x1Stride1Pad0";
+    case Spec::k1x1Pad0:
+      return "Filter1x1Pad0";
+    case Spec::kOddC:
+      return "OddC";
+    default:
+      return "Default";
   }
 }
 
 struct Instance {
   std::string name;
-  int va = 1;             // vector width along the channels read (fwd: C; bwd: K)
-  int vb = 1;             // vector width along the channels written (fwd: K; bwd: C)
+  int va = 1;  // vector width along the channels read (fwd: C; bwd: K)
+  int vb = 1;  // vector width along the channels written (fwd: K; bwd: C)
   Spec spec = Spec::kDefault;
-  double factor = 1.0;    // slowness relative to the ideal kernel
-  bool picky = false;     // rejects about a quarter of problems (deterministically)
+  double factor = 1.0;  // slowness relative to the ideal kernel
+  bool picky = false;   // rejects about a quarter of problems (deterministically)
   int m_per_block = 128, n_per_block = 128;
 };
 
@@ -77,8 +81,8 @@ std::vector<Instance> FwdInstances() {
       {"DeviceGroupedConvFwdMultipleABD_Wmma_CShuffle" +
            Params({128, 64, 64, 32}, S::kDefault, {16, 16, 2, 2, 8, 8, 8, 1, 1}),
        8, 8, S::kNever, 1.0, false, 64, 64},
-      {xdl + Params({256, 256, 128, 32}, S::kOddC, {32, 32, 4, 2, 1, 8, 8, 1, 1}), 1, 8,
-       S::kOddC, 2.48, false, 256, 128},
+      {xdl + Params({256, 256, 128, 32}, S::kOddC, {32, 32, 4, 2, 1, 8, 8, 1, 1}), 1, 8, S::kOddC,
+       2.48, false, 256, 128},
       {"DeviceGroupedConvFwdMultipleD_Xdl_CShuffle_Large_Tensor" +
            Params({256, 128, 128, 32}, S::kDefault, {32, 32, 2, 2, 8, 8, 8, 1, 1}),
        8, 8, S::kDefault, 1.41, false, 128, 128},
@@ -93,8 +97,8 @@ std::vector<Instance> BwdDataInstances() {
        S::kDefault, 1.00, false, 256, 128},
       {v1 + Params({256, 128, 256, 32}, S::kDefault, {8, 2, 32, 32, 2, 4, 8, 8, 1, 1}), 8, 8,
        S::kDefault, 1.08, false, 128, 256},
-      {v1 + Params({256, 128, 128, 64}, S::k1x1Stride1Pad0, {8, 2, 32, 32, 2, 2, 8, 8, 1, 1}), 8,
-       8, S::k1x1Stride1Pad0, 0.81, false, 128, 128},
+      {v1 + Params({256, 128, 128, 64}, S::k1x1Stride1Pad0, {8, 2, 32, 32, 2, 2, 8, 8, 1, 1}), 8, 8,
+       S::k1x1Stride1Pad0, 0.81, false, 128, 128},
       {v1 + Params({128, 128, 64, 32}, S::kDefault, {8, 2, 32, 32, 2, 2, 4, 4, 1, 1}), 4, 4,
        S::kDefault, 1.31, false, 128, 64},
       {v1 + Params({64, 64, 32, 32}, S::kDefault, {8, 2, 32, 32, 2, 1, 2, 2, 1, 1}), 2, 2,
@@ -117,16 +121,16 @@ std::vector<Instance> BwdWeightInstances() {
   const std::string xdl = "DeviceGroupedConvBwdWeight_Xdl_CShuffle";
   using S = Spec;
   return {
-      {xdl + Params({256, 256, 128, 4}, S::kDefault, {8, 32, 32, 4, 2, 8, 8, 8}), 8, 8,
-       S::kDefault, 1.00, false, 256, 128},
-      {xdl + Params({256, 128, 256, 4}, S::kDefault, {8, 32, 32, 2, 4, 8, 8, 8}), 8, 8,
-       S::kDefault, 1.07, false, 128, 256},
+      {xdl + Params({256, 256, 128, 4}, S::kDefault, {8, 32, 32, 4, 2, 8, 8, 8}), 8, 8, S::kDefault,
+       1.00, false, 256, 128},
+      {xdl + Params({256, 128, 256, 4}, S::kDefault, {8, 32, 32, 2, 4, 8, 8, 8}), 8, 8, S::kDefault,
+       1.07, false, 128, 256},
       {xdl + Params({128, 128, 128, 4}, S::k1x1Stride1Pad0, {8, 32, 32, 4, 2, 8, 8, 8}), 8, 8,
        S::k1x1Stride1Pad0, 0.86, false, 128, 128},
-      {xdl + Params({64, 64, 64, 4}, S::kDefault, {8, 32, 32, 2, 2, 1, 1, 1}), 1, 1,
-       S::kDefault, 3.05, false, 64, 64},
-      {xdl + Params({128, 128, 64, 4}, S::kDefault, {8, 32, 32, 2, 2, 4, 4, 4}), 4, 4,
-       S::kDefault, 1.33, false, 128, 64},
+      {xdl + Params({64, 64, 64, 4}, S::kDefault, {8, 32, 32, 2, 2, 1, 1, 1}), 1, 1, S::kDefault,
+       3.05, false, 64, 64},
+      {xdl + Params({128, 128, 64, 4}, S::kDefault, {8, 32, 32, 2, 2, 4, 4, 4}), 4, 4, S::kDefault,
+       1.33, false, 128, 64},
       {"DeviceGroupedConvBwdWeight_Xdl_CShuffleV3" +
            Params({256, 128, 128, 32}, S::kDefault, {8, 32, 32, 2, 2, 8, 8, 8},
                   "BlkGemmPipelineScheduler: Intrawave, BlkGemmPipelineVersion: v1"),
@@ -140,8 +144,8 @@ std::vector<Instance> BwdWeightInstances() {
       {"DeviceGroupedConvBwdWeight_Wmma_CShuffle" +
            Params({128, 64, 64, 4}, S::kDefault, {8, 16, 16, 2, 2, 8, 8, 8}),
        8, 8, S::kNever, 1.0, false, 64, 64},
-      {xdl + Params({256, 64, 128, 4}, S::kDefault, {8, 32, 32, 1, 2, 2, 2, 2}), 2, 2,
-       S::kDefault, 1.79, false, 64, 128},
+      {xdl + Params({256, 64, 128, 4}, S::kDefault, {8, 32, 32, 1, 2, 2, 2, 2}), 2, 2, S::kDefault,
+       1.79, false, 64, 128},
   };
 }
 
@@ -166,24 +170,36 @@ ElementSizes Sizes(const Problem& p) {
   switch (p.op) {
     case Op::kFwd:
       switch (p.data_type) {
-        case 0: return {4, 4, 4, 80};
-        case 3: return {1, 1, 1, 800};
-        case 8: return {4, 4, 4, 160};
-        default: return {2, 2, 2, 400};
+        case 0:
+          return {4, 4, 4, 80};
+        case 3:
+          return {1, 1, 1, 800};
+        case 8:
+          return {4, 4, 4, 160};
+        default:
+          return {2, 2, 2, 400};
       }
     case Op::kBwdData:
       switch (p.data_type) {
-        case 0: return {4, 4, 4, 80};
-        case 3: return {4, 4, 4, 160};
-        default: return {2, 2, 2, 400};
+        case 0:
+          return {4, 4, 4, 80};
+        case 3:
+          return {4, 4, 4, 160};
+        default:
+          return {2, 2, 2, 400};
       }
     case Op::kBwdWeight:
       switch (p.data_type) {
-        case 0: return {4, 4, 4, 80};
-        case 2: return {2, 4, 2, 300};
-        case 4: return {1, 1, 1, 800};
-        case 6: return {4, 4, 4, 160};
-        default: return {2, 2, 2, 400};
+        case 0:
+          return {4, 4, 4, 80};
+        case 2:
+          return {2, 4, 2, 300};
+        case 4:
+          return {1, 1, 1, 800};
+        case 6:
+          return {4, 4, 4, 160};
+        default:
+          return {2, 2, 2, 400};
       }
   }
   return {2, 2, 2, 400};
@@ -219,10 +235,22 @@ std::vector<int> Order(Mem m, int nd) {
   const char* outer = "";
   const char* inner = "";
   switch (m) {
-    case Mem::kGNHWC: case Mem::kGKYXC: outer = "01"; inner = "2"; break;
-    case Mem::kNHWGC: outer = "1"; inner = "02"; break;
-    case Mem::kNGCHW: outer = "102"; break;
-    case Mem::kGNCHW: case Mem::kGKCYX: outer = "012"; break;
+    case Mem::kGNHWC:
+    case Mem::kGKYXC:
+      outer = "01";
+      inner = "2";
+      break;
+    case Mem::kNHWGC:
+      outer = "1";
+      inner = "02";
+      break;
+    case Mem::kNGCHW:
+      outer = "102";
+      break;
+    case Mem::kGNCHW:
+    case Mem::kGKCYX:
+      outer = "012";
+      break;
   }
   std::vector<int> o;
   for (const char* c = outer; *c; ++c) o.push_back(*c - '0');
@@ -235,18 +263,27 @@ std::vector<int> Order(Mem m, int nd) {
 std::pair<Mem, Mem> Layouts(const Problem& p) {
   if (p.op == Op::kBwdWeight) {
     switch (p.layout) {
-      case 0: return {Mem::kGNCHW, Mem::kGKCYX};
-      case 1: return {Mem::kGNHWC, Mem::kGKYXC};
-      case 2: return {Mem::kNHWGC, Mem::kGKYXC};
-      case 3: return {Mem::kNGCHW, Mem::kGKYXC};
-      default: return {Mem::kNGCHW, Mem::kGKCYX};
+      case 0:
+        return {Mem::kGNCHW, Mem::kGKCYX};
+      case 1:
+        return {Mem::kGNHWC, Mem::kGKYXC};
+      case 2:
+        return {Mem::kNHWGC, Mem::kGKYXC};
+      case 3:
+        return {Mem::kNGCHW, Mem::kGKYXC};
+      default:
+        return {Mem::kNGCHW, Mem::kGKCYX};
     }
   }
   switch (p.layout) {
-    case 0: return {Mem::kGNHWC, Mem::kGKYXC};
-    case 1: return {Mem::kNHWGC, Mem::kGKYXC};
-    case 2: return {Mem::kNGCHW, Mem::kGKYXC};
-    default: return {Mem::kNGCHW, Mem::kGKCYX};
+    case 0:
+      return {Mem::kGNHWC, Mem::kGKYXC};
+    case 1:
+      return {Mem::kNHWGC, Mem::kGKYXC};
+    case 2:
+      return {Mem::kNGCHW, Mem::kGKYXC};
+    default:
+      return {Mem::kNGCHW, Mem::kGKCYX};
   }
 }
 
@@ -272,7 +309,8 @@ bool Supports(const Instance& in, size_t index, const Problem& p, bool problem_o
     case Spec::kOddC:
       if (p.C % 2 == 0) return false;
       break;
-    default: break;
+    default:
+      break;
   }
   return !in.picky || Hash(p.key, index + 101) % 4 != 0;
 }
@@ -293,8 +331,9 @@ void PrintTensorDump(const char* name, int64_t count, int init) {
   const int64_t shown = std::min<int64_t>(count, 64);
   for (int64_t i = 0; i < shown; ++i) {
     if (i) std::cout << ",";
-    std::cout << (init == 0 ? 0.0 : init == 1 ? static_cast<double>((i * 7) % 5 - 2)
-                                              : ((i * 37) % 100) / 50.0 - 1.0);
+    std::cout << (init == 0   ? 0.0
+                  : init == 1 ? static_cast<double>((i * 7) % 5 - 2)
+                              : ((i * 37) % 100) / 50.0 - 1.0);
   }
   if (count > shown) std::cout << ",... (" << count << " values)";
   std::cout << std::endl;
@@ -341,7 +380,8 @@ int StrikeMidRun(Fault fault) {
     case Fault::kFail:
       std::cerr << "HIP error: hipErrorIllegalAddress (injected by ckprofiler-emu)" << std::endl;
       return Exit("failed", GetSettings().fail_code);
-    default: return -1;
+    default:
+      return -1;
   }
 }
 
@@ -395,15 +435,14 @@ int Profile(const Problem& p, Fault fault) {
     problem_ok = problem_ok && out_spatial[d] > 0 && p.filter[d] > 0 && p.input[d] > 0 &&
                  p.strides[d] > 0 && p.dilations[d] > 0;
   }
-  const std::size_t flop = problem_ok ? static_cast<std::size_t>(2 * p.G * p.N * p.K * p.C *
-                                                                 Product(out_spatial) *
-                                                                 Product(p.filter))
-                                      : 0;
-  const std::size_t num_btype =
-      problem_ok ? static_cast<std::size_t>(sizes.in * Product(in_len) +
-                                            sizes.wei * Product(wei_len) +
-                                            sizes.out * Product(out_len))
-                 : 0;
+  const std::size_t flop = problem_ok
+                               ? static_cast<std::size_t>(2 * p.G * p.N * p.K * p.C *
+                                                          Product(out_spatial) * Product(p.filter))
+                               : 0;
+  const std::size_t num_btype = problem_ok ? static_cast<std::size_t>(sizes.in * Product(in_len) +
+                                                                      sizes.wei * Product(wei_len) +
+                                                                      sizes.out * Product(out_len))
+                                           : 0;
   // Simulated GPU: peak TFlops for the type, 4 TB/s, 4 us launch overhead.
   const double ideal_ms = std::max(static_cast<double>(flop) / (sizes.peak_tflops * 1e9),
                                    static_cast<double>(num_btype) / 4e9) +
@@ -445,8 +484,7 @@ int Profile(const Problem& p, Fault fault) {
       bool ok = supports;
       if (p.op == Op::kBwdWeight) {
         const int ideal = DeducedSplitK(in, p);
-        const int gemm_k = static_cast<int>(std::min<int64_t>(
-            p.N * Product(out_spatial), 1 << 30));
+        const int gemm_k = static_cast<int>(std::min<int64_t>(p.N * Product(out_spatial), 1 << 30));
         if (k == -1) {
           split_str = std::to_string(ideal) + " (best occupancy)";
         } else {
@@ -464,9 +502,11 @@ int Profile(const Problem& p, Fault fault) {
         std::cout << in.name << " does not support this problem" << std::endl;
         continue;
       }
-      const double jitter = 1.0 + 0.1 * static_cast<double>(Hash(p.key, idx * 131 + 7 +
-                                                                      static_cast<size_t>(k + 1)) %
-                                                                 1000) / 1000.0;
+      const double jitter =
+          1.0 +
+          0.1 *
+              static_cast<double>(Hash(p.key, idx * 131 + 7 + static_cast<size_t>(k + 1)) % 1000) /
+              1000.0;
       const double sim_ms = ideal_ms * in.factor * split_factor * jitter;
       SleepMs(sim_ms * runs_per_instance * settings.time_scale);
       const float avg_time = p.time ? static_cast<float>(sim_ms) : 0.0f;
