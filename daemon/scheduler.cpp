@@ -6,15 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "common/ck_command.h"
 #include "common/convert.h"
 #include "common/json_util.h"
 #include "common/outcome.h"
 #include "common/parallel.h"
-#include "daemon/process_util.h"
 #include "daemon/task_result_codec.h"
 
 namespace ckprof {
@@ -47,6 +44,7 @@ Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
       store_(store),
       launcher_(launcher),
       options_(std::move(options)),
+      policy_(options_.gpus, options_.half_life_s),
       not_before_timer_(ex),
       store_retry_timer_(ex),
       end_retry_timer_(ex),
@@ -67,6 +65,37 @@ void Scheduler::UpdateOptions(const SchedulerOptions& o) {
   options_ = o;
   options_.gpus = gpus;  // the GPU set and its locks are fixed for the daemon's life
   options_.lock_dir = lock_dir;
+  policy_.SetHalfLife(options_.half_life_s);
+}
+
+Scheduler::Task Scheduler::TaskFromRecord(const TaskRecord& r) {
+  Task t;
+  t.id = r.id;
+  t.job_id = r.job_id;
+  t.position = r.position;
+  t.rank = r.rank;
+  t.est_cost = r.est_cost;
+  t.attempts = r.attempts;
+  t.gpu = r.gpu;
+  t.op = static_cast<uint8_t>(ParseOperationType(r.op).value_or(ConvOp::kFwd));
+  return t;
+}
+
+QueuePolicy::JobParams Scheduler::ParamsOf(const JobRecord& rec) {
+  QueuePolicy::JobParams p;
+  p.uid = rec.uid;
+  p.priority = rec.priority;
+  p.longest_first = rec.order == "longest-first";
+  p.held = rec.cancelled;
+  p.not_before = rec.not_before;
+  p.max_gpus = rec.max_gpus;
+  p.gpus = rec.gpus;
+  return p;
+}
+
+bool Scheduler::Ended(const Job& job) const {
+  return policy_.Queued(job.rec.id) == 0 && policy_.Running(job.rec.id) == 0 &&
+         job.final_count() >= job.total;
 }
 
 Scheduler::Gpu* Scheduler::FindGpu(int index) {
@@ -85,153 +114,6 @@ void Scheduler::ResolveTarget(Job& job) {
     job.target.reset();
     job.target_error = t.error();
   }
-}
-
-Status Scheduler::Recover() {
-  const double now = UnixNow();
-  if (Status s = store_.ForEachJob([&](JobRecord&& r) {
-        Job& j = jobs_[r.id];
-        j.rec = std::move(r);
-        j.longest_first = j.rec.order == "longest-first";
-      });
-      !s) {
-    return s;
-  }
-  for (auto& [id, job] : jobs_) ResolveTarget(job);
-  if (Status s = store_.ForEachUsage([&](UsageRecord&& u) {
-        users_[u.uid].usage = u.usage;
-        users_[u.uid].updated_at = u.updated_at;
-      });
-      !s) {
-    return s;
-  }
-  // Leftover profilers first: no GPU may be handed out while a dead daemon's run goes on.
-  std::vector<TaskRecord> was_running;
-  if (Status s = store_.ForEachTaskBrief([&](TaskRecord&& r) {
-        auto job_it = jobs_.find(r.job_id);
-        if (job_it == jobs_.end()) return;
-        Task t;
-        t.id = r.id;
-        t.job_id = r.job_id;
-        t.position = r.position;
-        t.rank = r.rank;
-        t.est_cost = r.est_cost;
-        t.attempts = r.attempts;
-        t.gpu = r.gpu;
-        t.op = static_cast<uint8_t>(ParseOperationType(r.op).value_or(ConvOp::kFwd));
-        Job& job = job_it->second;
-        ++job.total;
-        if (r.state == "queued") {
-          t.state = TaskState::kQueued;
-        } else if (r.state == "running") {
-          t.state = TaskState::kQueued;  // decided below
-          was_running.push_back(r);
-        } else {
-          // Final: counted, not kept in memory.
-          t.state = TaskState::kFinal;
-          CountFinal(job, ParseOutcomeKindName(r.state).value_or(Kind::kFailed), +1);
-          if (r.ended_at > r.started_at && r.started_at > 0) {
-            job.elapsed_sum += r.ended_at - r.started_at;
-            ++job.elapsed_n;
-          }
-        }
-        if (r.started_at > 0 && (job.first_start == 0 || r.started_at < job.first_start)) {
-          job.first_start = r.started_at;
-        }
-        if (t.state != TaskState::kFinal) tasks_.emplace(t.id, t);
-      });
-      !s) {
-    return s;
-  }
-  // A stored process group is signalled only while one of its processes carries our marker:
-  // pids wrap, and the id may belong to an unrelated process by now. Marked processes whose
-  // group never reached the store (a crash right after spawn) are stopped too.
-  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(options_.grace_s * 1000));
-  std::set<pid_t> marked_groups;
-  for (pid_t pid : options_.state_dir.empty()
-                       ? std::vector<pid_t>{}
-                       : ProcessesWithEnv("CKPROFD_STATE=" + options_.state_dir)) {
-    if (pid_t pgid = getpgid(pid); pgid > 1) marked_groups.insert(pgid);
-  }
-  for (const auto& r : was_running) {
-    if (r.pgid <= 1) continue;
-    if (marked_groups.count(static_cast<pid_t>(r.pgid))) {
-      spdlog::warn(
-          "task {} (job {}) was running on GPU {} when ckprofd stopped; stopping its "
-          "process group {}",
-          r.id, r.job_id, r.gpu, r.pgid);
-    } else {
-      spdlog::info(
-          "task {} (job {}): its process group {} is gone (or reused by another "
-          "program, which is left alone)",
-          r.id, r.job_id, r.pgid);
-    }
-  }
-  for (pid_t pgid : marked_groups) {
-    if (Status s = KillProcessGroupAndWait(pgid, grace); !s) {
-      return MakeError(
-          "cannot stop the profiler left running by the previous ckprofd "
-          "(process group " +
-          std::to_string(pgid) + "): " + s.error());
-    }
-  }
-  for (const auto& r : was_running) {
-    Task& t = tasks_.at(r.id);
-    Job& job = jobs_.at(r.job_id);
-    Outcome o{
-        Kind::kInterrupted,
-        0,
-        0,
-        "ckprofd stopped while it ran",
-    };
-    const bool requeue = !job.rec.cancelled && t.attempts < options_.max_attempts;
-    std::string state = requeue ? "queued" : std::string(OutcomeKindName(Kind::kInterrupted));
-    if (!requeue && job.rec.cancelled) {
-      o = Outcome{Kind::kCancelled, 0, 0, "cancelled"};
-      state = OutcomeKindName(Kind::kCancelled);
-    }
-    if (Status s = store_.FinishAttempt(r.id, r.attempts, std::string(OutcomeKindName(o.kind)),
-                                        state, now, ResultJson(o, "", r.gpu, nullptr), nullptr);
-        !s) {
-      return s;
-    }
-    if (!requeue) {
-      CountFinal(job, o.kind, +1);
-      Forget(t.id);
-    }
-    spdlog::info("task {} (job {}) interrupted by the restart: {}", r.id, r.job_id,
-                 requeue ? "requeued" : "attempts used up, left " + state);
-  }
-  for (auto& [id, t] : tasks_) {
-    if (t.state == TaskState::kQueued) {
-      Job& job = jobs_.at(t.job_id);
-      if (job.rec.cancelled) continue;  // cancelled jobs' queued tasks: handled below
-      Enqueue(t);
-    }
-  }
-  // A job cancelled while tasks were still queued (crash between the two commits).
-  for (auto& [id, job] : jobs_) {
-    if (!job.rec.cancelled) continue;
-    std::vector<int64_t> ids;
-    for (auto& [tid, t] : tasks_) {
-      if (t.job_id == id && t.state == TaskState::kQueued) ids.push_back(tid);
-    }
-    if (ids.empty()) continue;
-    Outcome o{Kind::kCancelled, 0, 0, "cancelled"};
-    if (Status s = store_.SetTasksState(ids, "cancelled", ResultJson(o, "", -1, nullptr), now);
-        !s) {
-      return s;
-    }
-    for (int64_t tid : ids) {
-      CountFinal(job, Kind::kCancelled, +1);
-      Forget(tid);
-    }
-  }
-  for (auto& [id, job] : jobs_) MaybeFinishJob(job, now);
-  spdlog::info("recovered {} job(s): {} task(s) queued, {} were running", jobs_.size(),
-               queued_total_, was_running.size());
-  Dispatch();
-  return Status::Ok();
 }
 
 std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& configs) {
@@ -273,17 +155,11 @@ Result<int64_t> Scheduler::Submit(JobRecord job, std::vector<TaskRecord> records
   const int64_t id = job.id;
   Job& j = jobs_[id];
   j.rec = std::move(job);
-  j.longest_first = j.rec.order == "longest-first";
+  policy_.AddJob(id, ParamsOf(j.rec));
   ResolveTarget(j);
-  for (const auto& r : records) {
-    Task t;
-    t.id = r.id;
-    t.job_id = id;
-    t.position = r.position;
-    t.rank = r.rank;
-    t.est_cost = r.est_cost;
-    t.op = static_cast<uint8_t>(ParseOperationType(r.op).value_or(ConvOp::kFwd));
-    auto [it, _] = tasks_.emplace(t.id, t);
+  for (auto& r : records) {
+    r.job_id = id;
+    auto [it, _] = tasks_.emplace(r.id, TaskFromRecord(r));
     ++j.total;
     Enqueue(it->second);
   }
@@ -296,122 +172,15 @@ Result<int64_t> Scheduler::Submit(JobRecord job, std::vector<TaskRecord> records
 }
 
 void Scheduler::Enqueue(Task& t) {
-  Job& job = jobs_.at(t.job_id);
   t.state = TaskState::kQueued;
-  if (job.queue.insert(KeyOf(job, t)).second) {
-    ++queued_total_;
-    if (!job.longest_first) {
-      job.by_cost.emplace(-t.est_cost, t.rank, t.position, t.id);
-      job.queued_cost += t.est_cost;
-    }
-  }
-  UpdateActive(job);
+  policy_.Enqueue(t.job_id, t.key());
 }
 
-void Scheduler::Dequeue(Task& t) {
-  Job& job = jobs_.at(t.job_id);
-  if (job.queue.erase(KeyOf(job, t))) {
-    --queued_total_;
-    if (!job.longest_first) {
-      job.by_cost.erase({-t.est_cost, t.rank, t.position, t.id});
-      job.queued_cost = job.by_cost.empty() ? 0 : job.queued_cost - t.est_cost;
-    }
-  }
-  UpdateActive(job);
-}
-
-// A job in rank order runs its tasks by priority_rank, with one exception near its end: a task
-// so long that, started after all the others, it would still be running when they are done
-// (the rest of the queued work spread over the job's GPUs is less than it) starts now. Started
-// in rank order, a long task drawn late ends a sweep alone on one GPU while the others idle (a
-// random 400-task sweep took 1.075x its lower bound; with this, about as long-first does). It
-// only ever moves tasks of the last G rounds, and never on one GPU, where order cannot shorten
-// a sweep; with equal sizes it is rank order. Sizes are the configs' estimated FLOPs.
-int64_t Scheduler::NextTaskOf(const Job& job) const {
-  const int64_t head = std::get<3>(*job.queue.begin());
-  if (job.longest_first || job.by_cost.empty()) return head;
-  const int gpus = GpusOf(job);
-  if (gpus < 2) return head;
-  const CostKey& top = *job.by_cost.begin();
-  const double largest = -std::get<0>(top);
-  return (job.queued_cost - largest) / gpus < largest ? std::get<3>(top) : head;
-}
-
-int Scheduler::GpusOf(const Job& job) const {
-  int n = 0;
-  for (const auto& g : gpus_) {
-    if (g.drained) continue;
-    if (job.rec.gpus.empty() ||
-        std::find(job.rec.gpus.begin(), job.rec.gpus.end(), g.index) != job.rec.gpus.end()) {
-      ++n;
-    }
-  }
-  return job.rec.max_gpus > 0 ? std::min(n, job.rec.max_gpus) : n;
-}
-
-void Scheduler::UpdateActive(Job& job) {
-  User& u = users_[job.rec.uid];
-  auto key = std::make_pair(-job.rec.priority, job.rec.id);
-  if (job.queue.empty() || job.rec.cancelled) {
-    u.active_jobs.erase(key);
-  } else {
-    u.active_jobs.insert(key);
-  }
-}
-
-double Scheduler::EffectiveUsage(uint32_t uid, double now) const {
-  double usage = 0;
-  if (auto it = users_.find(uid); it != users_.end()) {
-    const User& u = it->second;
-    usage = u.usage * std::exp2(-(now - u.updated_at) / options_.half_life_s);
-  }
-  for (const auto& g : gpus_) {
-    if (!g.task_id) continue;
-    const Task& t = tasks_.at(g.task_id);
-    if (jobs_.at(t.job_id).rec.uid == uid) usage += std::max(0.0, now - g.busy_since);
-  }
-  return usage;
-}
-
-void Scheduler::ChargeUsage(uint32_t uid, double seconds, double now) {
-  User& u = users_[uid];
-  u.usage = u.usage * std::exp2(-(now - u.updated_at) / options_.half_life_s) + seconds;
-  u.updated_at = now;
-}
+void Scheduler::Dequeue(Task& t) { policy_.Dequeue(t.job_id, t.key()); }
 
 Scheduler::Task* Scheduler::PickTask(const Gpu& gpu, double now) {
-  // Users with work, least recent GPU time first (ties: fewer running tasks, then uid).
-  struct Candidate {
-    double usage;
-    int running;
-    uint32_t uid;
-  };
-  std::vector<Candidate> users;
-  for (const auto& [uid, u] : users_) {
-    if (u.active_jobs.empty()) continue;
-    int running = 0;
-    for (const auto& g : gpus_) {
-      if (g.task_id && jobs_.at(tasks_.at(g.task_id).job_id).rec.uid == uid) ++running;
-    }
-    users.push_back({EffectiveUsage(uid, now), running, uid});
-  }
-  std::sort(users.begin(), users.end(), [](const Candidate& a, const Candidate& b) {
-    return std::tie(a.usage, a.running, a.uid) < std::tie(b.usage, b.running, b.uid);
-  });
-  for (const auto& c : users) {
-    for (const auto& [neg_prio, job_id] : users_.at(c.uid).active_jobs) {
-      Job& job = jobs_.at(job_id);
-      if (job.queue.empty() || job.rec.cancelled) continue;
-      if (job.rec.not_before > now) continue;
-      if (job.rec.max_gpus > 0 && job.running >= job.rec.max_gpus) continue;
-      if (!job.rec.gpus.empty() &&
-          std::find(job.rec.gpus.begin(), job.rec.gpus.end(), gpu.index) == job.rec.gpus.end()) {
-        continue;
-      }
-      return &tasks_.at(NextTaskOf(job));
-    }
-  }
-  return nullptr;
+  std::optional<int64_t> id = policy_.Pick(gpu.index, now);
+  return id ? &tasks_.at(*id) : nullptr;
 }
 
 void Scheduler::Dispatch() {
@@ -425,7 +194,7 @@ void Scheduler::Dispatch() {
     if (shutting_down_) break;
     const double now = UnixNow();
     for (auto& gpu : gpus_) {
-      if (gpu.drained || gpu.task_id) continue;
+      if (policy_.Drained(gpu.index) || gpu.task_id) continue;
       while (!gpu.task_id) {
         Task* t = PickTask(gpu, now);
         if (!t) gpu.held_by.clear();  // nothing waits for it
@@ -477,16 +246,12 @@ bool Scheduler::HoldHostLock(Gpu& gpu) {
 void Scheduler::ReleaseIdleHostLocks() {
   for (auto& gpu : gpus_) {
     if (!gpu.task_id && gpu.host_lock) gpu.host_lock.reset();
-    if (gpu.drained) gpu.held_by.clear();  // it waits for nothing
+    if (policy_.Drained(gpu.index)) gpu.held_by.clear();  // it waits for nothing
   }
 }
 
 void Scheduler::ArmNotBeforeTimer(double now) {
-  double next = 0;
-  for (const auto& [id, job] : jobs_) {
-    if (job.queue.empty() || job.rec.cancelled || job.rec.not_before <= now) continue;
-    if (next == 0 || job.rec.not_before < next) next = job.rec.not_before;
-  }
+  const double next = policy_.NextNotBefore(now);
   if (next == 0 || next == not_before_armed_) return;
   not_before_armed_ = next;
   // At most a day at a time: a far-away time must not overflow the clock's duration (the
@@ -590,7 +355,7 @@ void Scheduler::LaunchStart(Start start) {
   task.attempts = attempt;
   task.state = TaskState::kRunning;
   task.gpu = gpu.index;
-  ++job.running;
+  policy_.Started(gpu.index, job.rec.id, now);
   if (job.first_start == 0) job.first_start = now;
 
   RunSpec spec;
@@ -702,13 +467,13 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   end.state = end.requeue ? "queued" : end.outcome_name;
   end.started_at = gpu ? gpu->busy_since : end.now;
   end.elapsed = r.elapsed_s > 0 ? r.elapsed_s : end.now - end.started_at;
-  ChargeUsage(job.rec.uid, end.elapsed, end.now);
-  const User& u = users_.at(job.rec.uid);
+  policy_.Charge(job.rec.uid, end.elapsed, end.now);
+  const QueuePolicy::Usage u = policy_.UsageOf(job.rec.uid);
   end.usage = UsageRecord{job.rec.uid, u.usage, u.updated_at};
   // A user's usage goes to the Store with an end at most every few seconds (and all of it when
   // the daemon stops): written with every end, it cost a statement and a page per task. A crash
   // forgets at most those seconds of GPU time, a rounding error next to the hour's half-life.
-  end.store_usage = end.now - u.stored_at >= kUsageStoreInterval_s;
+  end.store_usage = end.now - usage_stored_at_[job.rec.uid] >= kUsageStoreInterval_s;
   end.result_json = ResultJson(r.outcome, command, gpu_index, &r);
   end.run = std::move(r);
   // The end and the start of the GPU's next task: recorded in one transaction, applied to memory
@@ -737,21 +502,15 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
 
 std::optional<Scheduler::Start> Scheduler::PrepareNextStart(const PendingEnd& end) {
   Gpu* gpu = FindGpu(end.gpu_index);
-  if (!gpu || gpu->drained || end.requeue || shutting_down_ || !pending_ends_.empty() ||
-      store_retry_timer_.expiry() > std::chrono::steady_clock::now()) {
+  if (!gpu || policy_.Drained(end.gpu_index) || end.requeue || shutting_down_ ||
+      !pending_ends_.empty() || store_retry_timer_.expiry() > std::chrono::steady_clock::now()) {
     return std::nullopt;  // left to Dispatch, after the end is applied
   }
-  // What PickTask will see once the end is applied: the GPU free, its job one task lighter.
-  Job& job = jobs_.at(tasks_.at(end.task_id).job_id);
-  const int64_t busy = gpu->task_id;
+  // What the policy will pick once the end is applied: the GPU free, its job one task lighter.
   const double now = UnixNow();
-  gpu->task_id = 0;
-  --job.running;
-  Task* task = PickTask(*gpu, now);
-  gpu->task_id = busy;
-  ++job.running;
-  if (!task) return std::nullopt;
-  Start start = PrepareStart(*task, *gpu);
+  std::optional<int64_t> picked = policy_.PickAfterEnd(gpu->index, now);
+  if (!picked) return std::nullopt;
+  Start start = PrepareStart(tasks_.at(*picked), *gpu);
   if (!start.error.empty()) return std::nullopt;  // Dispatch records why it cannot start
   start.now = now;
   return start;
@@ -795,8 +554,8 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
   Task& task = tasks_.at(task_id);
   Job& job = jobs_.at(task.job_id);
   Gpu* gpu = FindGpu(gpu_index);
-  if (end.store_usage) users_[end.usage.uid].stored_at = now;
-  --job.running;
+  if (end.store_usage) usage_stored_at_[end.usage.uid] = now;
+  policy_.Stopped(gpu_index);
   if (gpu) {
     gpu->task_id = 0;
     gpu->run = 0;
@@ -858,7 +617,7 @@ void Scheduler::MaybeFinishShutdown() {
 
 void Scheduler::StoreUsage() {
   std::vector<UsageRecord> usage;
-  for (const auto& [uid, u] : users_) {
+  for (const auto& [uid, u] : policy_.AllUsage()) {
     if (u.updated_at > 0) usage.push_back(UsageRecord{uid, u.usage, u.updated_at});
   }
   if (Status s = store_.SetUsage(usage); !s) {
@@ -890,8 +649,7 @@ void Scheduler::CountFinal(Job& job, Kind kind, int delta) {
 }
 
 void Scheduler::MaybeFinishJob(Job& job, double now) {
-  if (!job.queue.empty() || job.running > 0) return;
-  if (job.final_count() < job.total) return;
+  if (!Ended(job)) return;
   if (job.rec.finished_at == 0) {
     job.rec.finished_at = now;
     if (Status s = store_.SetJobFinished(job.rec.id, now); !s) {
@@ -905,9 +663,7 @@ void Scheduler::MaybeFinishJob(Job& job, double now) {
 
 bool Scheduler::JobEnded(int64_t job_id) const {
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return true;
-  const Job& job = it->second;
-  return job.queue.empty() && job.running == 0 && job.final_count() >= job.total;
+  return it == jobs_.end() || Ended(it->second);
 }
 
 void Scheduler::Emit(Job& job, std::string_view name,
@@ -969,9 +725,9 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who) {
   }
   if (Status s = store_.SetJobCancelled(job_id); !s) return s;
   job.rec.cancelled = true;
+  policy_.UpdateJob(job_id, ParamsOf(job.rec));
   const double now = UnixNow();
-  std::vector<int64_t> ids;
-  for (const auto& key : job.queue) ids.push_back(std::get<3>(key));
+  const std::vector<int64_t> ids = policy_.QueuedTasks(job_id);
   Outcome o{Kind::kCancelled, 0, 0, "cancelled by " + who.user};
   if (Status s = store_.SetTasksState(ids, "cancelled", ResultJson(o, "", -1, nullptr), now); !s) {
     return s;
@@ -981,7 +737,6 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who) {
     CountFinal(job, Kind::kCancelled, +1);
     Forget(id);
   }
-  UpdateActive(job);
   for (auto& g : gpus_) {
     if (g.task_id && tasks_.at(g.task_id).job_id == job_id) launcher_.Cancel(g.run);
   }
@@ -1007,15 +762,8 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who) {
   for (const auto& r : *rows) {
     auto kind = ParseOutcomeKindName(r.state);
     if (!kind || !Retryable(*kind) || tasks_.count(r.id)) continue;
-    Task t;
-    t.id = r.id;
-    t.job_id = job_id;
-    t.position = r.position;
-    t.rank = r.rank;
-    t.est_cost = r.est_cost;
-    t.attempts = r.attempts;
+    Task t = TaskFromRecord(r);
     t.outcome = KindByte(*kind);
-    t.op = static_cast<uint8_t>(ParseOperationType(r.op).value_or(ConvOp::kFwd));
     retry.push_back(t);
   }
   std::vector<int64_t> ids;
@@ -1025,6 +773,7 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who) {
     // Retrying a cancelled job revives it.
     if (Status s = store_.SetJobCancelled(job_id, false); !s) return Error{s.error()};
     job.rec.cancelled = false;
+    policy_.UpdateJob(job_id, ParamsOf(job.rec));
   }
   if (Status s = store_.SetTasksState(ids, "queued", "", 0); !s) return Error{s.error()};
   if (Status s = store_.SetJobFinished(job_id, 0); !s) return Error{s.error()};
@@ -1044,10 +793,8 @@ Status Scheduler::Boost(int64_t job_id, int priority, const Identity& who) {
   if (!who.admin) return MakeError("only an admin may change a job's priority");
   Job& job = it->second;
   if (Status s = store_.SetJobPriority(job_id, priority); !s) return s;
-  User& u = users_[job.rec.uid];
-  u.active_jobs.erase({-job.rec.priority, job_id});
   job.rec.priority = priority;
-  UpdateActive(job);
+  policy_.UpdateJob(job_id, ParamsOf(job.rec));
   Dispatch();
   return Status::Ok();
 }
@@ -1056,10 +803,10 @@ Status Scheduler::SetDrained(int gpu_index, bool drained, const Identity& who) {
   if (!who.admin) return MakeError("only an admin may drain or resume a GPU");
   Gpu* g = FindGpu(gpu_index);
   if (!g) return MakeError("this daemon drives no GPU " + std::to_string(gpu_index));
-  if (!drained && !g->drained) {
+  if (!drained && !policy_.Drained(gpu_index)) {
     return MakeError("GPU " + std::to_string(gpu_index) + " is not drained: nothing to resume");
   }
-  g->drained = drained;
+  policy_.SetDrained(gpu_index, drained);
   spdlog::info("GPU {} {} by {}", gpu_index, drained ? "drained" : "resumed", who.user);
   if (!drained) Dispatch();
   Changed();
@@ -1075,8 +822,8 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.priority = job.rec.priority;
   s.order = job.rec.order;
   s.total = job.total;
-  s.queued = static_cast<int64_t>(job.queue.size());
-  s.running = job.running;
+  s.queued = static_cast<int64_t>(policy_.Queued(job.rec.id));
+  s.running = policy_.Running(job.rec.id);
   s.succeeded = job.succeeded;
   s.failed = job.failed;
   s.unsupported = job.unsupported;
@@ -1093,7 +840,7 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.submitted_at = job.rec.submitted_at;
   s.started_at = job.first_start;
   s.finished_at = job.rec.finished_at;
-  const bool ended = s.queued == 0 && s.running == 0 && job.final_count() >= s.total;
+  const bool ended = Ended(job);
   if (ended) {
     s.state = job.rec.cancelled ? "cancelled" : "finished";  // eta_s stays -1: none
   } else if (job.rec.cancelled) {
@@ -1142,7 +889,7 @@ std::vector<GpuInfo> Scheduler::Gpus() const {
   for (const auto& g : gpus_) {
     GpuInfo i;
     i.index = g.index;
-    i.drained = g.drained;
+    i.drained = policy_.Drained(g.index);
     i.task_id = g.task_id;
     if (g.task_id) {
       i.job_id = tasks_.at(g.task_id).job_id;

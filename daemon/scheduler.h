@@ -1,12 +1,11 @@
-// Scheduler: ckprofd's queues and the policy that feeds GPUs.
+// Scheduler: ckprofd's mechanism for running jobs, as Ninja's Builder is to its Plan.
 //
 // It owns the in-memory view of every job and task (the working set; configs and results stay
-// in the Store), decides which task each free GPU runs next, starts it through the Launcher and
-// records every transition in the Store before acting on it. Policy: each GPU runs one task at a
-// time; a GPU that frees takes the next eligible task at once. Between users, fair share: the
-// user with the least recent GPU time (decayed with a half-life, running tasks counted) goes
-// first. Within a user: job priority, then submit order, then the job's order: priority_rank
-// (with long tasks not left for last: NextTaskOf) or the most estimated FLOPs first.
+// in the Store), asks the QueuePolicy (daemon/queue_policy.h: fair share, priorities, task
+// order) which task each free GPU runs next, takes the GPU's host lock, records every
+// transition in the Store before acting on it, starts the task through the Launcher and tells
+// the job's watchers. Each GPU runs one task at a time; a GPU that frees takes the next task at
+// once. Recover (daemon/recovery.cpp) loads it after a stop or a crash.
 //
 // Single-threaded: construct, call and destroy on the daemon's io thread; callbacks (watchers,
 // on_change) are called on it too.
@@ -23,10 +22,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -37,6 +34,7 @@
 #include "common/result.h"
 #include "daemon/file_lock.h"
 #include "daemon/launcher.h"
+#include "daemon/queue_policy.h"
 #include "daemon/store.h"
 
 namespace ckprof {
@@ -127,12 +125,13 @@ class Scheduler {
   void UpdateOptions(const SchedulerOptions& options);
 
   size_t running_count() const;
-  size_t queued_count() const { return queued_total_; }
+  size_t queued_count() const { return policy_.queued_total(); }
   // Called after every change of running/queued counts (for systemd STATUS=).
   std::function<void()> on_change;
 
  private:
   enum class TaskState : uint8_t { kQueued, kRunning, kFinal };
+  // A queued or running task (final ones live in the Store only).
   struct Task {
     int64_t id = 0;
     int64_t job_id = 0;
@@ -144,26 +143,15 @@ class Scheduler {
     uint8_t op = 0;       // ConvOp
     int attempts = 0;
     int gpu = -1;
+    QueuePolicy::TaskKey key() const { return {id, rank, position, est_cost}; }
   };
-  // rank, then longer first (-estimated FLOPs: shortens the sweep), position, task id; the
-  // rank left out for a job ordered "longest-first".
-  using QueueKey = std::tuple<int64_t, double, int64_t, int64_t>;
-  struct Job;
-  static QueueKey KeyOf(const Job& job, const Task& t) {
-    return {job.longest_first ? 0 : t.rank, -t.est_cost, t.position, t.id};
-  }
-  // A rank-ordered job's queued tasks by size: the most estimated work first, then rank order.
-  using CostKey = std::tuple<double, int64_t, int64_t, int64_t>;  // -est_cost, rank, position, id
+  // The one way a stored task becomes a Task (queued; its state is the caller's to set).
+  static Task TaskFromRecord(const TaskRecord& r);
   struct Job {
     JobRecord rec;
     std::optional<ProfilerTarget> target;
     std::string target_error;  // why the profiler path did not resolve
-    std::set<QueueKey> queue;
-    std::set<CostKey> by_cost;   // rank order only: the same tasks as queue
-    double queued_cost = 0;      // rank order only: the sum of their est_cost
-    bool longest_first = false;  // rec.order
-    int running = 0;
-    // Final tasks by outcome, in TaskCounts' words.
+    // Final tasks by outcome, in TaskCounts' words (queued and running: the policy's).
     int64_t total = 0, succeeded = 0, failed = 0, unsupported = 0, timed_out = 0, crashed = 0,
             cancelled = 0;
     int64_t final_count() const {
@@ -174,15 +162,8 @@ class Scheduler {
     int64_t elapsed_n = 0;
     std::vector<JobWatcher*> watchers;
   };
-  struct User {
-    double usage = 0;  // decayed GPU seconds at updated_at
-    double updated_at = 0;
-    double stored_at = 0;  // when the Store last got its usage (see OnRunDone)
-    std::set<std::pair<int, int64_t>> active_jobs;  // (-priority, job id) with queued tasks
-  };
   struct Gpu {
     int index = 0;
-    bool drained = false;
     int64_t task_id = 0;
     Launcher::RunId run = 0;
     double busy_since = 0;
@@ -191,18 +172,18 @@ class Scheduler {
     std::string held_by;                // who holds the host lock while we wait for it
   };
 
+  // What the policy knows of a job.
+  static QueuePolicy::JobParams ParamsOf(const JobRecord& rec);
+  // The one test of a job's end: nothing queued, nothing running, every task final.
+  bool Ended(const Job& job) const;
   void Dispatch();
   // Takes the GPU's host lock unless held already; false (the holder noted, a retry armed)
   // when another process holds it.
   bool HoldHostLock(Gpu& gpu);
   // Lets other daemons have the GPUs that run nothing of ours.
   void ReleaseIdleHostLocks();
-  // Picks the next task for a GPU, or nullptr.
+  // The policy's pick for a free GPU, or nullptr.
   Task* PickTask(const Gpu& gpu, double now);
-  // The task a job runs next (its queue is not empty): see the comment in scheduler.cpp.
-  int64_t NextTaskOf(const Job& job) const;
-  // How many of this daemon's GPUs the job may use at once.
-  int GpusOf(const Job& job) const;
   // A task's start: prepared (its command built from the stored config), then recorded in the
   // Store, then launched.
   struct Start {
@@ -256,9 +237,6 @@ class Scheduler {
   void Dequeue(Task& t);
   // Drops a task that reached a final state from memory: its record lives in the Store.
   void Forget(int64_t task_id) { tasks_.erase(task_id); }
-  void UpdateActive(Job& job);
-  double EffectiveUsage(uint32_t uid, double now) const;
-  void ChargeUsage(uint32_t uid, double seconds, double now);
   JobSummary MakeSummary(const Job& job) const;
   void CountFinal(Job& job, Outcome::Kind kind, int delta);
   // Tells the job's watchers (the event is built only when there is one):
@@ -278,10 +256,10 @@ class Scheduler {
   Launcher& launcher_;
   SchedulerOptions options_;
   std::map<int64_t, Job> jobs_;
-  std::unordered_map<int64_t, Task> tasks_;  // queued and running tasks only
-  std::map<uint32_t, User> users_;
+  std::unordered_map<int64_t, Task> tasks_;     // queued and running tasks only
+  QueuePolicy policy_;                          // the queues, GPUs' jobs and fair-share accounts
+  std::map<uint32_t, double> usage_stored_at_;  // when the Store last got a user's usage
   std::vector<Gpu> gpus_;
-  size_t queued_total_ = 0;
   bool dispatching_ = false;
   bool dispatch_again_ = false;
   bool shutting_down_ = false;

@@ -1,0 +1,146 @@
+#include "daemon/recovery.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "common/outcome.h"
+#include "daemon/process_util.h"
+#include "daemon/scheduler.h"
+#include "daemon/task_result_codec.h"
+
+namespace ckprof {
+
+Status StopLeftoverProfilers(const std::string& state_dir,
+                             const std::vector<TaskRecord>& was_running,
+                             std::chrono::milliseconds grace) {
+  std::set<pid_t> marked_groups;
+  if (!state_dir.empty()) {
+    for (pid_t pid : ProcessesWithEnv("CKPROFD_STATE=" + state_dir)) {
+      if (pid_t pgid = getpgid(pid); pgid > 1) marked_groups.insert(pgid);
+    }
+  }
+  for (const auto& r : was_running) {
+    if (r.pgid <= 1) continue;
+    if (marked_groups.count(static_cast<pid_t>(r.pgid))) {
+      spdlog::warn(
+          "task {} (job {}) was running on GPU {} when ckprofd stopped; stopping its "
+          "process group {}",
+          r.id, r.job_id, r.gpu, r.pgid);
+    } else {
+      spdlog::info(
+          "task {} (job {}): its process group {} is gone (or reused by another "
+          "program, which is left alone)",
+          r.id, r.job_id, r.pgid);
+    }
+  }
+  for (pid_t pgid : marked_groups) {
+    if (Status s = KillProcessGroupAndWait(pgid, grace); !s) {
+      return MakeError(
+          "cannot stop the profiler left running by the previous ckprofd "
+          "(process group " +
+          std::to_string(pgid) + "): " + s.error());
+    }
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::Recover() {
+  using Kind = Outcome::Kind;
+  const double now = UnixNow();
+  if (Status s = store_.ForEachJob([&](JobRecord&& r) {
+        Job& j = jobs_[r.id];
+        j.rec = std::move(r);
+        policy_.AddJob(j.rec.id, ParamsOf(j.rec));
+      });
+      !s) {
+    return s;
+  }
+  for (auto& [id, job] : jobs_) ResolveTarget(job);
+  if (Status s = store_.ForEachUsage([&](UsageRecord&& u) {
+        policy_.SetUsage(u.uid, {u.usage, u.updated_at});
+      });
+      !s) {
+    return s;
+  }
+  std::vector<TaskRecord> was_running;
+  if (Status s = store_.ForEachTaskBrief([&](TaskRecord&& r) {
+        auto job_it = jobs_.find(r.job_id);
+        if (job_it == jobs_.end()) return;
+        Job& job = job_it->second;
+        ++job.total;
+        if (r.started_at > 0 && (job.first_start == 0 || r.started_at < job.first_start)) {
+          job.first_start = r.started_at;
+        }
+        if (r.state == "running") {
+          was_running.push_back(r);  // decided below, once its processes are stopped
+        } else if (r.state != "queued") {
+          // Final: counted, not kept in memory.
+          CountFinal(job, ParseOutcomeKindName(r.state).value_or(Kind::kFailed), +1);
+          if (r.ended_at > r.started_at && r.started_at > 0) {
+            job.elapsed_sum += r.ended_at - r.started_at;
+            ++job.elapsed_n;
+          }
+          return;
+        }
+        tasks_.emplace(r.id, TaskFromRecord(r));
+      });
+      !s) {
+    return s;
+  }
+  // Leftover profilers first: no GPU may be handed out while a dead daemon's run goes on.
+  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(options_.grace_s * 1000));
+  if (Status s = StopLeftoverProfilers(options_.state_dir, was_running, grace); !s) return s;
+  for (const auto& r : was_running) {
+    Task& t = tasks_.at(r.id);
+    Job& job = jobs_.at(r.job_id);
+    Outcome o{Kind::kInterrupted, 0, 0, "ckprofd stopped while it ran"};
+    const bool requeue = !job.rec.cancelled && t.attempts < options_.max_attempts;
+    std::string state = requeue ? "queued" : std::string(OutcomeKindName(Kind::kInterrupted));
+    if (!requeue && job.rec.cancelled) {
+      o = Outcome{Kind::kCancelled, 0, 0, "cancelled"};
+      state = OutcomeKindName(Kind::kCancelled);
+    }
+    if (Status s = store_.FinishAttempt(r.id, r.attempts, std::string(OutcomeKindName(o.kind)),
+                                        state, now, ResultJson(o, "", r.gpu, nullptr), nullptr);
+        !s) {
+      return s;
+    }
+    if (!requeue) {
+      CountFinal(job, o.kind, +1);
+      Forget(t.id);
+    }
+    spdlog::info("task {} (job {}) interrupted by the restart: {}", r.id, r.job_id,
+                 requeue ? "requeued" : "attempts used up, left " + state);
+  }
+  // Queued tasks go back into their queues; a cancelled job's (a crash between the cancel's
+  // two commits) are cancelled now.
+  std::map<int64_t, std::vector<int64_t>> cancel;
+  for (auto& [id, t] : tasks_) {
+    if (jobs_.at(t.job_id).rec.cancelled) {
+      cancel[t.job_id].push_back(id);
+    } else {
+      Enqueue(t);
+    }
+  }
+  for (auto& [job_id, ids] : cancel) {
+    Job& job = jobs_.at(job_id);
+    Outcome o{Kind::kCancelled, 0, 0, "cancelled"};
+    if (Status s = store_.SetTasksState(ids, "cancelled", ResultJson(o, "", -1, nullptr), now);
+        !s) {
+      return s;
+    }
+    for (int64_t tid : ids) {
+      CountFinal(job, Kind::kCancelled, +1);
+      Forget(tid);
+    }
+  }
+  for (auto& [id, job] : jobs_) MaybeFinishJob(job, now);
+  spdlog::info("recovered {} job(s): {} task(s) queued, {} were running", jobs_.size(),
+               policy_.queued_total(), was_running.size());
+  Dispatch();
+  return Status::Ok();
+}
+
+}  // namespace ckprof
