@@ -204,7 +204,9 @@ int64_t Submit(ckprof::Connection& conn, const Common& c, const std::string& con
   r.submit.name = "bench";
   r.submit.profiler_path = c.emulator;
   r.submit.cwd = c.dir;
-  r.submit.order = c.order;
+  if (!c.order.empty() && !ckprof::ParseEnum(c.order, &r.submit.order)) {
+    Die("--order must be rank or longest-first, got '" + c.order + "'");
+  }
   auto answer = conn.Call(r);
   if (!answer) Die("submit: " + answer.error());
   return answer->value("job_id", int64_t{0});

@@ -23,15 +23,15 @@ namespace ckprof {
 std::string JobCountsText(const JobSummary& job) {
   const TaskCounts c = job.counts();
   std::string ran;
-  if (job.state == "cancelled" || job.state == "cancelling") {
+  if (job.state == JobState::kCancelled || job.state == JobState::kCancelling) {
     ran = std::to_string(c.ran()) + " of " + std::to_string(job.total) + " ran: ";
   }
   return ran + c.Describe();
 }
 
 std::string PartialNote(const JobSummary& job) {
-  if (job.state == "finished" || job.state == "cancelled") return "";
-  return "partial: job " + std::to_string(job.id) + " still " + job.state;
+  if (IsEnded(job.state)) return "";
+  return "partial: job " + std::to_string(job.id) + " still " + std::string(EnumName(job.state));
 }
 
 void PrintError(const std::string& cmd, const std::string& message) {
@@ -75,17 +75,12 @@ std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const s
   return std::move(*c);
 }
 
-int Ask(const GlobalOptions& global, const std::string& cmd, const Request& request,
-        nlohmann::json* answer) {
-  auto conn = ConnectOrReport(global, cmd);
-  if (!conn) return kExitUnreachable;
-  auto a = conn->Call(request);
-  if (!a) {
-    PrintError(cmd, a.error());
-    return conn->lost() ? kExitUnreachable : 1;
-  }
-  *answer = std::move(*a);
-  return 0;
+Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_output) {
+  Request r;
+  r.type = RequestType::kResults;
+  r.job_id = job_id;
+  r.all = with_output;
+  return conn.Call<ResultsReply>(r);
 }
 
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd) {
@@ -156,17 +151,15 @@ std::string AbsolutePath(const std::string& path) {
   return ec ? path : abs.lexically_normal().string();
 }
 
-std::string RefusalMessage(const std::string& error, const nlohmann::json& refusal,
+std::string RefusalMessage(const std::string& error, const ErrorReply& refusal,
                            const std::string& label, const std::string& input_name) {
-  const auto conv = refusal.value("conversion", nlohmann::json::object());
-  if (conv.is_object() && conv.contains("kept") && conv.value("kept", int64_t{-1}) == 0) {
+  if (refusal.conversion && refusal.conversion->kept == 0) {
     size_t without_shapes = 0;
-    for (const auto& w : conv.value("warnings", nlohmann::json::array())) {
-      if (w.is_string() && w.get<std::string>().find(kNoShapesReason) != std::string::npos) {
-        ++without_shapes;
-      }
+    for (const auto& w : refusal.conversion->warnings) {
+      if (w.find(kNoShapesReason) != std::string::npos) ++without_shapes;
     }
-    return label + ": " + NoConfigsReason(conv.value("records", size_t{0}), without_shapes);
+    return label + ": " +
+           NoConfigsReason(static_cast<size_t>(refusal.conversion->records), without_shapes);
   }
   // "submit: the input cannot be used: input: not valid JSON ..." -> "FILE: not valid JSON ...".
   static const std::string kOwn = "submit: ", kUnusable = "the input cannot be used: ";

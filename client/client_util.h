@@ -12,15 +12,32 @@
 
 namespace ckprof {
 
+// Prints "ckprof CMD: message" to stderr. A message that already starts with "CMD: " (the
+// daemon names the request it refuses: "submit: ...") gets the command's name once.
+void PrintError(const std::string& cmd, const std::string& message);
+
 // Connects to the daemon named by the global options. On failure prints "ckprof CMD: <why>"
 // and returns nullptr; the caller exits with kExitUnreachable.
 std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const std::string& cmd);
 
-// Connects, sends `request` and stores the daemon's answer in *answer. Returns 0, or the
+// Connects, sends `request` and stores the daemon's typed reply in *reply. Returns 0, or the
 // exit code after printing why: kExitUnreachable when no daemon answers (or it went away
 // before answering), 1 when it refused.
-int Ask(const GlobalOptions& global, const std::string& cmd, const Request& request,
-        nlohmann::json* answer);
+template <typename T>
+int Ask(const GlobalOptions& global, const std::string& cmd, const Request& request, T* reply) {
+  auto conn = ConnectOrReport(global, cmd);
+  if (!conn) return kExitUnreachable;
+  auto a = conn->Call<T>(request);
+  if (!a) {
+    PrintError(cmd, a.error());
+    return conn->lost() ? kExitUnreachable : 1;
+  }
+  *reply = std::move(*a);
+  return 0;
+}
+
+// A job's results (its summary and every task; their captures and configs `with_output`).
+Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_output);
 
 // "12" -> 12; prints "ckprof CMD: JOB must be a job id (a positive integer), got 'x'" else.
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd);
@@ -44,10 +61,6 @@ std::string PartialNote(const JobSummary& job);
 // The absolute form of a path against the current directory (no symlink resolution).
 std::string AbsolutePath(const std::string& path);
 
-// Prints "ckprof CMD: message" to stderr. A message that already starts with "CMD: " (the
-// daemon names the request it refuses: "submit: ...") gets the command's name once.
-void PrintError(const std::string& cmd, const std::string& message);
-
 // "-" as an INPUT or OUTPUT argument means stdin or stdout.
 inline bool IsStdio(const std::string& path) { return path == "-"; }
 // How messages name an input or output: "stdin"/"stdout" for "-", else the path itself.
@@ -59,9 +72,9 @@ Result<std::string> ReadStdinBytes();
 std::string NameInput(const std::string& error, const std::string& label);
 // The daemon's refusal of a submit as the user should read it: the input named once, as it
 // was given (the daemon calls the content it converts "input"), and for an input with nothing
-// to profile, the reason `ckprof convert` gives (from `refusal`, the refused answer; may be
-// empty). `label` names the input as given ("stdin", "data/trace.json"), `input_name` as sent.
-std::string RefusalMessage(const std::string& error, const nlohmann::json& refusal,
+// to profile, the reason `ckprof convert` gives (from `refusal`, the refused answer). `label`
+// names the input as given ("stdin", "data/trace.json"), `input_name` as sent.
+std::string RefusalMessage(const std::string& error, const ErrorReply& refusal,
                            const std::string& label, const std::string& input_name);
 // The width tables fit: 0 (unlimited) with `wide` or when stdout is not a terminal and
 // COLUMNS is unset; else the terminal's width (COLUMNS when the terminal does not say).

@@ -16,14 +16,12 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "common/ck_config.h"
 #include "common/file_util.h"
 #include "common/results_file.h"
 #include "common/text_table.h"
 
 namespace ckprof {
-
-Result<std::vector<TaskResult>> FetchResults(Connection& conn, int64_t job_id, bool with_output,
-                                             JobSummary* summary);  // results_cmd.cpp
 
 namespace {
 
@@ -37,14 +35,17 @@ struct Entry {
   std::string op;        // fwd, bwd_data, bwd_weight
   std::string description;
   std::string signature;  // the problem from the config's profiler_args; empty when absent
-  std::string state;      // succeeded, failed, unsupported, ...
+  // A TaskState's name (succeeded, failed, ...), a results file's "status", or "no time".
+  std::string state;
   std::string data_type;  // "fp16", "bf16", ... from the config; empty when unknown
   std::string layout;     // "nchw", "nhwc", or CK's name of another layout; empty when unknown
   double avg_ms = 0;
   double tflops = 0;
   std::string best;
   // A time that can be compared: a success with a positive, finite time (time=0 runs have none).
-  bool comparable() const { return state == "succeeded" && avg_ms > 0 && std::isfinite(avg_ms); }
+  bool comparable() const {
+    return state == EnumName(TaskState::kSucceeded) && avg_ms > 0 && std::isfinite(avg_ms);
+  }
 };
 
 // One side of the comparison: where it came from and what it holds.
@@ -121,12 +122,6 @@ std::string TypeAndLayout(const Side& side) {
          Census(side, &Entry::layout);
 }
 
-std::string ShortOp(const std::string& op) {
-  if (op.find("bwd_data") != std::string::npos) return "bwd_data";
-  if (op.find("bwd_weight") != std::string::npos) return "bwd_weight";
-  return "fwd";
-}
-
 // The problem a config describes, as a canonical string: what identifies it beyond its
 // description (which omits strides, pads and the data type).
 std::string Signature(const json& config) {
@@ -151,7 +146,7 @@ Entry FromTask(const TaskResult& t) {
   const json config = json::parse(t.config.dump());
   e.signature = Signature(config);
   SetTypeAndLayout(config, &e);
-  e.state = t.state;
+  e.state = EnumName(t.state);
   if (t.ok()) {
     e.avg_ms = t.avg_ms;
     e.tflops = t.tflops;
@@ -211,9 +206,11 @@ Result<Side> LoadFile(const std::string& path) {
     e.rank = number("priority_rank", e.position);
     const bool success = r.value("success", json(false)).is_boolean() && r["success"].get<bool>();
     auto status = r.find("status");
+    const std::string succeeded(EnumName(TaskState::kSucceeded));
+    const std::string failed(EnumName(TaskState::kFailed));
     e.state = status != r.end() && status->is_string() ? status->get<std::string>()
-                                                       : (success ? "succeeded" : "failed");
-    if (!success && e.state == "succeeded") e.state = "failed";
+                                                       : (success ? succeeded : failed);
+    if (!success && e.state == succeeded) e.state = failed;
     auto ms = r.find("avg_time_ms");
     if (success && ms != r.end() && ms->is_number()) e.avg_ms = ms->get<double>();
     if (success && e.avg_ms <= 0) e.state = "no time";  // the original tool's results: no ms
@@ -574,18 +571,18 @@ int RunCompareCommand(const GlobalOptions& global, const Args& args) {
       conn = ConnectOrReport(global, "compare");
       if (!conn) return kExitUnreachable;
     }
-    JobSummary summary;
-    auto tasks = FetchResults(*conn, *src.job, /*with_output=*/true, &summary);
-    if (!tasks) {
-      PrintError("compare", "job " + std::to_string(*src.job) + ": " + tasks.error());
-      return 1;
+    auto fetched = FetchResults(*conn, *src.job, /*with_output=*/true);
+    if (!fetched) {
+      PrintError("compare", "job " + std::to_string(*src.job) + ": " + fetched.error());
+      return conn->lost() ? kExitUnreachable : 1;
     }
+    const JobSummary& summary = fetched->job;
     Side& side = sides[i];
     side.job_id = *src.job;
     side.name = "job " + std::to_string(*src.job);
     side.label = side.name + (summary.name.empty() ? "" : " (" + summary.name + ")");
     side.source = side.name;
-    for (const TaskResult& t : *tasks) side.entries.push_back(FromTask(t));
+    for (const TaskResult& t : fetched->tasks) side.entries.push_back(FromTask(t));
   }
   if (sides[0].name == sides[1].name) {  // the same file name twice: tell the columns apart
     sides[0].name = "A:" + sides[0].name;

@@ -191,4 +191,26 @@ Status Connection::Watch(int64_t job_id, const std::function<bool(const nlohmann
   }
 }
 
+Status Connection::Watch(int64_t job_id, const std::function<bool(const WatchReply&)>& on_start,
+                         const std::function<bool(const JobEventFrame&)>& on_event, bool end_only) {
+  bool first = true;
+  std::string bad;
+  Status s = Watch(
+      job_id,
+      [&](const nlohmann::json& frame) {
+        if (first) {
+          first = false;
+          auto start = ReadReply<WatchReply>(frame);
+          if (!start) bad = start.error();
+          return start && on_start(*start);
+        }
+        auto event = ReadReply<JobEventFrame>(frame);
+        if (!event) bad = event.error();
+        return event && on_event(*event);
+      },
+      end_only);
+  if (s && !bad.empty()) return MakeError("ckprofd sent a watch frame that cannot be read: " + bad);
+  return s;
+}
+
 }  // namespace ckprof

@@ -35,11 +35,30 @@ class Connection {
   // answer (a refused submit carries its conversion summary and warnings).
   Result<nlohmann::json> Call(Request request, nlohmann::json* refusal = nullptr);
 
+  // The same, with the answer read as the request's typed reply (common/protocol.h) and a
+  // refusal as an ErrorReply.
+  template <typename T>
+  Result<T> Call(Request request, ErrorReply* refusal = nullptr) {
+    nlohmann::json refused;
+    auto answer = Call(std::move(request), refusal ? &refused : nullptr);
+    if (!answer) {
+      if (refusal) {
+        auto r = ReadReply<ErrorReply>(refused);
+        *refusal = r ? std::move(*r) : ErrorReply{answer.error(), std::nullopt};
+      }
+      return Error{answer.error()};
+    }
+    return ReadReply<T>(*answer);
+  }
+
   // Sends a watch request; calls on_frame for the first answer and every event until the
   // stream ends ({"type":"end"}). on_frame may return false to stop early. end_only: no task
   // events, only the first answer and job_finished (what `ckprof wait` needs).
   Status Watch(int64_t job_id, const std::function<bool(const nlohmann::json&)>& on_frame,
                bool end_only = false);
+  // The same, typed: on_start gets the first answer, on_event each event.
+  Status Watch(int64_t job_id, const std::function<bool(const WatchReply&)>& on_start,
+               const std::function<bool(const JobEventFrame&)>& on_event, bool end_only = false);
 
   const std::string& path() const { return path_; }
   const nlohmann::json& hello() const { return hello_; }

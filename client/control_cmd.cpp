@@ -18,7 +18,7 @@ int CancelJobs(const GlobalOptions& global, const std::vector<int64_t>& ids) {
     Request r;
     r.type = RequestType::kCancel;
     r.job_id = id;
-    nlohmann::json a;
+    JobReply a;
     const int code = Ask(global, "cancel", r, &a);
     if (code == 0) std::cout << "job " << id << " cancelled\n";
     worst = std::max(worst, code);
@@ -76,10 +76,10 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
     }
     r.priority = std::stoi(priority);
   }
-  nlohmann::json a;
+  JobReply a;
   if (int code = Ask(global, cmd, r, &a)) return code;
   if (type == RequestType::kRetry) {
-    std::cout << "job " << *id << ": " << a.value("requeued", 0) << " task(s) requeued\n";
+    std::cout << "job " << *id << ": " << a.requeued.value_or(0) << " task(s) requeued\n";
   }
   if (type == RequestType::kBoost)
     std::cout << "job " << *id << ": priority " << r.priority << "\n";
@@ -103,7 +103,7 @@ int RunGpuActionCommand(const GlobalOptions& global, const Args& args, bool drai
   Request r;
   r.type = drain ? RequestType::kDrain : RequestType::kResume;
   r.gpu = std::stoi(gpu);
-  nlohmann::json a;
+  EmptyReply a;
   if (int code = Ask(global, cmd, r, &a)) return code;
   std::cout << "GPU " << r.gpu << (drain ? " drained" : " resumed") << "\n";
   return 0;
@@ -115,11 +115,11 @@ int RunPingCommand(const GlobalOptions& global, const Args& args) {
   if (auto code = p.Parse(args)) return *code;
   Request r;
   r.type = RequestType::kPing;
-  nlohmann::json a;
+  HelloReply a;
   if (int code = Ask(global, "ping", r, &a)) return code;
-  std::cout << a.value("server", "ckprofd") << " at " << ResolveSocketPath(global.socket)
-            << ": you are " << a.value("user", "?") << " (uid " << a.value("uid", 0) << ")"
-            << (a.value("admin", false) ? ", admin" : "") << "\n";
+  std::cout << (a.server.empty() ? "ckprofd" : a.server) << " at "
+            << ResolveSocketPath(global.socket) << ": you are " << a.user << " (uid " << a.uid
+            << ")" << (a.admin ? ", admin" : "") << "\n";
   return 0;
 }
 

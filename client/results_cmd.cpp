@@ -9,24 +9,6 @@
 
 namespace ckprof {
 
-Result<std::vector<TaskResult>> FetchResults(Connection& conn, int64_t job_id, bool with_output,
-                                             JobSummary* summary) {
-  Request r;
-  r.type = RequestType::kResults;
-  r.job_id = job_id;
-  r.all = with_output;
-  auto a = conn.Call(r);
-  if (!a) return Error{a.error()};
-  if (summary) {
-    if (auto s = JobSummaryFromJson((*a)["job"]); s) *summary = *s;
-  }
-  std::vector<TaskResult> tasks;
-  for (const auto& t : (*a).value("tasks", nlohmann::json::array())) {
-    if (auto tr = TaskResultFromJson(t); tr) tasks.push_back(std::move(*tr));
-  }
-  return tasks;
-}
-
 int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   std::string job, output, format;
   bool wide = false;
@@ -52,12 +34,13 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   }
   auto conn = ConnectOrReport(global, "results");
   if (!conn) return kExitUnreachable;
-  JobSummary summary;
-  auto tasks = FetchResults(*conn, *id, format == "json", &summary);
-  if (!tasks) {
-    PrintError("results", tasks.error());
-    return 1;
+  auto fetched = FetchResults(*conn, *id, format == "json");
+  if (!fetched) {
+    PrintError("results", fetched.error());
+    return conn->lost() ? kExitUnreachable : 1;
   }
+  const JobSummary& summary = fetched->job;
+  const std::vector<TaskResult>* tasks = &fetched->tasks;
   // Not all there yet: said on stderr, so that the results on stdout stay what they are.
   if (std::string partial = PartialNote(summary); !partial.empty()) {
     PrintError("results", partial + " (" + std::to_string(summary.queued) + " queued, " +

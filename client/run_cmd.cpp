@@ -23,9 +23,6 @@
 
 namespace ckprof {
 
-Result<std::vector<TaskResult>> FetchResults(Connection& conn, int64_t job_id, bool with_output,
-                                             JobSummary* summary);  // results_cmd.cpp
-
 namespace {
 
 using json = nlohmann::json;
@@ -34,12 +31,6 @@ std::string Fmt(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
-}
-
-std::string ShortOp(const std::string& op) {
-  if (op.find("bwd_data") != std::string::npos) return "bwd_data";
-  if (op.find("bwd_weight") != std::string::npos) return "bwd_weight";
-  return "fwd";
 }
 
 // One line (two for a success: the kernel on the second) per finished config.
@@ -51,7 +42,7 @@ void PrintTaskLine(const TaskResult& t, int64_t done, int64_t total) {
               << " GB/s" << (t.split_k.empty() ? "" : ", SplitK " + t.split_k) << " on GPU "
               << t.gpu << " (" << Fmt(t.elapsed_s) << " s)\n    " << t.best_name << "\n";
   } else {
-    std::cout << "    " << (t.error.empty() ? t.state : t.error) << "\n";
+    std::cout << "    " << (t.error.empty() ? std::string(EnumName(t.state)) : t.error) << "\n";
   }
   std::cout.flush();
 }
@@ -156,9 +147,8 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
     int64_t bad = 0;
     for (const auto& c : plan) {
       if (!quiet) {
-        std::cout << "[" << c.position << "/" << plan.size() << "] "
-                  << ShortOp(std::string(OperationTypeName(c.op))) << " (rank " << c.priority_rank
-                  << "): " << c.description << "\n";
+        std::cout << "[" << c.position << "/" << plan.size() << "] " << ShortOpName(c.op)
+                  << " (rank " << c.priority_rank << "): " << c.description << "\n";
       }
       if (c.argv.empty()) {
         ++bad;
@@ -205,7 +195,7 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
       cancel.type = RequestType::kCancel;
       cancel.job_id = job;
       auto conn = Connection::Open(socket);
-      auto answer = conn ? (*conn)->Call(cancel) : Result<json>(Error{conn.error()});
+      auto answer = conn ? (*conn)->Call<JobReply>(cancel) : Result<JobReply>(Error{conn.error()});
       if (answer) {
         std::cerr << "ckprof run: " << what << ": cancelled job " << job << "\n";
       } else {
@@ -265,21 +255,18 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   r.submit.timeout_s = timeout.empty() ? -1 : std::strtod(timeout.c_str(), nullptr);
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd)) r.submit.cwd = cwd;
-  json refusal;
-  auto submitted = conn.Call(r, &refusal);
+  ErrorReply refusal;
+  auto submitted = conn.Call<SubmitReply>(r, &refusal);
   if (!submitted) {
     report(RefusalMessage(submitted.error(), refusal, config_file, r.submit.input_name));
     return conn.lost() ? kExitUnreachable : 1;
   }
   {
     std::lock_guard<std::mutex> lock(mu);
-    job = submitted->value("job_id", int64_t{0});
+    job = submitted->job_id;
   }
-  const json conv = submitted->value("conversion", json::object());
-  for (const auto& w : conv.value("warnings", json::array())) {
-    std::cerr << "⚠ " << w.get<std::string>() << "\n";
-  }
-  const int64_t total = conv.value("kept", int64_t{0});
+  for (const auto& w : submitted->conversion.warnings) std::cerr << "⚠ " << w << "\n";
+  const int64_t total = submitted->conversion.kept;
   if (!quiet) {
     std::cout << "Running " << total << " config(s) as job " << job << " on "
               << (local ? "a private ckprofd (GPUs " + daemon->gpus() + ")"
@@ -290,15 +277,17 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   // Lines as tasks finish; those that finished before the watch began come from the results.
   int64_t done = 0;
   std::set<int64_t> printed;
-  Status followed = conn.Watch(job, [&](const json& f) {
-    if (f.value("event", "") != "task_finished") return true;
-    auto t = TaskResultFromJson(f.value("task", json::object()));
-    if (t && t->finished() && printed.insert(t->task_id).second) {
-      ++done;
-      if (!quiet) PrintTaskLine(*t, done, total);
-    }
-    return true;
-  });
+  Status followed = conn.Watch(
+      job, [](const WatchReply&) { return true; },
+      [&](const JobEventFrame& e) {
+        const auto& t = e.task;
+        if (e.event == EventKind::kTaskFinished && t && t->finished() &&
+            printed.insert(t->task_id).second) {
+          ++done;
+          if (!quiet) PrintTaskLine(*t, done, total);
+        }
+        return true;
+      });
   if (!followed) {
     const std::string id = std::to_string(job);
     if (!conn.lost()) {
@@ -312,12 +301,13 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
                                            "' once ckprofd is back"));
     return kExitUnreachable;
   }
-  JobSummary summary;
-  auto tasks = FetchResults(conn, job, /*with_output=*/true, &summary);
-  if (!tasks) {
-    report(tasks.error());
+  auto fetched = FetchResults(conn, job, /*with_output=*/true);
+  if (!fetched) {
+    report(fetched.error());
     return conn.lost() ? kExitUnreachable : 1;
   }
+  const JobSummary& summary = fetched->job;
+  const std::vector<TaskResult>* tasks = &fetched->tasks;
   for (const auto& t : *tasks) {
     if (t.finished() && printed.insert(t.task_id).second) {
       ++done;

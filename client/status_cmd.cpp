@@ -38,9 +38,9 @@ void PrintJobTable(const std::vector<JobSummary>& jobs, size_t width) {
                    {"ETA", true}});
   for (const auto& j : jobs) {
     // A cancelled job: how many of its tasks ran.
-    const int64_t done = j.state == "cancelled" ? j.counts().ran() : j.done();
+    const int64_t done = j.state == JobState::kCancelled ? j.counts().ran() : j.done();
     table.AddRow(
-        {std::to_string(j.id), j.owner, j.name, j.state,
+        {std::to_string(j.id), j.owner, j.name, std::string(EnumName(j.state)),
          std::to_string(done) + "/" + std::to_string(j.total),
          std::to_string(j.succeeded) + "/" + std::to_string(j.counts().ran() - j.succeeded),
          GpuList(j.gpus_in_use), FormatAge(j.submitted_at),
@@ -65,7 +65,8 @@ std::string ClockTime(double unix_time) {
 // What a job was submitted with, below its row of the table.
 void PrintJobDetails(const JobSummary& s) {
   std::cout << "tasks: " << JobCountsText(s) << "\n";
-  if (s.state == "waiting") std::cout << "waiting until " << ClockTime(s.not_before) << "\n";
+  if (s.state == JobState::kWaiting)
+    std::cout << "waiting until " << ClockTime(s.not_before) << "\n";
   std::cout << "priority: " << s.priority << "\n";
   std::cout << "gpus: " << (s.allowed_gpus.empty() ? "any" : GpuList(s.allowed_gpus))
             << (s.max_gpus > 0 ? ", at most " + std::to_string(s.max_gpus) + " at once" : "")
@@ -75,12 +76,10 @@ void PrintJobDetails(const JobSummary& s) {
   std::cout << "not before: " << (s.not_before > 0 ? ClockTime(s.not_before) : "-") << "\n";
 }
 
-std::vector<JobSummary> JobsFrom(const json& a) {
-  std::vector<JobSummary> jobs;
-  for (const auto& j : a.value("jobs", json::array())) {
-    if (auto s = JobSummaryFromJson(j); s) jobs.push_back(*s);
-  }
-  return jobs;
+json JobsJson(const std::vector<JobSummary>& jobs) {
+  json out = json::array();
+  for (const auto& j : jobs) out.push_back(ToJson(j));
+  return out;
 }
 
 }  // namespace
@@ -112,38 +111,34 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   r.type = list_mode ? RequestType::kList : RequestType::kStatus;
   r.all = all;
   if (ids.empty()) {
-    json a;
+    StatusReply a;
     if (int code = Ask(global, cmd, r, &a)) return code;
     if (json_out) {
-      std::cout << a.value("jobs", json::array()).dump(2) << "\n";
+      std::cout << JobsJson(a.jobs).dump(2) << "\n";
     } else {
-      PrintJobTable(JobsFrom(a), TerminalWidth(wide));
+      PrintJobTable(a.jobs, TerminalWidth(wide));
     }
     return 0;
   }
   // The jobs asked for, each in turn; the worst end wins, as for wait.
   int worst = 0;
-  json found = json::array();
+  std::vector<JobSummary> summaries;
   for (int64_t id : ids) {
     r.job_id = id;
-    json a;
+    StatusReply a;
     const int code = Ask(global, cmd, r, &a);
     worst = std::max(worst, code);
     if (code == kExitUnreachable) return code;
-    if (code == 0) found.push_back(a["job"]);
+    if (code == 0 && a.job) summaries.push_back(std::move(*a.job));
   }
   if (json_out) {
     // One job: its object; several: a list of those found.
     if (ids.size() == 1) {
-      if (!found.empty()) std::cout << found[0].dump(2) << "\n";
+      if (!summaries.empty()) std::cout << ToJson(summaries[0]).dump(2) << "\n";
     } else {
-      std::cout << found.dump(2) << "\n";
+      std::cout << JobsJson(summaries).dump(2) << "\n";
     }
     return worst;
-  }
-  std::vector<JobSummary> summaries;
-  for (const auto& j : found) {
-    if (auto s = JobSummaryFromJson(j); s) summaries.push_back(*s);
   }
   if (summaries.empty()) return worst;
   PrintJobTable(summaries, TerminalWidth(wide));
@@ -151,10 +146,11 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     if (summaries.size() > 1) std::cout << "\njob " << s.id << ":\n";
     PrintJobDetails(s);
     std::cout << "profiler: " << s.profiler << "\n";
-    std::cout << "order: " << s.order
-              << (s.order == "longest-first" ? " (the most FLOPs first)"
-                                             : " (priority rank, then file order; long tasks "
-                                               "not left for last)")
+    std::cout << "order: " << EnumName(s.order)
+              << (s.order == TaskOrder::kLongestFirst
+                      ? " (the most FLOPs first)"
+                      : " (priority rank, then file order; long tasks "
+                        "not left for last)")
               << "\n";
   }
   return worst;
@@ -168,18 +164,19 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
   if (auto code = p.Parse(args)) return *code;
   Request r;
   r.type = RequestType::kGpus;
-  json a;
+  GpusReply a;
   if (int code = Ask(global, "gpus", r, &a)) return code;
   if (json_out) {
-    std::cout << a["gpus"].dump(2) << "\n";
+    json out = json::array();
+    for (const auto& g : a.gpus) out.push_back(ToJson(g));
+    std::cout << out.dump(2) << "\n";
     return 0;
   }
   std::cout << Pad("GPU", 4, true) << "  " << Pad("STATE", 9) << " " << Pad("JOB", 6, true) << " "
             << Pad("TASK", 8, true) << " " << Pad("FOR", 8, true) << " " << Pad("RUNS", 7, true)
             << "\n";
-  for (const auto& g : a["gpus"]) {
-    auto gi = GpuInfoFromJson(g);
-    if (!gi) continue;
+  for (const GpuInfo& g : a.gpus) {
+    const GpuInfo* gi = &g;
     std::string state =
         gi->drained ? (gi->task_id ? "draining" : "drained") : (gi->task_id ? "busy" : "idle");
     if (!gi->task_id && !gi->held_by.empty()) state = "waiting";

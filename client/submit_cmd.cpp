@@ -116,11 +116,10 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   // 0 means "no limit" on the wire, but as a flag it reads as "no GPU": leaving it out says it.
   if (!int_opt("--max-gpus", max_gpus, 1, 1024, &v, "for no limit")) return 2;
   s.max_gpus = static_cast<int>(v);
-  if (!IsJobOrder(order)) {
+  if (!order.empty() && !ParseEnum(order, &s.order)) {
     PrintError("submit", "--order must be rank or longest-first, got '" + order + "'");
     return 2;
   }
-  s.order = order;
   if (!int_opt("--max-ops", max_ops, 1, int64_t{1} << 40, &s.max_ops, "to profile every config")) {
     return 2;
   }
@@ -167,42 +166,35 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   s.input_name = IsStdio(input) ? label : input.substr(input.find_last_of('/') + 1);
   auto conn = ConnectOrReport(global, "submit");
   if (!conn) return kExitUnreachable;
-  nlohmann::json refusal;
-  auto answer = conn->Call(r, &refusal);
+  ErrorReply refusal;
+  auto answer = conn->Call<SubmitReply>(r, &refusal);
   if (!answer) {
     // A refused input keeps its warnings: they say why each record was skipped.
-    for (const auto& w : refusal.value("conversion", nlohmann::json::object())
-                             .value("warnings", nlohmann::json::array())) {
-      if (w.is_string()) std::cerr << "⚠ " << w.get<std::string>() << "\n";
+    if (refusal.conversion) {
+      for (const auto& w : refusal.conversion->warnings) std::cerr << "⚠ " << w << "\n";
     }
     PrintError("submit", RefusalMessage(answer.error(), refusal, label, s.input_name));
     return conn->lost() ? kExitUnreachable : 1;
   }
-  const auto& a = *answer;
+  const SubmitReply& a = *answer;
   if (json_out) {
-    std::cout << a.dump(2) << "\n";
+    std::cout << ReplyJson(a).dump(2) << "\n";
     return 0;
   }
-  const auto conv = a.value("conversion", nlohmann::json::object());
-  for (const auto& w : conv.value("warnings", nlohmann::json::array())) {
-    std::cerr << "⚠ " << w.get<std::string>() << "\n";
-  }
+  const ConversionSummary& conv = a.conversion;
+  for (const auto& w : conv.warnings) std::cerr << "⚠ " << w << "\n";
   if (dry_run) {
-    std::cout << a.value("profiler", "") << "\n";
-    for (const auto& c : a.value("commands", nlohmann::json::array())) {
-      std::string cmd = c.value("command", "");
-      std::cout << (cmd.empty() ? "# cannot build: " + c.value("error", "") : cmd) << "\n";
+    std::cout << a.profiler << "\n";
+    for (const PlannedRun& c : a.commands) {
+      std::cout << (c.command.empty() ? "# cannot build: " + c.error : c.command) << "\n";
     }
     return 0;
   }
-  const int64_t job = a.value("job_id", int64_t{0});
-  std::cerr << "submitted job " << job << ": " << conv.value("kept", 0) << " profiler run(s) from "
-            << conv.value("records", 0) << " record(s) of a " << conv.value("format", "")
-            << (conv.value("skipped", 0)
-                    ? ", " + std::to_string(conv.value("skipped", 0)) + " skipped"
-                    : std::string())
+  std::cerr << "submitted job " << a.job_id << ": " << conv.kept << " profiler run(s) from "
+            << conv.records << " record(s) of a " << conv.format
+            << (conv.skipped ? ", " + std::to_string(conv.skipped) + " skipped" : std::string())
             << "\n";
-  std::cout << job << "\n";
+  std::cout << a.job_id << "\n";
   return 0;
 }
 

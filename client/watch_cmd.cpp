@@ -12,22 +12,14 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "common/ck_config.h"
 
 namespace ckprof {
-
-Result<std::vector<TaskResult>> FetchResults(Connection& conn, int64_t job_id, bool with_output,
-                                             JobSummary* summary);  // results_cmd.cpp
 
 namespace {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-std::string ShortOp(const std::string& op) {
-  if (op.find("bwd_data") != std::string::npos) return "bwd_data";
-  if (op.find("bwd_weight") != std::string::npos) return "bwd_weight";
-  return "fwd";
-}
 
 // Renders a job's event stream.
 class ProgressView {
@@ -36,38 +28,36 @@ class ProgressView {
   ProgressView(bool live, int64_t job_id, std::string socket)
       : live_(live), job_id_(job_id), socket_(std::move(socket)), start_(Clock::now()) {}
 
-  void OnFrame(const json& f) {
-    if (f.contains("job")) {
-      if (auto s = JobSummaryFromJson(f["job"]); s) job_ = *s;
+  // The first answer: the job as it stands, and what runs now.
+  void OnStart(const WatchReply& w) {
+    if (w.job) job_ = *w.job;
+    for (const auto& g : w.running) running_[g.index] = "#" + std::to_string(g.position);
+    if (!live_) {
+      std::cout << "job " << job_id_ << " \"" << job_.name << "\": " << job_.done() << "/"
+                << job_.total << " done, " << job_.running << " running, " << job_.queued
+                << " queued" << std::endl;  // each line as it happens, even into a pipe
     }
-    const std::string ev = f.value("event", "");
-    if (f.value("type", "") != "event") {
-      // The first answer: the job as it stands, and what runs now.
-      for (const auto& g : f.value("running", json::array())) {
-        auto gi = GpuInfoFromJson(g);
-        if (gi) running_[gi->index] = "#" + std::to_string(gi->position);
+    start_done_ = job_.done();
+    if (job_.counts().unsuccessful() > 0) EarlierFailures();
+    if (live_) Redraw();
+  }
+
+  void OnEvent(const JobEventFrame& e) {
+    if (e.job) job_ = *e.job;
+    switch (e.event) {
+      case EventKind::kTaskStarted: {
+        const std::string what = "#" + std::to_string(e.position) + " " + ShortOp(e.operation) +
+                                 " (rank " + std::to_string(e.priority_rank) + ")";
+        running_[e.gpu] = what;
+        if (!live_) std::cout << "started  " << what << " on GPU " << e.gpu << std::endl;
+        break;
       }
-      if (!live_) {
-        std::cout << "job " << job_id_ << " \"" << job_.name << "\": " << job_.done() << "/"
-                  << job_.total << " done, " << job_.running << " running, " << job_.queued
-                  << " queued" << std::endl;  // each line as it happens, even into a pipe
-      }
-      start_done_ = job_.done();
-      if (job_.counts().unsuccessful() > 0) EarlierFailures();
-    } else if (ev == "task_started") {
-      std::string what = "#" + std::to_string(f.value("position", 0)) + " " +
-                         ShortOp(f.value("operation", "")) + " (rank " +
-                         std::to_string(f.value("priority_rank", 0)) + ")";
-      running_[f.value("gpu", -1)] = what;
-      if (!live_) {
-        std::cout << "started  " << what << " on GPU " << f.value("gpu", -1) << std::endl;
-      }
-    } else if (ev == "task_finished") {
-      auto t = TaskResultFromJson(f.value("task", json::object()));
-      if (t) Finished(*t);
-    } else if (ev == "job_finished") {
-      End();
-      return;
+      case EventKind::kTaskFinished:
+        if (e.task) Finished(*e.task);
+        break;
+      case EventKind::kJobFinished:
+        End();
+        return;
     }
     if (live_) Redraw();
   }
@@ -78,7 +68,7 @@ class ProgressView {
     if (ended_) return;
     ended_ = true;
     if (live_) std::cout << "\r\033[K";
-    std::cout << "job " << job_id_ << " " << job_.state << ": " << JobCountsText(job_);
+    std::cout << "job " << job_id_ << " " << EnumName(job_.state) << ": " << JobCountsText(job_);
     double secs = std::chrono::duration<double>(Clock::now() - start_).count();
     std::cout << " (" << FormatDuration(secs) << " watched)\n";
     std::cout.flush();
@@ -95,9 +85,9 @@ class ProgressView {
 
   // The line of a task that ended without success.
   static std::string FailureLine(const TaskResult& t) {
-    return (t.state == "cancelled" ? "cancelled " : "FAILED   ") + What(t) +
+    return (t.state == TaskState::kCancelled ? "cancelled " : "FAILED   ") + What(t) +
            (t.gpu >= 0 ? " on GPU " + std::to_string(t.gpu) : "") + ": " +
-           (t.error.empty() ? t.state : t.error);
+           (t.error.empty() ? std::string(EnumName(t.state)) : t.error);
   }
 
   void Finished(const TaskResult& t) {
@@ -124,10 +114,10 @@ class ProgressView {
     std::string why;
     if (auto conn = Connection::Open(socket_); !conn) {
       why = conn.error();
-    } else if (auto tasks = FetchResults(**conn, job_id_, /*with_output=*/false, nullptr); !tasks) {
-      why = tasks.error();
+    } else if (auto fetched = FetchResults(**conn, job_id_, /*with_output=*/false); !fetched) {
+      why = fetched.error();
     } else {
-      for (auto& t : *tasks) {
+      for (auto& t : fetched->tasks) {
         if (t.finished() && !t.ok()) failed.push_back(std::move(t));
       }
     }
@@ -201,11 +191,14 @@ int FollowJob(Connection& conn, int64_t job_id, bool show, bool live) {
   // Silent: only the job's end is asked for (a sweep's task events are not even built).
   Status s = conn.Watch(
       job_id,
-      [&](const json& f) {
-        if (f.contains("job")) {
-          if (auto js = JobSummaryFromJson(f["job"]); js) last = *js;
-        }
-        if (show) view.OnFrame(f);
+      [&](const WatchReply& w) {
+        if (w.job) last = *w.job;
+        if (show) view.OnStart(w);
+        return true;
+      },
+      [&](const JobEventFrame& e) {
+        if (e.job) last = *e.job;
+        if (show) view.OnEvent(e);
         return true;
       },
       /*end_only=*/!show);

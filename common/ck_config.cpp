@@ -107,6 +107,12 @@ std::string_view OperationTypeName(ConvOp op) {
 
 std::string_view CkOperationName(ConvOp op) { return OperationTypeName(op).substr(8); }
 
+std::string ShortOp(std::string_view operation_type) {
+  if (operation_type.find("bwd_data") != std::string_view::npos) return "bwd_data";
+  if (operation_type.find("bwd_weight") != std::string_view::npos) return "bwd_weight";
+  return "fwd";
+}
+
 std::string_view ShortOpName(ConvOp op) {
   switch (op) {
     case ConvOp::kFwd:

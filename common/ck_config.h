@@ -25,6 +25,9 @@ std::string_view OperationTypeName(ConvOp op);
 std::string_view CkOperationName(ConvOp op);
 // "fwd", "bwd_data", "bwd_weight": short names for consoles and tables.
 std::string_view ShortOpName(ConvOp op);
+// The short name of an operation type as the wire and results carry it
+// ("profile_grouped_conv_bwd_data" -> "bwd_data"); "fwd" for anything else.
+std::string ShortOp(std::string_view operation_type);
 // Accepts "profile_grouped_conv_fwd", "grouped_conv_fwd" and the short names.
 std::optional<ConvOp> ParseOperationType(std::string_view name);
 

@@ -16,9 +16,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "common/result.h"
+#include "common/states.h"
 
 namespace ckprof {
 
@@ -45,32 +47,26 @@ enum class RequestType {
 std::string_view RequestTypeName(RequestType t);
 std::optional<RequestType> ParseRequestTypeName(std::string_view name);
 
-// True for the task orders a job may ask for: "rank" and "longest-first" ("" means rank).
-bool IsJobOrder(std::string_view order);
-
 // What a submit carries. The content is the input file's text (IR list, trace or configs).
 struct SubmitOptions {
   std::string content;
   // "" = content is the text itself; "gzip+base64" = base64 of a gzip file (a compressed
   // trace travels compressed). See EncodeSubmitContent.
   std::string content_encoding;
-  std::string input_name;  // the file name, for display only
-  std::string name;        // job name; default: input_name
-  int priority = 0;        // higher runs first within the submitting user's jobs
-  std::vector<int> gpus;   // allowed GPUs; empty = any
-  int max_gpus = 0;        // at most this many GPUs at once; 0 = no limit
-  // The order of the job's own tasks: "" or "rank" (the configs' priority rank, then their
-  // order in the file; near the end, a task too long to start last starts at once), or
-  // "longest-first" (the most estimated work, in FLOPs, first). See IsJobOrder.
-  std::string order;
-  double not_before = 0;      // unix seconds; 0 = now
-  double timeout_s = -1;      // per-task timeout; -1 = the daemon's default, 0 = none
-  int64_t max_ops = 0;        // keep only the first N configs; 0 = all
-  bool dry_run = false;       // return the commands, run nothing, store nothing
-  std::string data_type;      // "", "auto", "fp16", "bf16", "fp32"
-  std::string layout;         // "", "auto", "nchw", "nhwc"
-  std::string profiler_path;  // absolute; empty = the daemon's default
-  std::string cwd;            // the client's working directory (tasks run there as root daemon)
+  std::string input_name;              // the file name, for display only
+  std::string name;                    // job name; default: input_name
+  int priority = 0;                    // higher runs first within the submitting user's jobs
+  std::vector<int> gpus;               // allowed GPUs; empty = any
+  int max_gpus = 0;                    // at most this many GPUs at once; 0 = no limit
+  TaskOrder order = TaskOrder::kRank;  // of the job's own tasks (wire: "" means rank)
+  double not_before = 0;               // unix seconds; 0 = now
+  double timeout_s = -1;               // per-task timeout; -1 = the daemon's default, 0 = none
+  int64_t max_ops = 0;                 // keep only the first N configs; 0 = all
+  bool dry_run = false;                // return the commands, run nothing, store nothing
+  std::string data_type;               // "", "auto", "fp16", "bf16", "fp32"
+  std::string layout;                  // "", "auto", "nchw", "nhwc"
+  std::string profiler_path;           // absolute; empty = the daemon's default
+  std::string cwd;  // the client's working directory (tasks run there as root daemon)
 };
 
 struct Request {
@@ -93,11 +89,13 @@ Status EncodeSubmitContent(std::string file_bytes, SubmitOptions* s);
 Result<std::string> DecodeSubmitContent(const SubmitOptions& s);
 
 // Parses and validates one frame. Errors name the field: "request field 'job_id' must be a
-// positive integer".
+// positive integer". Both read and write each request type's fields from one table
+// (VisitRequestFields in protocol.cpp).
 Result<Request> ParseRequest(std::string_view frame);
 nlohmann::json RequestToJson(const Request& r);
 
-// Response helpers.
+// Responses: {"type": <the request's type>, "id": <its id>, "ok": true, <the reply's fields>},
+// or {"type": "error", "id", "ok": false, "error": <why>, <ErrorReply's other fields>}.
 nlohmann::json OkResponse(const Request& r);
 nlohmann::json ErrorResponse(int64_t id, std::string_view message);
 
@@ -111,8 +109,8 @@ std::string Frame(const nlohmann::json& j);
 struct TaskCounts {
   int64_t succeeded = 0, failed = 0, unsupported = 0, timed_out = 0, crashed = 0, cancelled = 0,
           queued = 0, running = 0;
-  // Counts one task by its TaskResult::state (an outcome kind name, "queued" or "running").
-  void Add(std::string_view state);
+  // Counts one task by its state.
+  void Add(TaskState state);
   int64_t total() const;
   // The tasks that ran to an end (neither cancelled, nor queued, nor running).
   int64_t ran() const;
@@ -129,9 +127,9 @@ struct JobSummary {
   uint32_t owner_uid = 0;
   std::string owner;  // user name, or the uid as text
   std::string name;
-  std::string state;  // queued, running, finished, cancelled
+  JobState state = JobState::kQueued;
   int priority = 0;
-  std::string order = "rank";  // of its tasks: "rank" or "longest-first" (submit --order)
+  TaskOrder order = TaskOrder::kRank;  // of its tasks (submit --order)
   // By state, each task once (see TaskCounts): total is their sum.
   int64_t total = 0, queued = 0, running = 0, succeeded = 0, failed = 0, unsupported = 0,
           timed_out = 0, crashed = 0, cancelled = 0;
@@ -154,6 +152,39 @@ struct JobSummary {
   }
   bool all_ok() const { return succeeded == total; }
 };
+// The field list of each wire struct (common/wire_fields.h): the one place its JSON names are.
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, JobSummary>
+void VisitFields(S& s, V& v) {
+  v("id", s.id);
+  v("owner_uid", s.owner_uid);
+  v("owner", s.owner);
+  v("name", s.name);
+  v("state", s.state);
+  v("priority", s.priority);
+  v("order", s.order);
+  v("total", s.total);
+  v("queued", s.queued);
+  v("running", s.running);
+  v.Derived("done", s.done());
+  v("succeeded", s.succeeded);
+  v("failed", s.failed);
+  v("unsupported", s.unsupported);
+  v("timed_out", s.timed_out);
+  v("crashed", s.crashed);
+  v("cancelled", s.cancelled);
+  v("gpus_in_use", s.gpus_in_use);
+  v("allowed_gpus", s.allowed_gpus);
+  // An absent value is null, never a 0 that could be read as one (time 0 is 1970).
+  v.Nullable("max_gpus", s.max_gpus, s.max_gpus > 0);
+  v.Nullable("timeout_s", s.timeout_s, s.timeout_s > 0);
+  v.Nullable("not_before", s.not_before, s.not_before > 0);
+  v("submitted_at", s.submitted_at);
+  v.Nullable("started_at", s.started_at, s.started_at > 0);
+  v.Nullable("finished_at", s.finished_at, s.finished_at > 0);
+  v.Nullable("eta_s", s.eta_s, s.eta_s >= 0);
+  v("profiler", s.profiler);
+}
 nlohmann::json ToJson(const JobSummary& j);
 Result<JobSummary> JobSummaryFromJson(const nlohmann::json& j);
 
@@ -166,9 +197,8 @@ struct TaskResult {
   std::string operation;  // profile_grouped_conv_fwd, ...
   std::string description;
   std::string command;  // the command line, for display
-  std::string state;    // queued, running, succeeded, unsupported, failed, crashed, timed_out,
-                        // cancelled, interrupted, spawn_failed
-  int gpu = -1;         // -1 = none (JSON: null)
+  TaskState state = TaskState::kQueued;
+  int gpu = -1;  // -1 = none (JSON: null)
   int attempts = 0;
   int returncode = 0;  // exit code; -signal when killed by a signal
   double elapsed_s = 0;
@@ -180,9 +210,37 @@ struct TaskResult {
   std::string error;                     // why it did not succeed; empty when it did
   std::string stdout_text, stderr_text;  // bounded head+tail captures (only when asked)
   nlohmann::ordered_json config;         // the CK config (only when asked)
-  bool finished() const { return state != "queued" && state != "running"; }
-  bool ok() const { return state == "succeeded"; }
+  bool finished() const { return IsFinal(state); }
+  bool ok() const { return state == TaskState::kSucceeded; }
 };
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, TaskResult>
+void VisitFields(S& t, V& v) {
+  v("task_id", t.task_id);
+  v("job_id", t.job_id);
+  v("position", t.position);
+  v("priority_rank", t.priority_rank);
+  v("operation", t.operation);
+  v("description", t.description);
+  v("command", t.command);
+  v("state", t.state);
+  v.Nullable("gpu", t.gpu, t.gpu >= 0);
+  v("attempts", t.attempts);
+  v("returncode", t.returncode);
+  v("elapsed_s", t.elapsed_s);
+  v.Nullable("started_at", t.started_at, t.started_at > 0);
+  v.Nullable("ended_at", t.ended_at, t.ended_at > 0);
+  v("best_name", t.best_name);
+  v("avg_ms", t.avg_ms);
+  v("tflops", t.tflops);
+  v("gbps", t.gbps);
+  v("split_k", t.split_k);
+  v.Nullable("valids", t.valids, t.valids >= 0);
+  v("error", t.error);
+  v.Omittable("stdout", t.stdout_text, !t.stdout_text.empty());
+  v.Omittable("stderr", t.stderr_text, !t.stderr_text.empty());
+  v.Omittable("config", t.config, !t.config.is_null());
+}
 nlohmann::json ToJson(const TaskResult& t);
 // The same objects as ToJson, written straight into `out` without the DOM (the daemon's
 // per-task events).
@@ -202,7 +260,225 @@ struct GpuInfo {
   int64_t tasks_run = 0;
   std::string held_by;  // waiting: who holds the GPU's host lock ("pid 4242 (alice)"); "" = none
 };
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, GpuInfo>
+void VisitFields(S& g, V& v) {
+  const bool busy = g.task_id > 0;  // an idle GPU has no task, job, owner (0 is root) or start
+  v("index", g.index);
+  v("drained", g.drained);
+  v.Nullable("task_id", g.task_id, busy);
+  v.Nullable("position", g.position, busy);
+  v.Nullable("job_id", g.job_id, busy);
+  v.Nullable("owner_uid", g.owner_uid, busy);
+  v.Nullable("busy_since", g.busy_since, busy);
+  v("tasks_run", g.tasks_run);
+  v("held_by", g.held_by);
+}
 nlohmann::json ToJson(const GpuInfo& g);
 Result<GpuInfo> GpuInfoFromJson(const nlohmann::json& j);
+
+// The replies, one struct per request kind (the payload beside "type", "id" and "ok"). Each
+// is written by the daemon with MakeReply and read by the client with ReadReply.
+
+// hello and ping: who the daemon is and who it takes the caller for (from SO_PEERCRED).
+struct HelloReply {
+  std::string server;  // "ckprofd 0.5.0"
+  int protocol = 0;
+  uint32_t uid = 0;
+  std::string user;
+  bool admin = false;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, HelloReply>
+void VisitFields(S& r, V& v) {
+  v("server", r.server);
+  v("protocol", r.protocol);
+  v("uid", r.uid);
+  v("user", r.user);
+  v("admin", r.admin);
+}
+
+// What a submit's conversion found: its format, records read, configs made, configs kept as
+// tasks (after max_ops), records skipped, and the first warnings.
+struct ConversionSummary {
+  std::string format;
+  int64_t records = 0, configs = 0, kept = 0, skipped = 0;
+  std::vector<std::string> warnings;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, ConversionSummary>
+void VisitFields(S& c, V& v) {
+  v("format", c.format);
+  v("records", c.records);
+  v("configs", c.configs);
+  v("kept", c.kept);
+  v("skipped", c.skipped);
+  v("warnings", c.warnings);
+}
+
+// One command a dry-run submit would run (error: why it cannot be built).
+struct PlannedRun {
+  int64_t position = 0, priority_rank = 0;
+  std::string operation, description;
+  std::vector<std::string> argv;
+  std::string command, error;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, PlannedRun>
+void VisitFields(S& p, V& v) {
+  v("position", p.position);
+  v("priority_rank", p.priority_rank);
+  v("operation", p.operation);
+  v("description", p.description);
+  v("argv", p.argv);
+  v("command", p.command);
+  v("error", p.error);
+}
+
+// submit: the job it made, or (dry_run) the commands it would run.
+struct SubmitReply {
+  bool dry_run = false;
+  int64_t job_id = 0;             // not dry_run
+  std::optional<JobSummary> job;  // not dry_run
+  ConversionSummary conversion;
+  std::string profiler;              // dry_run: the profiler the commands use, described
+  std::vector<PlannedRun> commands;  // dry_run
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, SubmitReply>
+void VisitFields(S& r, V& v) {
+  v.Omittable("dry_run", r.dry_run, r.dry_run);
+  v.Omittable("job_id", r.job_id, !r.dry_run);
+  v.Omittable("job", r.job, !r.dry_run && r.job.has_value());
+  v("conversion", r.conversion);
+  v.Omittable("profiler", r.profiler, r.dry_run);
+  v.Omittable("commands", r.commands, r.dry_run);
+}
+
+// status of one job (job), or status/list of many (jobs).
+struct StatusReply {
+  std::optional<JobSummary> job;
+  std::vector<JobSummary> jobs;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, StatusReply>
+void VisitFields(S& r, V& v) {
+  v.Omittable("job", r.job, r.job.has_value());
+  v.Omittable("jobs", r.jobs, !r.job.has_value());
+}
+
+// results: the job and each of its tasks.
+struct ResultsReply {
+  JobSummary job;
+  std::vector<TaskResult> tasks;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, ResultsReply>
+void VisitFields(S& r, V& v) {
+  v("job", r.job);
+  v("tasks", r.tasks);
+}
+
+// cancel, retry and boost: the job as it is now; retry also how many tasks it requeued.
+struct JobReply {
+  std::optional<JobSummary> job;
+  std::optional<int64_t> requeued;  // retry
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, JobReply>
+void VisitFields(S& r, V& v) {
+  v.Omittable("job", r.job, r.job.has_value());
+  v.Omittable("requeued", r.requeued, r.requeued.has_value());
+}
+
+// gpus: what each GPU does, and the variables that pin a profiler to it.
+struct GpusReply {
+  std::vector<GpuInfo> gpus;
+  std::vector<std::string> pin_env;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, GpusReply>
+void VisitFields(S& r, V& v) {
+  v("gpus", r.gpus);
+  v("pin_env", r.pin_env);
+}
+
+// watch's first frame: the job and the GPUs running its tasks now. Events follow.
+struct WatchReply {
+  std::optional<JobSummary> job;
+  std::vector<GpuInfo> running;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, WatchReply>
+void VisitFields(S& r, V& v) {
+  v.Omittable("job", r.job, r.job.has_value());
+  v("running", r.running);
+}
+
+// drain and resume: nothing but "ok".
+struct EmptyReply {};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, EmptyReply>
+void VisitFields(S&, V&) {}
+
+// A refusal: why, and for a submit whose input held nothing to run, what its conversion found.
+struct ErrorReply {
+  std::string error;
+  std::optional<ConversionSummary> conversion;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, ErrorReply>
+void VisitFields(S& r, V& v) {
+  v("error", r.error);
+  v.Omittable("conversion", r.conversion, r.conversion.has_value());
+}
+
+// A watch stream's event: {"type":"event","event":<kind>,"job_id":..., the kind's fields,
+// "job":<summary>}. task_started carries the task's place, op, description, GPU and attempt;
+// task_finished its TaskResult; job_finished nothing more.
+enum class EventKind : uint8_t { kTaskStarted, kTaskFinished, kJobFinished };
+std::string_view EnumName(EventKind k);
+bool ParseEnum(std::string_view name, EventKind* out);
+struct JobEventFrame {
+  EventKind event = EventKind::kTaskStarted;
+  int64_t job_id = 0;
+  // task_started:
+  int64_t task_id = 0, position = 0, priority_rank = 0;
+  std::string operation, description;
+  int gpu = -1;
+  int attempt = 0;
+  // task_finished:
+  std::optional<TaskResult> task;
+  std::optional<JobSummary> job;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, JobEventFrame>
+void VisitFields(S& e, V& v) {
+  const bool started = e.event == EventKind::kTaskStarted;
+  v.Derived("type", std::string_view("event"));
+  v("event", e.event);
+  v("job_id", e.job_id);
+  v.Omittable("task_id", e.task_id, started);
+  v.Omittable("position", e.position, started);
+  v.Omittable("priority_rank", e.priority_rank, started);
+  v.Omittable("operation", e.operation, started);
+  v.Omittable("description", e.description, started);
+  v.Omittable("gpu", e.gpu, started);
+  v.Omittable("attempt", e.attempt, started);
+  v.Omittable("task", e.task, e.task.has_value());
+  v.Omittable("job", e.job, e.job.has_value());
+}
+
+// The response frame's JSON for a reply: OkResponse(request) with the reply's fields.
+template <typename T>
+nlohmann::json MakeReply(const Request& request, const T& reply);
+// A refusal with ErrorReply's fields.
+nlohmann::json MakeErrorReply(int64_t id, const ErrorReply& reply);
+// The reply's fields alone, as an object (what `--json` prints).
+template <typename T>
+nlohmann::json ReplyJson(const T& reply);
+// Reads a reply the daemon sent (tolerant, see wire_fields.h); an error when it is no object.
+template <typename T>
+Result<T> ReadReply(const nlohmann::json& response);
 
 }  // namespace ckprof

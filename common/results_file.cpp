@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "common/ck_config.h"
 #include "common/text_table.h"
 
 namespace ckprof {
@@ -32,12 +33,6 @@ ojson SplitKJson(const std::string& split_k) {
   const long long v = std::strtoll(split_k.c_str(), &end, 10);
   if (end != split_k.c_str() && (*end == '\0' || *end == ' ')) return v;
   return split_k;
-}
-
-std::string ShortOp(const std::string& op) {
-  if (op.find("bwd_data") != std::string::npos) return "bwd_data";
-  if (op.find("bwd_weight") != std::string::npos) return "bwd_weight";
-  return "fwd";
 }
 
 }  // namespace
@@ -99,7 +94,8 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
     r["returncode"] = t->returncode;
     r["elapsed_time"] = std::round(t->elapsed_s * 1000) / 1000;
     r["command"] = t->command;
-    r["error"] = t->ok() ? ojson(nullptr) : ojson(t->error.empty() ? t->state : t->error);
+    r["error"] = t->ok() ? ojson(nullptr)
+                         : ojson(t->error.empty() ? std::string(EnumName(t->state)) : t->error);
     r["stdout"] = t->stdout_text;
     // Ours, after the original's keys.
     r["status"] = t->state;
@@ -137,10 +133,11 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
   for (const TaskResult* t : ordered) {
     std::ostringstream row;
     row << t->job_id << ',' << t->task_id << ',' << t->position << ',' << t->priority_rank << ','
-        << CsvField(t->operation) << ',' << CsvField(t->description) << ',' << t->state << ','
-        << (t->gpu >= 0 ? std::to_string(t->gpu) : "") << ',' << t->attempts << ',' << t->returncode
-        << ',' << FormatNumber(t->elapsed_s, 6) << ',' << (t->ok() ? CsvField(t->best_name) : "")
-        << ',' << (t->ok() ? FormatNumber(t->avg_ms, 6) : "") << ','
+        << CsvField(t->operation) << ',' << CsvField(t->description) << ',' << EnumName(t->state)
+        << ',' << (t->gpu >= 0 ? std::to_string(t->gpu) : "") << ',' << t->attempts << ','
+        << t->returncode << ',' << FormatNumber(t->elapsed_s, 6) << ','
+        << (t->ok() ? CsvField(t->best_name) : "") << ','
+        << (t->ok() ? FormatNumber(t->avg_ms, 6) : "") << ','
         << (t->ok() ? FormatNumber(t->tflops, 6) : "") << ','
         << (t->ok() ? FormatNumber(t->gbps, 6) : "") << ',' << (t->ok() ? CsvField(t->split_k) : "")
         << ',' << (t->valids >= 0 ? std::to_string(t->valids) : "") << ',' << CsvField(t->error)
@@ -173,9 +170,9 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width) {
       problem = problem.substr(colon + 2);
     const bool ok = t->ok();
     table.AddRow({"#" + std::to_string(t->position), std::to_string(t->priority_rank),
-                  ShortOp(t->operation), problem, t->state, ok ? FormatNumber(t->avg_ms, 5) : "-",
-                  ok ? FormatNumber(t->tflops, 4) : "-", ok ? FormatNumber(t->gbps, 4) : "-",
-                  ok ? t->best_name : t->error});
+                  ShortOp(t->operation), problem, std::string(EnumName(t->state)),
+                  ok ? FormatNumber(t->avg_ms, 5) : "-", ok ? FormatNumber(t->tflops, 4) : "-",
+                  ok ? FormatNumber(t->gbps, 4) : "-", ok ? t->best_name : t->error});
   }
   std::string out = table.Render(width);
   ResultStats s = ComputeStats(tasks);

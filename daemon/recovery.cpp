@@ -73,11 +73,11 @@ Status Scheduler::Recover() {
         if (r.started_at > 0 && (job.first_start == 0 || r.started_at < job.first_start)) {
           job.first_start = r.started_at;
         }
-        if (r.state == "running") {
+        if (r.state == TaskState::kRunning) {
           was_running.push_back(r);  // decided below, once its processes are stopped
-        } else if (r.state != "queued") {
+        } else if (auto kind = OutcomeOf(r.state)) {
           // Final: counted, not kept in memory.
-          CountFinal(job, ParseOutcomeKindName(r.state).value_or(Kind::kFailed), +1);
+          CountFinal(job, *kind, +1);
           if (r.ended_at > r.started_at && r.started_at > 0) {
             job.elapsed_sum += r.ended_at - r.started_at;
             ++job.elapsed_n;
@@ -97,13 +97,10 @@ Status Scheduler::Recover() {
     Job& job = jobs_.at(r.job_id);
     Outcome o{Kind::kInterrupted, 0, 0, "ckprofd stopped while it ran"};
     const bool requeue = !job.rec.cancelled && t.attempts < options_.max_attempts;
-    std::string state = requeue ? "queued" : std::string(OutcomeKindName(Kind::kInterrupted));
-    if (!requeue && job.rec.cancelled) {
-      o = Outcome{Kind::kCancelled, 0, 0, "cancelled"};
-      state = OutcomeKindName(Kind::kCancelled);
-    }
-    if (Status s = store_.FinishAttempt(r.id, r.attempts, std::string(OutcomeKindName(o.kind)),
-                                        state, now, ResultJson(o, "", r.gpu, nullptr), nullptr);
+    if (!requeue && job.rec.cancelled) o = Outcome{Kind::kCancelled, 0, 0, "cancelled"};
+    const TaskState state = requeue ? TaskState::kQueued : StateOf(o.kind);
+    if (Status s = store_.FinishAttempt(r.id, r.attempts, o.kind, state, now,
+                                        ResultJson(o, "", r.gpu, nullptr), nullptr);
         !s) {
       return s;
     }
@@ -112,7 +109,7 @@ Status Scheduler::Recover() {
       Forget(t.id);
     }
     spdlog::info("task {} (job {}) interrupted by the restart: {}", r.id, r.job_id,
-                 requeue ? "requeued" : "attempts used up, left " + state);
+                 requeue ? "requeued" : "attempts used up, left " + std::string(EnumName(state)));
   }
   // Queued tasks go back into their queues; a cancelled job's (a crash between the cancel's
   // two commits) are cancelled now.
@@ -127,7 +124,8 @@ Status Scheduler::Recover() {
   for (auto& [job_id, ids] : cancel) {
     Job& job = jobs_.at(job_id);
     Outcome o{Kind::kCancelled, 0, 0, "cancelled"};
-    if (Status s = store_.SetTasksState(ids, "cancelled", ResultJson(o, "", -1, nullptr), now);
+    if (Status s =
+            store_.SetTasksState(ids, TaskState::kCancelled, ResultJson(o, "", -1, nullptr), now);
         !s) {
       return s;
     }

@@ -12,6 +12,7 @@
 #include "common/json_util.h"
 #include "common/outcome.h"
 #include "common/parallel.h"
+#include "common/wire_fields.h"
 #include "daemon/task_result_codec.h"
 
 namespace ckprof {
@@ -22,9 +23,6 @@ using Kind = Outcome::Kind;
 
 // How often at most a user's usage is written with a task's end (see OnRunDone).
 constexpr double kUsageStoreInterval_s = 5;
-
-constexpr uint8_t KindByte(Kind k) { return static_cast<uint8_t>(k); }
-Kind ByteKind(uint8_t b) { return static_cast<Kind>(b); }
 
 bool Retryable(Kind k) {
   return k == Kind::kFailed || k == Kind::kCrashed || k == Kind::kTimedOut ||
@@ -77,7 +75,7 @@ Scheduler::Task Scheduler::TaskFromRecord(const TaskRecord& r) {
   t.est_cost = r.est_cost;
   t.attempts = r.attempts;
   t.gpu = r.gpu;
-  t.op = static_cast<uint8_t>(ParseOperationType(r.op).value_or(ConvOp::kFwd));
+  t.op = ParseOperationType(r.op).value_or(ConvOp::kFwd);
   return t;
 }
 
@@ -85,7 +83,7 @@ QueuePolicy::JobParams Scheduler::ParamsOf(const JobRecord& rec) {
   QueuePolicy::JobParams p;
   p.uid = rec.uid;
   p.priority = rec.priority;
-  p.longest_first = rec.order == "longest-first";
+  p.longest_first = rec.order == TaskOrder::kLongestFirst;
   p.held = rec.cancelled;
   p.not_before = rec.not_before;
   p.max_gpus = rec.max_gpus;
@@ -171,10 +169,7 @@ Result<int64_t> Scheduler::Submit(JobRecord job, std::vector<TaskRecord> records
   return id;
 }
 
-void Scheduler::Enqueue(Task& t) {
-  t.state = TaskState::kQueued;
-  policy_.Enqueue(t.job_id, t.key());
-}
+void Scheduler::Enqueue(Task& t) { policy_.Enqueue(t.job_id, t.key()); }
 
 void Scheduler::Dequeue(Task& t) { policy_.Dequeue(t.job_id, t.key()); }
 
@@ -313,11 +308,12 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
       s = store_.MarkRunning(task.id, start.attempt, gpu.index, now);
     } else {
       failure.reason = start.error;
-      const std::string state(OutcomeKindName(failure.kind));
       failure_json = ResultJson(failure, start.command, -1, nullptr);
       s = store_.MarkRunning(task.id, start.attempt, -1, now);
-      if (s)
-        s = store_.FinishAttempt(task.id, start.attempt, state, state, now, failure_json, nullptr);
+      if (s) {
+        s = store_.FinishAttempt(task.id, start.attempt, failure.kind, StateOf(failure.kind), now,
+                                 failure_json, nullptr);
+      }
     }
     if (s) {
       s = store_.CommitGroup();
@@ -353,7 +349,6 @@ void Scheduler::LaunchStart(Start start) {
   const std::string& command = start.command;
   const std::string& description = start.description;
   task.attempts = attempt;
-  task.state = TaskState::kRunning;
   task.gpu = gpu.index;
   policy_.Started(gpu.index, job.rec.id, now);
   if (job.first_start == 0) job.first_start = now;
@@ -391,14 +386,14 @@ void Scheduler::LaunchStart(Start start) {
       });
   spdlog::info("start job {} task {} (#{}, rank {}) on GPU {}, attempt {}: {}", job.rec.id, task.id,
                task.position, task.rank, gpu.index, attempt, command);
-  Emit(job, "task_started", [&](JsonObjectWriter& w) {
-    w.Field("task_id", task.id)
-        .Field("position", task.position)
-        .Field("priority_rank", task.rank)
-        .Field("operation", OperationTypeName(static_cast<ConvOp>(task.op)))
-        .Field("description", description)
-        .Field("gpu", gpu.index)
-        .Field("attempt", attempt);
+  Emit(job, EventKind::kTaskStarted, [&](JobEventFrame& e) {
+    e.task_id = task.id;
+    e.position = task.position;
+    e.priority_rank = task.rank;
+    e.operation = OperationTypeName(task.op);
+    e.description = description;
+    e.gpu = gpu.index;
+    e.attempt = attempt;
   });
 }
 
@@ -421,31 +416,42 @@ void Scheduler::RecordPgid(int64_t task_id, int attempt, int64_t pid) {
 void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::string& result_json,
                                  const std::string& description, double now) {
   Job& job = jobs_.at(task.job_id);
-  const std::string state(OutcomeKindName(outcome.kind));
-  task.state = TaskState::kFinal;
-  task.outcome = KindByte(outcome.kind);
   CountFinal(job, outcome.kind, +1);
   spdlog::warn("job {} task {} (#{}) not started: {}", job.rec.id, task.id, task.position,
                outcome.Summary());
-  TaskRecord rec;
-  rec.id = task.id;
-  rec.job_id = job.rec.id;
-  rec.position = task.position;
-  rec.rank = task.rank;
-  rec.op = OperationTypeName(static_cast<ConvOp>(task.op));
-  rec.state = state;
-  rec.attempts = task.attempts;
-  rec.started_at = rec.ended_at = now;
-  rec.result = result_json;
-  TaskResult tr = TaskResultFromRecord(rec, /*with_output=*/false);
-  tr.description = description;
+  const Task done = task;
   Forget(task.id);
-  EmitTaskFinished(job, tr);
+  EmitTaskFinished(job, [&] {
+    return EventResult(done, StateOf(outcome.kind), done.attempts, -1, now, now, result_json,
+                       description);
+  });
   MaybeFinishJob(job, now);
 }
 
-void Scheduler::EmitTaskFinished(Job& job, const TaskResult& tr) {
-  Emit(job, "task_finished", [&](JsonObjectWriter& w) { AppendJson(w.Key("task"), tr); });
+TaskResult Scheduler::EventResult(const Task& task, TaskState state, int attempt, int gpu,
+                                  double started_at, double ended_at,
+                                  const std::string& result_json,
+                                  const std::string& description) const {
+  // Read back from what was stored, as `results` reads it.
+  TaskRecord rec;
+  rec.id = task.id;
+  rec.job_id = task.job_id;
+  rec.position = task.position;
+  rec.rank = task.rank;
+  rec.op = OperationTypeName(task.op);
+  rec.state = state;
+  rec.attempts = attempt;
+  rec.gpu = gpu;
+  rec.started_at = started_at;
+  rec.ended_at = ended_at;
+  rec.result = result_json;
+  TaskResult tr = TaskResultFromRecord(rec, /*with_output=*/false);
+  tr.description = description;
+  return tr;
+}
+
+void Scheduler::EmitTaskFinished(Job& job, const std::function<TaskResult()>& result) {
+  Emit(job, EventKind::kTaskFinished, [&](JobEventFrame& e) { e.task = result(); });
 }
 
 void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
@@ -463,8 +469,8 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   // Interrupted by our own shutdown: requeued for the next start while attempts remain.
   end.requeue =
       r.outcome.kind == Kind::kInterrupted && !job.rec.cancelled && attempt < options_.max_attempts;
-  end.outcome_name = OutcomeKindName(r.outcome.kind);
-  end.state = end.requeue ? "queued" : end.outcome_name;
+  end.outcome = r.outcome.kind;
+  end.state = end.requeue ? TaskState::kQueued : StateOf(r.outcome.kind);
   end.started_at = gpu ? gpu->busy_since : end.now;
   end.elapsed = r.elapsed_s > 0 ? r.elapsed_s : end.now - end.started_at;
   policy_.Charge(job.rec.uid, end.elapsed, end.now);
@@ -517,7 +523,7 @@ std::optional<Scheduler::Start> Scheduler::PrepareNextStart(const PendingEnd& en
 }
 
 Status Scheduler::RecordEnd(const PendingEnd& e) {
-  return store_.FinishAttempt(e.task_id, e.attempt, e.outcome_name, e.state, e.now, e.result_json,
+  return store_.FinishAttempt(e.task_id, e.attempt, e.outcome, e.state, e.now, e.result_json,
                               e.store_usage ? &e.usage : nullptr);
 }
 
@@ -547,7 +553,7 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
   const int attempt = end.attempt;
   const bool requeue = end.requeue;
   const double elapsed = end.elapsed;
-  const std::string& state = end.state;
+  const TaskState state = end.state;
   const std::string& description = end.description;
   const RunResult& r = end.run;
   const Outcome& outcome = r.outcome;
@@ -564,7 +570,6 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
   job.elapsed_sum += elapsed;
   ++job.elapsed_n;
   if (requeue) {
-    task.state = TaskState::kQueued;
     if (!shutting_down_) Enqueue(task);
   } else {
     CountFinal(job, outcome.kind, +1);
@@ -574,23 +579,12 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
                r.perf.has_best
                    ? fmt::format(", best {:.4g} ms {:.4g} TFlops", r.perf.avg_ms, r.perf.tflops)
                    : "");
-  // The event's task: read back from what was stored, as `results` reads it.
-  TaskRecord rec;
-  rec.id = task_id;
-  rec.job_id = job.rec.id;
-  rec.position = task.position;
-  rec.rank = task.rank;
-  rec.op = OperationTypeName(static_cast<ConvOp>(task.op));
-  rec.state = state;
-  rec.attempts = attempt;
-  rec.gpu = gpu_index;
-  rec.started_at = end.started_at;
-  rec.ended_at = now;
-  rec.result = end.result_json;
-  TaskResult tr = TaskResultFromRecord(rec, /*with_output=*/false);
-  tr.description = description;
+  const Task done = task;
   if (!requeue) Forget(task_id);  // `task` is gone from here on
-  EmitTaskFinished(job, tr);
+  EmitTaskFinished(job, [&] {
+    return EventResult(done, state, attempt, gpu_index, end.started_at, now, end.result_json,
+                       description);
+  });
   MaybeFinishJob(job, now);
   if (shutting_down_) {  // (then there is no `next`)
     MaybeFinishShutdown();
@@ -658,7 +652,7 @@ void Scheduler::MaybeFinishJob(Job& job, double now) {
     spdlog::info("job {} {}: {}", job.rec.id, job.rec.cancelled ? "cancelled" : "finished",
                  MakeSummary(job).counts().Describe());
   }
-  Emit(job, "job_finished");
+  Emit(job, EventKind::kJobFinished);
 }
 
 bool Scheduler::JobEnded(int64_t job_id) const {
@@ -666,22 +660,21 @@ bool Scheduler::JobEnded(int64_t job_id) const {
   return it == jobs_.end() || Ended(it->second);
 }
 
-void Scheduler::Emit(Job& job, std::string_view name,
-                     const std::function<void(JsonObjectWriter&)>& fields) {
-  const bool job_finished = name == "job_finished";
+void Scheduler::Emit(Job& job, EventKind kind, const std::function<void(JobEventFrame&)>& fill) {
+  const bool job_finished = kind == EventKind::kJobFinished;
   // Nobody to tell: not even built.
   if (std::all_of(job.watchers.begin(), job.watchers.end(),
                   [&](const JobWatcher* w) { return !job_finished && w->EndOnly(); })) {
     return;
   }
+  JobEventFrame frame;
+  frame.event = kind;
+  frame.job_id = job.rec.id;
+  if (fill) fill(frame);
+  frame.job = MakeSummary(job);
   JobEvent event;
   event.job_finished = job_finished;
-  {
-    JsonObjectWriter w(event.frame);
-    w.Field("type", "event").Field("event", name).Field("job_id", job.rec.id);
-    if (fields) fields(w);
-    AppendJson(w.Key("job"), MakeSummary(job));
-  }
+  AppendObject(event.frame, frame);
   event.frame += '\n';
   // Watchers may remove themselves while being told; iterate over a copy.
   auto watchers = job.watchers;
@@ -729,7 +722,9 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who) {
   const double now = UnixNow();
   const std::vector<int64_t> ids = policy_.QueuedTasks(job_id);
   Outcome o{Kind::kCancelled, 0, 0, "cancelled by " + who.user};
-  if (Status s = store_.SetTasksState(ids, "cancelled", ResultJson(o, "", -1, nullptr), now); !s) {
+  if (Status s =
+          store_.SetTasksState(ids, TaskState::kCancelled, ResultJson(o, "", -1, nullptr), now);
+      !s) {
     return s;
   }
   for (int64_t id : ids) {
@@ -758,16 +753,14 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who) {
   // Final tasks live in the Store only.
   auto rows = store_.JobTasks(job_id);
   if (!rows) return Error{rows.error()};
-  std::vector<Task> retry;
+  std::vector<std::pair<Task, Kind>> retry;  // and how each ended
   for (const auto& r : *rows) {
-    auto kind = ParseOutcomeKindName(r.state);
+    auto kind = OutcomeOf(r.state);
     if (!kind || !Retryable(*kind) || tasks_.count(r.id)) continue;
-    Task t = TaskFromRecord(r);
-    t.outcome = KindByte(*kind);
-    retry.push_back(t);
+    retry.emplace_back(TaskFromRecord(r), *kind);
   }
   std::vector<int64_t> ids;
-  for (const auto& t : retry) ids.push_back(t.id);
+  for (const auto& [t, kind] : retry) ids.push_back(t.id);
   if (ids.empty()) return int64_t{0};
   if (job.rec.cancelled) {
     // Retrying a cancelled job revives it.
@@ -775,12 +768,14 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who) {
     job.rec.cancelled = false;
     policy_.UpdateJob(job_id, ParamsOf(job.rec));
   }
-  if (Status s = store_.SetTasksState(ids, "queued", "", 0); !s) return Error{s.error()};
+  if (Status s = store_.SetTasksState(ids, TaskState::kQueued, "", 0); !s) {
+    return Error{s.error()};
+  }
   if (Status s = store_.SetJobFinished(job_id, 0); !s) return Error{s.error()};
   job.rec.finished_at = 0;
-  for (const auto& r : retry) {
-    CountFinal(job, ByteKind(r.outcome), -1);
-    Enqueue(tasks_.emplace(r.id, r).first->second);
+  for (const auto& [t, kind] : retry) {
+    CountFinal(job, kind, -1);
+    Enqueue(tasks_.emplace(t.id, t).first->second);
   }
   spdlog::info("job {}: {} task(s) requeued by {} (uid {})", job_id, ids.size(), who.user, who.uid);
   Dispatch();
@@ -842,13 +837,13 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.finished_at = job.rec.finished_at;
   const bool ended = Ended(job);
   if (ended) {
-    s.state = job.rec.cancelled ? "cancelled" : "finished";  // eta_s stays -1: none
+    s.state = job.rec.cancelled ? JobState::kCancelled : JobState::kFinished;  // no eta_s
   } else if (job.rec.cancelled) {
-    s.state = "cancelling";
+    s.state = JobState::kCancelling;
   } else if (s.running > 0 || s.done() > 0) {
-    s.state = "running";
+    s.state = JobState::kRunning;
   } else {
-    s.state = job.rec.not_before > UnixNow() ? "waiting" : "queued";
+    s.state = job.rec.not_before > UnixNow() ? JobState::kWaiting : JobState::kQueued;
   }
   if (!ended && job.elapsed_n > 0) {
     double avg = job.elapsed_sum / static_cast<double>(job.elapsed_n);

@@ -130,7 +130,6 @@ class Scheduler {
   std::function<void()> on_change;
 
  private:
-  enum class TaskState : uint8_t { kQueued, kRunning, kFinal };
   // A queued or running task (final ones live in the Store only).
   struct Task {
     int64_t id = 0;
@@ -138,14 +137,12 @@ class Scheduler {
     int64_t position = 0;
     int64_t rank = 0;
     double est_cost = 0;
-    TaskState state = TaskState::kQueued;
-    uint8_t outcome = 0;  // Outcome::Kind when final
-    uint8_t op = 0;       // ConvOp
+    ConvOp op = ConvOp::kFwd;
     int attempts = 0;
     int gpu = -1;
     QueuePolicy::TaskKey key() const { return {id, rank, position, est_cost}; }
   };
-  // The one way a stored task becomes a Task (queued; its state is the caller's to set).
+  // The one way a stored task becomes a Task.
   static Task TaskFromRecord(const TaskRecord& r);
   struct Job {
     JobRecord rec;
@@ -213,7 +210,9 @@ class Scheduler {
     bool requeue = false;
     double started_at = 0;  // the attempt's, as stored
     double now = 0, elapsed = 0;
-    std::string outcome_name, state, command, description, result_json;
+    Outcome::Kind outcome = Outcome::Kind::kSucceeded;
+    TaskState state = TaskState::kQueued;  // the task's, once recorded
+    std::string command, description, result_json;
     UsageRecord usage;
     bool store_usage = false;  // written with the end
     RunResult run;
@@ -239,12 +238,16 @@ class Scheduler {
   void Forget(int64_t task_id) { tasks_.erase(task_id); }
   JobSummary MakeSummary(const Job& job) const;
   void CountFinal(Job& job, Outcome::Kind kind, int delta);
-  // Tells the job's watchers (the event is built only when there is one):
-  // {"type":"event","event":<event>,"job_id":..., what `fields` writes, "job":<summary>}.
-  void Emit(Job& job, std::string_view event,
-            const std::function<void(JsonObjectWriter&)>& fields = nullptr);
+  // Tells the job's watchers a JobEventFrame (built, by `fill` and the job's summary, only
+  // when one of them wants it).
+  void Emit(Job& job, EventKind kind, const std::function<void(JobEventFrame&)>& fill = nullptr);
   void MaybeFinishJob(Job& job, double now);
-  void EmitTaskFinished(Job& job, const TaskResult& tr);
+  // `result` is asked only when a watcher wants the task's result.
+  void EmitTaskFinished(Job& job, const std::function<TaskResult()>& result);
+  // The task_finished event's task, as `results` will read it from the Store.
+  TaskResult EventResult(const Task& task, TaskState state, int attempt, int gpu, double started_at,
+                         double ended_at, const std::string& result_json,
+                         const std::string& description) const;
   void ArmNotBeforeTimer(double now);
   bool MayActOn(const Job& job, const Identity& who) const;
   void ResolveTarget(Job& job);

@@ -226,187 +226,183 @@ asio::awaitable<void> Server::AcceptLoop() {
   }
 }
 
+// One connection, owned by its Session coroutine.
+struct Server::Connection {
+  Socket socket;
+  Identity who;
+  std::shared_ptr<bool> alive;  // false once the Server is gone
+  std::string buffer;           // bytes read past the last frame
+  bool greeted = false;
+  double timeout_s = 0;
+  size_t max_frame = 0;
+  // Writes one frame; false when the client did not take it in time (it is dropped).
+  asio::awaitable<bool> Send(const std::string& frame) {
+    co_return co_await WriteFrame(socket, frame, timeout_s);
+  }
+};
+
 asio::awaitable<void> Server::Session(Socket socket) {
   ++connections_;
-  auto alive = alive_;
   struct Counter {
     Server* s;
     std::shared_ptr<bool> alive;
     ~Counter() {
       if (*alive) --s->connections_;
     }
-  } counter{this, alive};
+  } counter{this, alive_};
   auto identity = PeerIdentity(socket.native_handle(), config_.admin_group);
   if (!identity) {
     spdlog::warn("dropping a client: {}", identity.error());
     co_return;
   }
-  const Identity who = *identity;
-  const double timeout_s = config_.client_timeout_s;
-  const size_t max_frame = config_.max_frame_bytes;
-  std::string buffer;
-  bool greeted = false;
-  asio::steady_timer timer(socket.get_executor());
-
+  Connection c{std::move(socket),      *identity,         alive_,
+               std::string(),          /*greeted=*/false, config_.client_timeout_s,
+               config_.max_frame_bytes};
   while (!stopping_) {
-    timer.expires_after(Ms(timeout_s));
-    auto result = co_await (
-        asio::async_read_until(socket, asio::dynamic_buffer(buffer, max_frame + 1), '\n', kTuple) ||
-        timer.async_wait(kTuple));
-    if (!*alive || stopping_) co_return;
-    if (result.index() == 1) {
-      // Silent, or too slow to finish a frame (one byte a second): either way it goes.
-      std::string why = !greeted ? "no hello within " + FormatSeconds(timeout_s) + "; closing"
-                        : buffer.empty()
-                            ? "connection idle for " + FormatSeconds(timeout_s) + "; closing"
-                            : "request not complete within " + FormatSeconds(timeout_s) + " (" +
-                                  std::to_string(buffer.size()) +
-                                  " bytes received, no newline); closing";
-      std::string out = Frame(ErrorResponse(0, why));
-      co_await WriteFrame(socket, out, 1);
-      co_return;
-    }
-    auto [ec, n] = std::get<0>(result);
-    if (ec == asio::error::not_found || (!ec && n > max_frame + 1)) {
-      spdlog::warn("client uid {} pid {} sent a frame over {} bytes; closing", who.uid, who.pid,
-                   max_frame);
-      std::string out = Frame(ErrorResponse(
-          0, "frame too large: over the limit of " + std::to_string(max_frame) + " bytes"));
-      co_await WriteFrame(socket, out, timeout_s);
-      co_return;
-    }
-    if (ec) co_return;  // EOF or reset: the client left
-    // A large frame (a submit) is usually all the buffer holds: take it without a copy, and
-    // let go of its memory once parsed, not when the request is done.
-    std::string frame;
-    if (n == buffer.size()) {
-      frame = std::move(buffer);
-      buffer = std::string();
-      frame.pop_back();
-    } else {
-      frame = buffer.substr(0, n - 1);
-      buffer.erase(0, n);
-    }
-    if (!frame.empty() && frame.back() == '\r') frame.pop_back();
-    if (frame.find_first_not_of(" \t") == std::string::npos) continue;
-
-    // A large frame (a submit of 100,000 configs is 50 MB) is parsed on the pool, so that
-    // other clients are answered meanwhile.
-    Result<Request> request = Error{""};
-    if (frame.size() >= kParseOnPoolBytes) {
-      co_await service_.ToPool();
-      request = ParseRequest(frame);
-      std::string().swap(frame);
-      co_await service_.ToIo();
-      if (!*alive || stopping_) co_return;
-    } else {
-      request = ParseRequest(frame);
-    }
-    std::string().swap(frame);
-    if (!request) {
-      // A malformed frame gets a clear answer; the connection stays usable.
-      std::string out = Frame(ErrorResponse(0, request.error()));
-      if (!co_await WriteFrame(socket, out, timeout_s)) {
-        co_return;
-      }
-      continue;
-    }
-    Request& req = *request;
-    if (!greeted) {
-      if (req.type != RequestType::kHello) {
-        std::string out = Frame(ErrorResponse(
-            req.id, std::string("say hello first: {\"type\":\"hello\",\"protocol\":") +
-                        std::to_string(kProtocolVersion) + "}"));
-        co_await WriteFrame(socket, out, timeout_s);
-        co_return;
-      }
-      if (req.protocol != kProtocolVersion) {
-        std::string out = Frame(ErrorResponse(
-            req.id, "protocol version " + std::to_string(req.protocol) +
-                        " is not supported; this ckprofd speaks " +
-                        std::to_string(kProtocolVersion) + " (use the ckprof that came with it)"));
-        co_await WriteFrame(socket, out, timeout_s);
-        co_return;
-      }
-      greeted = true;
-    }
-    if (req.type == RequestType::kWatch) {
-      Scheduler& sched = service_.scheduler();
-      if (!sched.JobExists(req.job_id)) {
-        std::string out = Frame(ErrorResponse(req.id, "no job " + std::to_string(req.job_id)));
-        if (!co_await WriteFrame(socket, out, timeout_s)) {
-          co_return;
-        }
-        continue;
-      }
-      EventQueue queue(socket.get_executor(), req.end_only);
-      sched.AddWatcher(req.job_id, &queue);
-      struct Unwatch {
-        Scheduler& s;
-        int64_t job;
-        EventQueue* q;
-        std::shared_ptr<bool> alive;
-        ~Unwatch() {
-          if (*alive) s.RemoveWatcher(job, q);
-        }
-      } unwatch{sched, req.job_id, &queue, alive};
-      json first = OkResponse(req);
-      if (auto s = sched.Summary(req.job_id); s) first["job"] = ToJson(*s);
-      json running = json::array();
-      for (const auto& g : sched.Gpus()) {
-        if (g.job_id == req.job_id) running.push_back(ToJson(g));
-      }
-      first["running"] = std::move(running);
-      // Decided with the summary, before the write: events of a job that ends while the first
-      // frame is being written are queued, and must be sent, job_finished included.
-      bool ended = sched.JobEnded(req.job_id);
-      std::string first_frame = Frame(first);
-      if (!co_await WriteFrame(socket, first_frame, timeout_s)) co_return;
-      char probe = 0;
-      while (!ended) {
-        while (queue.events().empty()) {
-          queue.wake().expires_at(asio::steady_timer::time_point::max());
-          auto w = co_await (queue.wake().async_wait(kTuple) ||
-                             socket.async_read_some(asio::buffer(&probe, 1), kTuple));
-          if (!*alive || stopping_) co_return;
-          if (w.index() == 1) co_return;  // the client left (or broke the protocol)
-        }
-        // What is queued goes out in one write (a task's end and the next start come
-        // together), up to job_finished.
-        std::string frames;
-        while (!queue.events().empty() && !ended && frames.size() < (size_t{1} << 20)) {
-          JobEvent ev = std::move(queue.events().front());
-          queue.events().pop_front();
-          ended = ev.job_finished;
-          frames += ev.frame;
-        }
-        if (!co_await WriteFrame(socket, frames, timeout_s)) co_return;
-      }
-      std::string end_frame = Frame(json{{"type", "end"}, {"id", req.id}, {"job_id", req.job_id}});
-      if (!co_await WriteFrame(socket, end_frame, timeout_s)) {
-        co_return;
-      }
-      continue;
-    }
-    json response;
-    try {
-      response = co_await service_.Handle(req, who);
-    } catch (const std::exception& e) {
-      spdlog::error("request {} from uid {} failed: {}", RequestTypeName(req.type), who.uid,
-                    e.what());
-      response = ErrorResponse(req.id, std::string("internal error: ") + e.what());
-    }
-    if (!*alive) co_return;
-    if (req.type == RequestType::kSubmit) {
-      // A submit's text and conversion are freed by now; glibc would keep the pages (hundreds
-      // of MiB for 100,000 configs) for the daemon's lifetime without being asked.
-      std::string().swap(req.submit.content);
-      ReturnFreedMemory();
-    }
-    response["id"] = req.id;
-    std::string response_frame = Frame(response);
-    if (!co_await WriteFrame(socket, response_frame, timeout_s)) co_return;
+    Incoming in = co_await ReadRequest(c);
+    if (!*c.alive || stopping_) co_return;
+    if (!in.reply.empty() && !co_await c.Send(in.reply)) co_return;
+    if (in.close) co_return;
+    if (!in.request) continue;  // refused, or an empty line
+    Request& req = *in.request;
+    if (!c.greeted && !co_await Greet(c, req)) co_return;
+    const bool ok =
+        req.type == RequestType::kWatch ? co_await StreamWatch(c, req) : co_await Answer(c, req);
+    if (!ok) co_return;
   }
+}
+
+asio::awaitable<Server::Incoming> Server::ReadRequest(Connection& c) {
+  Incoming in;
+  asio::steady_timer timer(c.socket.get_executor());
+  timer.expires_after(Ms(c.timeout_s));
+  auto result =
+      co_await (asio::async_read_until(c.socket, asio::dynamic_buffer(c.buffer, c.max_frame + 1),
+                                       '\n', kTuple) ||
+                timer.async_wait(kTuple));
+  in.close = true;
+  if (!*c.alive || stopping_) co_return in;
+  if (result.index() == 1) {
+    // Silent, or too slow to finish a frame (one byte a second): either way it goes.
+    const std::string t = FormatSeconds(c.timeout_s);
+    std::string why = !c.greeted         ? "no hello within " + t + "; closing"
+                      : c.buffer.empty() ? "connection idle for " + t + "; closing"
+                                         : "request not complete within " + t + " (" +
+                                               std::to_string(c.buffer.size()) +
+                                               " bytes received, no newline); closing";
+    in.reply = Frame(ErrorResponse(0, why));
+    co_return in;
+  }
+  auto [ec, n] = std::get<0>(result);
+  if (ec == asio::error::not_found || (!ec && n > c.max_frame + 1)) {
+    spdlog::warn("client uid {} pid {} sent a frame over {} bytes; closing", c.who.uid, c.who.pid,
+                 c.max_frame);
+    in.reply = Frame(ErrorResponse(
+        0, "frame too large: over the limit of " + std::to_string(c.max_frame) + " bytes"));
+    co_return in;
+  }
+  if (ec) co_return in;  // EOF or reset: the client left
+  in.close = false;
+  // A large frame (a submit) is usually all the buffer holds: take it without a copy, and let
+  // go of its memory once parsed, not when the request is done.
+  std::string frame;
+  if (n == c.buffer.size()) {
+    frame = std::move(c.buffer);
+    c.buffer = std::string();
+    frame.pop_back();
+  } else {
+    frame = c.buffer.substr(0, n - 1);
+    c.buffer.erase(0, n);
+  }
+  if (!frame.empty() && frame.back() == '\r') frame.pop_back();
+  if (frame.find_first_not_of(" \t") == std::string::npos) co_return in;
+  // A large frame (a submit of 100,000 configs is 50 MB) is parsed on the pool, so that other
+  // clients are answered meanwhile.
+  Result<Request> request = Error{""};
+  if (frame.size() >= kParseOnPoolBytes) {
+    co_await service_.ToPool();
+    request = ParseRequest(frame);
+    std::string().swap(frame);
+    co_await service_.ToIo();
+  } else {
+    request = ParseRequest(frame);
+  }
+  if (!request) {
+    // A malformed frame gets a clear answer; the connection stays usable.
+    in.reply = Frame(ErrorResponse(0, request.error()));
+    co_return in;
+  }
+  in.request = std::move(*request);
+  co_return in;
+}
+
+asio::awaitable<bool> Server::Greet(Connection& c, const Request& req) {
+  std::string why;
+  if (req.type != RequestType::kHello) {
+    why = std::string("say hello first: {\"type\":\"hello\",\"protocol\":") +
+          std::to_string(kProtocolVersion) + "}";
+  } else if (req.protocol != kProtocolVersion) {
+    why = "protocol version " + std::to_string(req.protocol) +
+          " is not supported; this ckprofd speaks " + std::to_string(kProtocolVersion) +
+          " (use the ckprof that came with it)";
+  }
+  if (!why.empty()) {
+    co_await c.Send(Frame(ErrorResponse(req.id, why)));
+    co_return false;
+  }
+  c.greeted = true;
+  co_return true;
+}
+
+asio::awaitable<bool> Server::StreamWatch(Connection& c, const Request& req) {
+  EventQueue queue(c.socket.get_executor(), req.end_only);
+  auto watching = service_.Watch(req, &queue);
+  if (!watching) co_return co_await c.Send(Frame(ErrorResponse(req.id, watching.error())));
+  bool ended = watching->ended;
+  if (!co_await c.Send(Frame(watching->first))) co_return false;
+  char probe = 0;
+  while (!ended) {
+    while (queue.events().empty()) {
+      queue.wake().expires_at(asio::steady_timer::time_point::max());
+      auto w = co_await (queue.wake().async_wait(kTuple) ||
+                         c.socket.async_read_some(asio::buffer(&probe, 1), kTuple));
+      if (!*c.alive || stopping_) co_return false;
+      if (w.index() == 1) co_return false;  // the client left (or broke the protocol)
+    }
+    // What is queued goes out in one write (a task's end and the next start come together),
+    // up to job_finished.
+    std::string frames;
+    while (!queue.events().empty() && !ended && frames.size() < (size_t{1} << 20)) {
+      JobEvent ev = std::move(queue.events().front());
+      queue.events().pop_front();
+      ended = ev.job_finished;
+      frames += ev.frame;
+    }
+    if (!co_await c.Send(frames)) co_return false;
+  }
+  // (Built before the co_await: GCC 12 cannot keep a braced list's temporaries across one.)
+  const std::string end = Frame(json{{"type", "end"}, {"id", req.id}, {"job_id", req.job_id}});
+  co_return co_await c.Send(end);
+}
+
+asio::awaitable<bool> Server::Answer(Connection& c, Request& req) {
+  json response;
+  try {
+    response = co_await service_.Handle(req, c.who);
+  } catch (const std::exception& e) {
+    spdlog::error("request {} from uid {} failed: {}", RequestTypeName(req.type), c.who.uid,
+                  e.what());
+    response = ErrorResponse(req.id, std::string("internal error: ") + e.what());
+  }
+  if (!*c.alive) co_return false;
+  if (req.type == RequestType::kSubmit) {
+    // A submit's text and conversion are freed by now; glibc would keep the pages (hundreds
+    // of MiB for 100,000 configs) for the daemon's lifetime without being asked.
+    std::string().swap(req.submit.content);
+    ReturnFreedMemory();
+  }
+  response["id"] = req.id;
+  co_return co_await c.Send(Frame(response));
 }
 
 }  // namespace ckprof

@@ -1,13 +1,15 @@
 // Server: ckprofd's Unix socket — listening (or a socket handed over by systemd), accepting,
 // and one coroutine per connection that owns its socket: identity from SO_PEERCRED, the hello,
-// size-capped newline-delimited JSON frames with timeouts, dispatch to the Service, and the
-// `watch` event stream. A misbehaving client loses its connection; the daemon never stops.
+// size-capped newline-delimited JSON frames with timeouts, and each request handed to the
+// Service (a watch as the Service's subscription, streamed). The Server talks to its Service
+// only. A misbehaving client loses its connection; the daemon never stops.
 //
 // Construct, Start and Stop on the daemon's io thread.
 #pragma once
 
 #include <asio.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/result.h"
@@ -36,8 +38,26 @@ class Server {
   size_t connections() const { return connections_; }
 
  private:
+  struct Connection;
+  // What one read brought: a request to act on, or nothing (an empty line); `reply` is sent
+  // first when set (a refusal), and `close` ends the connection after it.
+  struct Incoming {
+    std::optional<Request> request;
+    std::string reply;
+    bool close = false;
+  };
   asio::awaitable<void> AcceptLoop();
+  // One connection, from its peer's identity to its end: reads requests and hands each to
+  // Greet (the first), then to StreamWatch or Answer. Each returns false to close.
   asio::awaitable<void> Session(asio::local::stream_protocol::socket socket);
+  // The next frame, size-capped and timed out, parsed (on the pool when large).
+  asio::awaitable<Incoming> ReadRequest(Connection& c);
+  // The hello, with the protocol version: anything else first is refused.
+  asio::awaitable<bool> Greet(Connection& c, const Request& req);
+  // A watch: the Service's first frame, then the job's events until its end.
+  asio::awaitable<bool> StreamWatch(Connection& c, const Request& req);
+  // Any other request: the Service's response.
+  asio::awaitable<bool> Answer(Connection& c, Request& req);
 
   asio::io_context& io_;
   Service& service_;

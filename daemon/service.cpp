@@ -34,28 +34,36 @@ bool IsUnder(const std::string& path, const std::string& root) {
   return path.rfind(r, 0) == 0;
 }
 
-// The conversion, as the submit answer shows it.
-json ConversionJson(const Conversion& c, size_t kept) {
-  int64_t skipped = 0;
-  for (const auto& r : c.records) skipped += r.produced.empty() ? 1 : 0;
-  json warnings = json::array();
+// The conversion, as the submit answer shows it: `configs` made, `kept` as tasks.
+ConversionSummary ConversionOf(const Conversion& c, size_t configs, size_t kept) {
+  ConversionSummary out;
+  out.format = InputFormatName(c.format);
+  out.records = static_cast<int64_t>(c.records.size());
+  out.configs = static_cast<int64_t>(configs);
+  out.kept = static_cast<int64_t>(kept);
+  for (const auto& r : c.records) out.skipped += r.produced.empty() ? 1 : 0;
+  constexpr size_t kMaxWarnings = 50;
   for (const auto& w : c.warnings) {
-    if (warnings.size() >= 50) break;
-    warnings.push_back(w);
+    if (out.warnings.size() >= kMaxWarnings) break;
+    out.warnings.push_back(w);
   }
   for (const auto& r : c.records) {
-    if (warnings.size() >= 50) break;
+    if (out.warnings.size() >= kMaxWarnings) break;
     if (r.produced.empty()) {
-      warnings.push_back("record " + std::to_string(r.position) + " (" + r.op_name +
-                         ") skipped: " + r.skip_reason);
+      out.warnings.push_back("record " + std::to_string(r.position) + " (" + r.op_name +
+                             ") skipped: " + r.skip_reason);
     }
   }
-  return json{{"format", InputFormatName(c.format)},
-              {"records", c.records.size()},
-              {"configs", c.configs.size()},
-              {"kept", kept},
-              {"skipped", skipped},
-              {"warnings", warnings}};
+  return out;
+}
+
+Service::Refusal Refuse(std::string why) { return Service::Refusal{std::move(why), std::nullopt}; }
+
+// The response frame of an answer: the reply, or the refusal.
+template <typename T>
+json Respond(const Request& r, const Service::Answer<T>& a) {
+  if (const T* reply = std::get_if<T>(&a)) return MakeReply(r, *reply);
+  return MakeErrorReply(r.id, std::get<Service::Refusal>(a));
 }
 
 }  // namespace
@@ -63,6 +71,34 @@ json ConversionJson(const Conversion& c, size_t kept) {
 Service::Service(asio::any_io_executor io, asio::thread_pool& pool, Scheduler& scheduler,
                  const DaemonConfig& config)
     : io_(std::move(io)), pool_(pool), scheduler_(scheduler), config_(config) {}
+
+Service::~Service() { *alive_ = false; }
+
+Service::Subscription::~Subscription() {
+  if (*alive_) scheduler_.RemoveWatcher(job_, watcher_);
+}
+
+Result<Service::Watching> Service::Watch(const Request& r, JobWatcher* watcher) {
+  if (!scheduler_.JobExists(r.job_id)) return MakeError("no job " + std::to_string(r.job_id));
+  Watching w;
+  scheduler_.AddWatcher(r.job_id, watcher);
+  w.subscription.reset(new Subscription(scheduler_, r.job_id, watcher, alive_));
+  WatchReply reply;
+  reply.job = SummaryOf(r.job_id);
+  for (const auto& g : scheduler_.Gpus()) {
+    if (g.job_id == r.job_id) reply.running.push_back(g);
+  }
+  w.first = MakeReply(r, reply);
+  // Decided with the summary: events of a job that ends while the first frame is being
+  // written are queued, and must be sent, job_finished included.
+  w.ended = scheduler_.JobEnded(r.job_id);
+  return w;
+}
+
+std::optional<JobSummary> Service::SummaryOf(int64_t job_id) const {
+  auto s = scheduler_.Summary(job_id);
+  return s ? std::optional<JobSummary>(std::move(*s)) : std::nullopt;
+}
 
 // (A plain post(pool_, use_awaitable) would resume on the coroutine's own executor: the
 // handler must be bound to the executor it is to run on.)
@@ -77,38 +113,41 @@ asio::awaitable<void> Service::ToIo() {
 asio::awaitable<json> Service::Handle(const Request& r, const Identity& who) {
   switch (r.type) {
     case RequestType::kHello:
-    case RequestType::kPing: {
-      json out = OkResponse(r);
-      out["server"] = std::string("ckprofd ") + kVersion;
-      out["protocol"] = kProtocolVersion;
-      out["uid"] = who.uid;
-      out["user"] = who.user;
-      out["admin"] = who.admin;
-      co_return out;
-    }
+    case RequestType::kPing:
+      co_return MakeReply(r, HandleHello(who));
     case RequestType::kSubmit:
-      co_return co_await HandleSubmit(r, who);
+      co_return Respond(r, co_await HandleSubmit(r, who));
     case RequestType::kStatus:
     case RequestType::kList:
-      co_return HandleStatus(r);
+      co_return Respond(r, HandleStatus(r));
     case RequestType::kResults:
-      co_return HandleResults(r);
+      co_return Respond(r, HandleResults(r));
     case RequestType::kCancel:
-      co_return HandleCancel(r, who);
+      co_return Respond(r, HandleCancel(r, who));
     case RequestType::kRetry:
-      co_return HandleRetry(r, who);
+      co_return Respond(r, HandleRetry(r, who));
     case RequestType::kBoost:
-      co_return HandleBoost(r, who);
+      co_return Respond(r, HandleBoost(r, who));
     case RequestType::kGpus:
-      co_return HandleGpus(r);
+      co_return MakeReply(r, HandleGpus());
     case RequestType::kDrain:
-      co_return HandleDrain(r, who, true);
+      co_return Respond(r, HandleDrain(r, who, true));
     case RequestType::kResume:
-      co_return HandleDrain(r, who, false);
+      co_return Respond(r, HandleDrain(r, who, false));
     case RequestType::kWatch:
-      break;  // the Server streams it
+      break;  // a subscription: Watch
   }
   co_return ErrorResponse(r.id, "request type not handled here");
+}
+
+HelloReply Service::HandleHello(const Identity& who) const {
+  HelloReply h;
+  h.server = std::string("ckprofd ") + kVersion;
+  h.protocol = kProtocolVersion;
+  h.uid = who.uid;
+  h.user = who.user;
+  h.admin = who.admin;
+  return h;
 }
 
 Status Service::CheckProfilerPolicy(const std::string& path, const Identity& who) const {
@@ -129,7 +168,8 @@ Status Service::CheckProfilerPolicy(const std::string& path, const Identity& who
                    " and runs other users' jobs only with profilers from those directories");
 }
 
-asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& who) {
+asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Request& r,
+                                                                    const Identity& who) {
   const SubmitOptions& o = r.submit;
   ConvertOptions conv;
   // Names in any case, as the client accepts them: "FP16", "NHWC", "Auto".
@@ -140,40 +180,38 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   if (!is_auto(o.data_type)) {
     conv.data_type = ParseDataTypeName(o.data_type);
     if (!conv.data_type) {
-      co_return ErrorResponse(
-          r.id, "submit: data_type must be auto, fp16, bf16 or fp32, got '" + o.data_type + "'");
+      co_return Refuse("submit: data_type must be auto, fp16, bf16 or fp32, got '" + o.data_type +
+                       "'");
     }
   }
   if (!is_auto(o.layout)) {
     conv.layout = ParseLayoutName(o.layout);
     if (!conv.layout) {
-      co_return ErrorResponse(r.id,
-                              "submit: layout must be auto, nchw or nhwc, got '" + o.layout + "'");
+      co_return Refuse("submit: layout must be auto, nchw or nhwc, got '" + o.layout + "'");
     }
   }
   std::string profiler = o.profiler_path.empty() ? config_.profiler_path : o.profiler_path;
   if (profiler.empty() && !o.dry_run) {
-    co_return ErrorResponse(r.id,
-                            "submit: no profiler path: pass --profiler-path, or set "
-                            "profiler_path in the ckprofd config");
+    co_return Refuse(
+        "submit: no profiler path: pass --profiler-path, or set "
+        "profiler_path in the ckprofd config");
   }
   if (!profiler.empty() && profiler[0] != '/') {
-    co_return ErrorResponse(r.id, "submit: profiler_path must be absolute, got '" + profiler + "'");
+    co_return Refuse("submit: profiler_path must be absolute, got '" + profiler + "'");
   }
   if (!o.cwd.empty() && o.cwd[0] != '/') {
-    co_return ErrorResponse(r.id, "submit: cwd must be absolute, got '" + o.cwd + "'");
+    co_return Refuse("submit: cwd must be absolute, got '" + o.cwd + "'");
   }
   if (!o.dry_run) {
     if (Status s = CheckProfilerPolicy(profiler, who); !s) {
-      co_return ErrorResponse(r.id, "submit: " + s.error());
+      co_return Refuse("submit: " + s.error());
     }
     // Found now, not hours later when the job's first task would fail to start.
     if (auto target = ResolveProfiler(profiler); !target) {
-      co_return ErrorResponse(
-          r.id, "submit: " + target.error() +
-                    (o.profiler_path.empty() ? " (the daemon's default profiler_path; pass "
-                                               "--profiler-path)"
-                                             : ""));
+      co_return Refuse("submit: " + target.error() +
+                       (o.profiler_path.empty() ? " (the daemon's default profiler_path; pass "
+                                                  "--profiler-path)"
+                                                : ""));
     }
     // This daemon will run another user's profiler as itself: keep the path that was checked,
     // resolved, so that a symlink the user controls cannot be re-pointed before the task runs.
@@ -219,45 +257,40 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
     if (!o.input_name.empty() && error.compare(0, kInput.size(), kInput) == 0) {
       error = o.input_name + ": " + error.substr(kInput.size());
     }
-    co_return ErrorResponse(r.id, "submit: the input cannot be used: " + error);
+    co_return Refuse("submit: the input cannot be used: " + error);
   }
   Conversion& c = *converted;
   const size_t task_count = o.dry_run ? configs.size() : records.size();
-  json summary = ConversionJson(c, task_count);
-  summary["configs"] = converted_count;
+  SubmitReply reply;
+  reply.conversion = ConversionOf(c, converted_count, task_count);
   if (task_count == 0) {
-    json err =
-        ErrorResponse(r.id, "submit: the input holds no convolution that could be converted");
-    err["conversion"] = summary;
-    co_return err;
+    co_return Refusal{"submit: the input holds no convolution that could be converted",
+                      reply.conversion};
   }
   if (o.dry_run) {
     std::string note;
     ProfilerTarget target =
         ResolveOrAssumeProfiler(profiler.empty() ? "./build/bin" : profiler, &note);
-    json commands = json::array();
     for (const auto& p : PlanCommands(target, configs)) {
-      commands.push_back({{"position", p.position},
-                          {"priority_rank", p.priority_rank},
-                          {"operation", OperationTypeName(p.op)},
-                          {"description", p.description},
-                          {"argv", p.argv},
-                          {"command", p.argv.empty() ? "" : FormatCommandLine(p.argv)},
-                          {"error", p.error}});
+      PlannedRun run;
+      run.position = p.position;
+      run.priority_rank = p.priority_rank;
+      run.operation = OperationTypeName(p.op);
+      run.description = p.description;
+      run.argv = p.argv;
+      run.command = p.argv.empty() ? "" : FormatCommandLine(p.argv);
+      run.error = p.error;
+      reply.commands.push_back(std::move(run));
     }
-    json out = OkResponse(r);
-    out["dry_run"] = true;
-    out["profiler"] = note;
-    out["conversion"] = summary;
-    out["commands"] = std::move(commands);
-    co_return out;
+    reply.dry_run = true;
+    reply.profiler = note;
+    co_return reply;
   }
   for (int g : o.gpus) {
     auto gpus = scheduler_.Gpus();
     bool known = false;
     for (const auto& gi : gpus) known = known || gi.index == g;
-    if (!known)
-      co_return ErrorResponse(r.id, "submit: this daemon drives no GPU " + std::to_string(g));
+    if (!known) co_return Refuse("submit: this daemon drives no GPU " + std::to_string(g));
   }
   JobRecord job;
   job.uid = who.uid;
@@ -268,7 +301,7 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   job.priority = o.priority;
   job.gpus = o.gpus;
   job.max_gpus = o.max_gpus;
-  job.order = o.order.empty() ? "rank" : o.order;
+  job.order = o.order;
   job.not_before = o.not_before;
   job.timeout_s = o.timeout_s;
   job.profiler_path = profiler;
@@ -276,7 +309,7 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
   job.input_format = std::string(InputFormatName(c.format));
   const auto store_start = std::chrono::steady_clock::now();
   auto id = scheduler_.Submit(std::move(job), std::move(records));
-  if (!id) co_return ErrorResponse(r.id, "submit: " + id.error());
+  if (!id) co_return Refuse("submit: " + id.error());
   auto seconds = [](auto from, auto to) {
     return std::chrono::duration<double>(to - from).count();
   };
@@ -285,81 +318,54 @@ asio::awaitable<json> Service::HandleSubmit(const Request& r, const Identity& wh
       "queued in {:.3f} s",
       *id, seconds(convert_start, store_start), c.reader_threads,
       seconds(records_start, store_start), seconds(store_start, std::chrono::steady_clock::now()));
-  json out = OkResponse(r);
-  out["job_id"] = *id;
-  out["conversion"] = summary;
-  auto s = scheduler_.Summary(*id);
-  if (s) out["job"] = ToJson(*s);
-  co_return out;
+  reply.job_id = *id;
+  reply.job = SummaryOf(*id);
+  co_return reply;
 }
 
-json Service::HandleStatus(const Request& r) {
-  json out = OkResponse(r);
+Service::Answer<StatusReply> Service::HandleStatus(const Request& r) const {
+  StatusReply reply;
   if (r.job_id > 0) {
     auto s = scheduler_.Summary(r.job_id);
-    if (!s) return ErrorResponse(r.id, s.error());
-    out["job"] = ToJson(*s);
-    return out;
+    if (!s) return Refuse(s.error());
+    reply.job = std::move(*s);
+    return reply;
   }
-  json jobs = json::array();
-  for (const auto& s : scheduler_.List(r.all || r.type == RequestType::kStatus)) {
-    jobs.push_back(ToJson(s));
-  }
-  out["jobs"] = std::move(jobs);
-  return out;
+  reply.jobs = scheduler_.List(r.all || r.type == RequestType::kStatus);
+  return reply;
 }
 
-json Service::HandleResults(const Request& r) {
-  if (r.job_id <= 0) return ErrorResponse(r.id, "results: which job? field 'job_id' is missing");
+Service::Answer<ResultsReply> Service::HandleResults(const Request& r) {
+  if (r.job_id <= 0) return Refuse("results: which job? field 'job_id' is missing");
   auto s = scheduler_.Summary(r.job_id);
-  if (!s) return ErrorResponse(r.id, s.error());
+  if (!s) return Refuse(s.error());
   auto results = scheduler_.Results(r.job_id, r.all);
-  if (!results) return ErrorResponse(r.id, results.error());
-  json tasks = json::array();
-  for (const auto& t : *results) tasks.push_back(ToJson(t));
-  json out = OkResponse(r);
-  out["job"] = ToJson(*s);
-  out["tasks"] = std::move(tasks);
-  return out;
+  if (!results) return Refuse(results.error());
+  return ResultsReply{std::move(*s), std::move(*results)};
 }
 
-json Service::HandleCancel(const Request& r, const Identity& who) {
-  if (Status s = scheduler_.Cancel(r.job_id, who); !s) return ErrorResponse(r.id, s.error());
-  json out = OkResponse(r);
-  if (auto s = scheduler_.Summary(r.job_id); s) out["job"] = ToJson(*s);
-  return out;
+Service::Answer<JobReply> Service::HandleCancel(const Request& r, const Identity& who) {
+  if (Status s = scheduler_.Cancel(r.job_id, who); !s) return Refuse(s.error());
+  return JobReply{SummaryOf(r.job_id), std::nullopt};
 }
 
-json Service::HandleRetry(const Request& r, const Identity& who) {
+Service::Answer<JobReply> Service::HandleRetry(const Request& r, const Identity& who) {
   auto n = scheduler_.Retry(r.job_id, who);
-  if (!n) return ErrorResponse(r.id, n.error());
-  json out = OkResponse(r);
-  out["requeued"] = *n;
-  if (auto s = scheduler_.Summary(r.job_id); s) out["job"] = ToJson(*s);
-  return out;
+  if (!n) return Refuse(n.error());
+  return JobReply{SummaryOf(r.job_id), *n};
 }
 
-json Service::HandleBoost(const Request& r, const Identity& who) {
-  if (Status s = scheduler_.Boost(r.job_id, r.priority, who); !s)
-    return ErrorResponse(r.id, s.error());
-  json out = OkResponse(r);
-  if (auto s = scheduler_.Summary(r.job_id); s) out["job"] = ToJson(*s);
-  return out;
+Service::Answer<JobReply> Service::HandleBoost(const Request& r, const Identity& who) {
+  if (Status s = scheduler_.Boost(r.job_id, r.priority, who); !s) return Refuse(s.error());
+  return JobReply{SummaryOf(r.job_id), std::nullopt};
 }
 
-json Service::HandleGpus(const Request& r) {
-  json gpus = json::array();
-  for (const auto& g : scheduler_.Gpus()) gpus.push_back(ToJson(g));
-  json out = OkResponse(r);
-  out["gpus"] = std::move(gpus);
-  out["pin_env"] = config_.pin_env;
-  return out;
-}
+GpusReply Service::HandleGpus() const { return GpusReply{scheduler_.Gpus(), config_.pin_env}; }
 
-json Service::HandleDrain(const Request& r, const Identity& who, bool drain) {
-  if (Status s = scheduler_.SetDrained(r.gpu, drain, who); !s)
-    return ErrorResponse(r.id, s.error());
-  return OkResponse(r);
+Service::Answer<EmptyReply> Service::HandleDrain(const Request& r, const Identity& who,
+                                                 bool drain) {
+  if (Status s = scheduler_.SetDrained(r.gpu, drain, who); !s) return Refuse(s.error());
+  return EmptyReply{};
 }
 
 }  // namespace ckprof

@@ -1,13 +1,17 @@
 // Service: ckprofd's request handlers — one per request kind, reached through one dispatch
 // switch. It checks what the caller may do, converts submitted inputs (on a worker pool, so
-// the io thread keeps serving) and asks the Scheduler to act. Streaming `watch` is the
-// Server's job; everything else answers with one JSON response.
+// the io thread keeps serving), asks the Scheduler to act and answers with the request's typed
+// reply (common/protocol.h). A `watch` is a subscription (Watch): the Server streams what it
+// is told.
 //
-// Call Handle() on the daemon's io thread; it resumes there.
+// Call Handle() and Watch() on the daemon's io thread; Handle resumes there.
 #pragma once
 
 #include <asio.hpp>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <variant>
 
 #include "common/protocol.h"
 #include "daemon/daemon_config.h"
@@ -17,13 +21,46 @@ namespace ckprof {
 
 class Service {
  public:
+  // What a handler answers: its reply, or the refusal.
+  using Refusal = ErrorReply;
+  template <typename T>
+  using Answer = std::variant<T, Refusal>;
+
   // `pool` runs conversions; `config` is read for policy (allowed roots, default profiler).
   Service(asio::any_io_executor io, asio::thread_pool& pool, Scheduler& scheduler,
           const DaemonConfig& config);
 
+  ~Service();
+
+  // The response frame's JSON to one request (not watch).
   asio::awaitable<nlohmann::json> Handle(const Request& request, const Identity& who);
 
-  Scheduler& scheduler() { return scheduler_; }
+  // A watch's subscription: `watcher` is told the job's events until it is destroyed (also
+  // after the Service is gone).
+  class Subscription {
+   public:
+    ~Subscription();
+    Subscription(const Subscription&) = delete;
+    Subscription& operator=(const Subscription&) = delete;
+
+   private:
+    friend class Service;
+    Subscription(Scheduler& s, int64_t job, JobWatcher* w, std::shared_ptr<bool> alive)
+        : scheduler_(s), job_(job), watcher_(w), alive_(std::move(alive)) {}
+    Scheduler& scheduler_;
+    int64_t job_;
+    JobWatcher* watcher_;
+    std::shared_ptr<bool> alive_;
+  };
+  struct Watching {
+    nlohmann::json first;  // the stream's first frame: the job and its running tasks
+    bool ended = false;    // the job had ended already: nothing will follow
+    std::unique_ptr<Subscription> subscription;
+  };
+  // Subscribes `watcher` to the job's events. The first frame and `ended` are decided at the
+  // moment of subscribing, so that no event falls between them (job_finished included). The
+  // error names the job that does not exist.
+  Result<Watching> Watch(const Request& request, JobWatcher* watcher);
   // Resume the calling coroutine on the conversion pool, and back on the io thread: for work
   // that would stall every other client (a large frame's parse, a conversion).
   asio::awaitable<void> ToPool();
@@ -31,14 +68,16 @@ class Service {
   void set_config(const DaemonConfig& c) { config_ = c; }
 
  private:
-  asio::awaitable<nlohmann::json> HandleSubmit(const Request& r, const Identity& who);
-  nlohmann::json HandleStatus(const Request& r);
-  nlohmann::json HandleResults(const Request& r);
-  nlohmann::json HandleCancel(const Request& r, const Identity& who);
-  nlohmann::json HandleRetry(const Request& r, const Identity& who);
-  nlohmann::json HandleBoost(const Request& r, const Identity& who);
-  nlohmann::json HandleGpus(const Request& r);
-  nlohmann::json HandleDrain(const Request& r, const Identity& who, bool drain);
+  HelloReply HandleHello(const Identity& who) const;
+  asio::awaitable<Answer<SubmitReply>> HandleSubmit(const Request& r, const Identity& who);
+  Answer<StatusReply> HandleStatus(const Request& r) const;
+  Answer<ResultsReply> HandleResults(const Request& r);
+  Answer<JobReply> HandleCancel(const Request& r, const Identity& who);
+  Answer<JobReply> HandleRetry(const Request& r, const Identity& who);
+  Answer<JobReply> HandleBoost(const Request& r, const Identity& who);
+  GpusReply HandleGpus() const;
+  Answer<EmptyReply> HandleDrain(const Request& r, const Identity& who, bool drain);
+  std::optional<JobSummary> SummaryOf(int64_t job_id) const;
   // Whether `who` may run the profiler at `path` through this daemon; the error says why not.
   Status CheckProfilerPolicy(const std::string& path, const Identity& who) const;
 
@@ -46,6 +85,7 @@ class Service {
   asio::thread_pool& pool_;
   Scheduler& scheduler_;
   DaemonConfig config_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace ckprof

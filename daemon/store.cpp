@@ -163,7 +163,7 @@ class Store::Stmt {
     sqlite3_bind_double(stmt_, i, v);
     return *this;
   }
-  Stmt& Bind(int i, const std::string& v) {
+  Stmt& Bind(int i, std::string_view v) {
     sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
   }
@@ -385,7 +385,7 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
         .Bind(12, job->cwd)
         .Bind(13, job->input_format)
         .Bind(14, job->submitted_at)
-        .Bind(15, job->order);
+        .Bind(15, EnumName(job->order));
     if (Status s = StepDone(ins, "insert job"); !s) return rollback(s);
     job->id = sqlite3_last_insert_rowid(db_);
   }
@@ -406,7 +406,7 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
       }
       t.id = sqlite3_last_insert_rowid(db_);
       t.job_id = job->id;
-      t.state = "queued";
+      t.state = TaskState::kQueued;
       ins.Reset();
     }
   }
@@ -497,32 +497,35 @@ void Store::RollbackGroup() {
   Rollback();
 }
 
-Status Store::FinishAttempt(int64_t task_id, int attempt, const std::string& outcome,
-                            const std::string& final_state, double ended_at,
-                            const std::string& result_json, const UsageRecord* usage) {
+Status Store::FinishAttempt(int64_t task_id, int attempt, Outcome::Kind outcome,
+                            TaskState final_state, double ended_at, const std::string& result_json,
+                            const UsageRecord* usage) {
   if (Status s = BeginWrite(); !s) return s;
   Status s;
   {
     Stmt up(this, "UPDATE tasks SET state=?, pgid=0, ended_at=?, result=? WHERE id=?");
-    up.Bind(1, final_state).Bind(2, ended_at).Bind(3, result_json).Bind(4, task_id);
+    up.Bind(1, EnumName(final_state)).Bind(2, ended_at).Bind(3, result_json).Bind(4, task_id);
     s = StepDone(up, "finish task");
   }
   if (s) {
     Stmt up(this, "UPDATE attempts SET ended_at=?, outcome=? WHERE task_id=? AND attempt=?");
-    up.Bind(1, ended_at).Bind(2, outcome).Bind(3, task_id).Bind(4, int64_t{attempt});
+    up.Bind(1, ended_at)
+        .Bind(2, OutcomeKindName(outcome))
+        .Bind(3, task_id)
+        .Bind(4, int64_t{attempt});
     s = StepDone(up, "finish attempt");
   }
   if (s && usage) s = WriteUsage(*usage);
   return EndWrite(s);
 }
 
-Status Store::SetTasksState(const std::vector<int64_t>& task_ids, const std::string& state,
+Status Store::SetTasksState(const std::vector<int64_t>& task_ids, TaskState state,
                             const std::string& result_json, double ended_at) {
   if (task_ids.empty()) return Status::Ok();
   if (Status s = Begin(); !s) return s;
   Stmt up(this, "UPDATE tasks SET state=?, ended_at=?, result=? WHERE id=?");
   for (int64_t id : task_ids) {
-    up.Bind(1, state).Bind(2, ended_at).Bind(3, result_json).Bind(4, id);
+    up.Bind(1, EnumName(state)).Bind(2, ended_at).Bind(3, result_json).Bind(4, id);
     if (up.Step() != SQLITE_DONE) {
       Rollback();
       return MakeError("database: set task state: " + up.error());
@@ -592,7 +595,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
     j.cancelled = q.Int(14) != 0;
     j.submitted_at = q.Double(15);
     j.finished_at = q.Double(16);
-    j.order = q.Text(17);
+    if (!ParseEnum(q.Text(17), &j.order)) j.order = TaskOrder::kRank;
     fn(std::move(j));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load jobs: " + q.error());
@@ -613,7 +616,7 @@ Status Store::ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn) {
     t.rank = q.Int(3);
     t.op = q.Text(4);
     t.est_cost = q.Double(5);
-    t.state = q.Text(6);
+    if (!ParseEnum(q.Text(6), &t.state)) t.state = TaskState::kFailed;
     t.attempts = static_cast<int>(q.Int(7));
     t.gpu = static_cast<int>(q.Int(8));
     t.pgid = q.Int(9);
@@ -662,7 +665,7 @@ Result<std::vector<TaskRecord>> Store::JobTasks(int64_t job_id) {
     t.op = q.Text(4);
     t.config = q.Text(5);
     t.est_cost = q.Double(6);
-    t.state = q.Text(7);
+    if (!ParseEnum(q.Text(7), &t.state)) t.state = TaskState::kFailed;
     t.attempts = static_cast<int>(q.Int(8));
     t.gpu = static_cast<int>(q.Int(9));
     t.pgid = q.Int(10);

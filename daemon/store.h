@@ -21,7 +21,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/outcome.h"
 #include "common/result.h"
+#include "common/states.h"
 
 namespace ckprof {
 
@@ -34,7 +36,7 @@ struct JobRecord {
   int priority = 0;
   std::vector<int> gpus;  // allowed; empty = any
   int max_gpus = 0;
-  std::string order = "rank";  // of the job's tasks: "rank" or "longest-first"
+  TaskOrder order = TaskOrder::kRank;  // of the job's tasks
   double not_before = 0;
   double timeout_s = 0;  // 0 = none
   std::string profiler_path;
@@ -48,12 +50,12 @@ struct JobRecord {
 struct TaskRecord {
   int64_t id = 0;
   int64_t job_id = 0;
-  int64_t position = 0;  // 1-based within the job
-  int64_t rank = 0;      // priority_rank
-  std::string op;        // profile_grouped_conv_fwd, ...
-  std::string config;    // the config's JSON text
-  double est_cost = 0;   // FLOPs, for ordering and ETA
-  std::string state;     // queued, running, or a final outcome kind name
+  int64_t position = 0;                  // 1-based within the job
+  int64_t rank = 0;                      // priority_rank
+  std::string op;                        // profile_grouped_conv_fwd, ...
+  std::string config;                    // the config's JSON text
+  double est_cost = 0;                   // FLOPs, for ordering and ETA
+  TaskState state = TaskState::kQueued;  // (a name the Store does not know: failed)
   int attempts = 0;
   int gpu = -1;
   int64_t pgid = 0;
@@ -97,11 +99,11 @@ class Store {
   // now. Until then, recovery still finds the group by the marker in its environment.
   void SetPgidLater(int64_t task_id, int attempt, int64_t pgid);
   Status FlushPgids();
-  // A task attempt ended. `final_state` is the task's new state ("queued" to requeue).
-  // `usage` (when uid_for_usage is set) is the owner's new decayed usage. One transaction.
-  Status FinishAttempt(int64_t task_id, int attempt, const std::string& outcome,
-                       const std::string& final_state, double ended_at,
-                       const std::string& result_json, const UsageRecord* usage);
+  // A task attempt ended with `outcome`. `final_state` is the task's new state (queued to
+  // requeue). `usage` (when uid_for_usage is set) is the owner's new decayed usage. One
+  // transaction.
+  Status FinishAttempt(int64_t task_id, int attempt, Outcome::Kind outcome, TaskState final_state,
+                       double ended_at, const std::string& result_json, const UsageRecord* usage);
   // Writes grouped into one transaction. Between BeginGroup and CommitGroup, MarkRunning,
   // FinishAttempt and TaskConfig join it instead of each committing on its own, and nothing
   // they wrote is durable (nor to be acted on) until CommitGroup returned ok. A failed write
@@ -118,7 +120,7 @@ class Store {
   int64_t CheckpointsForTesting() const;
 
   // Final states for queued tasks that will never run (a cancelled job), in one transaction.
-  Status SetTasksState(const std::vector<int64_t>& task_ids, const std::string& state,
+  Status SetTasksState(const std::vector<int64_t>& task_ids, TaskState state,
                        const std::string& result_json, double ended_at);
   // Users' decayed usage, in one transaction.
   Status SetUsage(const std::vector<UsageRecord>& usage);

@@ -83,14 +83,19 @@ TaskResult TaskResultFromRecord(const TaskRecord& t, bool with_output) {
     const json& j = *res;
     r.command = j.value("command", "");
     int exit_code = j.value("exit_code", 0), sig = j.value("signal", 0);
-    std::string outcome = j.value("outcome", "");
-    r.returncode = outcome == "crashed" ? -sig : exit_code;
-    if (outcome == "timed_out" || outcome == "cancelled" || outcome == "interrupted") {
+    const std::string outcome_name = j.value("outcome", "");
+    const std::optional<Outcome::Kind> outcome = ParseOutcomeKindName(outcome_name);
+    using Kind = Outcome::Kind;
+    r.returncode = outcome == Kind::kCrashed ? -sig : exit_code;
+    if (outcome == Kind::kTimedOut || outcome == Kind::kCancelled ||
+        outcome == Kind::kInterrupted) {
       r.returncode = sig ? -sig : -1;
     }
-    if (outcome == "spawn_failed") r.returncode = -1;
+    if (outcome == Kind::kSpawnFailed) r.returncode = -1;
     r.elapsed_s = j.value("elapsed_s", 0.0);
-    if (outcome != "succeeded" && !outcome.empty()) r.error = j.value("summary", outcome);
+    if (outcome != Kind::kSucceeded && !outcome_name.empty()) {
+      r.error = j.value("summary", outcome_name);
+    }
     if (auto p = j.find("perf"); p != j.end() && p->is_object()) {
       r.best_name = p->value("best_name", "");
       r.avg_ms = p->value("avg_ms", 0.0);

@@ -273,7 +273,9 @@ TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
   ASSERT_TRUE(store.ok());
   int queued = 0;
   ASSERT_TRUE(
-      (*store)->ForEachTaskBrief([&](TaskRecord&& t) { queued += t.state == "queued"; }).ok());
+      (*store)
+          ->ForEachTaskBrief([&](TaskRecord&& t) { queued += t.state == TaskState::kQueued; })
+          .ok());
   EXPECT_EQ(queued, 3);
 }
 

@@ -158,7 +158,7 @@ TEST_F(InterruptTest, CtrlCOnRunThroughTheDaemonCancelsItsJob) {
   EXPECT_NE(r.err.find("interrupted: cancelled job 1"), std::string::npos) << r.err;
   auto end = testing::WaitJobEnd(d.socket(), 1);
   ASSERT_TRUE(end.ok()) << end.error();
-  EXPECT_EQ(end->state, "cancelled");
+  EXPECT_EQ(end->state, JobState::kCancelled);
   EXPECT_EQ(d.StopGracefully(30), "");
 }
 

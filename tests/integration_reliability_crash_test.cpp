@@ -130,7 +130,8 @@ TEST_F(ReliabilityCrashTest, TwentyKillNinesDuringA500TaskSweepLoseNothing) {
   auto results = testing::JobResults(daemon_.socket(), *job);
   ASSERT_TRUE(results.ok()) << results.error();
   ASSERT_EQ(results->size(), static_cast<size_t>(kTasks));
-  for (const auto& r : *results) EXPECT_EQ(r.state, "succeeded") << r.task_id << ": " << r.error;
+  for (const auto& r : *results)
+    EXPECT_EQ(r.state, TaskState::kSucceeded) << r.task_id << ": " << r.error;
   ASSERT_EQ(WEXITSTATUS(daemon_.Stop(SIGTERM)), 0);
 
   // The database: intact, every task final, exactly one attempt per task that was not cut
@@ -252,8 +253,9 @@ void ReliabilityCrashTest::DiskFull(bool check_results_live) {
       auto results = testing::JobResults(daemon_.socket(), job);
       ASSERT_TRUE(results.ok()) << results.error();
       for (const auto& r : *results) {
-        EXPECT_EQ(r.state, "succeeded") << "job " << job << " task " << r.task_id
-                                        << ": what the store says differs from the job's status";
+        EXPECT_EQ(r.state, TaskState::kSucceeded)
+            << "job " << job << " task " << r.task_id
+            << ": what the store says differs from the job's status";
       }
     }
   }

@@ -119,16 +119,16 @@ TEST_F(ReliabilityFaultsTest, HangIsTimedOutItsGroupKilledAndTheNextTaskStarts) 
   int64_t job =
       Submit(FaultConfigs({9001, 0, 9010, 0}), [](SubmitOptions& o) { o.timeout_s = 0.3; });
   JobSummary end = WaitEnd(job);
-  EXPECT_EQ(end.state, "finished");
+  EXPECT_EQ(end.state, JobState::kFinished);
   auto results = Results(job);
   ASSERT_EQ(results.size(), 4u);
-  EXPECT_EQ(results[0].state, "timed_out");
+  EXPECT_EQ(results[0].state, TaskState::kTimedOut);
   EXPECT_NE(results[0].error.find("timed out after 0.3 s"), std::string::npos) << results[0].error;
-  EXPECT_EQ(results[1].state, "succeeded") << results[1].error;
-  EXPECT_EQ(results[2].state, "timed_out");
+  EXPECT_EQ(results[1].state, TaskState::kSucceeded) << results[1].error;
+  EXPECT_EQ(results[2].state, TaskState::kTimedOut);
   // The SIGTERM-ignoring hang needed SIGKILL after the grace period; the reason says so.
   EXPECT_NE(results[2].error.find("killed"), std::string::npos) << results[2].error;
-  EXPECT_EQ(results[3].state, "succeeded") << results[3].error;
+  EXPECT_EQ(results[3].state, TaskState::kSucceeded) << results[3].error;
   // The runs' whole process groups are gone, and the runs went one after another on GPU 0.
   auto runs = testing::ReadEmuRuns(emu_log_);
   ASSERT_EQ(runs.size(), 4u);
@@ -149,13 +149,13 @@ TEST_F(ReliabilityFaultsTest, CrashesExitCodesAbortsAndNoValidInstanceAreRecorde
   auto results = Results(job);
   ASSERT_EQ(results.size(), 6u);
   struct {
-    const char* state;
+    TaskState state;
     int returncode;
     const char* error_part;
   } expected[] = {
-      {"crashed", -SIGSEGV, "SIGSEGV"},     {"failed", 3, "exit 3"},
-      {"crashed", -SIGABRT, "SIGABRT"},     {"unsupported", 0, "unsupported"},
-      {"failed", 1, "verification failed"}, {"succeeded", 0, ""},
+      {TaskState::kCrashed, -SIGSEGV, "SIGSEGV"},     {TaskState::kFailed, 3, "exit 3"},
+      {TaskState::kCrashed, -SIGABRT, "SIGABRT"},     {TaskState::kUnsupported, 0, "unsupported"},
+      {TaskState::kFailed, 1, "verification failed"}, {TaskState::kSucceeded, 0, ""},
   };
   for (size_t i = 0; i < results.size(); ++i) {
     SCOPED_TRACE("task #" + std::to_string(i + 1));
@@ -189,7 +189,7 @@ void ReliabilityFaultsTest::CheckHugeOutput(const std::string& bytes, int64_t ex
   }
   auto results = Results(job, /*with_output=*/true);
   ASSERT_EQ(results.size(), 2u);
-  EXPECT_EQ(results[0].state, "succeeded") << results[0].error;
+  EXPECT_EQ(results[0].state, TaskState::kSucceeded) << results[0].error;
   EXPECT_FALSE(results[0].best_name.empty()) << "the results after the dump were parsed";
   // Only head and tail are kept, and the capture says how much was left out.
   EXPECT_LT(results[0].stdout_text.size(), 3u * 4096 + 200);
@@ -199,7 +199,7 @@ void ReliabilityFaultsTest::CheckHugeOutput(const std::string& bytes, int64_t ex
   ASSERT_NE(start, std::string::npos);
   int64_t n = std::stoll(results[0].stdout_text.substr(start + 5, omitted - start - 5));
   EXPECT_GT(n, expected_bytes - (int64_t{1} << 20));
-  EXPECT_EQ(results[1].state, "succeeded");
+  EXPECT_EQ(results[1].state, TaskState::kSucceeded);
 }
 
 // 1 GB of output streams through the daemon in about a second (measured: 0.8 s on 2 busy
@@ -225,8 +225,8 @@ TEST_F(ReliabilityFaultsTest, ForkedBackgroundChildIsKilledWithItsGroup) {
   EXPECT_LT(seconds, 10) << "the run waited for the hour-long background child";
   auto results = Results(job, /*with_output=*/true);
   ASSERT_EQ(results.size(), 2u);
-  EXPECT_EQ(results[0].state, "succeeded") << results[0].error;
-  EXPECT_EQ(results[1].state, "succeeded") << results[1].error;
+  EXPECT_EQ(results[0].state, TaskState::kSucceeded) << results[0].error;
+  EXPECT_EQ(results[1].state, TaskState::kSucceeded) << results[1].error;
   // The emulator names its child on stderr: it must be gone.
   auto at = results[0].stderr_text.find("background child pid ");
   ASSERT_NE(at, std::string::npos) << results[0].stderr_text;
@@ -271,9 +271,10 @@ TEST_F(ReliabilityFaultsTest, MissingOrNonExecutableProfilerIsSpawnFailedWithThe
     int64_t job =
         Submit(FaultConfigs({0, 0, 0}), [&](SubmitOptions& o) { o.profiler_path = c.path; });
     JobSummary end = WaitEnd(job);
-    EXPECT_EQ(end.state, "finished") << "the job does not hang on a profiler it cannot run";
+    EXPECT_EQ(end.state, JobState::kFinished)
+        << "the job does not hang on a profiler it cannot run";
     for (const auto& r : Results(job)) {
-      EXPECT_EQ(r.state, "spawn_failed");
+      EXPECT_EQ(r.state, TaskState::kSpawnFailed);
       EXPECT_NE(r.error.find(c.reason), std::string::npos) << r.error;
       EXPECT_NE(r.error.find(c.path), std::string::npos) << "the reason names the path";
     }
@@ -289,12 +290,12 @@ TEST_F(ReliabilityFaultsTest, MissingOrNonExecutableProfilerIsSpawnFailedWithThe
   WaitEnd(job);
   auto results = Results(job);
   ASSERT_EQ(results.size(), 4u);
-  EXPECT_EQ(results[0].state, "succeeded") << results[0].error;
-  EXPECT_EQ(results[1].state, "spawn_failed");
+  EXPECT_EQ(results[0].state, TaskState::kSucceeded) << results[0].error;
+  EXPECT_EQ(results[1].state, TaskState::kSpawnFailed);
   EXPECT_NE(results[1].error.find("profile_grouped_conv_bwd_data"), std::string::npos)
       << results[1].error;
-  EXPECT_EQ(results[2].state, "succeeded") << results[2].error;
-  EXPECT_EQ(results[3].state, "succeeded") << results[3].error;
+  EXPECT_EQ(results[2].state, TaskState::kSucceeded) << results[2].error;
+  EXPECT_EQ(results[3].state, TaskState::kSucceeded) << results[3].error;
   // And the daemon serves the next job normally.
   int64_t ok_job = Submit(FaultConfigs({0}));
   EXPECT_EQ(WaitEnd(ok_job).succeeded, 1);
@@ -311,11 +312,11 @@ TEST_F(ReliabilityFaultsTest, BinaryGarbageOutputIsCapturedAsValidText) {
   chmod(prof.c_str(), 0755);
   int64_t job = Submit(FaultConfigs({0, 0}), [&](SubmitOptions& o) { o.profiler_path = prof; });
   JobSummary end = WaitEnd(job);
-  EXPECT_EQ(end.state, "finished");
+  EXPECT_EQ(end.state, JobState::kFinished);
   auto results = Results(job, /*with_output=*/true);
   ASSERT_EQ(results.size(), 2u);
   for (const auto& r : results) {
-    EXPECT_EQ(r.state, "unsupported") << r.error;  // exit 0 and no valid instance
+    EXPECT_EQ(r.state, TaskState::kUnsupported) << r.error;  // exit 0 and no valid instance
     EXPECT_FALSE(r.stdout_text.empty());
     EXPECT_FALSE(r.stderr_text.empty());
     // Head and tail of 16 KiB each; an invalid byte comes back as U+FFFD (3 bytes).
@@ -341,15 +342,15 @@ TEST_F(ReliabilityFaultsTest, ProfilerDeletedMidSweepFailsTheRestClearlyAndRetry
   ASSERT_LT(seen->done(), total) << "the sweep ended before the profiler could be deleted";
   std::filesystem::remove(prof);
   JobSummary end = WaitEnd(job);
-  EXPECT_EQ(end.state, "finished");
+  EXPECT_EQ(end.state, JobState::kFinished);
   auto results = Results(job);
   ASSERT_EQ(results.size(), static_cast<size_t>(total));
   int succeeded = 0, spawn_failed = 0;
   for (const auto& r : results) {
-    if (r.state == "succeeded") {
+    if (r.state == TaskState::kSucceeded) {
       ++succeeded;
     } else {
-      EXPECT_EQ(r.state, "spawn_failed") << r.error;
+      EXPECT_EQ(r.state, TaskState::kSpawnFailed) << r.error;
       EXPECT_NE(r.error.find(prof), std::string::npos) << r.error;
       EXPECT_NE(r.error.find("No such file or directory"), std::string::npos) << r.error;
       ++spawn_failed;

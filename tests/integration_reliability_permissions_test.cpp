@@ -229,7 +229,7 @@ TEST_F(ReliabilityPermissionsTest, OtherUsersCannotCancelRetryBoostOrDrain) {
   }
   // Nothing of Alice's job changed.
   JobSummary s = Status(job);
-  EXPECT_EQ(s.state, "running");
+  EXPECT_EQ(s.state, JobState::kRunning);
   EXPECT_EQ(s.priority, 0);
   EXPECT_EQ(s.failed, 1);
   EXPECT_EQ(s.running, 1);
@@ -248,7 +248,7 @@ TEST_F(ReliabilityPermissionsTest, OtherUsersCannotCancelRetryBoostOrDrain) {
   EXPECT_EQ(admin_cancel.exit_code, 0) << admin_cancel.err;
   auto end = testing::WaitJobEnd(daemon_.socket(), job);
   ASSERT_TRUE(end.ok()) << end.error();
-  EXPECT_EQ(end->state, "cancelled");
+  EXPECT_EQ(end->state, JobState::kCancelled);
   // Bob may cancel his own.
   int64_t bobs = SubmitAs(&bob, MagicConfigs({9001}));
   ASSERT_GT(bobs, 0);
@@ -256,7 +256,7 @@ TEST_F(ReliabilityPermissionsTest, OtherUsersCannotCancelRetryBoostOrDrain) {
   EXPECT_EQ(bob_cancel.exit_code, 0) << bob_cancel.err;
   auto bobs_end = testing::WaitJobEnd(daemon_.socket(), bobs);
   ASSERT_TRUE(bobs_end.ok()) << bobs_end.error();
-  EXPECT_EQ(bobs_end->state, "cancelled");
+  EXPECT_EQ(bobs_end->state, JobState::kCancelled);
   EXPECT_TRUE(testing::ProcessesWithEnv("CKPROFD_STATE=" + daemon_.state_dir()).empty());
 }
 

@@ -19,7 +19,7 @@ TEST(Protocol, SummariesAndResultsWrittenDirectlyEqualTheDom) {
   s.owner_uid = 4000000000u;
   s.owner = "ana \"the\" admin";
   s.name = "resnet\tsweep \xc2\xb5";
-  s.state = "running";
+  s.state = JobState::kRunning;
   s.priority = -3;
   s.total = 100;
   s.queued = 40;
@@ -43,7 +43,7 @@ TEST(Protocol, SummariesAndResultsWrittenDirectlyEqualTheDom) {
   t.operation = "profile_grouped_conv_fwd";
   t.description = "N=8 C=64";
   t.command = "ckProfiler grouped_conv_fwd 1 3 ...";
-  t.state = "crashed";
+  t.state = TaskState::kCrashed;
   t.gpu = 5;
   t.attempts = 2;
   t.returncode = -11;
@@ -92,7 +92,7 @@ TEST(Protocol, AbsentValuesAreNullAndReadBack) {
 
   JobSummary s;  // queued, never started, nothing known
   s.id = 3;
-  s.state = "waiting";
+  s.state = JobState::kWaiting;
   s.allowed_gpus = {1, 2};
   s.not_before = 1764500000;
   std::string text;
@@ -115,7 +115,7 @@ TEST(Protocol, AbsentValuesAreNullAndReadBack) {
 
   TaskResult t;  // queued: no GPU, no times, valid instances unknown
   t.task_id = 5;
-  t.state = "queued";
+  t.state = TaskState::kQueued;
   j = ToJson(t);
   for (const char* key : {"gpu", "started_at", "ended_at", "valids"}) {
     EXPECT_TRUE(j[key].is_null()) << key << ": " << j;
@@ -129,9 +129,10 @@ TEST(Protocol, AbsentValuesAreNullAndReadBack) {
 // Issue 17.8: one vocabulary, each task counted once.
 TEST(Protocol, TaskCountsCountEachTaskOnceInOneVocabulary) {
   TaskCounts c;
-  for (const char* state :
-       {"succeeded", "succeeded", "failed", "spawn_failed", "interrupted", "unsupported",
-        "timed_out", "crashed", "cancelled", "queued", "running"}) {
+  using S = TaskState;
+  for (S state :
+       {S::kSucceeded, S::kSucceeded, S::kFailed, S::kSpawnFailed, S::kInterrupted, S::kUnsupported,
+        S::kTimedOut, S::kCrashed, S::kCancelled, S::kQueued, S::kRunning}) {
     c.Add(state);
   }
   EXPECT_EQ(c.total(), 11);
@@ -145,7 +146,8 @@ TEST(Protocol, TaskCountsCountEachTaskOnceInOneVocabulary) {
 // Five tasks, one in each state a results file may hold.
 std::vector<TaskResult> TasksInEveryState() {
   std::vector<TaskResult> tasks(5);
-  const char* states[] = {"succeeded", "failed", "cancelled", "running", "queued"};
+  const TaskState states[] = {TaskState::kSucceeded, TaskState::kFailed, TaskState::kCancelled,
+                              TaskState::kRunning, TaskState::kQueued};
   for (size_t i = 0; i < tasks.size(); ++i) {
     tasks[i].position = static_cast<int64_t>(i) + 1;
     tasks[i].priority_rank = tasks[i].position;
@@ -208,7 +210,7 @@ TEST(Protocol, RequestsRoundTrip) {
   r.submit.priority = 3;
   r.submit.gpus = {0, 2};
   r.submit.max_gpus = 1;
-  r.submit.order = "longest-first";
+  r.submit.order = TaskOrder::kLongestFirst;
   r.submit.timeout_s = 30;
   r.submit.dry_run = true;
   auto back = ParseRequest(RequestToJson(r).dump());
@@ -218,7 +220,7 @@ TEST(Protocol, RequestsRoundTrip) {
   EXPECT_EQ(back->submit.name, "sweep");
   EXPECT_EQ(back->submit.gpus, (std::vector<int>{0, 2}));
   EXPECT_TRUE(back->submit.dry_run);
-  EXPECT_EQ(back->submit.order, "longest-first");
+  EXPECT_EQ(back->submit.order, TaskOrder::kLongestFirst);
   EXPECT_DOUBLE_EQ(back->submit.timeout_s, 30);
 
   Request watch;

@@ -174,7 +174,7 @@ TEST_F(SchedulerTest, EachGpuRunsOneTaskPinnedToIt) {
   auto s = sched_->Summary(job);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->succeeded, 5);
-  EXPECT_EQ(s->state, "finished");
+  EXPECT_EQ(s->state, JobState::kFinished);
 }
 
 TEST_F(SchedulerTest, FairShareLetsASmallJobPassALargeOne) {
@@ -254,7 +254,7 @@ TEST_F(SchedulerTest, JobOrderRankOrLongestFirstAndItSurvivesARestart) {
   EXPECT_EQ(positions_run(launcher_, 5), (std::vector<int64_t>{1, 2, 3, 4, 5}));
 
   JobRecord j = Job(1000, "longest");
-  j.order = "longest-first";
+  j.order = TaskOrder::kLongestFirst;
   auto longest = sched_->Submit(std::move(j), MixedSizeConfigs());
   ASSERT_TRUE(longest.ok()) << longest.error();
   EXPECT_EQ(positions_run(launcher_, 2), (std::vector<int64_t>{4, 2}));  // batch 8, then 4
@@ -322,7 +322,7 @@ TEST_F(SchedulerTest, OnlyOwnerOrAdminMayCancel) {
   ASSERT_TRUE(sched_->Cancel(job, owner).ok());
   auto sum = sched_->Summary(job);
   EXPECT_EQ(sum->cancelled, 3);  // two queued, one running (cancelled through the launcher)
-  EXPECT_EQ(sum->state, "cancelled");
+  EXPECT_EQ(sum->state, JobState::kCancelled);
   EXPECT_TRUE(launcher_.Active().empty());
 }
 
@@ -333,19 +333,19 @@ TEST_F(SchedulerTest, CancelOfAnEndedJobIsRefusedAndChangesNothing) {
   owner.user = "user1000";
   int64_t done = Submit(Job(1000, "done"), 1);
   launcher_.Finish(launcher_.Active()[0]);
-  ASSERT_EQ(sched_->Summary(done)->state, "finished");
+  ASSERT_EQ(sched_->Summary(done)->state, JobState::kFinished);
   Status s = sched_->Cancel(done, owner);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error(), "job " + std::to_string(done) + " already finished: nothing to cancel");
-  EXPECT_EQ(sched_->Summary(done)->state, "finished");
+  EXPECT_EQ(sched_->Summary(done)->state, JobState::kFinished);
   EXPECT_EQ(sched_->Summary(done)->cancelled, 0);
   // The store too: a restart still sees it finished.
   Open();
-  EXPECT_EQ(sched_->Summary(done)->state, "finished");
+  EXPECT_EQ(sched_->Summary(done)->state, JobState::kFinished);
 
   int64_t job = Submit(Job(1000, "queued"), 2);
   ASSERT_TRUE(sched_->Cancel(job, owner).ok());
-  ASSERT_EQ(sched_->Summary(job)->state, "cancelled");
+  ASSERT_EQ(sched_->Summary(job)->state, JobState::kCancelled);
   s = sched_->Cancel(job, owner);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error(), "job " + std::to_string(job) + " already cancelled: nothing to cancel");
@@ -359,19 +359,19 @@ TEST_F(SchedulerTest, ARetriedCancelledJobStaysRevivedAfterARestart) {
   owner.user = "user1000";
   int64_t job = Submit(Job(1000, "j"), 2);
   ASSERT_TRUE(sched_->Cancel(job, owner).ok());
-  ASSERT_EQ(sched_->Summary(job)->state, "cancelled");
+  ASSERT_EQ(sched_->Summary(job)->state, JobState::kCancelled);
   auto n = sched_->Retry(job, owner);
   ASSERT_TRUE(n.ok()) << n.error();
   EXPECT_EQ(*n, 2);
-  EXPECT_NE(sched_->Summary(job)->state, "cancelled");
+  EXPECT_NE(sched_->Summary(job)->state, JobState::kCancelled);
   // The daemon stops with the revived job running: a fresh one (on the same Store) runs it on.
   sched_.reset();
   FakeLauncher fresh;
   Scheduler again(io_.get_executor(), *store_, fresh, Options());
   ASSERT_TRUE(again.Recover().ok());
-  EXPECT_NE(again.Summary(job)->state, "cancelled");
+  EXPECT_NE(again.Summary(job)->state, JobState::kCancelled);
   for (int i = 0; i < 2 && !fresh.Active().empty(); ++i) fresh.Finish(fresh.Active()[0]);
-  EXPECT_EQ(again.Summary(job)->state, "finished");
+  EXPECT_EQ(again.Summary(job)->state, JobState::kFinished);
   EXPECT_EQ(again.Summary(job)->cancelled, 0);  // (the task interrupted twice used its attempts)
   EXPECT_EQ(again.Summary(job)->queued + again.Summary(job)->running, 0);
 }
@@ -383,9 +383,9 @@ TEST_F(SchedulerTest, FailuresAreRecordedAndRetried) {
                    Outcome{Outcome::Kind::kTimedOut, 0, SIGTERM, "timed out"});
   auto results = sched_->Results(job, false);
   ASSERT_TRUE(results.ok());
-  EXPECT_EQ((*results)[0].state, "crashed");
+  EXPECT_EQ((*results)[0].state, TaskState::kCrashed);
   EXPECT_EQ((*results)[0].returncode, -SIGSEGV);
-  EXPECT_EQ((*results)[1].state, "timed_out");
+  EXPECT_EQ((*results)[1].state, TaskState::kTimedOut);
   Identity owner;
   owner.uid = 1000;
   auto n = sched_->Retry(job, owner);
@@ -406,7 +406,10 @@ TEST_F(SchedulerTest, AnEndTheStoreCannotRecordKeepsItsGpuAndTheNextTaskQueued) 
   ASSERT_EQ(launcher_.Active().size(), 1u);
   auto states = [&] {
     std::vector<std::string> out;
-    EXPECT_TRUE(store_->ForEachTaskBrief([&](TaskRecord&& t) { out.push_back(t.state); }).ok());
+    EXPECT_TRUE(store_
+                    ->ForEachTaskBrief(
+                        [&](TaskRecord&& t) { out.push_back(std::string(EnumName(t.state))); })
+                    .ok());
     return out;
   };
   store_->FailCommitsForTesting(true);
@@ -430,7 +433,7 @@ TEST_F(SchedulerTest, AnEndTheStoreCannotRecordKeepsItsGpuAndTheNextTaskQueued) 
   launcher_.Finish(launcher_.Active()[0]);
   sum = sched_->Summary(job);
   EXPECT_EQ(sum->succeeded, 3);
-  EXPECT_EQ(sum->state, "finished");
+  EXPECT_EQ(sum->state, JobState::kFinished);
   auto history = store_->Attempts(0);
   ASSERT_TRUE(history.ok());
   EXPECT_EQ(history->size(), 3u);  // one attempt each: nothing ran twice
@@ -508,7 +511,7 @@ TEST_F(SchedulerTest, RestartRequeuesWhatWasRunning) {
   ASSERT_TRUE(results.ok());
   int attempts = 0;
   for (const auto& t : *results) {
-    EXPECT_EQ(t.state, "succeeded");
+    EXPECT_EQ(t.state, TaskState::kSucceeded);
     attempts += t.attempts;
   }
   EXPECT_EQ(attempts, 4);  // the interrupted task ran twice, the others once
@@ -523,9 +526,9 @@ TEST_F(SchedulerTest, MissingProfilerIsASpawnFailureAndTheJobGoesOn) {
   int64_t job = Submit(std::move(j), 3);
   auto s = sched_->Summary(job);
   EXPECT_EQ(s->failed, 3);
-  EXPECT_EQ(s->state, "finished");
+  EXPECT_EQ(s->state, JobState::kFinished);
   auto results = sched_->Results(job, false);
-  EXPECT_EQ((*results)[0].state, "spawn_failed");
+  EXPECT_EQ((*results)[0].state, TaskState::kSpawnFailed);
   EXPECT_NE((*results)[0].error.find("no-such-ckProfiler"), std::string::npos)
       << (*results)[0].error;
 }
@@ -571,7 +574,7 @@ TEST_F(SchedulerTest, TaskFinishedEventsAndResultsAgree) {
   std::map<std::string, int> returncodes;
   for (size_t i = 0; i < stored.size(); ++i) {
     EXPECT_EQ(events.tasks[i], ToJson(stored[i])) << stored[i].state;
-    returncodes[stored[i].state] = stored[i].returncode;
+    returncodes[std::string(EnumName(stored[i].state))] = stored[i].returncode;
   }
   EXPECT_EQ(returncodes["timed_out"], -SIGTERM);
   EXPECT_EQ(returncodes["crashed"], -SIGSEGV);
@@ -620,8 +623,9 @@ TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
     ++attempt;
     ASSERT_TRUE(store.MarkRunning(tasks[0].id, attempt, 0, attempt).ok());
     ASSERT_TRUE(store
-                    .FinishAttempt(tasks[0].id, attempt, "succeeded", "queued", attempt,
-                                   result + std::to_string(attempt), nullptr)
+                    .FinishAttempt(tasks[0].id, attempt, Outcome::Kind::kSucceeded,
+                                   TaskState::kQueued, attempt, result + std::to_string(attempt),
+                                   nullptr)
                     .ok());
   }
   EXPECT_GT(store.CheckpointsForTesting(), 0) << "after " << attempt << " task ends";
@@ -662,7 +666,7 @@ PRAGMA user_version = 1;
     ASSERT_TRUE((*store)->ForEachJob([&](JobRecord&& j) { jobs.push_back(std::move(j)); }).ok());
     ASSERT_EQ(jobs.size(), 1u);
     EXPECT_EQ(jobs[0].name, "old sweep");
-    EXPECT_EQ(jobs[0].order, "rank");
+    EXPECT_EQ(jobs[0].order, TaskOrder::kRank);
   }
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   sqlite3_stmt* q = nullptr;

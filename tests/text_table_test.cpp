@@ -32,7 +32,7 @@ TaskResult Succeeded() {
   t.priority_rank = 1;
   t.operation = "profile_grouped_conv_fwd";
   t.description = "Forward conv: " + kProblem;
-  t.state = "succeeded";
+  t.state = TaskState::kSucceeded;
   t.best_name = kKernel;
   t.avg_ms = 0.123456;
   t.tflops = 123.4;
