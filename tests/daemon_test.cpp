@@ -16,7 +16,12 @@
 #include "client/connection.h"
 #include "common/json_util.h"
 #include "daemon/store.h"
-#include "tests/test_util.h"
+#include "tests/util/commands.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
+#include "tests/util/processes.h"
+#include "tests/util/users.h"
 
 namespace ckprof {
 namespace {

@@ -16,8 +16,11 @@
 
 #include "common/base64.h"
 #include "common/file_util.h"
-#include "tests/reliability_util.h"
-#include "tests/test_util.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
+#include "tests/util/raw_client.h"
+#include "tests/util/requests.h"
 
 namespace ckprof {
 namespace {

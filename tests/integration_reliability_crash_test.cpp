@@ -20,8 +20,14 @@
 #include <set>
 #include <sstream>
 
-#include "tests/reliability_util.h"
-#include "tests/test_util.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
+#include "tests/util/processes.h"
+#include "tests/util/raw_client.h"
+#include "tests/util/requests.h"
+#include "tests/util/sql.h"
+#include "tests/util/users.h"
 
 namespace ckprof {
 namespace {

@@ -10,8 +10,13 @@
 #include <filesystem>
 #include <regex>
 
-#include "tests/reliability_util.h"
-#include "tests/test_util.h"
+#include "tests/util/commands.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
+#include "tests/util/processes.h"
+#include "tests/util/requests.h"
+#include "tests/util/users.h"
 
 namespace ckprof {
 namespace {

@@ -9,7 +9,9 @@
 #include <set>
 #include <string>
 
-#include "tests/test_util.h"
+#include "tests/util/commands.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
 
 namespace ckprof {
 namespace {
