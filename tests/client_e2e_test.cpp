@@ -27,8 +27,8 @@ namespace {
 using json = nlohmann::json;
 using testing::BinPath;
 using testing::CommandResult;
-using testing::DaemonProcess;
 using testing::DataPath;
+using testing::LaunchedDaemon;
 using testing::RunCommand;
 using testing::Spawned;
 using testing::TempDir;
@@ -87,12 +87,14 @@ class ClientTest : public ::testing::Test {
   }
 
   void StartDaemon() {
-    daemon_ = std::make_unique<DaemonProcess>(dir_.path());
-    DaemonProcess::Options o;
+    daemon_ = std::make_unique<LaunchedDaemon>();
+    daemon_->ExpectCleanStop();
+    LaunchedDaemon::Options o;
+    o.dir = dir_.path();
     o.gpus = "0-1";
     o.env = {"CKEMU_TIME_SCALE=0"};
     // The site's default profiler (profiler_path): the emulator as ckProfiler in a build tree.
-    o.extra_args = {"--profiler-path", dir_.File("build/bin")};
+    o.args = {"--profiler-path", dir_.File("build/bin")};
     std::string error;
     ASSERT_TRUE(daemon_->Start(o, &error)) << error;
   }
@@ -139,7 +141,7 @@ class ClientTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<DaemonProcess> daemon_;
+  std::unique_ptr<LaunchedDaemon> daemon_;  // null until StartDaemon
   int files_ = 0;
 };
 
@@ -625,7 +627,7 @@ TEST_F(ClientTest, WatchAndWaitExitTwoWhenTheDaemonDies) {
   // then watch), and a hello is only followed by a watch once the daemon has answered it.
   for (int i = 0; i < 3000 && WriteCalls(wait->pid()) < 2 && wait->Running(); ++i) usleep(10000);
   ASSERT_GE(WriteCalls(wait->pid()), 2) << wait->err();
-  daemon_->Signal(SIGKILL);
+  daemon_->Stop(SIGKILL);
   testing::KillMarkedProcesses("CKPROFD_STATE=" + daemon_->state_dir());
   for (Spawned* c : {watch.get(), wait.get()}) {
     EXPECT_EQ(c->Wait(), 2) << c->err();

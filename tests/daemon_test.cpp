@@ -29,8 +29,8 @@ namespace {
 using json = nlohmann::json;
 using testing::BinPath;
 using testing::CommandResult;
-using testing::DaemonProcess;
 using testing::FwdConfigsText;
+using testing::LaunchedDaemon;
 using testing::ReadEmuRuns;
 using testing::RunCommand;
 using testing::TempDir;
@@ -56,25 +56,26 @@ class DaemonTest : public ::testing::Test {
     emu_log_ = dir_.File("emu.log");
     testing::WriteFile(emu_log_, "");
     chmod(emu_log_.c_str(), 0666);
+    daemon_.ExpectCleanStop();
   }
 
-  void StartDaemon(DaemonProcess::Options o = {}) {
+  // Starts daemon_ (again, after a kill: on the same state dir) with the emulator.
+  void StartDaemon(LaunchedDaemon::Options o = {}) {
+    o.dir = dir_.path();
     o.env.push_back("CKEMU_LOG=" + emu_log_);
     if (std::none_of(o.env.begin(), o.env.end(),
                      [](const std::string& kv) { return kv.rfind("CKEMU_TIME_SCALE=", 0) == 0; })) {
       o.env.push_back("CKEMU_TIME_SCALE=0");
     }
-    o.extra_args.insert(o.extra_args.end(),
-                        {"--profiler-path", testing::SharedBinPath("ckprofiler-emu")});
-    daemon_ = std::make_unique<DaemonProcess>(dir_.path());
+    o.args.insert(o.args.end(), {"--profiler-path", testing::SharedBinPath("ckprofiler-emu")});
     std::string error;
-    ASSERT_TRUE(daemon_->Start(o, &error)) << error;
+    ASSERT_TRUE(daemon_.Start(o, &error)) << error;
   }
 
   CommandResult Ckprof(std::vector<std::string> args, const std::vector<std::string>& prefix = {}) {
     std::vector<std::string> argv = prefix;
     argv.push_back(testing::SharedBinPath("ckprof"));
-    argv.insert(argv.end(), {"--socket", daemon_->socket()});
+    argv.insert(argv.end(), {"--socket", daemon_.socket()});
     argv.insert(argv.end(), args.begin(), args.end());
     return RunCommand(argv, {}, dir_.path());
   }
@@ -93,7 +94,7 @@ class DaemonTest : public ::testing::Test {
 
   // Waits (on the job's event stream) until `n` tasks have finished, or the job ended.
   void WaitFinished(int64_t job, int n) {
-    auto conn = Connection::Open(daemon_->socket());
+    auto conn = Connection::Open(daemon_.socket());
     ASSERT_TRUE(conn.ok()) << conn.error();
     // Every frame carries the job's summary: count from it, so that tasks finished before
     // the watch began count too.
@@ -111,12 +112,12 @@ class DaemonTest : public ::testing::Test {
 
   TempDir dir_;
   std::string emu_log_;
-  std::unique_ptr<DaemonProcess> daemon_;
+  LaunchedDaemon daemon_;
   int files_ = 0;
 };
 
 TEST_F(DaemonTest, EveryRunSeesExactlyOneGpuAndNoGpuRunsTwo) {
-  DaemonProcess::Options o;
+  LaunchedDaemon::Options o;
   o.gpus = "0-7";
   // Inherited pins must not leak into the profilers.
   o.env = {"HIP_VISIBLE_DEVICES=7", "CUDA_VISIBLE_DEVICES=5", "ROCR_VISIBLE_DEVICES=1",
@@ -158,7 +159,7 @@ TEST_F(DaemonTest, TwoThousandTasksRunExactlyOnceEach) {
 // `ckprof wait` asks for the job's end only: its stream holds the first answer and
 // job_finished, while a full watcher of the same job still gets every task event.
 TEST_F(DaemonTest, AnEndOnlyWatchGetsNoTaskEventsAndAFullOneGetsThemAll) {
-  DaemonProcess::Options o;
+  LaunchedDaemon::Options o;
   o.gpus = "0";
   StartDaemon(o);
   // Nothing runs until both watchers are subscribed.
@@ -167,7 +168,7 @@ TEST_F(DaemonTest, AnEndOnlyWatchGetsNoTaskEventsAndAFullOneGetsThemAll) {
   std::vector<json> end_only_frames, full_frames;
   std::promise<void> end_only_ready, full_ready;
   auto follow = [&](bool end_only, std::vector<json>* frames, std::promise<void>* ready) {
-    auto conn = Connection::Open(daemon_->socket());
+    auto conn = Connection::Open(daemon_.socket());
     ASSERT_TRUE(conn.ok()) << conn.error();
     Status s = (*conn)->Watch(
         job,
@@ -200,12 +201,12 @@ TEST_F(DaemonTest, AnEndOnlyWatchGetsNoTaskEventsAndAFullOneGetsThemAll) {
 }
 
 TEST_F(DaemonTest, KillDashNineMidSweepLosesNothing) {
-  DaemonProcess::Options o;
+  LaunchedDaemon::Options o;
   o.env = {"CKEMU_TIME_SCALE=30"};
   StartDaemon(o);
   int64_t job = Submit(FwdConfigsText(120));
   WaitFinished(job, 40);
-  daemon_->Signal(SIGKILL);
+  daemon_.Stop(SIGKILL);
   StartDaemon(o);  // recovery stops leftover profilers, requeues what was running
   CommandResult w = Ckprof({"wait", std::to_string(job)});
   EXPECT_EQ(w.exit_code, 0) << w.err;
@@ -226,7 +227,7 @@ TEST_F(DaemonTest, KillDashNineMidSweepLosesNothing) {
   // Every second run is a counted attempt; an attempt recorded just before the kill may not
   // have had its process started yet (spawns run on the runner's own thread).
   EXPECT_LE(extra, reruns);
-  auto store = Store::Open(daemon_->state_dir(), false);
+  auto store = Store::Open(daemon_.state_dir(), false);
   ASSERT_TRUE(store.ok()) << store.error();
   EXPECT_EQ(*(*store)->QuickCheck(), "ok");
 }
@@ -254,13 +255,13 @@ TEST_F(DaemonTest, TimeoutsCrashesAndFailuresAreRecordedWithTheirOutcome) {
 }
 
 TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
-  DaemonProcess::Options o;
+  LaunchedDaemon::Options o;
   o.gpus = "0-1";
   o.config_json = R"({"kill_grace": 0.3})";
   StartDaemon(o);
   int64_t job = Submit(FwdConfigsText(3, 9010));  // hang, ignoring SIGTERM
   {
-    auto conn = Connection::Open(daemon_->socket());
+    auto conn = Connection::Open(daemon_.socket());
     ASSERT_TRUE(conn.ok());
     ASSERT_TRUE((*conn)
                     ->Watch(job,
@@ -269,12 +270,12 @@ TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
                             })
                     .ok());
   }
-  int status = daemon_->Signal(SIGTERM);
+  int status = daemon_.Stop(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  EXPECT_TRUE(testing::ProcessesWithEnv("CKPROFD_STATE=" + daemon_->state_dir()).empty());
+  EXPECT_TRUE(testing::ProcessesWithEnv("CKPROFD_STATE=" + daemon_.state_dir()).empty());
   // The interrupted tasks are queued again for the next start.
-  auto store = Store::Open(daemon_->state_dir(), false);
+  auto store = Store::Open(daemon_.state_dir(), false);
   ASSERT_TRUE(store.ok());
   int queued = 0;
   ASSERT_TRUE(
@@ -284,7 +285,7 @@ TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
 
 TEST_F(DaemonTest, MalformedFramesGetClearErrorsAndTheDaemonGoesOn) {
   StartDaemon();
-  auto conn = Connection::Open(daemon_->socket());
+  auto conn = Connection::Open(daemon_.socket());
   ASSERT_TRUE(conn.ok()) << conn.error();
   Request r;
   r.type = RequestType::kStatus;
@@ -309,7 +310,7 @@ TEST_F(DaemonTest, FairShareBetweenTwoRealUsersAndOwnershipIsEnforced) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
   testing::SystemUser alice("ckprof-alice"), bob("ckprof-bob");
   if (!alice.ok() || !bob.ok()) GTEST_SKIP() << "useradd is not available";
-  DaemonProcess::Options o;
+  LaunchedDaemon::Options o;
   o.gpus = "0-1";
   o.config_json = R"({"socket_mode": "0666"})";
   o.env = {"CKEMU_TIME_SCALE=40"};

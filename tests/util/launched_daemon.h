@@ -1,6 +1,6 @@
-// A real ckprofd started for a test (LaunchedDaemon), and DaemonProcess, the simpler form of
-// it that the older integration tests use. Both start it through the one ckprofd launcher of
-// client/local_daemon (StartDaemonProcess) and wait for its READY=1. Test threads only.
+// LaunchedDaemon: the one way tests start a real ckprofd, through the ckprofd launcher that
+// LocalDaemon and the benchmark use too (client/local_daemon: StartDaemonProcess, NotifySocket).
+// Test threads only.
 #pragma once
 
 #include <sys/types.h>
@@ -27,10 +27,14 @@ inline constexpr bool kMemoryIsMeasurable = true;
 inline constexpr bool kMemoryIsMeasurable = true;
 #endif
 
-// A real ckprofd started for a test, with full control: as another user, with a file size
-// limit, on a chosen state dir. Start() waits for READY=1 (sd_notify on a private socket): no
-// sleeps. The destructor stops it (StopGracefully) and SIGKILLs whatever processes carrying its
-// state dir's marker are left.
+// A real ckprofd started for a test on a socket in a directory of the test's: with the
+// emulator or any profiler, as another user, with a file size limit, on a chosen state dir.
+// Start() waits for READY=1 (sd_notify on a private socket): no sleeps. The destructor stops a
+// daemon still running (StopGracefully: SIGTERM, SIGKILL only after kStopTimeoutS, so that its
+// shutdown path and the sanitizers' exit checks run) and SIGKILLs whatever processes carrying
+// its state dir's marker are left. A test that wants kill -9 sends it (Stop(SIGKILL)); it may
+// then Start() again on the same state dir, and the new daemon's recovery meets what the old
+// one left running.
 class LaunchedDaemon {
  public:
   struct Options {
@@ -43,6 +47,8 @@ class LaunchedDaemon {
     int64_t uid = -1, gid = -1;     // run as this uid/gid (root only); -1 = ours
     int64_t fsize_limit = -1;       // RLIMIT_FSIZE in bytes (SIGXFSZ ignored); -1 = none
   };
+  static constexpr double kStopTimeoutS = 30;
+
   LaunchedDaemon() = default;
   ~LaunchedDaemon();
   LaunchedDaemon(const LaunchedDaemon&) = delete;
@@ -63,6 +69,10 @@ class LaunchedDaemon {
   // Destruction then leaves the processes carrying the state dir's marker alone: a test that
   // killed the daemon and starts another on the same state dir wants its recovery to find them.
   void KeepLeftovers() { kill_leftovers_ = false; }
+  // Destruction then fails the test unless the daemon, if still running, stops with status 0 on
+  // SIGTERM (a clean shutdown, and no sanitizer report at exit): ADD_FAILURE with
+  // StopGracefully's account and the end of the daemon's log.
+  void ExpectCleanStop() { expect_clean_stop_ = true; }
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   std::string socket() const { return options_.dir + "/ckprofd.sock"; }
@@ -79,40 +89,7 @@ class LaunchedDaemon {
   Options options_;
   pid_t pid_ = -1;
   bool kill_leftovers_ = true;
-};
-
-// A real ckprofd started for a test: on a socket in its own temp dir (`dir`, which it does not
-// own), with the emulator as profiler. Start() waits for its READY=1 (sd_notify on a private
-// socket): no sleeps. Destroyed while running, it stops the daemon with SIGTERM (SIGKILL after
-// kStopTimeoutS) and fails the test unless the daemon exited with status 0. A test that wants
-// kill -9 calls Signal(SIGKILL); what that daemon left running is then left for the next one.
-class DaemonProcess {
- public:
-  struct Options {
-    std::string gpus = "0-3";
-    std::vector<std::string> extra_args;  // more ckprofd flags
-    std::vector<std::string> env;         // "K=V" for the daemon (and so its profilers)
-    std::string config_json;              // written to a file and passed with --config
-  };
-  static constexpr double kStopTimeoutS = 30;
-
-  explicit DaemonProcess(const std::string& dir) : dir_(dir) {}
-  ~DaemonProcess();
-  DaemonProcess(const DaemonProcess&) = delete;
-  DaemonProcess& operator=(const DaemonProcess&) = delete;
-
-  // Starts ckprofd; false (and `error`) when it exits or is not ready within 30 s.
-  bool Start(const Options& options, std::string* error);
-  // Sends a signal and, unless sig is 0, waits for the exit; returns the wait status.
-  int Signal(int sig);
-  int pid() const { return daemon_.pid(); }
-  std::string socket() const { return dir_ + "/ckprofd.sock"; }
-  std::string state_dir() const { return dir_ + "/state"; }
-  std::string log_path() const { return dir_ + "/ckprofd.log"; }
-
- private:
-  std::string dir_;
-  LaunchedDaemon daemon_;
+  bool expect_clean_stop_ = false;
 };
 
 }  // namespace ckprof::testing
