@@ -17,9 +17,9 @@
 #include "common/json_util.h"
 #include "daemon/store.h"
 #include "tests/util/commands.h"
+#include "tests/util/daemon_fixture.h"
 #include "tests/util/emulator.h"
 #include "tests/util/files.h"
-#include "tests/util/launched_daemon.h"
 #include "tests/util/processes.h"
 #include "tests/util/users.h"
 
@@ -30,10 +30,8 @@ using json = nlohmann::json;
 using testing::BinPath;
 using testing::CommandResult;
 using testing::FwdConfigsText;
-using testing::LaunchedDaemon;
 using testing::ReadEmuRuns;
 using testing::RunCommand;
-using testing::TempDir;
 
 // No two runs on one GPU overlap in time.
 void ExpectExclusivePerGpu(const std::vector<testing::EmuRun>& runs) {
@@ -49,27 +47,12 @@ void ExpectExclusivePerGpu(const std::vector<testing::EmuRun>& runs) {
   }
 }
 
-class DaemonTest : public ::testing::Test {
+// A daemon that does not stop cleanly on SIGTERM at the end fails the test.
+class DaemonTest : public testing::EmulatorDaemonTest {
  protected:
   void SetUp() override {
-    chmod(dir_.path().c_str(), 0755);  // tasks of other users write the emulator log here
-    emu_log_ = dir_.File("emu.log");
-    testing::WriteFile(emu_log_, "");
-    chmod(emu_log_.c_str(), 0666);
+    EmulatorDaemonTest::SetUp();
     daemon_.ExpectCleanStop();
-  }
-
-  // Starts daemon_ (again, after a kill: on the same state dir) with the emulator.
-  void StartDaemon(LaunchedDaemon::Options o = {}) {
-    o.dir = dir_.path();
-    o.env.push_back("CKEMU_LOG=" + emu_log_);
-    if (std::none_of(o.env.begin(), o.env.end(),
-                     [](const std::string& kv) { return kv.rfind("CKEMU_TIME_SCALE=", 0) == 0; })) {
-      o.env.push_back("CKEMU_TIME_SCALE=0");
-    }
-    o.args.insert(o.args.end(), {"--profiler-path", testing::SharedBinPath("ckprofiler-emu")});
-    std::string error;
-    ASSERT_TRUE(daemon_.Start(o, &error)) << error;
   }
 
   CommandResult Ckprof(std::vector<std::string> args, const std::vector<std::string>& prefix = {}) {
@@ -110,19 +93,15 @@ class DaemonTest : public ::testing::Test {
     return j.ok() ? *j : json::object();
   }
 
-  TempDir dir_;
-  std::string emu_log_;
-  LaunchedDaemon daemon_;
   int files_ = 0;
 };
 
 TEST_F(DaemonTest, EveryRunSeesExactlyOneGpuAndNoGpuRunsTwo) {
-  LaunchedDaemon::Options o;
-  o.gpus = "0-7";
+  auto o = EmulatorOptions("0-7");
   // Inherited pins must not leak into the profilers.
-  o.env = {"HIP_VISIBLE_DEVICES=7", "CUDA_VISIBLE_DEVICES=5", "ROCR_VISIBLE_DEVICES=1",
-           "CKEMU_TIME_SCALE=20"};
-  StartDaemon(o);
+  o.env.insert(o.env.end(), {"HIP_VISIBLE_DEVICES=7", "CUDA_VISIBLE_DEVICES=5",
+                             "ROCR_VISIBLE_DEVICES=1", "CKEMU_TIME_SCALE=20"});
+  Start(o);
   int64_t job = Submit(FwdConfigsText(160));
   CommandResult w = Ckprof({"wait", std::to_string(job)});
   EXPECT_EQ(w.exit_code, 0) << w.err;
@@ -143,7 +122,7 @@ TEST_F(DaemonTest, EveryRunSeesExactlyOneGpuAndNoGpuRunsTwo) {
 }
 
 TEST_F(DaemonTest, TwoThousandTasksRunExactlyOnceEach) {
-  StartDaemon();
+  Start();
   int64_t job = Submit(FwdConfigsText(2000));
   CommandResult w = Ckprof({"wait", std::to_string(job)});
   EXPECT_EQ(w.exit_code, 0) << w.err;
@@ -159,9 +138,7 @@ TEST_F(DaemonTest, TwoThousandTasksRunExactlyOnceEach) {
 // `ckprof wait` asks for the job's end only: its stream holds the first answer and
 // job_finished, while a full watcher of the same job still gets every task event.
 TEST_F(DaemonTest, AnEndOnlyWatchGetsNoTaskEventsAndAFullOneGetsThemAll) {
-  LaunchedDaemon::Options o;
-  o.gpus = "0";
-  StartDaemon(o);
+  Start(EmulatorOptions("0"));
   // Nothing runs until both watchers are subscribed.
   ASSERT_EQ(Ckprof({"drain", "0"}).exit_code, 0);
   const int64_t job = Submit(FwdConfigsText(5));
@@ -201,13 +178,13 @@ TEST_F(DaemonTest, AnEndOnlyWatchGetsNoTaskEventsAndAFullOneGetsThemAll) {
 }
 
 TEST_F(DaemonTest, KillDashNineMidSweepLosesNothing) {
-  LaunchedDaemon::Options o;
-  o.env = {"CKEMU_TIME_SCALE=30"};
-  StartDaemon(o);
+  auto o = EmulatorOptions();
+  o.env.push_back("CKEMU_TIME_SCALE=30");
+  Start(o);
   int64_t job = Submit(FwdConfigsText(120));
   WaitFinished(job, 40);
   daemon_.Stop(SIGKILL);
-  StartDaemon(o);  // recovery stops leftover profilers, requeues what was running
+  Start(o);  // recovery stops leftover profilers, requeues what was running
   CommandResult w = Ckprof({"wait", std::to_string(job)});
   EXPECT_EQ(w.exit_code, 0) << w.err;
   json res = Results(job);
@@ -233,7 +210,7 @@ TEST_F(DaemonTest, KillDashNineMidSweepLosesNothing) {
 }
 
 TEST_F(DaemonTest, TimeoutsCrashesAndFailuresAreRecordedWithTheirOutcome) {
-  StartDaemon();
+  Start();
   std::string text = "[";
   for (int magic : {9001, 9002, 9003, 9004, 9008, 0}) {
     auto one = ParseOrderedJson(FwdConfigsText(1, magic ? magic : 0));
@@ -255,10 +232,7 @@ TEST_F(DaemonTest, TimeoutsCrashesAndFailuresAreRecordedWithTheirOutcome) {
 }
 
 TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
-  LaunchedDaemon::Options o;
-  o.gpus = "0-1";
-  o.config_json = R"({"kill_grace": 0.3})";
-  StartDaemon(o);
+  Start(EmulatorOptions("0-1", R"({"kill_grace": 0.3})"));
   int64_t job = Submit(FwdConfigsText(3, 9010));  // hang, ignoring SIGTERM
   {
     auto conn = Connection::Open(daemon_.socket());
@@ -284,7 +258,7 @@ TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
 }
 
 TEST_F(DaemonTest, MalformedFramesGetClearErrorsAndTheDaemonGoesOn) {
-  StartDaemon();
+  Start();
   auto conn = Connection::Open(daemon_.socket());
   ASSERT_TRUE(conn.ok()) << conn.error();
   Request r;
@@ -310,11 +284,9 @@ TEST_F(DaemonTest, FairShareBetweenTwoRealUsersAndOwnershipIsEnforced) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
   testing::SystemUser alice("ckprof-alice"), bob("ckprof-bob");
   if (!alice.ok() || !bob.ok()) GTEST_SKIP() << "useradd is not available";
-  LaunchedDaemon::Options o;
-  o.gpus = "0-1";
-  o.config_json = R"({"socket_mode": "0666"})";
-  o.env = {"CKEMU_TIME_SCALE=40"};
-  StartDaemon(o);
+  auto o = EmulatorOptions("0-1", R"({"socket_mode": "0666"})");
+  o.env.push_back("CKEMU_TIME_SCALE=40");
+  Start(o);
   int64_t sweep = Submit(FwdConfigsText(80, 0, 1, 16), {}, alice.As());
   WaitFinished(sweep, 6);
   int64_t small = Submit(FwdConfigsText(4, 0, 1, 12), {}, bob.As());

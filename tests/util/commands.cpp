@@ -17,6 +17,16 @@ extern char** environ;
 
 namespace ckprof::testing {
 
+std::vector<std::string> WithEnvironment(std::vector<std::string> base,
+                                         const std::vector<std::string>& entries) {
+  for (const auto& kv : entries) {
+    const std::string key = kv.substr(0, kv.find('=')) + "=";
+    std::erase_if(base, [&](const std::string& e) { return e.rfind(key, 0) == 0; });
+    base.push_back(kv);
+  }
+  return base;
+}
+
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                          const std::string& cwd, const std::string& input) {
   int in_pipe[2], out_pipe[2], err_pipe[2];

@@ -18,6 +18,11 @@ struct CommandResult {
   std::string err;
 };
 
+// `base` ("K=V" entries) with each "K=V" of `entries` in place of base's entry for K, or added
+// at the end: a later entry for the same K wins.
+std::vector<std::string> WithEnvironment(std::vector<std::string> base,
+                                         const std::vector<std::string>& entries);
+
 // Runs argv (no shell) with extra environment entries "K=V", in `cwd` when not empty, and
 // feeds `input` to its stdin. Waits for it to exit.
 CommandResult RunCommand(const std::vector<std::string>& argv,

@@ -13,6 +13,7 @@
 
 #include "client/local_daemon.h"
 #include "daemon/process_util.h"
+#include "tests/util/commands.h"
 #include "tests/util/files.h"
 #include "tests/util/processes.h"
 
@@ -85,8 +86,7 @@ pid_t LaunchedDaemon::Spawn(const std::string& notify_path) {
   argv.insert(argv.end(), o.args.begin(), o.args.end());
   DaemonProcessSpec spec;
   spec.argv = std::move(argv);
-  spec.env = EnvironmentForDaemon();
-  spec.env.insert(spec.env.end(), o.env.begin(), o.env.end());
+  spec.env = WithEnvironment(EnvironmentForDaemon(), o.env);
   if (!notify_path.empty()) spec.env.push_back("NOTIFY_SOCKET=" + notify_path);
   spec.log_path = log_path();
   spec.uid = o.uid;

@@ -42,10 +42,12 @@ class LaunchedDaemon {
     std::string state_dir;  // default: dir + "/state"
     std::string gpus = "0-3";
     std::vector<std::string> args;  // more ckprofd flags
-    std::vector<std::string> env;   // "K=V" for the daemon (and so its profilers)
-    std::string config_json;        // written to dir/ckprofd.json and passed with --config
-    int64_t uid = -1, gid = -1;     // run as this uid/gid (root only); -1 = ours
-    int64_t fsize_limit = -1;       // RLIMIT_FSIZE in bytes (SIGXFSZ ignored); -1 = none
+    // "K=V" for the daemon (and so its profilers), each in place of an inherited or earlier
+    // entry for K.
+    std::vector<std::string> env;
+    std::string config_json;     // written to dir/ckprofd.json and passed with --config
+    int64_t uid = -1, gid = -1;  // run as this uid/gid (root only); -1 = ours
+    int64_t fsize_limit = -1;    // RLIMIT_FSIZE in bytes (SIGXFSZ ignored); -1 = none
   };
   static constexpr double kStopTimeoutS = 30;
 
