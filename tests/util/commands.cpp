@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <stdexcept>
+#include <utility>
 
 #include "tests/util/files.h"
 
@@ -27,25 +28,33 @@ std::vector<std::string> WithEnvironment(std::vector<std::string> base,
   return base;
 }
 
+namespace {
+
+// This process's environment with the "K=V" entries of `env` in place.
+std::vector<std::string> ChildEnvironment(const std::vector<std::string>& env) {
+  std::vector<std::string> inherited;
+  for (char** e = environ; *e; ++e) inherited.emplace_back(*e);
+  return WithEnvironment(std::move(inherited), env);
+}
+
+// Pointers to `strings` for exec, null-terminated; valid while `strings` is unchanged.
+std::vector<char*> CStrings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                          const std::string& cwd, const std::string& input) {
   int in_pipe[2], out_pipe[2], err_pipe[2];
   if (pipe2(in_pipe, O_CLOEXEC) || pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC)) {
     throw std::runtime_error("pipe failed");
   }
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
-  for (const auto& kv : env) {
-    auto key = kv.substr(0, kv.find('=') + 1);
-    std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(key, 0) == 0; });
-    env_strings.push_back(kv);
-  }
-  std::vector<char*> envp, args;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  for (auto& s : argv_copy) args.push_back(s.data());
-  args.push_back(nullptr);
+  std::vector<std::string> env_strings = ChildEnvironment(env), argv_copy = argv;
+  std::vector<char*> envp = CStrings(env_strings), args = CStrings(argv_copy);
 
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
@@ -119,19 +128,8 @@ BackgroundCommand::BackgroundCommand(const std::vector<std::string>& argv,
   if (pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC)) {
     throw std::runtime_error("pipe failed");
   }
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
-  for (const auto& kv : env) {
-    auto key = kv.substr(0, kv.find('=') + 1);
-    std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(key, 0) == 0; });
-    env_strings.push_back(kv);
-  }
-  std::vector<char*> envp, args;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  for (auto& s : argv_copy) args.push_back(s.data());
-  args.push_back(nullptr);
+  std::vector<std::string> env_strings = ChildEnvironment(env), argv_copy = argv;
+  std::vector<char*> envp = CStrings(env_strings), args = CStrings(argv_copy);
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
