@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "common/profiler_path.h"
-#include "tests/test_util.h"
+#include "tests/util/files.h"
 
 namespace ckprof {
 namespace {

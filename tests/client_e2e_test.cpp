@@ -1,15 +1,12 @@
 // End-to-end tests of the ckprof client through a real ckprofd (and through its own private
 // daemon with --local): submit → watch → results for each input format, the original run
 // workflow's output and exit codes, dry-run command lines, and the documented errors.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -18,8 +15,11 @@
 #include "common/file_util.h"
 #include "common/json_util.h"
 #include "common/text_table.h"
-#include "tests/reliability_util.h"
-#include "tests/test_util.h"
+#include "tests/util/commands.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
+#include "tests/util/processes.h"
+#include "tests/util/requests.h"
 
 namespace ckprof {
 namespace {
@@ -27,9 +27,10 @@ namespace {
 using json = nlohmann::json;
 using testing::BinPath;
 using testing::CommandResult;
-using testing::DaemonProcess;
 using testing::DataPath;
+using testing::LaunchedDaemon;
 using testing::RunCommand;
+using testing::Spawned;
 using testing::TempDir;
 
 // The sample config of conversion.md, and its exact ckProfiler command line.
@@ -53,109 +54,6 @@ constexpr const char* kSampleCommand =
 constexpr const char* kSampleBwdCommand =
     "./build/bin/ckProfiler grouped_conv_bwd_data 2 3 0 1 0 1 2 1 10 64 64 3 3 56 56 1 1 1 1 1 "
     "1 1 1 -1";
-
-// A command left running while the test reads its stdout (a pipe) line by line as it is
-// written; stderr goes to a file. Killed on destruction if still running. Test thread only.
-class Spawned {
- public:
-  Spawned(const std::vector<std::string>& argv, const std::string& cwd, const std::string& err_path)
-      : err_path_(err_path) {
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int null = open("/dev/null", O_RDONLY);
-      dup2(null, 0);
-      dup2(out[1], 1);
-      dup2(err, 2);
-      if (chdir(cwd.c_str()) != 0) _exit(127);
-      std::vector<char*> args;
-      std::vector<std::string> copy = argv;
-      for (auto& a : copy) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(out[1]);
-    fd_ = out[0];
-  }
-  ~Spawned() {
-    if (pid_ > 0 && !reaped_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (fd_ >= 0) close(fd_);
-  }
-  Spawned(const Spawned&) = delete;
-  Spawned& operator=(const Spawned&) = delete;
-
-  pid_t pid() const { return pid_; }
-  // Reads stdout until a line holding `needle` has arrived; false at its end or after
-  // timeout_s (a deadline for a broken build, not a pause: the line is waited on).
-  bool WaitForLine(const std::string& needle, double timeout_s = 60) {
-    const auto deadline = Deadline(timeout_s);
-    for (;;) {
-      for (size_t start = 0, nl; (nl = out_.find('\n', start)) != std::string::npos;
-           start = nl + 1) {
-        if (out_.substr(start, nl - start).find(needle) != std::string::npos) return true;
-      }
-      if (!ReadSome(deadline)) return false;
-    }
-  }
-  // True while the process has not exited (it is not reaped here).
-  bool Running() const {
-    siginfo_t info{};
-    return waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-           info.si_pid == 0;
-  }
-  // Reads the rest of stdout and waits for the exit; the exit code (-1 when killed, or not
-  // ended within timeout_s).
-  int Wait(double timeout_s = 60) {
-    const auto deadline = Deadline(timeout_s);
-    while (ReadSome(deadline)) {
-    }
-    if (fd_ >= 0) return -1;  // still writing at the deadline: the destructor kills it
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    reaped_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  const std::string& out() const { return out_; }
-  std::string err() const { return testing::ReadFile(err_path_); }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  static Clock::time_point Deadline(double seconds) {
-    return Clock::now() +
-           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  }
-  // Waits for more of stdout; false at its end or at the deadline.
-  bool ReadSome(Clock::time_point deadline) {
-    while (fd_ >= 0) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p = {fd_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[4096];
-      ssize_t n = read(fd_, buf, sizeof buf);
-      if (n > 0) {
-        out_.append(buf, static_cast<size_t>(n));
-        return true;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      close(fd_);
-      fd_ = -1;
-    }
-    return false;
-  }
-
-  std::string err_path_;
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  bool reaped_ = false;
-  std::string out_;
-};
 
 // The write calls a process has made so far (/proc/PID/io syscw); -1 when unknown.
 int64_t WriteCalls(pid_t pid) {
@@ -189,12 +87,14 @@ class ClientTest : public ::testing::Test {
   }
 
   void StartDaemon() {
-    daemon_ = std::make_unique<DaemonProcess>(dir_.path());
-    DaemonProcess::Options o;
+    daemon_ = std::make_unique<LaunchedDaemon>();
+    daemon_->ExpectCleanStop();
+    LaunchedDaemon::Options o;
+    o.dir = dir_.path();
     o.gpus = "0-1";
     o.env = {"CKEMU_TIME_SCALE=0"};
     // The site's default profiler (profiler_path): the emulator as ckProfiler in a build tree.
-    o.extra_args = {"--profiler-path", dir_.File("build/bin")};
+    o.args = {"--profiler-path", dir_.File("build/bin")};
     std::string error;
     ASSERT_TRUE(daemon_->Start(o, &error)) << error;
   }
@@ -241,7 +141,7 @@ class ClientTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<DaemonProcess> daemon_;
+  std::unique_ptr<LaunchedDaemon> daemon_;  // null until StartDaemon
   int files_ = 0;
 };
 
@@ -727,7 +627,7 @@ TEST_F(ClientTest, WatchAndWaitExitTwoWhenTheDaemonDies) {
   // then watch), and a hello is only followed by a watch once the daemon has answered it.
   for (int i = 0; i < 3000 && WriteCalls(wait->pid()) < 2 && wait->Running(); ++i) usleep(10000);
   ASSERT_GE(WriteCalls(wait->pid()), 2) << wait->err();
-  daemon_->Signal(SIGKILL);
+  daemon_->Stop(SIGKILL);
   testing::KillMarkedProcesses("CKPROFD_STATE=" + daemon_->state_dir());
   for (Spawned* c : {watch.get(), wait.get()}) {
     EXPECT_EQ(c->Wait(), 2) << c->err();

@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "tests/util/commands.h"
+#include "tests/util/files.h"
 
 namespace ckprof {
 namespace {

@@ -11,7 +11,9 @@
 
 #include "common/convert.h"
 #include "common/file_util.h"
-#include "tests/test_util.h"
+#include "tests/util/commands.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
 
 namespace ckprof {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "common/convert.h"
 #include "common/trace_reader.h"
-#include "tests/test_util.h"
+#include "tests/util/files.h"
 
 namespace ckprof {
 namespace {

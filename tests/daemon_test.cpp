@@ -16,7 +16,12 @@
 #include "client/connection.h"
 #include "common/json_util.h"
 #include "daemon/store.h"
-#include "tests/test_util.h"
+#include "tests/util/commands.h"
+#include "tests/util/daemon_fixture.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/processes.h"
+#include "tests/util/users.h"
 
 namespace ckprof {
 namespace {
@@ -24,11 +29,9 @@ namespace {
 using json = nlohmann::json;
 using testing::BinPath;
 using testing::CommandResult;
-using testing::DaemonProcess;
 using testing::FwdConfigsText;
 using testing::ReadEmuRuns;
 using testing::RunCommand;
-using testing::TempDir;
 
 // No two runs on one GPU overlap in time.
 void ExpectExclusivePerGpu(const std::vector<testing::EmuRun>& runs) {
@@ -44,32 +47,18 @@ void ExpectExclusivePerGpu(const std::vector<testing::EmuRun>& runs) {
   }
 }
 
-class DaemonTest : public ::testing::Test {
+// A daemon that does not stop cleanly on SIGTERM at the end fails the test.
+class DaemonTest : public testing::EmulatorDaemonTest {
  protected:
   void SetUp() override {
-    chmod(dir_.path().c_str(), 0755);  // tasks of other users write the emulator log here
-    emu_log_ = dir_.File("emu.log");
-    testing::WriteFile(emu_log_, "");
-    chmod(emu_log_.c_str(), 0666);
-  }
-
-  void StartDaemon(DaemonProcess::Options o = {}) {
-    o.env.push_back("CKEMU_LOG=" + emu_log_);
-    if (std::none_of(o.env.begin(), o.env.end(),
-                     [](const std::string& kv) { return kv.rfind("CKEMU_TIME_SCALE=", 0) == 0; })) {
-      o.env.push_back("CKEMU_TIME_SCALE=0");
-    }
-    o.extra_args.insert(o.extra_args.end(),
-                        {"--profiler-path", testing::SharedBinPath("ckprofiler-emu")});
-    daemon_ = std::make_unique<DaemonProcess>(dir_.path());
-    std::string error;
-    ASSERT_TRUE(daemon_->Start(o, &error)) << error;
+    EmulatorDaemonTest::SetUp();
+    daemon_.ExpectCleanStop();
   }
 
   CommandResult Ckprof(std::vector<std::string> args, const std::vector<std::string>& prefix = {}) {
     std::vector<std::string> argv = prefix;
     argv.push_back(testing::SharedBinPath("ckprof"));
-    argv.insert(argv.end(), {"--socket", daemon_->socket()});
+    argv.insert(argv.end(), {"--socket", daemon_.socket()});
     argv.insert(argv.end(), args.begin(), args.end());
     return RunCommand(argv, {}, dir_.path());
   }
@@ -88,7 +77,7 @@ class DaemonTest : public ::testing::Test {
 
   // Waits (on the job's event stream) until `n` tasks have finished, or the job ended.
   void WaitFinished(int64_t job, int n) {
-    auto conn = Connection::Open(daemon_->socket());
+    auto conn = Connection::Open(daemon_.socket());
     ASSERT_TRUE(conn.ok()) << conn.error();
     // Every frame carries the job's summary: count from it, so that tasks finished before
     // the watch began count too.
@@ -104,19 +93,15 @@ class DaemonTest : public ::testing::Test {
     return j.ok() ? *j : json::object();
   }
 
-  TempDir dir_;
-  std::string emu_log_;
-  std::unique_ptr<DaemonProcess> daemon_;
   int files_ = 0;
 };
 
 TEST_F(DaemonTest, EveryRunSeesExactlyOneGpuAndNoGpuRunsTwo) {
-  DaemonProcess::Options o;
-  o.gpus = "0-7";
+  auto o = EmulatorOptions("0-7");
   // Inherited pins must not leak into the profilers.
-  o.env = {"HIP_VISIBLE_DEVICES=7", "CUDA_VISIBLE_DEVICES=5", "ROCR_VISIBLE_DEVICES=1",
-           "CKEMU_TIME_SCALE=20"};
-  StartDaemon(o);
+  o.env.insert(o.env.end(), {"HIP_VISIBLE_DEVICES=7", "CUDA_VISIBLE_DEVICES=5",
+                             "ROCR_VISIBLE_DEVICES=1", "CKEMU_TIME_SCALE=20"});
+  Start(o);
   int64_t job = Submit(FwdConfigsText(160));
   CommandResult w = Ckprof({"wait", std::to_string(job)});
   EXPECT_EQ(w.exit_code, 0) << w.err;
@@ -137,7 +122,7 @@ TEST_F(DaemonTest, EveryRunSeesExactlyOneGpuAndNoGpuRunsTwo) {
 }
 
 TEST_F(DaemonTest, TwoThousandTasksRunExactlyOnceEach) {
-  StartDaemon();
+  Start();
   int64_t job = Submit(FwdConfigsText(2000));
   CommandResult w = Ckprof({"wait", std::to_string(job)});
   EXPECT_EQ(w.exit_code, 0) << w.err;
@@ -153,16 +138,14 @@ TEST_F(DaemonTest, TwoThousandTasksRunExactlyOnceEach) {
 // `ckprof wait` asks for the job's end only: its stream holds the first answer and
 // job_finished, while a full watcher of the same job still gets every task event.
 TEST_F(DaemonTest, AnEndOnlyWatchGetsNoTaskEventsAndAFullOneGetsThemAll) {
-  DaemonProcess::Options o;
-  o.gpus = "0";
-  StartDaemon(o);
+  Start(EmulatorOptions("0"));
   // Nothing runs until both watchers are subscribed.
   ASSERT_EQ(Ckprof({"drain", "0"}).exit_code, 0);
   const int64_t job = Submit(FwdConfigsText(5));
   std::vector<json> end_only_frames, full_frames;
   std::promise<void> end_only_ready, full_ready;
   auto follow = [&](bool end_only, std::vector<json>* frames, std::promise<void>* ready) {
-    auto conn = Connection::Open(daemon_->socket());
+    auto conn = Connection::Open(daemon_.socket());
     ASSERT_TRUE(conn.ok()) << conn.error();
     Status s = (*conn)->Watch(
         job,
@@ -195,13 +178,13 @@ TEST_F(DaemonTest, AnEndOnlyWatchGetsNoTaskEventsAndAFullOneGetsThemAll) {
 }
 
 TEST_F(DaemonTest, KillDashNineMidSweepLosesNothing) {
-  DaemonProcess::Options o;
-  o.env = {"CKEMU_TIME_SCALE=30"};
-  StartDaemon(o);
+  auto o = EmulatorOptions();
+  o.env.push_back("CKEMU_TIME_SCALE=30");
+  Start(o);
   int64_t job = Submit(FwdConfigsText(120));
   WaitFinished(job, 40);
-  daemon_->Signal(SIGKILL);
-  StartDaemon(o);  // recovery stops leftover profilers, requeues what was running
+  daemon_.Stop(SIGKILL);
+  Start(o);  // recovery stops leftover profilers, requeues what was running
   CommandResult w = Ckprof({"wait", std::to_string(job)});
   EXPECT_EQ(w.exit_code, 0) << w.err;
   json res = Results(job);
@@ -221,13 +204,13 @@ TEST_F(DaemonTest, KillDashNineMidSweepLosesNothing) {
   // Every second run is a counted attempt; an attempt recorded just before the kill may not
   // have had its process started yet (spawns run on the runner's own thread).
   EXPECT_LE(extra, reruns);
-  auto store = Store::Open(daemon_->state_dir(), false);
+  auto store = Store::Open(daemon_.state_dir(), false);
   ASSERT_TRUE(store.ok()) << store.error();
   EXPECT_EQ(*(*store)->QuickCheck(), "ok");
 }
 
 TEST_F(DaemonTest, TimeoutsCrashesAndFailuresAreRecordedWithTheirOutcome) {
-  StartDaemon();
+  Start();
   std::string text = "[";
   for (int magic : {9001, 9002, 9003, 9004, 9008, 0}) {
     auto one = ParseOrderedJson(FwdConfigsText(1, magic ? magic : 0));
@@ -249,13 +232,10 @@ TEST_F(DaemonTest, TimeoutsCrashesAndFailuresAreRecordedWithTheirOutcome) {
 }
 
 TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
-  DaemonProcess::Options o;
-  o.gpus = "0-1";
-  o.config_json = R"({"kill_grace": 0.3})";
-  StartDaemon(o);
+  Start(EmulatorOptions("0-1", R"({"kill_grace": 0.3})"));
   int64_t job = Submit(FwdConfigsText(3, 9010));  // hang, ignoring SIGTERM
   {
-    auto conn = Connection::Open(daemon_->socket());
+    auto conn = Connection::Open(daemon_.socket());
     ASSERT_TRUE(conn.ok());
     ASSERT_TRUE((*conn)
                     ->Watch(job,
@@ -264,12 +244,12 @@ TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
                             })
                     .ok());
   }
-  int status = daemon_->Signal(SIGTERM);
+  int status = daemon_.Stop(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  EXPECT_TRUE(testing::ProcessesWithEnv("CKPROFD_STATE=" + daemon_->state_dir()).empty());
+  EXPECT_TRUE(testing::ProcessesWithEnv("CKPROFD_STATE=" + daemon_.state_dir()).empty());
   // The interrupted tasks are queued again for the next start.
-  auto store = Store::Open(daemon_->state_dir(), false);
+  auto store = Store::Open(daemon_.state_dir(), false);
   ASSERT_TRUE(store.ok());
   int queued = 0;
   ASSERT_TRUE(
@@ -280,8 +260,8 @@ TEST_F(DaemonTest, SigtermLeavesNoProfilerBehindAndRequeues) {
 }
 
 TEST_F(DaemonTest, MalformedFramesGetClearErrorsAndTheDaemonGoesOn) {
-  StartDaemon();
-  auto conn = Connection::Open(daemon_->socket());
+  Start();
+  auto conn = Connection::Open(daemon_.socket());
   ASSERT_TRUE(conn.ok()) << conn.error();
   Request r;
   r.type = RequestType::kStatus;
@@ -306,11 +286,9 @@ TEST_F(DaemonTest, FairShareBetweenTwoRealUsersAndOwnershipIsEnforced) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
   testing::SystemUser alice("ckprof-alice"), bob("ckprof-bob");
   if (!alice.ok() || !bob.ok()) GTEST_SKIP() << "useradd is not available";
-  DaemonProcess::Options o;
-  o.gpus = "0-1";
-  o.config_json = R"({"socket_mode": "0666"})";
-  o.env = {"CKEMU_TIME_SCALE=40"};
-  StartDaemon(o);
+  auto o = EmulatorOptions("0-1", R"({"socket_mode": "0666"})");
+  o.env.push_back("CKEMU_TIME_SCALE=40");
+  Start(o);
   int64_t sweep = Submit(FwdConfigsText(80, 0, 1, 16), {}, alice.As());
   WaitFinished(sweep, 6);
   int64_t small = Submit(FwdConfigsText(4, 0, 1, 12), {}, bob.As());

@@ -13,7 +13,8 @@
 #include "common/ck_command.h"
 #include "common/ck_output.h"
 #include "common/profiler_path.h"
-#include "tests/test_util.h"
+#include "tests/util/commands.h"
+#include "tests/util/files.h"
 
 namespace ckprof {
 namespace {

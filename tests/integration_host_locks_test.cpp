@@ -13,8 +13,11 @@
 #include <filesystem>
 #include <thread>
 
-#include "tests/reliability_util.h"
-#include "tests/test_util.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
+#include "tests/util/processes.h"
+#include "tests/util/requests.h"
 
 namespace ckprof {
 namespace {

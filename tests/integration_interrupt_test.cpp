@@ -13,8 +13,12 @@
 #include <thread>
 
 #include "common/json_util.h"
-#include "tests/reliability_util.h"
-#include "tests/test_util.h"
+#include "tests/util/commands.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
+#include "tests/util/processes.h"
+#include "tests/util/requests.h"
 
 namespace ckprof {
 namespace {

@@ -16,46 +16,32 @@
 
 #include "common/base64.h"
 #include "common/file_util.h"
-#include "tests/reliability_util.h"
-#include "tests/test_util.h"
+#include "tests/util/daemon_fixture.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
+#include "tests/util/raw_client.h"
+#include "tests/util/requests.h"
 
 namespace ckprof {
 namespace {
 
 using json = nlohmann::json;
-using testing::BinPath;
 using testing::LaunchedDaemon;
 using testing::RawClient;
-using testing::TempDir;
 using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-class ReliabilityClientsTest : public ::testing::Test {
+class ReliabilityClientsTest : public testing::EmulatorDaemonTest {
  protected:
-  void SetUp() override { chmod(dir_.path().c_str(), 0755); }
-
-  void StartDaemon(const std::string& config_json = "", const std::string& gpus = "0-3") {
-    LaunchedDaemon::Options o;
-    o.dir = dir_.path();
-    o.gpus = gpus;
-    o.env = {"CKEMU_TIME_SCALE=0"};
-    o.config_json = config_json;
-    o.args = {"--profiler-path", BinPath("ckprofiler-emu")};
-    std::string error;
-    ASSERT_TRUE(daemon_.Start(o, &error)) << error;
-  }
-
   // A greeted raw connection.
   void Greeted(RawClient* c) {
     ASSERT_TRUE(c->Connect(daemon_.socket())) << std::strerror(errno);
     ASSERT_TRUE(c->Hello());
   }
-
-  TempDir dir_;
-  LaunchedDaemon daemon_;
 };
 
 struct FrameCase {
@@ -69,7 +55,7 @@ std::string Nested(size_t depth, char open, const std::string& inner, char close
 }
 
 TEST_F(ReliabilityClientsTest, BadFramesEachGetAClearErrorAndTheConnectionGoesOn) {
-  StartDaemon();
+  Start();
   const std::string big_name(300, 'n');
   std::string nested_objects;
   for (int i = 0; i < 2000; ++i) nested_objects += "{\"a\":";
@@ -179,7 +165,7 @@ TEST_F(ReliabilityClientsTest, BadFramesEachGetAClearErrorAndTheConnectionGoesOn
 }
 
 TEST_F(ReliabilityClientsTest, RequestsBeforeHelloOrWithAnotherProtocolAreRefusedClearly) {
-  StartDaemon();
+  Start();
   {
     RawClient c;
     ASSERT_TRUE(c.Connect(daemon_.socket()));
@@ -206,7 +192,7 @@ TEST_F(ReliabilityClientsTest, RequestsBeforeHelloOrWithAnotherProtocolAreRefuse
 }
 
 TEST_F(ReliabilityClientsTest, FramesOverTheCapAreRefusedAndFramesUnderItServed) {
-  StartDaemon(R"({"max_frame_bytes": 65536})");
+  Start(EmulatorOptions("0-3", R"({"max_frame_bytes": 65536})"));
   {
     RawClient c;
     Greeted(&c);
@@ -253,7 +239,7 @@ TEST_F(ReliabilityClientsTest, FramesOverTheCapAreRefusedAndFramesUnderItServed)
 // A submit near the size of a whole trace: the daemon needs a few times its size while it
 // parses (socket buffer, JSON token, string), and no more for the next one (nothing is kept).
 TEST_F(ReliabilityClientsTest, LargeSubmitsCostAFewTimesTheirSizeAndNothingIsKept) {
-  StartDaemon();
+  Start();
   RawClient c;
   Greeted(&c);
   constexpr size_t kContent = size_t{32} << 20;
@@ -286,7 +272,7 @@ TEST_F(ReliabilityClientsTest, LargeSubmitsCostAFewTimesTheirSizeAndNothingIsKep
 }
 
 TEST_F(ReliabilityClientsTest, TruncatedFramesAndVanishingClientsAreHarmless) {
-  StartDaemon();
+  Start();
   {
     RawClient c;
     ASSERT_TRUE(c.Connect(daemon_.socket()));
@@ -327,7 +313,7 @@ TEST_F(ReliabilityClientsTest, TruncatedFramesAndVanishingClientsAreHarmless) {
 }
 
 TEST_F(ReliabilityClientsTest, SilentAndOneBytePerSecondClientsAreTimedOutOthersAreNot) {
-  StartDaemon(R"({"client_timeout": 1.5})");
+  Start(EmulatorOptions("0-3", R"({"client_timeout": 1.5})"));
   RawClient silent, slow, slow_request;
   ASSERT_TRUE(silent.Connect(daemon_.socket()));
   ASSERT_TRUE(slow.Connect(daemon_.socket()));
@@ -394,7 +380,7 @@ TEST_F(ReliabilityClientsTest, SilentAndOneBytePerSecondClientsAreTimedOutOthers
 
 TEST_F(ReliabilityClientsTest, TwoHundredClientsAtOnceAreAllServed) {
   constexpr int kClients = 200;
-  StartDaemon();
+  Start();
   std::mutex mu;
   std::vector<std::string> errors;
   std::vector<int64_t> jobs;
@@ -450,7 +436,7 @@ TEST_F(ReliabilityClientsTest, TwoHundredClientsAtOnceAreAllServed) {
 }
 
 TEST_F(ReliabilityClientsTest, ClientsBeyondMaxClientsGetAClearRefusalAndSlotsFreeUp) {
-  StartDaemon(R"({"max_clients": 8})");
+  Start(EmulatorOptions("0-3", R"({"max_clients": 8})"));
   std::vector<std::unique_ptr<RawClient>> held;
   for (int i = 0; i < 8; ++i) {
     held.push_back(std::make_unique<RawClient>());
@@ -485,7 +471,7 @@ int64_t GzipBombGrowth(LaunchedDaemon& daemon, const std::string& plain, std::st
 }
 
 TEST_F(ReliabilityClientsTest, GzipBombOfManyTokensKeepsTheDaemonsMemoryBounded) {
-  StartDaemon();
+  Start();
   // 64 MiB of "0," inside a list: about 64 KB gzipped, 32 million tokens.
   std::string plain;
   plain.reserve(size_t{64} << 20);
@@ -503,7 +489,7 @@ TEST_F(ReliabilityClientsTest, GzipBombOfManyTokensKeepsTheDaemonsMemoryBounded)
 
 // The same without gzip: an ordinary 8 MiB submit of small list elements.
 TEST_F(ReliabilityClientsTest, PlainSubmitOfManySmallTokensKeepsTheDaemonsMemoryBounded) {
-  StartDaemon();
+  Start();
   std::string content = "[";
   for (int i = 0; i < (4 << 20); ++i) content += "0,";
   content += "0]";
@@ -520,7 +506,7 @@ TEST_F(ReliabilityClientsTest, PlainSubmitOfManySmallTokensKeepsTheDaemonsMemory
 }
 
 TEST_F(ReliabilityClientsTest, GzipBombOfOneHugeTokenKeepsTheDaemonsMemoryBounded) {
-  StartDaemon();
+  Start();
   std::string plain(size_t{512} << 20, ' ');
   plain.front() = '[';
   plain.back() = ']';
@@ -539,7 +525,7 @@ struct ContentCase {
 };
 
 TEST_F(ReliabilityClientsTest, BrokenSubmittedFilesEachGetAClearError) {
-  StartDaemon();
+  Start();
   auto config = [](const std::string& field, const std::string& value) {
     auto j = nlohmann::ordered_json::parse(testing::FwdConfigsText(1));
     std::string text = j[0].dump();

@@ -20,26 +20,25 @@
 #include <set>
 #include <sstream>
 
-#include "tests/reliability_util.h"
-#include "tests/test_util.h"
+#include "tests/util/daemon_fixture.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
+#include "tests/util/processes.h"
+#include "tests/util/raw_client.h"
+#include "tests/util/requests.h"
+#include "tests/util/sql.h"
+#include "tests/util/users.h"
 
 namespace ckprof {
 namespace {
 
 using json = nlohmann::json;
-using testing::BinPath;
 using testing::LaunchedDaemon;
 using testing::SqlQuery;
-using testing::TempDir;
 
-class ReliabilityCrashTest : public ::testing::Test {
+class ReliabilityCrashTest : public testing::EmulatorDaemonTest {
  protected:
-  void SetUp() override {
-    chmod(dir_.path().c_str(), 0755);
-    emu_log_ = dir_.File("emu.log");
-    testing::WriteFile(emu_log_, "");
-    chmod(emu_log_.c_str(), 0666);
-  }
   void TearDown() override {
     // Gracefully (the daemon stops its profilers), then whatever a killed daemon left behind.
     if (daemon_.running()) {
@@ -48,22 +47,6 @@ class ReliabilityCrashTest : public ::testing::Test {
     }
     testing::KillMarkedProcesses("CKPROFD_STATE=" + daemon_.state_dir());
     for (const auto& m : mounts_) umount2(m.c_str(), MNT_DETACH);
-  }
-
-  LaunchedDaemon::Options Options(const std::string& gpus = "0-3",
-                                  const std::string& config_json = "") {
-    LaunchedDaemon::Options o;
-    o.dir = dir_.path();
-    o.gpus = gpus;
-    o.env = {"CKEMU_LOG=" + emu_log_, "CKEMU_TIME_SCALE=0"};
-    o.config_json = config_json;
-    o.args = {"--profiler-path", testing::SharedBinPath("ckprofiler-emu")};
-    return o;
-  }
-
-  void Start(const LaunchedDaemon::Options& o) {
-    std::string error;
-    ASSERT_TRUE(daemon_.Start(o, &error)) << error;
   }
 
   // Mounts a tmpfs of `size` at `dir` (root only); false when this system does not allow it.
@@ -89,9 +72,6 @@ class ReliabilityCrashTest : public ::testing::Test {
     return rows.empty() || rows[0].empty() ? "" : rows[0][0];
   }
 
-  TempDir dir_;
-  std::string emu_log_;
-  LaunchedDaemon daemon_;
   std::vector<std::string> mounts_;
 };
 
@@ -99,7 +79,7 @@ TEST_F(ReliabilityCrashTest, TwentyKillNinesDuringA500TaskSweepLoseNothing) {
   constexpr int kTasks = 500, kKills = 20;
   // Plenty of attempts: a task may be caught running by several kills in a row. Each run takes
   // 20 ms (the emulator's slow start), so that kills find profilers running.
-  auto o = Options("0-3", R"({"max_attempts": 100, "kill_grace": 0.5})");
+  auto o = EmulatorOptions("0-3", R"({"max_attempts": 100, "kill_grace": 0.5})");
   o.env.insert(o.env.end(), {"CKEMU_FAULT=slow-start", "CKEMU_SLOW_START_MS=20"});
   Start(o);
   auto job = testing::SubmitContent(daemon_.socket(), testing::FwdConfigsText(kTasks));
@@ -176,7 +156,7 @@ TEST_F(ReliabilityCrashTest, TwentyKillNinesDuringA500TaskSweepLoseNothing) {
 // is a pid: by the time the daemon restarts it may belong to an unrelated program (pid reuse).
 // Recovery must only stop processes that are really this daemon's profilers.
 TEST_F(ReliabilityCrashTest, RecoveryDoesNotKillAnUnrelatedProcessThatReusedAStoredGroupId) {
-  auto o = Options("0", R"({"kill_grace": 0.2})");
+  auto o = EmulatorOptions("0", R"({"kill_grace": 0.2})");
   Start(o);
   auto job = testing::SubmitContent(daemon_.socket(), testing::FwdConfigsText(1, 9001));
   ASSERT_TRUE(job.ok()) << job.error();
@@ -221,7 +201,7 @@ TEST_F(ReliabilityCrashTest, RecoveryDoesNotKillAnUnrelatedProcessThatReusedASto
 
 void ReliabilityCrashTest::DiskFull(bool check_results_live) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
-  auto o = Options("0-1");
+  auto o = EmulatorOptions("0-1");
   o.state_dir = dir_.File("state");
   if (!MountTmpfs(o.state_dir, "600k")) GTEST_SKIP() << "cannot mount a tmpfs here";
   Start(o);
@@ -285,7 +265,7 @@ TEST_F(ReliabilityCrashTest, DiskFullWhileTasksEndKeepsResultsAndStatusInAgreeme
 TEST_F(ReliabilityCrashTest, ReadOnlyStateIsAClearStartupErrorNamingWhatIsReadOnly) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs read-only and create users";
   // At start: the daemon refuses, naming the directory and why.
-  auto o = Options("0");
+  auto o = EmulatorOptions("0");
   o.state_dir = dir_.File("ro");
   if (!MountTmpfs(o.state_dir, "4m")) GTEST_SKIP() << "cannot mount a tmpfs here";
   ASSERT_TRUE(Remount(o.state_dir, MS_RDONLY, ""));
@@ -309,7 +289,7 @@ TEST_F(ReliabilityCrashTest, ReadOnlyStateIsAClearStartupErrorNamingWhatIsReadOn
   // (root is another user to this daemon: it may use the emulator once its root is allowed)
   const std::string bin_dir =
       std::filesystem::path(testing::SharedBinPath("ckprofiler-emu")).parent_path().string();
-  auto as_svc = Options("0", R"({"allowed_profiler_roots": [")" + bin_dir + R"("]})");
+  auto as_svc = EmulatorOptions("0", R"({"allowed_profiler_roots": [")" + bin_dir + R"("]})");
   as_svc.dir = home;
   as_svc.uid = svc.uid();
   as_svc.gid = svc.gid();
@@ -340,7 +320,7 @@ TEST_F(ReliabilityCrashTest, ReadOnlyStateIsAClearStartupErrorNamingWhatIsReadOn
 }
 
 TEST_F(ReliabilityCrashTest, CorruptDatabaseIsAStartupErrorAndIsLeftAsItWas) {
-  auto o = Options("0");
+  auto o = EmulatorOptions("0");
   std::filesystem::create_directories(dir_.File("state"));
   std::string garbage(16384, '\0');
   for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>((i * 7919) % 251);
@@ -361,7 +341,7 @@ double CpuSeconds(pid_t pid) {
 }
 
 TEST_F(ReliabilityCrashTest, NotBeforeAsLateAsTheProtocolAllowsWaitsWithoutSpinning) {
-  Start(Options("0"));
+  Start(EmulatorOptions("0"));
   auto refused = testing::SubmitContent(daemon_.socket(), testing::FwdConfigsText(1),
                                         [](SubmitOptions& s) { s.not_before = 1.2e10; });
   ASSERT_FALSE(refused.ok());
@@ -378,7 +358,7 @@ TEST_F(ReliabilityCrashTest, NotBeforeAsLateAsTheProtocolAllowsWaitsWithoutSpinn
 // A job waiting for a not_before far away must cost nothing while it waits. The fault here is
 // a busy loop, so this test measures the daemon's CPU over half a second of wall time.
 TEST_F(ReliabilityCrashTest, StoredNotBeforeBeyondTheTimerRangeDoesNotSpinAfterRestart) {
-  auto o = Options("0");
+  auto o = EmulatorOptions("0");
   Start(o);
   auto job = testing::SubmitContent(daemon_.socket(), testing::FwdConfigsText(1),
                                     [](SubmitOptions& s) { s.not_before = 4e9; });
@@ -397,7 +377,7 @@ TEST_F(ReliabilityCrashTest, StoredNotBeforeBeyondTheTimerRangeDoesNotSpinAfterR
 
 TEST_F(ReliabilityCrashTest, SigtermDuringASubmitLeavesWholeJobsOrNone) {
   constexpr int kConfigs = 3000, kRounds = 8;
-  auto o = Options("0");
+  auto o = EmulatorOptions("0");
   Request submit;
   submit.type = RequestType::kSubmit;
   submit.id = 2;
@@ -484,7 +464,7 @@ bool ReliabilityCrashTestSighup(LaunchedDaemon& daemon, const std::string& confi
 }
 
 TEST_F(ReliabilityCrashTest, SighupWithABrokenConfigKeepsTheDaemonAndItsSettings) {
-  auto o = Options("0", R"({"client_timeout": 5})");
+  auto o = EmulatorOptions("0", R"({"client_timeout": 5})");
   Start(o);
   const std::string config = dir_.File("ckprofd.json");
   for (const char* text :
@@ -503,7 +483,7 @@ TEST_F(ReliabilityCrashTest, SighupWithABrokenConfigKeepsTheDaemonAndItsSettings
 }
 
 TEST_F(ReliabilityCrashTest, SighupWithAMalformedSocketModeKeepsTheDaemon) {
-  auto o = Options("0", "{}");
+  auto o = EmulatorOptions("0", "{}");
   Start(o);
   const std::string config = dir_.File("ckprofd.json");
   for (const char* text :

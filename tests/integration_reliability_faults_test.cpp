@@ -15,16 +15,18 @@
 #include <map>
 
 #include "common/ck_config.h"
-#include "tests/reliability_util.h"
-#include "tests/test_util.h"
+#include "tests/util/daemon_fixture.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
+#include "tests/util/processes.h"
+#include "tests/util/requests.h"
 
 namespace ckprof {
 namespace {
 
 using json = nlohmann::json;
 using testing::BinPath;
-using testing::LaunchedDaemon;
-using testing::TempDir;
 
 // A configs file holding one config per entry of `magic` (0 = a normal problem); each is a
 // distinct problem (K differs) so the emulator log tells the runs apart.
@@ -56,27 +58,14 @@ std::string JoinConfigs(const std::vector<std::string>& texts) {
   return all.dump(2);
 }
 
-class ReliabilityFaultsTest : public ::testing::Test {
+class ReliabilityFaultsTest : public testing::EmulatorDaemonTest {
  protected:
-  void SetUp() override {
-    chmod(dir_.path().c_str(), 0755);
-    emu_log_ = dir_.File("emu.log");
-    testing::WriteFile(emu_log_, "");
-    chmod(emu_log_.c_str(), 0666);
-  }
-
   // Starts ckprofd with the emulator as default profiler; `env` and `config_json` add to it.
-  void StartDaemon(const std::string& gpus, std::vector<std::string> env = {},
+  void StartDaemon(const std::string& gpus, const std::vector<std::string>& env = {},
                    const std::string& config_json = "") {
-    LaunchedDaemon::Options o;
-    o.dir = dir_.path();
-    o.gpus = gpus;
-    o.env = {"CKEMU_LOG=" + emu_log_, "CKEMU_TIME_SCALE=0"};
+    auto o = EmulatorOptions(gpus, config_json);
     o.env.insert(o.env.end(), env.begin(), env.end());
-    o.config_json = config_json;
-    o.args = {"--profiler-path", BinPath("ckprofiler-emu")};
-    std::string error;
-    ASSERT_TRUE(daemon_.Start(o, &error)) << error;
+    Start(o);
   }
 
   int64_t Submit(const std::string& content,
@@ -107,10 +96,6 @@ class ReliabilityFaultsTest : public ::testing::Test {
   // Runs a profiler that prints `bytes` (CKEMU_HUGE_BYTES) of tensor dump before its results;
   // the daemon's peak memory must not follow, and the results must still be parsed.
   void CheckHugeOutput(const std::string& bytes, int64_t expected_bytes);
-
-  TempDir dir_;
-  std::string emu_log_;
-  LaunchedDaemon daemon_;
 };
 
 TEST_F(ReliabilityFaultsTest, HangIsTimedOutItsGroupKilledAndTheNextTaskStarts) {

@@ -10,8 +10,14 @@
 #include <filesystem>
 #include <regex>
 
-#include "tests/reliability_util.h"
-#include "tests/test_util.h"
+#include "tests/util/commands.h"
+#include "tests/util/daemon_fixture.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
+#include "tests/util/processes.h"
+#include "tests/util/requests.h"
+#include "tests/util/users.h"
 
 namespace ckprof {
 namespace {
@@ -22,7 +28,6 @@ using testing::CommandResult;
 using testing::LaunchedDaemon;
 using testing::SystemGroup;
 using testing::SystemUser;
-using testing::TempDir;
 
 // Short unique names: tests of several binaries create users at the same time.
 std::string Name(const std::string& role) {
@@ -39,28 +44,11 @@ std::string MagicConfigs(const std::vector<int>& magic, int64_t spatial = 8) {
   return j.dump(2);
 }
 
-class ReliabilityPermissionsTest : public ::testing::Test {
+class ReliabilityPermissionsTest : public testing::EmulatorDaemonTest {
  protected:
   void SetUp() override {
     if (getuid() != 0) GTEST_SKIP() << "needs root to create users and groups";
-    chmod(dir_.path().c_str(), 0755);
-    emu_log_ = dir_.File("emu.log");
-    testing::WriteFile(emu_log_, "");
-    chmod(emu_log_.c_str(), 0666);
-  }
-
-  LaunchedDaemon::Options Options(const std::string& config_json, const std::string& gpus = "0") {
-    LaunchedDaemon::Options o;
-    o.dir = dir_.path();
-    o.gpus = gpus;
-    o.env = {"CKEMU_LOG=" + emu_log_, "CKEMU_TIME_SCALE=0"};
-    o.config_json = config_json;
-    o.args = {"--profiler-path", testing::SharedBinPath("ckprofiler-emu")};
-    return o;
-  }
-  void Start(const LaunchedDaemon::Options& o) {
-    std::string error;
-    ASSERT_TRUE(daemon_.Start(o, &error)) << error;
+    EmulatorDaemonTest::SetUp();
   }
 
   // Runs ckprof as `user` (nullptr: as root) against the daemon.
@@ -114,9 +102,6 @@ class ReliabilityPermissionsTest : public ::testing::Test {
     return out;
   }
 
-  TempDir dir_;
-  std::string emu_log_;
-  LaunchedDaemon daemon_;
   int files_ = 0;
 };
 
@@ -131,8 +116,8 @@ TEST_F(ReliabilityPermissionsTest, SocketModeAndGroupAreAsConfigured) {
   } cases[] = {{"0660", true, false}, {"0600", false, false}, {"0666", true, true}};
   for (const auto& c : cases) {
     SCOPED_TRACE("socket_mode " + c.mode);
-    Start(Options(R"({"socket_mode": ")" + c.mode + R"(", "socket_group": ")" + lab.name() +
-                  R"("})"));
+    Start(EmulatorOptions(
+        "0", R"({"socket_mode": ")" + c.mode + R"(", "socket_group": ")" + lab.name() + R"("})"));
     struct stat st {};
     ASSERT_EQ(lstat(daemon_.socket().c_str(), &st), 0);
     EXPECT_TRUE(S_ISSOCK(st.st_mode));
@@ -157,7 +142,7 @@ TEST_F(ReliabilityPermissionsTest, SocketModeAndGroupAreAsConfigured) {
     daemon_.Stop(SIGTERM);
   }
   // A group that does not exist is a clear startup error.
-  auto o = Options(R"({"socket_group": "ckr-no-such-group"})");
+  auto o = EmulatorOptions("0", R"({"socket_group": "ckr-no-such-group"})");
   LaunchedDaemon refused;
   int status = refused.RunToExit(o);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
@@ -173,7 +158,8 @@ TEST_F(ReliabilityPermissionsTest, PermissionDeniedNamesTheGroupToJoin) {
   ASSERT_TRUE(lab.ok());
   SystemUser outsider(Name("o"));
   ASSERT_TRUE(outsider.ok());
-  Start(Options(R"({"socket_mode": "0660", "socket_group": ")" + lab.name() + R"("})"));
+  Start(
+      EmulatorOptions("0", R"({"socket_mode": "0660", "socket_group": ")" + lab.name() + R"("})"));
   for (const char* cmd : {"ping", "list"}) {
     CommandResult r = Ckprof(&outsider, {cmd});
     EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -200,8 +186,8 @@ TEST_F(ReliabilityPermissionsTest, OtherUsersCannotCancelRetryBoostOrDrain) {
   ASSERT_TRUE(admins.ok());
   SystemUser alice(Name("a")), bob(Name("b")), carol(Name("c"), {admins.name()});
   ASSERT_TRUE(alice.ok() && bob.ok() && carol.ok());
-  Start(Options(R"({"socket_mode": "0666", "kill_grace": 0.2, "admin_group": ")" + admins.name() +
-                R"("})"));
+  Start(EmulatorOptions("0", R"({"socket_mode": "0666", "kill_grace": 0.2, "admin_group": ")" +
+                                 admins.name() + R"("})"));
   // Alice's job: task 1 fails, task 2 hangs on the only GPU.
   int64_t job = SubmitAs(&alice, MagicConfigs({9003, 9001}));
   ASSERT_GT(job, 0);
@@ -263,7 +249,7 @@ TEST_F(ReliabilityPermissionsTest, OtherUsersCannotCancelRetryBoostOrDrain) {
 TEST_F(ReliabilityPermissionsTest, TasksOfARootDaemonRunAsTheirSubmitter) {
   SystemUser alice(Name("a")), bob(Name("b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
-  Start(Options(R"({"socket_mode": "0666"})", "0-1"));
+  Start(EmulatorOptions("0-1", R"({"socket_mode": "0666"})"));
   int64_t a = SubmitAs(&alice, MagicConfigs({0, 0, 0}));
   int64_t b = SubmitAs(&bob, MagicConfigs({0, 0}, 10));
   int64_t r = SubmitAs(nullptr, MagicConfigs({0}, 12));
@@ -302,8 +288,8 @@ TEST_F(ReliabilityPermissionsTest, NonRootDaemonRunsOtherUsersProfilersOnlyFromA
   fs::create_symlink(allowed + "/ckProfiler", eves + "/link");
   chown(eves.c_str(), eve.uid(), eve.gid());
   LaunchedDaemon::Options o =
-      Options(R"({"socket_mode": "0666", "allowed_profiler_roots": [")" + allowed +
-              R"("], "profiler_path": ")" + allowed + R"(/ckProfiler"})");
+      EmulatorOptions("0", R"({"socket_mode": "0666", "allowed_profiler_roots": [")" + allowed +
+                               R"("], "profiler_path": ")" + allowed + R"(/ckProfiler"})");
   o.dir = home;
   o.args.clear();
   o.uid = svc.uid();

@@ -9,7 +9,9 @@
 #include <set>
 #include <string>
 
-#include "tests/test_util.h"
+#include "tests/util/commands.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
 
 namespace ckprof {
 namespace {
@@ -17,8 +19,8 @@ namespace {
 using json = nlohmann::json;
 using testing::BinPath;
 using testing::CommandResult;
-using testing::DaemonProcess;
 using testing::DataPath;
+using testing::LaunchedDaemon;
 using testing::RunCommand;
 using testing::TempDir;
 
@@ -26,10 +28,12 @@ const std::string kScript = std::string(CKPROF_SOURCE_DIR) + "/tools/torch-conv-
 
 TEST(TorchProfilerDaemonTest, CkJobAndTorchJobCompare) {
   TempDir dir;
-  DaemonProcess daemon(dir.path());
-  DaemonProcess::Options o;
+  LaunchedDaemon daemon;
+  daemon.ExpectCleanStop();
+  LaunchedDaemon::Options o;
+  o.dir = dir.path();
   o.gpus = "0-1";
-  o.extra_args = {"--pin-env", "CUDA_VISIBLE_DEVICES"};
+  o.args = {"--pin-env", "CUDA_VISIBLE_DEVICES"};
   o.env = {"CKEMU_TIME_SCALE=0", "TORCH_CONV_FAKE_MS=0.05"};
   std::string error;
   ASSERT_TRUE(daemon.Start(o, &error)) << error;

@@ -16,8 +16,8 @@
 #include "common/json_util.h"
 #include "common/protocol.h"
 #include "daemon/daemon_config.h"
-#include "tests/reliability_util.h"
-#include "tests/test_util.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
 
 namespace ckprof {
 namespace {

@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "tests/test_util.h"
+#include "tests/util/files.h"
 
 namespace ckprof {
 namespace {

@@ -10,7 +10,8 @@
 #include <numeric>
 
 #include "common/convert.h"
-#include "tests/test_util.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
 
 namespace ckprof {
 namespace {

@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "common/ck_output.h"
-#include "tests/test_util.h"
+#include "tests/util/commands.h"
+#include "tests/util/files.h"
 
 namespace ckprof {
 namespace {

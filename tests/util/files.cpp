@@ -1,0 +1,87 @@
+#include "tests/util/files.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+#include <vector>
+
+namespace ckprof::testing {
+
+std::string DataPath(const std::string& name) {
+  return std::string(CKPROF_TEST_DATA_DIR) + "/" + name;
+}
+
+std::string BinPath(const std::string& name) { return std::string(CKPROF_BIN_DIR) + "/" + name; }
+
+namespace {
+
+// The directory of SharedBinPath's links: made on first use, removed at exit.
+class SharedBinDir {
+ public:
+  SharedBinDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/ckprof-test-bin-XXXXXX";
+    if (!mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed for the shared binaries");
+    path_ = templ;
+    chmod(path_.c_str(), 0755);
+    for (const char* name : {"ckprof", "ckprofd", "ckprofiler-emu"}) {
+      const std::string from = BinPath(name), to = path_ + "/" + name;
+      std::error_code ec;
+      if (link(from.c_str(), to.c_str()) != 0) {
+        std::filesystem::copy_file(from, to, ec);
+        chmod(to.c_str(), 0755);
+      }
+    }
+  }
+  ~SharedBinDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+std::string SharedBinPath(const std::string& name) {
+  static SharedBinDir dir;
+  return dir.path() + "/" + name;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  out << content;
+}
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string templ = std::string(base && *base ? base : "/tmp") + "/ckprof-test-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace ckprof::testing

@@ -1,0 +1,38 @@
+// Files for the tests: where the test data and the built programs are, a temporary directory
+// per test, and reading and writing whole files. Test threads only.
+#pragma once
+
+#include <string>
+
+namespace ckprof::testing {
+
+// Path of a file under tests/data.
+std::string DataPath(const std::string& name);
+// Path of a built binary under build/bin.
+std::string BinPath(const std::string& name);
+// The same binary (ckprof, ckprofd or ckprofiler-emu) where every user may run it, for what
+// tests run as other users: the build tree may sit under a directory they cannot enter (a
+// clone in a 0700 home). A hard link (else a copy) in a world-readable temporary directory,
+// made once per test process with its two companions, removed at exit.
+std::string SharedBinPath(const std::string& name);
+
+// A whole file's content; throws when it cannot be read.
+std::string ReadFile(const std::string& path);
+// Replaces (or creates) a file with `content`; throws when it cannot be written.
+void WriteFile(const std::string& path, const std::string& content);
+
+// A fresh directory under $TMPDIR, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace ckprof::testing
