@@ -1,5 +1,5 @@
 // Command building: a CkConfig and a profiler target become the exact argv ckProfiler takes
-// (docs: shared ck-profiler.md): index_type only for fwd, split_k last for the backward ops,
+// (docs/ck-profiler.md): index_type only for fwd, split_k last for the backward ops,
 // "all" passed to bwd_data as -1 (real CK aborts on "all" there).
 //
 // Plain functions; any thread. They never touch the file system.

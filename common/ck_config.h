@@ -1,5 +1,5 @@
 // A CkConfig is one CK profiler problem: which grouped-convolution operation to profile and
-// the positional arguments ckProfiler takes for it (docs: shared ck-profiler.md).
+// the positional arguments ckProfiler takes for it (docs/ck-profiler.md).
 //
 // It is what `ckprof convert` writes (ck_profiler_configs.json), what the daemon stores per task
 // and what the command builder turns into an argv. Plain value type; no threads involved.

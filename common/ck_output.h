@@ -3,7 +3,7 @@
 // CkOutputParser consumes a profiler's stdout incrementally, in chunks of any size, as it
 // streams from the pipe: memory stays bounded however much the profiler prints (lines longer
 // than kMaxLineBytes are truncated, only the k fastest instances are kept). It understands
-// current and older CK output (docs: shared ck-profiler.md): with and without `valids:`,
+// current and older CK output (docs/ck-profiler.md): with and without `valids:`,
 // `(instance i)`, `, SplitK k` suffixes, `inf`, exponents, ANSI colour escapes. Instance names
 // are never split on commas.
 //

@@ -1,4 +1,4 @@
-// An Outcome says how one profiler run ended: the real type of a task's end (style.md), never a
+// An Outcome says how one profiler run ended: the real type of a task's end, never a
 // raw waitpid status.
 //
 // Plain value type; any thread may use its own copies. Produced by ClassifyExit (ck_output.h)

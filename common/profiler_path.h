@@ -3,7 +3,7 @@
 // A profiler path may be the `ckProfiler` executable itself (or any executable that behaves like
 // it, such as ckprofiler-emu), a directory (usually build/bin) holding `ckProfiler`, or a
 // directory holding the per-operation executables `profile_grouped_conv_{fwd,bwd_data,
-// bwd_weight}` (docs: shared ck-profiler.md). Resolve once per path and keep the target.
+// bwd_weight}` (docs/ck-profiler.md). Resolve once per path and keep the target.
 // Plain functions and value types; any thread.
 #pragma once
 

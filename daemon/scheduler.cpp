@@ -127,7 +127,7 @@ std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& 
       t.est_cost = c.Flops();
     }
   };
-  // A large submit's records (3 us each) are made on two cores: a thread of its own for the
+  // A large submit's records are made on two cores: a thread of its own for the
   // second half (not the conversion pool, whose threads may all be waiting the same way).
   constexpr size_t kSplitAbove = 20000;
   if (configs.size() <= kSplitAbove) {

@@ -18,9 +18,8 @@ namespace ckprof {
 // Checkpoints the WAL on its own thread and connection (SQLite's own automatic checkpoint would
 // run inside a commit on the daemon's thread, fsyncs included: the GPUs would wait for the
 // disk). Asked for by the writer's WAL hook once kPages frames have been written since what the
-// last checkpoint copied: asking after every commit once the log is that long (as SQLite's own
-// rule does) woke this thread thousands of times a second while tasks ended back to back, a
-// quarter of the daemon's CPU. PASSIVE: it never blocks the writer nor waits for it; once it has
+// last checkpoint copied, not after every commit once the log is that long (SQLite's own rule,
+// which wakes this thread at every task's end). PASSIVE: it never blocks the writer nor waits for it; once it has
 // copied every frame, the writer's next transaction starts the log over. A writer that never
 // pauses gives it no such moment, so past kRestartPages the checkpoint is RESTART: it waits for
 // the writer's transaction to end, copies everything and has the log start over, holding the
@@ -33,9 +32,8 @@ class Store::Checkpointer {
   Checkpointer(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {
     sqlite3_busy_timeout(db_, 5000);  // RESTART waits for the writer's transaction
     // A connection learns that the database is in WAL mode only when it first reads it; until
-    // then sqlite3_wal_checkpoint_v2 copies nothing and answers SQLITE_OK with -1 frames. (It
-    // did so for every checkpoint, and the log grew by every page written until the daemon
-    // stopped: 230 MiB for 6,000 tasks, each commit waking this thread for nothing.)
+    // then sqlite3_wal_checkpoint_v2 copies nothing and answers SQLITE_OK with -1 frames, and
+    // the log would grow by every page written.
     (void)sqlite3_exec(db_, "PRAGMA journal_mode", nullptr, nullptr, nullptr);
     thread_ = std::thread([this] { Loop(); });
   }
@@ -117,8 +115,8 @@ class Store::Checkpointer {
   std::thread thread_;
 };
 
-// A statement borrowed from the Store's cache (prepared once per SQL text: parsing SQL was a
-// sixth of the daemon's CPU per task), or prepared for this use when the cached one is busy.
+// A statement borrowed from the Store's cache (prepared once per SQL text: parsing SQL each
+// time costs more than running it), or prepared for this use when the cached one is busy.
 // Reset (or finalized) on destruction. Bind indexes are 1-based.
 class Store::Stmt {
  public:

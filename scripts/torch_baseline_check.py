@@ -46,7 +46,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# CK arguments, operation first (docs: shared ck-profiler.md). The first is issue 23's problem.
+# CK arguments, operation first (docs/ck-profiler.md). The first is issue 23's problem.
 PROBLEMS = [
     "grouped_conv_fwd 1 3 0 0 1 0 1 2 1 16 128 16 3 3 14 56 2 2 2 2 2 2 2 2",
     "grouped_conv_fwd 2 3 0 0 1 0 1 2 1 10 64 64 3 3 56 56 1 1 1 1 1 1 1 1",

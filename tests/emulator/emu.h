@@ -1,5 +1,5 @@
 // ckprofiler-emu internals: a faithful stand-in for CK's ckProfiler grouped-convolution
-// operations (docs: shared ck-profiler.md). See kEmulatorHelp in ckprofiler_emu.cpp for what it
+// operations (docs/ck-profiler.md). See kEmulatorHelp in ckprofiler_emu.cpp for what it
 // does; this header only joins its three source files. Single-threaded program.
 #pragma once
 
