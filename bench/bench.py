@@ -391,9 +391,14 @@ def section_dispatch(base, work):
         ("Python loop, subprocess.run(capture_output, timeout=600)", "python",
          lambda: run_python_loop(cmds_path, env)),
     ]
+    # A tool that is not installed (bench/run.sh installs them) is left out, not a crash.
+    missing = {key for key, tool in (("parallel", "parallel"), ("tsp", "tsp"))
+               if shutil.which(tool) is None}
+    for key in sorted(missing - SKIP):
+        log(f"dispatch: {key} is not installed: its row is left out (bench/run.sh installs it)")
     runners = [r for r in runners
-               if r[1] not in SKIP and not (r[1] == "ckprofd0" and (DAEMON_NICE == 0 or
-                                                                   "ckprofd" in SKIP))]
+               if r[1] not in SKIP | missing and not (r[1] == "ckprofd0" and (
+                   DAEMON_NICE == 0 or "ckprofd" in SKIP))]
     results = {key: [] for _, key, _ in runners}
     for rep in range(max(REPEAT, ALT_REPEAT)):
         for label, key, fn in runners:
