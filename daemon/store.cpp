@@ -19,11 +19,11 @@ namespace ckprof {
 // run inside a commit on the daemon's thread, fsyncs included: the GPUs would wait for the
 // disk). Asked for by the writer's WAL hook once kPages frames have been written since what the
 // last checkpoint copied, not after every commit once the log is that long (SQLite's own rule,
-// which wakes this thread at every task's end). PASSIVE: it never blocks the writer nor waits for it; once it has
-// copied every frame, the writer's next transaction starts the log over. A writer that never
-// pauses gives it no such moment, so past kRestartPages the checkpoint is RESTART: it waits for
-// the writer's transaction to end, copies everything and has the log start over, holding the
-// writer back for that one checkpoint.
+// which wakes this thread at every task's end). PASSIVE: it never blocks the writer nor waits for
+// it; once it has copied every frame, the writer's next transaction starts the log over. A writer
+// that never pauses gives it no such moment, so past kRestartPages the checkpoint is RESTART: it
+// waits for the writer's transaction to end, copies everything and has the log start over, holding
+// the writer back for that one checkpoint.
 class Store::Checkpointer {
  public:
   static constexpr int kPages = 1000;          // SQLite's default automatic checkpoint size
