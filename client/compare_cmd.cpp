@@ -42,6 +42,7 @@ struct Entry {
   double avg_ms = 0;
   double tflops = 0;
   std::string best;
+  bool contended = false;  // a foreign process used its GPU while it ran
   // A time that can be compared: a success with a positive, finite time (time=0 runs have none).
   bool comparable() const {
     return state == EnumName(TaskState::kSucceeded) && avg_ms > 0 && std::isfinite(avg_ms);
@@ -152,6 +153,7 @@ Entry FromTask(const TaskResult& t) {
     e.tflops = t.tflops;
   }
   e.best = t.best_name;
+  e.contended = !t.contended.empty();
   return e;
 }
 
@@ -218,6 +220,8 @@ Result<Side> LoadFile(const std::string& path) {
     if (tflops != r.end() && tflops->is_number()) e.tflops = tflops->get<double>();
     auto best = r.find("best_instance");
     if (best != r.end() && best->is_string()) e.best = best->get<std::string>();
+    auto contended = r.find("contended");
+    e.contended = contended != r.end() && contended->is_boolean() && contended->get<bool>();
     if (auto c = r.find("config"); c != r.end()) {
       e.signature = Signature(*c);
       SetTypeAndLayout(*c, &e);
@@ -507,7 +511,7 @@ std::string Csv(const std::vector<Row>& rows) {
 
 int RunCompareCommand(const GlobalOptions& global, const Args& args) {
   std::string first, second, format;
-  bool as_json = false, wide = false;
+  bool as_json = false, wide = false, include_contended = false;
   ArgParser p("ckprof compare",
               "Compare two runs of the same configs: per config both times and the speedup "
               "(A ms / B ms; above 1, B is faster), ranked by priority_rank, and the geometric "
@@ -527,6 +531,9 @@ int RunCompareCommand(const GlobalOptions& global, const Args& args) {
   p.Flag("--json", &as_json, "print the comparison as JSON (same as --format json)");
   p.Flag("--wide", &wide, "table: never shorten the problem (it fits the terminal otherwise)");
   p.Option("--format", &format, "F", "table (default), json or csv");
+  p.Flag("--include-contended", &include_contended,
+         "compare results taken while another process used the GPU too (left out otherwise: "
+         "their times are not to be trusted)");
   if (auto code = p.Parse(args)) return *code;
   if (as_json) {
     if (!format.empty() && format != "json") {
@@ -589,9 +596,24 @@ int RunCompareCommand(const GlobalOptions& global, const Args& args) {
     sides[1].name = "B:" + sides[1].name;
   }
 
+  // A time taken beside another process on the GPU is no time to compare.
+  int64_t contended = 0;
+  for (Side& side : sides) {
+    for (Entry& e : side.entries) {
+      if (!e.contended) continue;
+      ++contended;
+      if (!include_contended && e.comparable()) e.state = "contended";
+    }
+  }
   const std::vector<Row> rows = Match(sides[0], sides[1]);
   const Summary summary = Summarize(rows);
-  const std::vector<std::string> warnings = TypeWarnings(rows, sides[0], sides[1]);
+  std::vector<std::string> warnings = TypeWarnings(rows, sides[0], sides[1]);
+  if (contended > 0) {
+    warnings.push_back(std::to_string(contended) +
+                       " result(s) were taken while another process used the GPU (contended): " +
+                       (include_contended ? "compared anyway (--include-contended)"
+                                          : "left out; --include-contended compares them"));
+  }
   for (const auto& w : warnings) PrintError("compare", "warning: " + w);
   if (format == "json") {
     std::cout << Json(rows, summary, sides[0], sides[1], warnings).dump(2) << "\n";

@@ -158,7 +158,10 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
 
 int RunGpusCommand(const GlobalOptions& global, const Args& args) {
   bool json_out = false;
-  ArgParser p("ckprof gpus", "Show the daemon's GPUs: which task each one runs, drained or not.",
+  ArgParser p("ckprof gpus",
+              "Show the daemon's GPUs: which task each one runs, drained or not, and the "
+              "processes that are none of the daemon's on them (foreign: such a GPU waits for "
+              "them to leave, under the daemon's foreign_gpu_use \"wait\").",
               "example:\n  ckprof gpus --json");
   p.Flag("--json", &json_out, "print JSON for scripts");
   if (auto code = p.Parse(args)) return *code;
@@ -180,12 +183,18 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
     std::string state =
         gi->drained ? (gi->task_id ? "draining" : "drained") : (gi->task_id ? "busy" : "idle");
     if (!gi->task_id && !gi->held_by.empty()) state = "waiting";
+    if (!gi->task_id && !gi->drained && !gi->foreign.empty()) state = "foreign";
     std::cout << Pad(std::to_string(gi->index), 4, true) << "  " << Pad(state, 9) << " "
               << Pad(gi->job_id ? std::to_string(gi->job_id) : "-", 6, true) << " "
               << Pad(gi->task_id ? "#" + std::to_string(gi->position) : "-", 8, true) << " "
               << Pad(gi->task_id ? FormatAge(gi->busy_since) : "-", 8, true) << " "
               << Pad(std::to_string(gi->tasks_run), 7, true);
     if (!gi->held_by.empty()) std::cout << "  its host lock is held by " << gi->held_by;
+    if (!gi->foreign.empty()) {
+      std::string who;
+      for (const auto& u : gi->foreign) who += (who.empty() ? "" : ", ") + u.Describe();
+      std::cout << "  busy: " << who;
+    }
     std::cout << "\n";
   }
   return 0;

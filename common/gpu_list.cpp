@@ -48,10 +48,14 @@ Result<std::vector<int>> ParseGpuList(const std::string& text) {
   return std::vector<int>(gpus.begin(), gpus.end());
 }
 
-std::vector<int> DetectGpus(std::string* description) {
+std::vector<int> DetectGpus(std::string* description, const std::string& sysfs_root) {
   // AMD: KFD topology nodes with SIMD units are GPUs, numbered as HIP_VISIBLE_DEVICES sees them.
   int amd = 0;
-  const std::string kfd = "/sys/class/kfd/kfd/topology/nodes";
+  const std::string root =
+      sysfs_root.empty() || sysfs_root == "/"
+          ? ""
+          : (sysfs_root.back() == '/' ? sysfs_root.substr(0, sysfs_root.size() - 1) : sysfs_root);
+  const std::string kfd = root + "/sys/class/kfd/kfd/topology/nodes";
   for (const auto& node : ListDir(kfd)) {
     std::ifstream props(kfd + "/" + node + "/properties");
     std::string key;

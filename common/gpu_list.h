@@ -15,6 +15,7 @@ Result<std::vector<int>> ParseGpuList(const std::string& text);
 
 // GPUs of this machine: AMD (KFD topology nodes with SIMDs, else /dev/dri/renderD*) or NVIDIA
 // (/proc/driver/nvidia/gpus, else /dev/nvidiaN). `description` says what was found where.
-std::vector<int> DetectGpus(std::string* description);
+// `sysfs_root` prefixes the KFD topology's path (a fake tree in tests; the daemon's sysfs_root).
+std::vector<int> DetectGpus(std::string* description, const std::string& sysfs_root = "/");
 
 }  // namespace ckprof

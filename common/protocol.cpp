@@ -370,6 +370,13 @@ std::string TaskCounts::Describe() const {
   return out;
 }
 
+std::string GpuUser::Describe() const {
+  std::string out =
+      "pid " + std::to_string(pid) + " (" + (user.empty() ? std::to_string(uid) : user);
+  if (!command.empty()) out += ", " + command;
+  return out + ")";
+}
+
 json ToJson(const JobSummary& s) { return ToDom(s); }
 json ToJson(const TaskResult& t) { return ToDom(t); }
 json ToJson(const GpuInfo& g) { return ToDom(g); }

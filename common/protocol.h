@@ -188,6 +188,63 @@ void VisitFields(S& s, V& v) {
 nlohmann::json ToJson(const JobSummary& j);
 Result<JobSummary> JobSummaryFromJson(const nlohmann::json& j);
 
+// A process that used a GPU and is none of this daemon's tasks (foreign_gpu_use): a colleague's
+// training job or notebook.
+struct GpuUser {
+  int64_t pid = 0;
+  uint32_t uid = 0;
+  std::string user;     // name, else the uid as text
+  std::string command;  // its command line
+  // "pid 4242 (alice, python3 train.py)"
+  std::string Describe() const;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, GpuUser>
+void VisitFields(S& u, V& v) {
+  v("pid", u.pid);
+  v("uid", u.uid);
+  v("user", u.user);
+  v("command", u.command);
+}
+
+// One reading of a GPU's clocks, temperature and power. A value the GPU does not give is
+// nullopt: JSON null, never 0.
+struct GpuReading {
+  std::optional<double> sclk_mhz;  // graphics (AMD sclk, NVIDIA SM) clock
+  std::optional<double> mclk_mhz;  // memory clock
+  std::optional<double> temperature_c;
+  std::optional<double> power_w;
+  double at = 0;  // Unix seconds when it was read
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, GpuReading>
+void VisitFields(S& r, V& v) {
+  v("sclk_mhz", r.sclk_mhz);
+  v("mclk_mhz", r.mclk_mhz);
+  v("temperature_c", r.temperature_c);
+  v("power_w", r.power_w);
+  v("at", r.at);
+}
+
+// What a GPU is (empty: unknown, JSON null), and how it was before and after a task.
+struct GpuState {
+  std::string name;    // "AMD Instinct MI300X", "NVIDIA H200"
+  std::string uuid;    // its UUID or serial number
+  std::string arch;    // "gfx942", "sm_90"
+  std::string driver;  // driver (and ROCm/CUDA) version
+  std::optional<GpuReading> before, after;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, GpuState>
+void VisitFields(S& g, V& v) {
+  v.Nullable("name", g.name, !g.name.empty());
+  v.Nullable("uuid", g.uuid, !g.uuid.empty());
+  v.Nullable("arch", g.arch, !g.arch.empty());
+  v.Nullable("driver", g.driver, !g.driver.empty());
+  v("before", g.before);
+  v("after", g.after);
+}
+
 // One task's result (what `results` returns per task).
 struct TaskResult {
   int64_t task_id = 0;
@@ -210,6 +267,10 @@ struct TaskResult {
   std::string error;                     // why it did not succeed; empty when it did
   std::string stdout_text, stderr_text;  // bounded head+tail captures (only when asked)
   nlohmann::ordered_json config;         // the CK config (only when asked)
+  // Foreign processes seen on its GPU while it ran (foreign_gpu_use): its timing is not to be
+  // trusted. Empty when none was seen, or none was looked for.
+  std::vector<GpuUser> contended;
+  std::optional<GpuState> gpu_state;  // what the GPU was and how (none: nothing known)
   bool finished() const { return IsFinal(state); }
   bool ok() const { return state == TaskState::kSucceeded; }
 };
@@ -240,6 +301,8 @@ void VisitFields(S& t, V& v) {
   v.Omittable("stdout", t.stdout_text, !t.stdout_text.empty());
   v.Omittable("stderr", t.stderr_text, !t.stderr_text.empty());
   v.Omittable("config", t.config, !t.config.is_null());
+  v("contended", t.contended);
+  v("gpu_state", t.gpu_state);
 }
 nlohmann::json ToJson(const TaskResult& t);
 // The same objects as ToJson, written straight into `out` without the DOM (the daemon's
@@ -259,6 +322,10 @@ struct GpuInfo {
   double busy_since = 0;
   int64_t tasks_run = 0;
   std::string held_by;  // waiting: who holds the GPU's host lock ("pid 4242 (alice)"); "" = none
+  // Processes that are none of this daemon's using it now (foreign_gpu_use; empty when none,
+  // or when nobody looks).
+  std::vector<GpuUser> foreign;
+  std::string model;  // its name, when the daemon knows it
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, GpuInfo>
@@ -273,6 +340,8 @@ void VisitFields(S& g, V& v) {
   v.Nullable("busy_since", g.busy_since, busy);
   v("tasks_run", g.tasks_run);
   v("held_by", g.held_by);
+  v("foreign", g.foreign);
+  v.Nullable("model", g.model, !g.model.empty());
 }
 nlohmann::json ToJson(const GpuInfo& g);
 Result<GpuInfo> GpuInfoFromJson(const nlohmann::json& j);

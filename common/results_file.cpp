@@ -9,6 +9,7 @@
 
 #include "common/ck_config.h"
 #include "common/text_table.h"
+#include "common/wire_fields.h"
 
 namespace ckprof {
 namespace {
@@ -114,6 +115,13 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
     r["position"] = t->position;
     r["stderr"] = t->stderr_text;
     if (!t->config.is_null()) r["config"] = t->config;
+    // Whether its timing can be trusted: foreign processes seen on its GPU while it ran, and
+    // what the GPU was and how (null: not known).
+    r["contended"] = !t->contended.empty();
+    ojson by = ojson::array();
+    for (const auto& u : t->contended) by.push_back(ojson::parse(ToDom(u).dump()));
+    r["contended_by"] = std::move(by);
+    r["gpu_state"] = t->gpu_state ? ojson::parse(ToDom(*t->gpu_state).dump()) : ojson(nullptr);
     results.push_back(std::move(r));
   }
   out["results"] = std::move(results);
@@ -124,7 +132,9 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
   std::string out =
       "job_id,task_id,position,priority_rank,operation,description,status,gpu,attempts,"
       "returncode,elapsed_s,best_instance,avg_time_ms,tflops,gb_per_s,split_k,valid_instances,"
-      "error,command\n";
+      "error,command,contended_by,gpu_name,gpu_uuid,gpu_arch,gpu_driver,sclk_mhz_before,"
+      "sclk_mhz_after,mclk_mhz_before,mclk_mhz_after,temperature_c_before,temperature_c_after,"
+      "power_w_before,power_w_after\n";
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);
   std::stable_sort(ordered.begin(), ordered.end(), [](const TaskResult* a, const TaskResult* b) {
@@ -141,7 +151,23 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
         << (t->ok() ? FormatNumber(t->tflops, 6) : "") << ','
         << (t->ok() ? FormatNumber(t->gbps, 6) : "") << ',' << (t->ok() ? CsvField(t->split_k) : "")
         << ',' << (t->valids >= 0 ? std::to_string(t->valids) : "") << ',' << CsvField(t->error)
-        << ',' << CsvField(t->command) << '\n';
+        << ',' << CsvField(t->command);
+    std::string by;
+    for (const auto& u : t->contended) by += (by.empty() ? "" : "; ") + u.Describe();
+    row << ',' << CsvField(by);
+    const GpuState none;
+    const GpuState& g = t->gpu_state ? *t->gpu_state : none;
+    row << ',' << CsvField(g.name) << ',' << CsvField(g.uuid) << ',' << CsvField(g.arch) << ','
+        << CsvField(g.driver);
+    // A reading that is not there is an empty cell, never 0.
+    auto cell = [](const std::optional<GpuReading>& r, std::optional<double> GpuReading::*field) {
+      return r && ((*r).*field) ? FormatNumber(*((*r).*field), 6) : std::string();
+    };
+    for (auto field : {&GpuReading::sclk_mhz, &GpuReading::mclk_mhz, &GpuReading::temperature_c,
+                       &GpuReading::power_w}) {
+      row << ',' << cell(g.before, field) << ',' << cell(g.after, field);
+    }
+    row << '\n';
     out += row.str();
   }
   return out;
@@ -164,19 +190,26 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width) {
                    {"TFlops", true},
                    {"GB/s", true},
                    {"best kernel", false, true, 12}});
+  int64_t contended = 0;
   for (const TaskResult* t : ordered) {
     std::string problem = t->description;
     if (auto colon = problem.find(": "); colon != std::string::npos)
       problem = problem.substr(colon + 2);
     const bool ok = t->ok();
+    contended += t->contended.empty() ? 0 : 1;
     table.AddRow({"#" + std::to_string(t->position), std::to_string(t->priority_rank),
-                  ShortOp(t->operation), problem, std::string(EnumName(t->state)),
+                  ShortOp(t->operation), problem,
+                  std::string(EnumName(t->state)) + (t->contended.empty() ? "" : "*"),
                   ok ? FormatNumber(t->avg_ms, 5) : "-", ok ? FormatNumber(t->tflops, 4) : "-",
                   ok ? FormatNumber(t->gbps, 4) : "-", ok ? t->best_name : t->error});
   }
   std::string out = table.Render(width);
   ResultStats s = ComputeStats(tasks);
   out += std::to_string(s.total) + " task(s): " + s.counts.Describe() + "\n";
+  if (contended > 0) {
+    out += "* contended: another process used the GPU while it ran (" + std::to_string(contended) +
+           " task(s); who: --format json or csv)\n";
+  }
   return out;
 }
 

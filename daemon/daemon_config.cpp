@@ -148,6 +148,18 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
       double d = static_cast<double>(c.capture_bytes);
       num(&d, 256, 1u << 30);
       c.capture_bytes = static_cast<size_t>(d);
+    } else if (k == "foreign_gpu_use") {
+      str(&c.foreign_gpu_use);
+      if (c.foreign_gpu_use != "wait" && c.foreign_gpu_use != "flag" &&
+          c.foreign_gpu_use != "ignore") {
+        bad(k, "must be \"wait\", \"flag\" or \"ignore\"");
+      }
+    } else if (k == "foreign_poll_ms") {
+      num(&c.foreign_poll_ms, 10, 3600e3);
+    } else if (k == "sysfs_root") {
+      str(&c.sysfs_root);
+    } else if (k == "nvidia_smi") {
+      str(&c.nvidia_smi);
     } else {
       bad(k, "is not a known setting (see config/ckprofd.json)");
     }

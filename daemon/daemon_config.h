@@ -35,6 +35,12 @@ struct DaemonConfig {
   int max_clients = 512;                            // connections at once
   bool full_sync = false;                           // fsync every task transition, not only submits
   size_t capture_bytes = 16384;                     // head and tail kept of each output stream
+  // Processes that are none of ours on a GPU: "wait" (it takes no task while one is there),
+  // "flag" (run, and mark the results contended) or "ignore" (do not look).
+  std::string foreign_gpu_use = "wait";
+  double foreign_poll_ms = 500;           // how often the GPUs are looked at while tasks run
+  std::string sysfs_root = "/";           // prefixes every sysfs path (KFD topology and proc, drm)
+  std::string nvidia_smi = "nvidia-smi";  // the NVIDIA probe, with CUDA_VISIBLE_DEVICES pins
 };
 
 // Reads a config file (JSON, '//' comment lines allowed) on top of `base`.

@@ -20,6 +20,8 @@
 #include "common/version.h"
 #include "daemon/daemon_config.h"
 #include "daemon/file_lock.h"
+#include "daemon/gpu_probe.h"
+#include "daemon/gpu_watch.h"
 #include "daemon/launcher.h"
 #include "daemon/scheduler.h"
 #include "daemon/server.h"
@@ -128,6 +130,10 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
   o.capture_bytes = c.capture_bytes;
   o.state_dir = c.state_dir;
   o.lock_dir = c.lock_dir;
+  o.foreign_gpu_use = c.foreign_gpu_use == "flag"     ? ForeignGpuUse::kFlag
+                      : c.foreign_gpu_use == "ignore" ? ForeignGpuUse::kIgnore
+                                                      : ForeignGpuUse::kWait;
+  o.foreign_poll_s = c.foreign_poll_ms / 1000;
   return o;
 }
 
@@ -192,7 +198,7 @@ int Run(DaemonConfig config) {
   std::string gpu_note;
   std::vector<int> gpus;
   if (config.gpus == "auto") {
-    gpus = DetectGpus(&gpu_note);
+    gpus = DetectGpus(&gpu_note, config.sysfs_root);
     spdlog::info("--gpus auto: {}", gpu_note);
     if (gpus.empty()) {
       spdlog::error("no GPU to drive: pass --gpus LIST (e.g. --gpus 0-7) to name them");
@@ -240,6 +246,24 @@ int Run(DaemonConfig config) {
   asio::thread_pool pool(2);
   ProcessLauncher launcher(io.get_executor());
   Scheduler scheduler(io.get_executor(), **store, launcher, SchedulerOptionsFrom(config, gpus));
+  // The GPUs watched from outside: foreign processes and each task's GPU state.
+  std::unique_ptr<GpuWatch> watch;
+  {
+    std::string note;
+    auto probe = MakeGpuProbe(config.sysfs_root, config.pin_env, config.nvidia_smi,
+                              "CKPROFD_STATE=" + config.state_dir, &note);
+    spdlog::info("GPU watch: {}{}", note,
+                 probe && config.foreign_gpu_use != "ignore"
+                     ? ", foreign processes: " + config.foreign_gpu_use
+                     : "");
+    if (probe) {
+      watch = std::make_unique<GpuWatch>(
+          io.get_executor(), std::move(probe),
+          std::chrono::milliseconds(static_cast<int64_t>(config.foreign_poll_ms)),
+          [&scheduler](GpuSnapshot s) { scheduler.OnGpuSnapshot(std::move(s)); });
+      scheduler.AttachGpuWatch(watch.get());
+    }
+  }
   Service service(io.get_executor(), pool, scheduler, config);
   Server server(io, service, config);
 

@@ -88,20 +88,42 @@ int64_t ProcStatusKiB(pid_t pid, const std::string& field) {
   return -1;
 }
 
+bool ProcessHasEnv(pid_t pid, const std::string& entry) {
+  const std::string env = ReadProcFile("/proc/" + std::to_string(pid) + "/environ");
+  const std::string needle = '\0' + entry + '\0';
+  // The entry is whole: first in the block, or between two NULs.
+  return env.find(needle) != std::string::npos ||
+         env.compare(0, entry.size() + 1, needle, 1, entry.size() + 1) == 0;
+}
+
 std::vector<pid_t> ProcessesWithEnv(const std::string& entry) {
   std::vector<pid_t> out;
-  const std::string needle = '\0' + entry + '\0';
   const pid_t self = getpid();
   ForEachProcess([&](pid_t pid) {
     if (pid <= 1 || pid == self) return;
-    const std::string env = ReadProcFile("/proc/" + std::to_string(pid) + "/environ");
-    // The entry is whole: first in the block, or between two NULs.
-    if (env.find(needle) != std::string::npos ||
-        env.compare(0, entry.size() + 1, needle, 1, entry.size() + 1) == 0) {
-      out.push_back(pid);
-    }
+    if (ProcessHasEnv(pid, entry)) out.push_back(pid);
   });
   return out;
+}
+
+std::optional<ProcOwner> ReadProcOwner(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  const std::string status = ReadProcFile(dir + "/status");
+  const size_t at = status.find("\nUid:");
+  if (at == std::string::npos) return std::nullopt;
+  ProcOwner o;
+  o.uid = static_cast<uint32_t>(std::strtoul(status.c_str() + at + 5, nullptr, 10));
+  std::string cmdline = ReadProcFile(dir + "/cmdline");
+  while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();
+  for (char& c : cmdline) {
+    if (c == '\0') c = ' ';
+  }
+  if (cmdline.empty()) {
+    cmdline = ReadProcFile(dir + "/comm");
+    while (!cmdline.empty() && cmdline.back() == '\n') cmdline.pop_back();
+  }
+  o.command = std::move(cmdline);
+  return o;
 }
 
 std::vector<pid_t> LiveProcessesInGroup(pid_t pgid) {

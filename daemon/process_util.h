@@ -37,6 +37,18 @@ int64_t ProcStatusKiB(pid_t pid, const std::string& field);
 // group never reached the store.
 std::vector<pid_t> ProcessesWithEnv(const std::string& entry);
 
+// True when `pid`'s environment holds `entry` ("K=V") whole (false when it cannot be read: the
+// process is gone, or another user's and this one is not root).
+bool ProcessHasEnv(pid_t pid, const std::string& entry);
+
+// Who runs `pid` and what: its real uid (nullopt when the process is gone) and its command
+// line, arguments joined by spaces ("python3 train.py"; the comm name when cmdline is empty).
+struct ProcOwner {
+  uint32_t uid = 0;
+  std::string command;
+};
+std::optional<ProcOwner> ReadProcOwner(pid_t pid);
+
 // The live (not zombie) processes whose process group is `pgid`, read from /proc. When /proc
 // cannot be read, falls back to kill(-pgid, 0) and returns {pgid} if the group exists.
 std::vector<pid_t> LiveProcessesInGroup(pid_t pgid);

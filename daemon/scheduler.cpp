@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "common/ck_command.h"
 #include "common/convert.h"
@@ -64,6 +65,126 @@ void Scheduler::UpdateOptions(const SchedulerOptions& o) {
   options_.gpus = gpus;  // the GPU set and its locks are fixed for the daemon's life
   options_.lock_dir = lock_dir;
   policy_.SetHalfLife(options_.half_life_s);
+}
+
+void Scheduler::AttachGpuWatch(GpuWatch* watch) {
+  watch_ = watch;
+  if (!watch_) return;
+  auto ids = watch_->probe().Identities();
+  for (auto& g : gpus_) {
+    if (auto it = ids.find(g.index); it != ids.end()) g.identity = it->second;
+  }
+  // A first look, so that `ckprof gpus` names what is there before any task starts.
+  if (watch_->probe().cheap()) {
+    RefreshGpus();
+  } else {
+    snapshot_asked_ = true;
+    watch_->PollNow();
+  }
+  UpdateWatch();
+}
+
+void Scheduler::RefreshGpus() {
+  if (!watch_ || !watch_->probe().cheap()) return;
+  auto procs = watch_->probe().Processes();
+  snapshot_at_ = std::chrono::steady_clock::now();
+  ApplyProcesses(procs ? *procs : std::map<int, std::vector<ProbedProcess>>{});
+  for (auto& g : gpus_) ReadNow(g);
+}
+
+void Scheduler::OnGpuSnapshot(GpuSnapshot snapshot) {
+  snapshot_asked_ = false;
+  snapshot_at_ = snapshot.taken;
+  if (!snapshot.error.empty()) {
+    // Unseen is not busy: a probe that fails holds no GPU back.
+    if (snapshot.error != probe_error_) {
+      spdlog::warn(
+          "cannot see which processes use the GPUs: {}; foreign_gpu_use is not applied "
+          "until this works again",
+          snapshot.error);
+    }
+    probe_error_ = snapshot.error;
+    ApplyProcesses({});
+  } else {
+    if (!probe_error_.empty()) spdlog::info("the GPUs can be seen again");
+    probe_error_.clear();
+    ApplyProcesses(snapshot.processes);
+  }
+  for (auto& [index, reading] : snapshot.readings) {
+    if (Gpu* g = FindGpu(index)) g->reading = reading;
+  }
+  Dispatch();
+}
+
+void Scheduler::ApplyProcesses(const std::map<int, std::vector<ProbedProcess>>& processes) {
+  const bool look = options_.foreign_gpu_use != ForeignGpuUse::kIgnore;
+  for (auto& gpu : gpus_) {
+    std::vector<GpuUser> foreign;
+    if (auto it = processes.find(gpu.index); look && it != processes.end()) {
+      for (const ProbedProcess& p : it->second) {
+        if (p.ours || (gpu.task_id && gpu.pgid > 0 && p.pgid == gpu.pgid)) continue;
+        foreign.push_back(p.user);
+      }
+    }
+    auto pids = [](const std::vector<GpuUser>& users) {
+      std::set<int64_t> out;
+      for (const auto& u : users) out.insert(u.pid);
+      return out;
+    };
+    if (pids(foreign) != pids(gpu.foreign)) {
+      if (foreign.empty()) {
+        spdlog::info("GPU {}: no foreign process on it any more", gpu.index);
+      } else {
+        std::string who;
+        for (const auto& u : foreign) who += (who.empty() ? "" : ", ") + u.Describe();
+        spdlog::warn("GPU {}: in use by {}{}", gpu.index, who,
+                     options_.foreign_gpu_use == ForeignGpuUse::kWait
+                         ? ": it takes no task until they are gone"
+                         : "");
+      }
+    }
+    if (gpu.task_id) {
+      for (const auto& u : foreign) {
+        if (!pids(gpu.contended).count(u.pid)) gpu.contended.push_back(u);
+      }
+    }
+    gpu.foreign = std::move(foreign);
+  }
+  UpdateWatch();
+}
+
+bool Scheduler::ForeignAllows(Gpu& gpu) {
+  if (!watch_ || options_.foreign_gpu_use == ForeignGpuUse::kIgnore) return true;
+  const auto now = std::chrono::steady_clock::now();
+  if (watch_->probe().cheap()) {
+    // Looked at now (once for all GPUs of one dispatch round).
+    if (now - snapshot_at_ > std::chrono::milliseconds(1)) {
+      auto procs = watch_->probe().Processes();
+      snapshot_at_ = now;
+      ApplyProcesses(procs ? *procs : std::map<int, std::vector<ProbedProcess>>{});
+    }
+  } else if (now - snapshot_at_ >
+             std::chrono::milliseconds(static_cast<int64_t>(2000 * options_.foreign_poll_s))) {
+    if (!snapshot_asked_) {
+      snapshot_asked_ = true;
+      watch_->PollNow();  // OnGpuSnapshot dispatches again
+    }
+    return false;
+  }
+  return options_.foreign_gpu_use != ForeignGpuUse::kWait || gpu.foreign.empty();
+}
+
+std::optional<GpuReading> Scheduler::ReadNow(Gpu& gpu) {
+  if (!watch_) return std::nullopt;
+  if (watch_->probe().cheap()) gpu.reading = watch_->probe().ReadingOf(gpu.index);
+  return gpu.reading;
+}
+
+void Scheduler::UpdateWatch() {
+  if (!watch_) return;
+  bool active = false;
+  for (const auto& g : gpus_) active = active || g.task_id || !g.foreign.empty();
+  watch_->SetActive(active);
 }
 
 Scheduler::Task Scheduler::TaskFromRecord(const TaskRecord& r) {
@@ -193,7 +314,7 @@ void Scheduler::Dispatch() {
       while (!gpu.task_id) {
         Task* t = PickTask(gpu, now);
         if (!t) gpu.held_by.clear();  // nothing waits for it
-        if (!t || !HoldHostLock(gpu)) break;
+        if (!t || !ForeignAllows(gpu) || !HoldHostLock(gpu)) break;
         StartTask(*t, gpu, now);
         if (store_retry_timer_.expiry() > std::chrono::steady_clock::now()) break;
       }
@@ -357,6 +478,12 @@ void Scheduler::LaunchStart(Start start) {
   spec.argv = std::move(start.argv);
   for (const auto& var : options_.pin_env)
     spec.set_env.emplace_back(var, std::to_string(gpu.index));
+  // CUDA numbers GPUs fastest first unless told otherwise; nvidia-smi (the GPU watch) and
+  // every other tool number them by PCI bus.
+  if (std::find(options_.pin_env.begin(), options_.pin_env.end(), "CUDA_VISIBLE_DEVICES") !=
+      options_.pin_env.end()) {
+    spec.set_env.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  }
   spec.set_env.emplace_back("CKPROFD_STATE", options_.state_dir);
   spec.set_env.emplace_back("CKPROFD_TASK",
                             std::to_string(task.id) + ":" + std::to_string(attempt));
@@ -377,6 +504,10 @@ void Scheduler::LaunchStart(Start start) {
 
   gpu.task_id = task.id;
   gpu.busy_since = now;
+  gpu.pgid = 0;
+  // A foreign process already there (foreign_gpu_use "flag") contends this task too.
+  gpu.contended = gpu.foreign;
+  gpu.before = ReadNow(gpu);
   const int64_t task_id = task.id;
   const int gpu_index = gpu.index;
   spec.on_started = [this, task_id, attempt](pid_t pid) { RecordPgid(task_id, attempt, pid); };
@@ -400,6 +531,9 @@ void Scheduler::LaunchStart(Start start) {
 // With the next transaction (usually another task's start or end, within milliseconds), or on
 // its own a moment later.
 void Scheduler::RecordPgid(int64_t task_id, int attempt, int64_t pid) {
+  for (auto& g : gpus_) {
+    if (g.task_id == task_id) g.pgid = pid;
+  }
   store_.SetPgidLater(task_id, attempt, pid);
   if (pgid_flush_armed_) return;
   pgid_flush_armed_ = true;
@@ -480,7 +614,23 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   // the daemon stops): written with every end, it cost a statement and a page per task. A crash
   // forgets at most those seconds of GPU time, a rounding error next to the hour's half-life.
   end.store_usage = end.now - usage_stored_at_[job.rec.uid] >= kUsageStoreInterval_s;
-  end.result_json = ResultJson(r.outcome, command, gpu_index, &r);
+  RunContext context;
+  if (Gpu* g = FindGpu(gpu_index); g && watch_) {
+    // The last look, so that a process that came in the last moments is seen too.
+    if (watch_->probe().cheap() && options_.foreign_gpu_use != ForeignGpuUse::kIgnore) {
+      auto procs = watch_->probe().Processes();
+      if (procs) ApplyProcesses(*procs);
+    }
+    context.contended = g->contended;
+    GpuState state = g->identity;
+    state.before = g->before;
+    // A reading older than the start (a slow probe's) says nothing of the end.
+    if (auto after = ReadNow(*g); after && (!g->before || after->at > g->before->at)) {
+      state.after = after;
+    }
+    context.gpu_state = std::move(state);
+  }
+  end.result_json = ResultJson(r.outcome, command, gpu_index, &r, &context);
   end.run = std::move(r);
   // The end and the start of the GPU's next task: recorded in one transaction, applied to memory
   // once it committed.
@@ -516,6 +666,8 @@ std::optional<Scheduler::Start> Scheduler::PrepareNextStart(const PendingEnd& en
   const double now = UnixNow();
   std::optional<int64_t> picked = policy_.PickAfterEnd(gpu->index, now);
   if (!picked) return std::nullopt;
+  // (The ending task is still the GPU's: its own processes are not foreign to the check.)
+  if (!ForeignAllows(*gpu)) return std::nullopt;
   Start start = PrepareStart(tasks_.at(*picked), *gpu);
   if (!start.error.empty()) return std::nullopt;  // Dispatch records why it cannot start
   start.now = now;
@@ -894,6 +1046,8 @@ std::vector<GpuInfo> Scheduler::Gpus() const {
     }
     i.tasks_run = g.tasks_run;
     i.held_by = g.held_by;
+    i.foreign = g.foreign;
+    i.model = g.identity.name;
     out.push_back(i);
   }
   return out;
@@ -919,6 +1073,7 @@ void Scheduler::Shutdown(std::function<void()> done) {
 }
 
 void Scheduler::Changed() {
+  UpdateWatch();
   if (on_change) on_change();
 }
 

@@ -33,6 +33,7 @@
 #include "common/protocol.h"
 #include "common/result.h"
 #include "daemon/file_lock.h"
+#include "daemon/gpu_watch.h"
 #include "daemon/launcher.h"
 #include "daemon/queue_policy.h"
 #include "daemon/store.h"
@@ -49,6 +50,9 @@ struct Identity {
   bool admin = false;            // root, or a member of the configured admin group
 };
 
+// What a GPU does while a process that is none of ours uses it (DaemonConfig::foreign_gpu_use).
+enum class ForeignGpuUse { kWait, kFlag, kIgnore };
+
 struct SchedulerOptions {
   std::vector<int> gpus;  // GPU indexes this daemon drives
   std::vector<std::string> pin_env = {"HIP_VISIBLE_DEVICES"};
@@ -62,6 +66,8 @@ struct SchedulerOptions {
   // Host-wide per-GPU locks (gpu<N>.lock here), held while a task of ours runs on the GPU and
   // inherited by its profiler; a GPU another daemon holds waits. "" = no host locks.
   std::string lock_dir;
+  ForeignGpuUse foreign_gpu_use = ForeignGpuUse::kWait;
+  double foreign_poll_s = 0.5;  // a GPU watch's snapshot older than twice this is renewed
 };
 
 // A job's progress event, as the frame a watcher sends: one JSON object and its newline.
@@ -124,6 +130,17 @@ class Scheduler {
   // Settings that may change on SIGHUP (not the GPU set).
   void UpdateOptions(const SchedulerOptions& options);
 
+  // Watches the GPUs through `watch` (null: nobody watches; the default): foreign processes
+  // (foreign_gpu_use) and each task's GPU state. Before a task starts its GPU is looked at:
+  // at once with a cheap probe (sysfs), else through the watch's latest snapshot (renewed
+  // first when it is older than twice foreign_poll_s). The watch must outlive the Scheduler's
+  // use of it; call before Recover. Reads each GPU's identity now.
+  void AttachGpuWatch(GpuWatch* watch);
+  // A snapshot from the watch: who uses each GPU, and how each GPU is.
+  void OnGpuSnapshot(GpuSnapshot snapshot);
+  // Looks at the GPUs now when the probe is cheap (before `ckprof gpus` answers).
+  void RefreshGpus();
+
   size_t running_count() const;
   size_t queued_count() const { return policy_.queued_total(); }
   // Called after every change of running/queued counts (for systemd STATUS=).
@@ -167,6 +184,12 @@ class Scheduler {
     int64_t tasks_run = 0;
     std::optional<FileLock> host_lock;  // held while it runs our tasks (options_.lock_dir)
     std::string held_by;                // who holds the host lock while we wait for it
+    int64_t pgid = 0;                   // the running task's process group, once known
+    std::vector<GpuUser> foreign;       // processes none of ours on it now (watched GPUs)
+    std::vector<GpuUser> contended;     // foreign processes seen during the running task
+    GpuState identity;                  // what it is (watched GPUs)
+    std::optional<GpuReading> reading;  // the latest reading
+    std::optional<GpuReading> before;   // the reading as the running task started
   };
 
   // What the policy knows of a job.
@@ -249,6 +272,15 @@ class Scheduler {
                          double ended_at, const std::string& result_json,
                          const std::string& description) const;
   void ArmNotBeforeTimer(double now);
+  // Whether a GPU may take a task as far as foreign processes go: a cheap probe is asked now,
+  // else the watch's snapshot must be fresh (one is asked for when it is not: false meanwhile).
+  bool ForeignAllows(Gpu& gpu);
+  // Applies what the probe saw on each GPU: the foreign ones, and the running tasks they contend.
+  void ApplyProcesses(const std::map<int, std::vector<ProbedProcess>>& processes);
+  // The GPU's reading now: at once with a cheap probe, else the watch's latest.
+  std::optional<GpuReading> ReadNow(Gpu& gpu);
+  // The watch polls while tasks run or a GPU waits for a foreign process.
+  void UpdateWatch();
   bool MayActOn(const Job& job, const Identity& who) const;
   void ResolveTarget(Job& job);
   void Changed();
@@ -272,7 +304,11 @@ class Scheduler {
   asio::steady_timer end_retry_timer_;
   asio::steady_timer pgid_flush_timer_;
   asio::steady_timer host_lock_timer_;  // retries GPUs that another daemon holds
-  bool host_lock_armed_ = false;        // Store::FlushPgids, 100 ms after a start
+  GpuWatch* watch_ = nullptr;
+  std::chrono::steady_clock::time_point snapshot_at_{};  // the latest snapshot's, or a probe's
+  bool snapshot_asked_ = false;                          // PollNow is under way
+  std::string probe_error_;                              // the last one logged
+  bool host_lock_armed_ = false;                         // Store::FlushPgids, 100 ms after a start
   bool pgid_flush_armed_ = false;
   std::deque<PendingEnd> pending_ends_;  // ends the Store could not record yet, in order
   double not_before_armed_ = 0;

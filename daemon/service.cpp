@@ -360,7 +360,10 @@ Service::Answer<JobReply> Service::HandleBoost(const Request& r, const Identity&
   return JobReply{SummaryOf(r.job_id), std::nullopt};
 }
 
-GpusReply Service::HandleGpus() const { return GpusReply{scheduler_.Gpus(), config_.pin_env}; }
+GpusReply Service::HandleGpus() {
+  scheduler_.RefreshGpus();
+  return GpusReply{scheduler_.Gpus(), config_.pin_env};
+}
 
 Service::Answer<EmptyReply> Service::HandleDrain(const Request& r, const Identity& who,
                                                  bool drain) {

@@ -75,7 +75,7 @@ class Service {
   Answer<JobReply> HandleCancel(const Request& r, const Identity& who);
   Answer<JobReply> HandleRetry(const Request& r, const Identity& who);
   Answer<JobReply> HandleBoost(const Request& r, const Identity& who);
-  GpusReply HandleGpus() const;
+  GpusReply HandleGpus();
   Answer<EmptyReply> HandleDrain(const Request& r, const Identity& who, bool drain);
   std::optional<JobSummary> SummaryOf(int64_t job_id) const;
   // Whether `who` may run the profiler at `path` through this daemon; the error says why not.

@@ -4,13 +4,15 @@
 
 #include "common/ck_config.h"
 #include "common/json_util.h"
+#include "common/wire_fields.h"
 
 namespace ckprof {
 
 using json = nlohmann::json;
 
 // The task's result as stored: outcome, command, parsed perf and bounded captures.
-std::string ResultJson(const Outcome& o, const std::string& command, int gpu, const RunResult* r) {
+std::string ResultJson(const Outcome& o, const std::string& command, int gpu, const RunResult* r,
+                       const RunContext* context) {
   // Written directly, once per task: through the DOM the captures (kilobytes a task) cost a
   // copy and nlohmann's byte-by-byte UTF-8 checks, and the rest a map node per key.
   std::string text;
@@ -55,6 +57,10 @@ std::string ResultJson(const Outcome& o, const std::string& command, int gpu, co
         .Field("stderr_bytes", r->stderr_bytes)
         .Field("stdout", r->stdout_capture)
         .Field("stderr", r->stderr_capture);
+  }
+  if (context) {
+    if (!context->contended.empty()) wire::AppendValue(w.Key("contended"), context->contended);
+    if (context->gpu_state) AppendObject(w.Key("gpu_state"), *context->gpu_state);
   }
   w.Close();
   return text;
@@ -108,6 +114,8 @@ TaskResult TaskResultFromRecord(const TaskRecord& t, bool with_output) {
       r.stdout_text = j.value("stdout", "");
       r.stderr_text = j.value("stderr", "");
     }
+    if (auto c = j.find("contended"); c != j.end()) wire::ReadValue(*c, &r.contended);
+    if (auto g = j.find("gpu_state"); g != j.end()) wire::ReadValue(*g, &r.gpu_state);
   }
   return r;
 }

@@ -5,7 +5,9 @@
 // Plain functions; any thread.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/outcome.h"
 #include "common/protocol.h"
@@ -14,9 +16,17 @@
 
 namespace ckprof {
 
+// What the daemon saw of a run's GPU beside the run itself.
+struct RunContext {
+  std::vector<GpuUser> contended;     // foreign processes seen on the GPU while it ran
+  std::optional<GpuState> gpu_state;  // what the GPU is, before and after
+};
+
 // The result JSON of a run that ended with `o` on `gpu` (-1: none); `r` is null when no process
-// ran (a spawn failure, a cancelled queued task, an interruption found at restart).
-std::string ResultJson(const Outcome& o, const std::string& command, int gpu, const RunResult* r);
+// ran (a spawn failure, a cancelled queued task, an interruption found at restart); `context`
+// may be null (nothing seen).
+std::string ResultJson(const Outcome& o, const std::string& command, int gpu, const RunResult* r,
+                       const RunContext* context = nullptr);
 
 // The TaskResult of a stored task row. The description comes from the row's config; a row
 // read without its config (the scheduler's own) has none, and the caller fills it in. The

@@ -7,9 +7,12 @@
 
 #include <limits>
 #include <map>
+#include <mutex>
 #include <numeric>
 
 #include "common/convert.h"
+#include "daemon/gpu_probe.h"
+#include "daemon/gpu_watch.h"
 #include "tests/util/emulator.h"
 #include "tests/util/files.h"
 
@@ -584,6 +587,199 @@ TEST_F(SchedulerTest, TaskFinishedEventsAndResultsAgree) {
   EXPECT_EQ(returncodes["succeeded"], 0);
   EXPECT_EQ(sched_->Summary(job)->counts().Describe(),
             "1 succeeded, 1 failed, 1 timed out, 1 crashed");
+}
+
+// A probe whose answers the test sets: cheap, as the KFD's (the scheduler asks it at once).
+class FakeProbe final : public GpuProbe {
+ public:
+  bool cheap() const override { return true; }
+  std::string Describe() const override { return "fake"; }
+  Result<std::map<int, std::vector<ProbedProcess>>> Processes() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return procs_;
+  }
+  std::map<int, GpuState> Identities() override {
+    std::map<int, GpuState> out;
+    for (int g = 0; g < 2; ++g) {
+      out[g] = GpuState{"Fake GPU", "uuid-" + std::to_string(g), "gfx942", "fake 1.0", {}, {}};
+    }
+    return out;
+  }
+  std::map<int, GpuReading> Readings() override {
+    std::map<int, GpuReading> out;
+    for (int g = 0; g < 2; ++g) out[g] = *ReadingOf(g);
+    return out;
+  }
+  std::optional<GpuReading> ReadingOf(int gpu) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    GpuReading r;
+    r.sclk_mhz = 2000 + gpu;
+    r.temperature_c = 40 + ++reads_;  // warmer each time: before and after differ
+    r.at = 1e9 + reads_;              // (power and mclk: not available)
+    return r;
+  }
+  // Process `pid` (of group `pgid`; `ours`: it carries the daemon's marker) uses `gpu`.
+  void Use(int gpu, int64_t pid, int64_t pgid = 0, bool ours = false) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ProbedProcess p;
+    p.user = GpuUser{pid, 1001, "alice", "python3 train.py"};
+    p.pgid = pgid ? pgid : pid;
+    p.ours = ours;
+    procs_[gpu].push_back(p);
+  }
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    procs_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int, std::vector<ProbedProcess>> procs_;
+  int reads_ = 0;
+};
+
+class SchedulerWatchTest : public SchedulerTest {
+ protected:
+  void Watch(ForeignGpuUse policy, std::vector<int> gpus = {0, 1}) {
+    sched_.reset();
+    watch_.reset();
+    auto s = Store::Open(dir_.path(), false);
+    ASSERT_TRUE(s.ok()) << s.error();
+    store_ = std::move(*s);
+    SchedulerOptions o = Options(gpus);
+    o.foreign_gpu_use = policy;
+    sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, o);
+    auto probe = std::make_unique<FakeProbe>();
+    probe_ = probe.get();
+    // (Its snapshots go to io_, which these tests do not run: they deliver their own.)
+    watch_ = std::make_unique<GpuWatch>(io_.get_executor(), std::move(probe),
+                                        std::chrono::milliseconds(50), [](GpuSnapshot) {});
+    sched_->AttachGpuWatch(watch_.get());
+    ASSERT_TRUE(sched_->Recover().ok());
+  }
+  // What the watch would deliver now.
+  void Snapshot() {
+    GpuSnapshot snap;
+    snap.processes = *probe_->Processes();
+    snap.readings = probe_->Readings();
+    snap.taken = std::chrono::steady_clock::now();
+    sched_->OnGpuSnapshot(std::move(snap));
+  }
+  std::vector<TaskResult> Results(int64_t job) {
+    auto r = sched_->Results(job, false);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : std::vector<TaskResult>{};
+  }
+  void TearDown() override {
+    sched_.reset();  // before the watch it uses
+    watch_.reset();
+  }
+
+  FakeProbe* probe_ = nullptr;
+  std::unique_ptr<GpuWatch> watch_;
+};
+
+// Issue 19.1: under "wait", a GPU with a foreign process takes no task, says who holds it, and
+// takes work again once the process is gone.
+TEST_F(SchedulerWatchTest, AForeignProcessHoldsItsGpuUntilItLeaves) {
+  Watch(ForeignGpuUse::kWait);
+  probe_->Use(0, 4242);
+  const int64_t job = Submit(Job(1000, "sweep"), 3);
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  EXPECT_EQ(launcher_.Env(launcher_.Active()[0], "HIP_VISIBLE_DEVICES"), "1");
+  auto gpus = sched_->Gpus();
+  ASSERT_EQ(gpus[0].foreign.size(), 1u);
+  EXPECT_EQ(gpus[0].foreign[0].Describe(), "pid 4242 (alice, python3 train.py)");
+  EXPECT_EQ(gpus[0].model, "Fake GPU");
+  EXPECT_TRUE(gpus[1].foreign.empty());
+  launcher_.Finish(launcher_.Active()[0]);
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  EXPECT_EQ(launcher_.Env(launcher_.Active()[0], "HIP_VISIBLE_DEVICES"), "1");
+  probe_->Clear();
+  Snapshot();
+  ASSERT_EQ(launcher_.Active().size(), 2u) << "GPU 0 works again";
+  for (auto id : launcher_.Active()) launcher_.Finish(id);
+  for (const auto& r : Results(job)) EXPECT_TRUE(r.contended.empty()) << r.position;
+}
+
+// A foreign process that comes during a run marks that run contended; under "wait" its GPU then
+// waits for it.
+TEST_F(SchedulerWatchTest, AForeignProcessDuringARunMarksItContended) {
+  Watch(ForeignGpuUse::kWait, {0});
+  const int64_t job = Submit(Job(1000, "sweep"), 2);
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  probe_->Use(0, 4242);
+  Snapshot();
+  launcher_.Finish(launcher_.Active()[0]);
+  EXPECT_TRUE(launcher_.Active().empty()) << "the GPU waits for the foreign process";
+  probe_->Clear();
+  Snapshot();
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  launcher_.Finish(launcher_.Active()[0]);
+  auto results = Results(job);
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_EQ(results[0].contended.size(), 1u);
+  EXPECT_EQ(results[0].contended[0].pid, 4242);
+  EXPECT_EQ(results[0].contended[0].user, "alice");
+  EXPECT_EQ(results[0].contended[0].command, "python3 train.py");
+  EXPECT_TRUE(results[1].contended.empty());
+}
+
+// "flag" runs beside a foreign process and marks the result; "ignore" does not even look.
+TEST_F(SchedulerWatchTest, FlagRunsAndMarksIgnoreDoesNotLook) {
+  for (ForeignGpuUse policy : {ForeignGpuUse::kFlag, ForeignGpuUse::kIgnore}) {
+    SCOPED_TRACE(policy == ForeignGpuUse::kFlag ? "flag" : "ignore");
+    Watch(policy, {0});
+    probe_->Use(0, 4242);
+    const int64_t job = Submit(Job(1000, "sweep"), 1);
+    ASSERT_EQ(launcher_.Active().size(), 1u);
+    launcher_.Finish(launcher_.Active()[0]);
+    auto results = Results(job);
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(results[0].contended.size(), policy == ForeignGpuUse::kFlag ? 1u : 0u);
+    EXPECT_EQ(sched_->Gpus()[0].foreign.size(), policy == ForeignGpuUse::kFlag ? 1u : 0u);
+  }
+}
+
+// The task's own processes (its process group) and any carrying the daemon's marker are not
+// foreign.
+TEST_F(SchedulerWatchTest, OurOwnProcessesAreNotForeign) {
+  Watch(ForeignGpuUse::kWait, {0});
+  probe_->Use(0, 777, 0, /*ours=*/true);  // another of our profilers' children
+  const int64_t job = Submit(Job(1000, "sweep"), 2);
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  const auto run = launcher_.Active()[0];
+  probe_->Use(0, 100000 + static_cast<int64_t>(run) + 1, 100000 + static_cast<int64_t>(run));
+  Snapshot();
+  launcher_.Finish(run);
+  ASSERT_EQ(launcher_.Active().size(), 1u) << "the next task starts: nothing foreign";
+  probe_->Clear();  // the first task's process exited with it
+  probe_->Use(0, 777, 0, /*ours=*/true);
+  for (auto id : launcher_.Active()) launcher_.Finish(id);
+  for (const auto& r : Results(job)) EXPECT_TRUE(r.contended.empty()) << r.position;
+}
+
+// Issue 19.2: each result carries what the GPU is and its readings before and after; what the
+// probe cannot read is null.
+TEST_F(SchedulerWatchTest, ResultsCarryTheGpuState) {
+  Watch(ForeignGpuUse::kWait, {0});
+  const int64_t job = Submit(Job(1000, "sweep"), 1);
+  launcher_.Finish(launcher_.Active()[0]);
+  auto results = Results(job);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_TRUE(results[0].gpu_state.has_value());
+  const GpuState& g = *results[0].gpu_state;
+  EXPECT_EQ(g.name, "Fake GPU");
+  EXPECT_EQ(g.uuid, "uuid-0");
+  EXPECT_EQ(g.arch, "gfx942");
+  ASSERT_TRUE(g.before && g.after);
+  EXPECT_EQ(g.before->sclk_mhz, 2000.0);
+  EXPECT_LT(*g.before->temperature_c, *g.after->temperature_c);
+  EXPECT_LT(g.before->at, g.after->at);
+  EXPECT_EQ(g.after->power_w, std::nullopt);
+  const nlohmann::json j = ToJson(results[0]);
+  EXPECT_TRUE(j["gpu_state"]["after"]["power_w"].is_null()) << j["gpu_state"];
+  EXPECT_TRUE(j["gpu_state"]["after"]["mclk_mhz"].is_null());
 }
 
 TEST_F(SchedulerTest, DrainedGpuTakesNoWork) {

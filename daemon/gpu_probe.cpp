@@ -1,0 +1,473 @@
+#include "daemon/gpu_probe.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <regex>
+#include <sstream>
+
+#include "daemon/process_util.h"
+
+extern char** environ;
+
+namespace ckprof {
+namespace {
+
+std::string Join(const std::string& root, const std::string& path) {
+  if (root.empty() || root == "/") return path;
+  return (root.back() == '/' ? root.substr(0, root.size() - 1) : root) + path;
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// Names that are numbers, in numeric order (topology nodes, pids).
+std::vector<long long> NumericEntries(const std::string& dir) {
+  std::vector<long long> out;
+  for (const auto& e : ListDir(dir)) {
+    if (!e.empty() && std::all_of(e.begin(), e.end(), ::isdigit)) out.push_back(std::stoll(e));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+std::optional<double> ReadNumber(const std::string& path, double scale) {
+  const std::string text = ReadText(path);
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || !std::isfinite(v)) return std::nullopt;
+  return v * scale;
+}
+
+std::map<std::string, long long> ReadProperties(const std::string& path) {
+  std::map<std::string, long long> out;
+  std::ifstream f(path);
+  std::string key;
+  long long value = 0;
+  while (f >> key >> value) out[key] = value;
+  return out;
+}
+
+std::string UserName(uint32_t uid) {
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) return pw.pw_name;
+  return std::to_string(uid);
+}
+
+// Who `pid` is, or nullopt when it is gone (a stale entry must not hold a GPU for ever).
+std::optional<ProbedProcess> Probe(pid_t pid, const std::string& marker) {
+  auto owner = ReadProcOwner(pid);
+  if (!owner || !ProcessIsLive(pid)) return std::nullopt;
+  ProbedProcess p;
+  p.user.pid = pid;
+  p.user.uid = owner->uid;
+  p.user.user = UserName(owner->uid);
+  p.user.command = owner->command;
+  if (auto st = ReadProcStat(pid)) p.pgid = st->pgrp;
+  p.ours = !marker.empty() && ProcessHasEnv(pid, marker);
+  return p;
+}
+
+double Now() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count() / 1e6;
+}
+
+// ---------------------------------------------------------------- AMD (KFD)
+
+class KfdProbe final : public GpuProbe {
+ public:
+  KfdProbe(std::string root, std::string marker) : root_(std::move(root)), marker_(marker) {
+    const std::string nodes = Join(root_, "/sys/class/kfd/kfd/topology/nodes");
+    for (long long n : NumericEntries(nodes)) {
+      const std::string dir = nodes + "/" + std::to_string(n);
+      auto props = ReadProperties(dir + "/properties");
+      if (props["simd_count"] <= 0) continue;
+      Node node;
+      node.gpu_id = ReadText(dir + "/gpu_id");
+      node.render_minor = props.count("drm_render_minor") ? props["drm_render_minor"] : -1;
+      node.arch = GfxArchName(props["gfx_target_version"]);
+      nodes_.push_back(std::move(node));
+    }
+  }
+
+  bool cheap() const override { return true; }
+  std::string Describe() const override {
+    return "AMD KFD under " + root_ + " (" + std::to_string(nodes_.size()) + " GPU(s))";
+  }
+
+  Result<std::map<int, std::vector<ProbedProcess>>> Processes() override {
+    std::map<int, std::vector<ProbedProcess>> out;
+    const std::string procs = Join(root_, "/sys/class/kfd/kfd/proc");
+    for (long long pid : NumericEntries(procs)) {
+      const std::string dir = procs + "/" + std::to_string(pid);
+      std::vector<std::string> entries = ListDir(dir);
+      std::vector<std::string> queue_gpus;
+      for (const auto& q : ListDir(dir + "/queues")) {
+        queue_gpus.push_back(ReadText(dir + "/queues/" + q + "/gpuid"));
+      }
+      std::optional<ProbedProcess> who;
+      for (size_t g = 0; g < nodes_.size(); ++g) {
+        const std::string& id = nodes_[g].gpu_id;
+        const bool uses =
+            std::find(entries.begin(), entries.end(), "vram_" + id) != entries.end() ||
+            std::find(queue_gpus.begin(), queue_gpus.end(), id) != queue_gpus.end();
+        if (!uses) continue;
+        if (!who) who = Probe(static_cast<pid_t>(pid), marker_);
+        if (!who) break;  // gone
+        out[static_cast<int>(g)].push_back(*who);
+      }
+    }
+    return out;
+  }
+
+  std::map<int, GpuState> Identities() override {
+    std::map<int, GpuState> out;
+    const std::string driver = ReadText(Join(root_, "/sys/module/amdgpu/version"));
+    for (size_t g = 0; g < nodes_.size(); ++g) {
+      GpuState s;
+      s.arch = nodes_[g].arch;
+      s.driver = driver.empty() ? "" : "amdgpu " + driver;
+      const std::string dev = DeviceDir(g);
+      if (!dev.empty()) {
+        s.name = ReadText(dev + "/product_name");
+        s.uuid = ReadText(dev + "/unique_id");
+      }
+      out[static_cast<int>(g)] = std::move(s);
+    }
+    return out;
+  }
+
+  std::map<int, GpuReading> Readings() override {
+    std::map<int, GpuReading> out;
+    for (size_t g = 0; g < nodes_.size(); ++g) out[static_cast<int>(g)] = *ReadingOf(g);
+    return out;
+  }
+
+  std::optional<GpuReading> ReadingOf(int gpu) override {
+    if (gpu < 0 || static_cast<size_t>(gpu) >= nodes_.size()) return std::nullopt;
+    GpuReading r;
+    r.at = Now();
+    const std::string dev = DeviceDir(static_cast<size_t>(gpu));
+    if (!dev.empty()) {
+      r.sclk_mhz = CurrentDpmClock(ReadText(dev + "/pp_dpm_sclk"));
+      r.mclk_mhz = CurrentDpmClock(ReadText(dev + "/pp_dpm_mclk"));
+      for (const auto& h : ListDir(dev + "/hwmon")) {
+        const std::string hw = dev + "/hwmon/" + h;
+        if (!r.temperature_c) r.temperature_c = ReadNumber(hw + "/temp1_input", 1e-3);
+        if (!r.power_w) r.power_w = ReadNumber(hw + "/power1_average", 1e-6);
+        if (!r.power_w) r.power_w = ReadNumber(hw + "/power1_input", 1e-6);
+      }
+    }
+    return r;
+  }
+
+ private:
+  struct Node {
+    std::string gpu_id;
+    long long render_minor = -1;
+    std::string arch;
+  };
+  // The drm device of GPU g: /sys/class/drm/renderD<minor>/device.
+  std::string DeviceDir(size_t g) const {
+    if (nodes_[g].render_minor < 0) return "";
+    return Join(root_,
+                "/sys/class/drm/renderD" + std::to_string(nodes_[g].render_minor) + "/device");
+  }
+
+  std::string root_;
+  std::string marker_;
+  std::vector<Node> nodes_;
+};
+
+// ---------------------------------------------------------------- NVIDIA (nvidia-smi)
+
+// CSV fields of one nvidia-smi line ("0, GPU-1234, NVIDIA H200").
+std::vector<std::string> CsvFields(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string f;
+  while (std::getline(ss, f, ',')) {
+    const size_t a = f.find_first_not_of(' ');
+    const size_t b = f.find_last_not_of(" \r");
+    out.push_back(a == std::string::npos ? "" : f.substr(a, b - a + 1));
+  }
+  return out;
+}
+
+// A number nvidia-smi printed; "[N/A]", "[Not Supported]" and the like are nullopt.
+std::optional<double> SmiNumber(const std::string& field) {
+  if (field.empty() || field[0] == '[' || field == "N/A") return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(field.c_str(), &end);
+  if (end == field.c_str() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::vector<std::vector<std::string>> SmiQuery(const std::string& smi,
+                                               const std::vector<std::string>& args,
+                                               std::string* error) {
+  std::vector<std::string> argv = {smi};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto out = RunAndCapture(argv, 10);
+  if (!out) {
+    if (error) *error = out.error();
+    return {};
+  }
+  std::vector<std::vector<std::string>> rows;
+  std::stringstream ss(*out);
+  std::string line;
+  while (std::getline(ss, line)) {
+    if (line.find_first_not_of(" \r") == std::string::npos) continue;
+    rows.push_back(CsvFields(line));
+  }
+  return rows;
+}
+
+class NvidiaSmiProbe final : public GpuProbe {
+ public:
+  NvidiaSmiProbe(std::string smi, std::string marker)
+      : smi_(std::move(smi)), marker_(std::move(marker)) {}
+
+  bool cheap() const override { return false; }
+  std::string Describe() const override { return smi_; }
+
+  Result<std::map<int, std::vector<ProbedProcess>>> Processes() override {
+    std::string error;
+    if (std::lock_guard<std::mutex> lock(mu_); uuids_.empty()) LoadIdentities();
+    auto rows = SmiQuery(
+        smi_, {"--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader"}, &error);
+    if (!error.empty()) return MakeError(error);
+    std::map<int, std::vector<ProbedProcess>> out;
+    for (const auto& f : rows) {
+      if (f.size() < 2) continue;
+      int gpu = -1;
+      if (std::lock_guard<std::mutex> lock(mu_); uuids_.count(f[1])) gpu = uuids_[f[1]];
+      const auto pid = SmiNumber(f[0]);
+      if (gpu < 0 || !pid) continue;
+      if (auto who = Probe(static_cast<pid_t>(*pid), marker_)) out[gpu].push_back(*who);
+    }
+    return out;
+  }
+
+  std::map<int, GpuState> Identities() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return LoadIdentities();
+  }
+
+  std::map<int, GpuReading> Readings() override {
+    std::map<int, GpuReading> out;
+    const double now = Now();
+    for (const auto& f : SmiQuery(smi_,
+                                  {"--query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,"
+                                   "power.draw",
+                                   "--format=csv,noheader,nounits"},
+                                  nullptr)) {
+      if (f.size() < 5 || !SmiNumber(f[0])) continue;
+      GpuReading r;
+      r.at = now;
+      r.sclk_mhz = SmiNumber(f[1]);
+      r.mclk_mhz = SmiNumber(f[2]);
+      r.temperature_c = SmiNumber(f[3]);
+      r.power_w = SmiNumber(f[4]);
+      out[static_cast<int>(*SmiNumber(f[0]))] = r;
+    }
+    return out;
+  }
+
+ private:
+  // (mu_ held.)
+  std::map<int, GpuState> LoadIdentities() {
+    std::map<int, GpuState> out;
+    auto rows = SmiQuery(
+        smi_, {"--query-gpu=index,uuid,name,driver_version", "--format=csv,noheader"}, nullptr);
+    for (const auto& f : rows) {
+      if (f.size() < 4 || !SmiNumber(f[0])) continue;
+      const int g = static_cast<int>(*SmiNumber(f[0]));
+      GpuState s;
+      s.uuid = f[1];
+      s.name = f[2];
+      s.driver = "NVIDIA driver " + f[3];
+      uuids_[f[1]] = g;
+      out[g] = std::move(s);
+    }
+    // compute_cap is newer than some drivers: asked on its own, so that its absence costs
+    // only the architecture.
+    for (const auto& f :
+         SmiQuery(smi_, {"--query-gpu=index,compute_cap", "--format=csv,noheader"}, nullptr)) {
+      if (f.size() < 2 || !SmiNumber(f[0]) || !out.count(static_cast<int>(*SmiNumber(f[0])))) {
+        continue;
+      }
+      std::string cap = f[1];
+      cap.erase(std::remove(cap.begin(), cap.end(), '.'), cap.end());
+      if (!cap.empty() && std::all_of(cap.begin(), cap.end(), ::isdigit)) {
+        out[static_cast<int>(*SmiNumber(f[0]))].arch = "sm_" + cap;
+      }
+    }
+    return out;
+  }
+
+  const std::string smi_;
+  const std::string marker_;
+  std::mutex mu_;
+  std::map<std::string, int> uuids_;  // GPU UUID -> index (mu_)
+};
+
+}  // namespace
+
+std::string GfxArchName(long long v) {
+  if (v <= 0) return "";
+  const long long major = v / 10000, minor = (v / 100) % 100, stepping = v % 100;
+  static const char* hex = "0123456789abcdef";
+  if (minor > 15 || stepping > 15) return "gfx" + std::to_string(v);
+  return "gfx" + std::to_string(major) + hex[minor] + hex[stepping];
+}
+
+std::optional<double> CurrentDpmClock(const std::string& text) {
+  static const std::regex line(R"(^\s*\d+:\s*([0-9.]+)\s*[Mm][Hh][Zz]\s*\*)");
+  std::stringstream ss(text);
+  std::string l;
+  while (std::getline(ss, l)) {
+    std::smatch m;
+    if (std::regex_search(l, m, line)) return std::stod(m[1]);
+  }
+  return std::nullopt;
+}
+
+int CountKfdGpus(const std::string& sysfs_root) {
+  int n = 0;
+  const std::string nodes = Join(sysfs_root, "/sys/class/kfd/kfd/topology/nodes");
+  for (long long node : NumericEntries(nodes)) {
+    auto props = ReadProperties(nodes + "/" + std::to_string(node) + "/properties");
+    n += props["simd_count"] > 0 ? 1 : 0;
+  }
+  return n;
+}
+
+Result<std::string> RunAndCapture(const std::vector<std::string>& argv, double timeout_s) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return MakeError(std::string("pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return MakeError("cannot run " + argv[0] + ": " + std::strerror(rc));
+  }
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  bool timed_out = false;
+  char buf[8192];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int n = poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      timed_out = n == 0;
+      break;
+    }
+    const ssize_t got = read(fds[0], buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    out.append(buf, static_cast<size_t>(got));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return MakeError(argv[0] + " did not answer within " + FormatSeconds(timeout_s));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string first = out.substr(0, out.find('\n'));
+    return MakeError(argv[0] + " failed" +
+                     (WIFEXITED(status) ? " (exit " + std::to_string(WEXITSTATUS(status)) + ")"
+                                        : " (" + SignalName(WTERMSIG(status)) + ")") +
+                     (first.empty() ? "" : ": " + first));
+  }
+  return out;
+}
+
+std::unique_ptr<GpuProbe> MakeKfdProbe(std::string sysfs_root, std::string marker) {
+  return std::make_unique<KfdProbe>(std::move(sysfs_root), std::move(marker));
+}
+
+std::unique_ptr<GpuProbe> MakeNvidiaSmiProbe(std::string nvidia_smi, std::string marker) {
+  return std::make_unique<NvidiaSmiProbe>(std::move(nvidia_smi), std::move(marker));
+}
+
+std::unique_ptr<GpuProbe> MakeGpuProbe(const std::string& sysfs_root,
+                                       const std::vector<std::string>& pin_env,
+                                       const std::string& nvidia_smi, const std::string& marker,
+                                       std::string* note) {
+  if (CountKfdGpus(sysfs_root) > 0) {
+    auto probe = MakeKfdProbe(sysfs_root, marker);
+    *note = probe->Describe();
+    return probe;
+  }
+  const bool cuda =
+      std::find(pin_env.begin(), pin_env.end(), "CUDA_VISIBLE_DEVICES") != pin_env.end();
+  if (!cuda) {
+    *note = "no KFD topology under " + sysfs_root +
+            " and the pin variable is not CUDA_VISIBLE_DEVICES: GPUs are not watched";
+    return nullptr;
+  }
+  if (auto ok = RunAndCapture({nvidia_smi, "--query-gpu=index", "--format=csv,noheader"}, 10);
+      !ok) {
+    *note = ok.error() + ": GPUs are not watched";
+    return nullptr;
+  }
+  auto probe = MakeNvidiaSmiProbe(nvidia_smi, marker);
+  *note = probe->Describe();
+  return probe;
+}
+
+}  // namespace ckprof
