@@ -264,7 +264,7 @@ def run_limit(cmds_path, env):
                      "--jobs", str(GPUS)], env=env)
 
 
-def run_ckprofd(configs_path, work, tag, env_pairs, nice=None, order=None):
+def run_ckprofd(configs_path, work, tag, env_pairs, nice=None, order=None, config=None):
     d = os.path.join(work, f"ckprofd-{tag}")
     shutil.rmtree(d, ignore_errors=True)
     argv = [os.path.join(BIN, "bench_daemon"), "run", "--ckprofd", os.path.join(BIN, "ckprofd"),
@@ -272,11 +272,45 @@ def run_ckprofd(configs_path, work, tag, env_pairs, nice=None, order=None):
             "--nice", str(DAEMON_NICE if nice is None else nice)]
     if order:
         argv += ["--order", order]
+    if config:
+        argv += ["--config", config]
     for k, v in env_pairs.items():
         argv += ["--env", f"{k}={v}"]
     r = run_json(argv)
     r["dir"] = d
     return r
+
+
+def fake_kfd_config(work):
+    """A ckprofd config that watches a fake KFD tree of GPUS GPUs (foreign_gpu_use "wait"):
+    each start reads the tree's process list, as on an AMD server. The tree lists four stale
+    processes (pids that do not exist), which every look reads and drops."""
+    root = os.path.join(work, "fake-sysfs")
+    shutil.rmtree(root, ignore_errors=True)
+    nodes = os.path.join(root, "sys/class/kfd/kfd/topology/nodes")
+    for g in range(GPUS):
+        n = os.path.join(nodes, str(g + 1))
+        os.makedirs(n)
+        with open(os.path.join(n, "gpu_id"), "w") as f:
+            f.write(f"{1000 + g}\n")
+        with open(os.path.join(n, "properties"), "w") as f:
+            f.write(f"simd_count 1216\ndrm_render_minor {128 + g}\ngfx_target_version 90402\n")
+        dev = os.path.join(root, f"sys/class/drm/renderD{128 + g}/device")
+        os.makedirs(os.path.join(dev, "hwmon/hwmon0"))
+        for name, text in (("pp_dpm_sclk", "0: 500Mhz\n1: 2100Mhz *\n"),
+                           ("pp_dpm_mclk", "0: 900Mhz\n1: 1300Mhz *\n"),
+                           ("hwmon/hwmon0/temp1_input", "45000\n"),
+                           ("hwmon/hwmon0/power1_average", "150000000\n")):
+            with open(os.path.join(dev, name), "w") as f:
+                f.write(text)
+    for k in range(4):
+        p = os.path.join(root, f"sys/class/kfd/kfd/proc/{4000000 + k}")
+        os.makedirs(p)
+        open(os.path.join(p, f"vram_{1000 + k}"), "w").close()
+    config = os.path.join(work, "ckprofd-watch.json")
+    with open(config, "w") as f:
+        json.dump({"sysfs_root": root, "foreign_gpu_use": "wait"}, f)
+    return config
 
 
 def run_parallel(cmds, work, env):
@@ -379,11 +413,16 @@ def section_dispatch(base, work):
     cmds_path = os.path.join(work, "dispatch_cmds.jsonl")
     cmds = commands_for(configs_path, cmds_path)
     env = with_env(CKEMU_TIME_SCALE=0)
+    watch_config = fake_kfd_config(work)
     runners = [
         ("limit: C++ posix_spawn + waitpid loop, 8 at a time", "limit",
          lambda: run_limit(cmds_path, env)),
         (f"ckprofd (submit -> every result stored), nice {DAEMON_NICE}", "ckprofd",
          lambda: run_ckprofd(configs_path, work, "dispatch", {"CKEMU_TIME_SCALE": 0})),
+        (f"ckprofd watching its GPUs (fake KFD tree, foreign_gpu_use wait), nice {DAEMON_NICE}",
+         "ckprofdw",
+         lambda: run_ckprofd(configs_path, work, "dispatchw", {"CKEMU_TIME_SCALE": 0},
+                             config=watch_config)),
         ("ckprofd at nice 0", "ckprofd0",
          lambda: run_ckprofd(configs_path, work, "dispatch0", {"CKEMU_TIME_SCALE": 0}, 0)),
         (f"GNU parallel -j{GPUS}", "parallel", lambda: run_parallel(cmds, work, env)),
@@ -402,7 +441,7 @@ def section_dispatch(base, work):
     results = {key: [] for _, key, _ in runners}
     for rep in range(max(REPEAT, ALT_REPEAT)):
         for label, key, fn in runners:
-            times = REPEAT if key in ("limit", "ckprofd") else ALT_REPEAT
+            times = REPEAT if key in ("limit", "ckprofd", "ckprofdw") else ALT_REPEAT
             if rep >= times:
                 continue
             log(f"dispatch {rep + 1}/{times}: {key} ({n} tasks)")
@@ -431,11 +470,19 @@ def print_dispatch(runners, results):
         rows.append([label, f"{median(secs):.2f}", fmt_rate(rates), f"{ratio:.2f}x", extra])
     ck = median([r["tasks_per_s"] for r in results.get("ckprofd", [])]) / limit \
         if results.get("ckprofd") and limit == limit else float("nan")
+    watch_note = []
+    if results.get("ckprofd") and results.get("ckprofdw"):
+        plain = median([r["daemon_cpu_s"] for r in results["ckprofd"]]) / n * 1e3
+        watched = median([r["daemon_cpu_s"] for r in results["ckprofdw"]]) / n * 1e3
+        watch_note = [f"the GPU checks (foreign processes and readings before and after each "
+                      f"task) cost {watched - plain:+.3f} ms of daemon CPU per task "
+                      f"({plain:.3f} -> {watched:.3f})"]
     table(f"1. Dispatch overhead: {n} zero-time tasks, {GPUS} simulated GPUs "
           f"(limit and ckprofd: median of {REPEAT} interleaved runs, min-max in brackets)",
           ["runner", "wall s", "tasks/s", "vs limit", "notes"], rows,
-          [f"goal: ckprofd >= 0.80x the limit: {ck:.2f}x, {verdict(ck, 0.8, False)}",
-           "(same command lines for every runner, CKEMU_TIME_SCALE=0; the Python loop runs "
+          [f"goal: ckprofd >= 0.80x the limit: {ck:.2f}x, {verdict(ck, 0.8, False)}"] +
+          watch_note +
+          ["(same command lines for every runner, CKEMU_TIME_SCALE=0; the Python loop runs "
            "one at a time, as the original runner did; ckprofd runs at the nice value of its "
            f"systemd unit ({DAEMON_NICE}; BENCH_DAEMON_NICE), its profilers at nice 0 like every "
            "other runner's; the client waits for the job's end as `ckprof wait` does; CPU is "

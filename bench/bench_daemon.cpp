@@ -17,6 +17,7 @@
 // common options: --ckprofd PATH --emulator PATH --dir DIR [--gpus 8] [--env K=V]...
 //                 [--nice N] (the daemon's nice value, as systemd/ckprofd.service sets it)
 //                 [--order rank|longest-first] (the job's task order, as ckprof submit --order)
+//                 [--config FILE] (a ckprofd config file)
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -124,8 +125,9 @@ double StatusMiB(pid_t pid, const std::string& field) {
 struct Common {
   std::string ckprofd, emulator, dir, configs;
   int gpus = 8;
-  int nice = 0;       // the daemon's nice value (systemd/ckprofd.service: Nice=-5)
-  std::string order;  // the job's task order (ckprof submit --order)
+  int nice = 0;        // the daemon's nice value (systemd/ckprofd.service: Nice=-5)
+  std::string order;   // the job's task order (ckprof submit --order)
+  std::string config;  // a ckprofd config file (--config), e.g. to watch a fake sysfs tree
   std::vector<std::string> env;
 };
 
@@ -147,6 +149,7 @@ class Daemon {
                                      c.emulator,
                                      "--log-level",
                                      "warn"};
+    if (!c.config.empty()) argv.insert(argv.end(), {"--config", c.config});
     ckprof::DaemonProcessSpec spec;
     spec.argv = std::move(argv);
     spec.env = ckprof::EnvironmentForDaemon();
@@ -437,6 +440,8 @@ int main(int argc, char** argv) {
       c.nice = std::atoi(value().c_str());
     else if (a == "--order")
       c.order = value();
+    else if (a == "--config")
+      c.config = value();
     else if (a == "--profiler")
       profiler = value();
     else if (a == "--out")

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <regex>
 #include <sstream>
 
 #include "daemon/process_util.h"
@@ -53,10 +52,7 @@ std::vector<long long> NumericEntries(const std::string& dir) {
 }
 
 std::string ReadText(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string s = ss.str();
+  std::string s = ReadKernelFile(path);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0')) s.pop_back();
   return s;
 }
@@ -120,6 +116,13 @@ class KfdProbe final : public GpuProbe {
       node.gpu_id = ReadText(dir + "/gpu_id");
       node.render_minor = props.count("drm_render_minor") ? props["drm_render_minor"] : -1;
       node.arch = GfxArchName(props["gfx_target_version"]);
+      if (node.render_minor >= 0) {
+        node.device =
+            Join(root_, "/sys/class/drm/renderD" + std::to_string(node.render_minor) + "/device");
+        for (const auto& h : ListDir(node.device + "/hwmon")) {
+          node.hwmon.push_back(node.device + "/hwmon/" + h);
+        }
+      }
       nodes_.push_back(std::move(node));
     }
   }
@@ -161,7 +164,7 @@ class KfdProbe final : public GpuProbe {
       GpuState s;
       s.arch = nodes_[g].arch;
       s.driver = driver.empty() ? "" : "amdgpu " + driver;
-      const std::string dev = DeviceDir(g);
+      const std::string& dev = nodes_[g].device;
       if (!dev.empty()) {
         s.name = ReadText(dev + "/product_name");
         s.uuid = ReadText(dev + "/unique_id");
@@ -181,12 +184,11 @@ class KfdProbe final : public GpuProbe {
     if (gpu < 0 || static_cast<size_t>(gpu) >= nodes_.size()) return std::nullopt;
     GpuReading r;
     r.at = Now();
-    const std::string dev = DeviceDir(static_cast<size_t>(gpu));
-    if (!dev.empty()) {
-      r.sclk_mhz = CurrentDpmClock(ReadText(dev + "/pp_dpm_sclk"));
-      r.mclk_mhz = CurrentDpmClock(ReadText(dev + "/pp_dpm_mclk"));
-      for (const auto& h : ListDir(dev + "/hwmon")) {
-        const std::string hw = dev + "/hwmon/" + h;
+    const Node& node = nodes_[static_cast<size_t>(gpu)];
+    if (!node.device.empty()) {
+      r.sclk_mhz = CurrentDpmClock(ReadText(node.device + "/pp_dpm_sclk"));
+      r.mclk_mhz = CurrentDpmClock(ReadText(node.device + "/pp_dpm_mclk"));
+      for (const std::string& hw : node.hwmon) {
         if (!r.temperature_c) r.temperature_c = ReadNumber(hw + "/temp1_input", 1e-3);
         if (!r.power_w) r.power_w = ReadNumber(hw + "/power1_average", 1e-6);
         if (!r.power_w) r.power_w = ReadNumber(hw + "/power1_input", 1e-6);
@@ -200,13 +202,9 @@ class KfdProbe final : public GpuProbe {
     std::string gpu_id;
     long long render_minor = -1;
     std::string arch;
+    std::string device;              // /sys/class/drm/renderD<minor>/device; "" = none
+    std::vector<std::string> hwmon;  // its hwmon directories
   };
-  // The drm device of GPU g: /sys/class/drm/renderD<minor>/device.
-  std::string DeviceDir(size_t g) const {
-    if (nodes_[g].render_minor < 0) return "";
-    return Join(root_,
-                "/sys/class/drm/renderD" + std::to_string(nodes_[g].render_minor) + "/device");
-  }
 
   std::string root_;
   std::string marker_;
@@ -357,12 +355,27 @@ std::string GfxArchName(long long v) {
 }
 
 std::optional<double> CurrentDpmClock(const std::string& text) {
-  static const std::regex line(R"(^\s*\d+:\s*([0-9.]+)\s*[Mm][Hh][Zz]\s*\*)");
-  std::stringstream ss(text);
-  std::string l;
-  while (std::getline(ss, l)) {
-    std::smatch m;
-    if (std::regex_search(l, m, line)) return std::stod(m[1]);
+  // Lines such as "1: 2100Mhz *"; the current level ends in '*'. (Parsed by hand: it is read
+  // twice per task.)
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + start, end - start);
+    start = end + 1;
+    const size_t colon = line.find(':');
+    const size_t star = line.find_last_not_of(" \t\r");
+    if (colon == std::string_view::npos || star == std::string_view::npos || line[star] != '*') {
+      continue;
+    }
+    const std::string value(line.substr(colon + 1));
+    char* stop = nullptr;
+    const double mhz = std::strtod(value.c_str(), &stop);
+    if (stop == value.c_str() || !std::isfinite(mhz)) continue;
+    std::string unit(stop);
+    unit.erase(0, unit.find_first_not_of(' '));
+    for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (unit.rfind("mhz", 0) == 0) return mhz;
   }
   return std::nullopt;
 }

@@ -16,24 +16,6 @@
 namespace ckprof {
 namespace {
 
-// The whole of a small /proc file ("" when it cannot be read: the process is gone). Plain
-// read(2): a process that exits mid-read makes the read fail with ESRCH, which a stream would
-// turn into an exception.
-std::string ReadProcFile(const std::string& path) {
-  std::string out;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
-}
-
 // Calls `visit` with each process id under /proc; false when /proc cannot be read.
 template <typename Visit>
 bool ForEachProcess(Visit&& visit) {
@@ -51,8 +33,25 @@ bool ForEachProcess(Visit&& visit) {
 
 }  // namespace
 
+// Plain read(2): a process that exits mid-read makes the read fail with ESRCH, which a stream
+// would turn into an exception.
+std::string ReadKernelFile(const std::string& path) {
+  std::string out;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
 std::optional<ProcStat> ReadProcStat(pid_t pid) {
-  const std::string text = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text = ReadKernelFile("/proc/" + std::to_string(pid) + "/stat");
   // "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses; use the last ')'.
   const auto close = text.rfind(')');
   if (close == std::string::npos || close + 2 >= text.size()) return std::nullopt;
@@ -80,7 +79,7 @@ bool ProcessIsLive(pid_t pid) {
 }
 
 int64_t ProcStatusKiB(pid_t pid, const std::string& field) {
-  std::istringstream in(ReadProcFile("/proc/" + std::to_string(pid) + "/status"));
+  std::istringstream in(ReadKernelFile("/proc/" + std::to_string(pid) + "/status"));
   for (std::string line; std::getline(in, line);) {
     if (line.rfind(field + ":", 0) == 0)
       return std::strtoll(line.c_str() + field.size() + 1, nullptr, 10);
@@ -89,7 +88,7 @@ int64_t ProcStatusKiB(pid_t pid, const std::string& field) {
 }
 
 bool ProcessHasEnv(pid_t pid, const std::string& entry) {
-  const std::string env = ReadProcFile("/proc/" + std::to_string(pid) + "/environ");
+  const std::string env = ReadKernelFile("/proc/" + std::to_string(pid) + "/environ");
   const std::string needle = '\0' + entry + '\0';
   // The entry is whole: first in the block, or between two NULs.
   return env.find(needle) != std::string::npos ||
@@ -108,18 +107,18 @@ std::vector<pid_t> ProcessesWithEnv(const std::string& entry) {
 
 std::optional<ProcOwner> ReadProcOwner(pid_t pid) {
   const std::string dir = "/proc/" + std::to_string(pid);
-  const std::string status = ReadProcFile(dir + "/status");
+  const std::string status = ReadKernelFile(dir + "/status");
   const size_t at = status.find("\nUid:");
   if (at == std::string::npos) return std::nullopt;
   ProcOwner o;
   o.uid = static_cast<uint32_t>(std::strtoul(status.c_str() + at + 5, nullptr, 10));
-  std::string cmdline = ReadProcFile(dir + "/cmdline");
+  std::string cmdline = ReadKernelFile(dir + "/cmdline");
   while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();
   for (char& c : cmdline) {
     if (c == '\0') c = ' ';
   }
   if (cmdline.empty()) {
-    cmdline = ReadProcFile(dir + "/comm");
+    cmdline = ReadKernelFile(dir + "/comm");
     while (!cmdline.empty() && cmdline.back() == '\n') cmdline.pop_back();
   }
   o.command = std::move(cmdline);

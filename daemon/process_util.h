@@ -16,6 +16,10 @@
 
 namespace ckprof {
 
+// A /proc or /sys file, whole, read with read(2) ("" when it cannot be read): these files are
+// small, made on each read, and must not be read through a buffered stream that stops early.
+std::string ReadKernelFile(const std::string& path);
+
 // What /proc/<pid>/stat says of a process; CPU times in seconds.
 struct ProcStat {
   char state = 0;  // R, S, D, Z (zombie), X (dead), ...
