@@ -268,6 +268,7 @@ Result<std::unique_ptr<LocalDaemon>> LocalDaemon::Spawn(const LocalDaemonOptions
   if (!o.profiler_path.empty()) argv.insert(argv.end(), {"--profiler-path", o.profiler_path});
   if (!o.pin_env.empty()) argv.insert(argv.end(), {"--pin-env", o.pin_env});
   if (!o.timeout.empty()) argv.insert(argv.end(), {"--timeout", o.timeout});
+  if (o.lock_dir) argv.insert(argv.end(), {"--lock-dir", *o.lock_dir});
   DaemonProcessSpec spec;
   spec.argv = std::move(argv);
   spec.env = EnvironmentForDaemon();

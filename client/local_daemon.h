@@ -74,6 +74,7 @@ struct LocalDaemonOptions {
   std::string profiler_path;  // absolute
   std::string pin_env;        // "" = ckprofd's default
   std::string timeout;        // "" = none
+  std::optional<std::string> lock_dir;  // ckprofd --lock-dir; nullopt = ckprofd's default
 };
 
 class LocalDaemon {

@@ -72,6 +72,7 @@ void PrintSummary(const ResultStats& s, const std::string& saved_to) {
 
 int RunRunCommand(const GlobalOptions& global, const Args& args) {
   std::string config_file, profiler, max_ops, output = "profiler_results.json", gpus, timeout;
+  std::string lock_dir;
   bool dry_run = false, quiet = false, no_save = false, local = false;
   ArgParser p(
       "ckprof run",
@@ -103,7 +104,14 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   p.Option("--gpus", &gpus, "LIST", "GPUs to use, e.g. 0,1 or 0-7 (default: all)");
   p.Option("--timeout", &timeout, "S", "seconds one profiler run may take (default: none)");
   p.Flag("--local", &local, "run on a private ckprofd instead of the system daemon");
+  p.Option("--lock-dir", &lock_dir, "DIR",
+           "with --local: where the per-GPU lock files are that the private ckprofd shares with "
+           "every other ckprofd of the host (default: ckprofd's, /run/lock/ckprofd)");
   if (auto code = p.Parse(args)) return *code;
+  if (!lock_dir.empty() && !local) {
+    PrintError("run", "--lock-dir is for --local (the system daemon has its own lock_dir)");
+    return 2;
+  }
 
   int64_t max = 0;
   if (!max_ops.empty()) {
@@ -210,6 +218,7 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
     LocalDaemonOptions o;
     o.profiler_path = abs_profiler;
     o.timeout = timeout;
+    if (!lock_dir.empty()) o.lock_dir = AbsolutePath(lock_dir);
     if (!gpus.empty()) {
       o.gpus = gpus;
     } else {

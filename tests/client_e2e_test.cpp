@@ -285,7 +285,10 @@ TEST_F(ClientTest, RunExitsOneWhenAConfigFails) {
 }
 
 TEST_F(ClientTest, RunLocalNeedsNoDaemon) {
-  CommandResult r = Ckprof({"run", "configs.json", "--local", "--gpus", "0,1", "--max-ops", "1"});
+  // (Host locks of the test's own: tests run side by side, each on "GPUs" 0 and 1.)
+  const std::string locks = dir_.File("locks");
+  CommandResult r = Ckprof(
+      {"run", "configs.json", "--local", "--gpus", "0,1", "--max-ops", "1", "--lock-dir", locks});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("private ckprofd"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Total configs:      1"), std::string::npos) << r.out;
@@ -294,7 +297,7 @@ TEST_F(ClientTest, RunLocalNeedsNoDaemon) {
   EXPECT_EQ((*saved)["results"].size(), 1u);
   // Replay IR works too (converted first).
   CommandResult ir = Ckprof({"run", DataPath("conv_repros_ir.json"), "--local", "--quiet",
-                             "--no-save", "--max-ops", "4"});
+                             "--no-save", "--max-ops", "4", "--lock-dir", locks});
   EXPECT_EQ(ir.exit_code, 0) << ir.out << ir.err;
   EXPECT_NE(ir.out.find("Total configs:      4"), std::string::npos) << ir.out;
 }

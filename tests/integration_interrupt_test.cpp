@@ -44,9 +44,10 @@ class InterruptTest : public ::testing::Test {
     return {"TMPDIR=" + Tmp(), "CKEMU_LOG=" + EmuLog(), "CKEMU_TIME_SCALE=0"};
   }
   std::vector<std::string> LocalRun(const std::string& configs) const {
-    return {BinPath("ckprof"), "run", configs,           "--local",
-            "--gpus",          "0-1", "--profiler-path", BinPath("ckprofiler-emu"),
-            "--no-save"};
+    // Host locks of the test's own: the tests run side by side, each on "GPUs" 0 and 1.
+    return {BinPath("ckprof"), "run",        configs,           "--local",
+            "--gpus",          "0-1",        "--profiler-path", BinPath("ckprofiler-emu"),
+            "--no-save",       "--lock-dir", dir_.File("locks")};
   }
 
   // The emulator's runs once `n` have logged their start (bounded).
