@@ -271,6 +271,10 @@ struct TaskResult {
   // trusted. Empty when none was seen, or none was looked for.
   std::vector<GpuUser> contended;
   std::optional<GpuState> gpu_state;  // what the GPU was and how (none: nothing known)
+  // What the profiler used: CPU seconds and peak memory of all its processes (its cgroup), or
+  // of its leader alone (no cgroup); unknown: nullopt (JSON null).
+  std::optional<double> cpu_s;
+  std::optional<uint64_t> peak_memory_bytes;
   bool finished() const { return IsFinal(state); }
   bool ok() const { return state == TaskState::kSucceeded; }
 };
@@ -303,6 +307,8 @@ void VisitFields(S& t, V& v) {
   v.Omittable("config", t.config, !t.config.is_null());
   v("contended", t.contended);
   v("gpu_state", t.gpu_state);
+  v("cpu_s", t.cpu_s);
+  v("peak_memory_bytes", t.peak_memory_bytes);
 }
 nlohmann::json ToJson(const TaskResult& t);
 // The same objects as ToJson, written straight into `out` without the DOM (the daemon's

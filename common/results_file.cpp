@@ -122,6 +122,8 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
     for (const auto& u : t->contended) by.push_back(ojson::parse(ToDom(u).dump()));
     r["contended_by"] = std::move(by);
     r["gpu_state"] = t->gpu_state ? ojson::parse(ToDom(*t->gpu_state).dump()) : ojson(nullptr);
+    r["cpu_s"] = t->cpu_s ? ojson(*t->cpu_s) : ojson(nullptr);
+    r["peak_memory_bytes"] = t->peak_memory_bytes ? ojson(*t->peak_memory_bytes) : ojson(nullptr);
     results.push_back(std::move(r));
   }
   out["results"] = std::move(results);
@@ -134,7 +136,7 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
       "returncode,elapsed_s,best_instance,avg_time_ms,tflops,gb_per_s,split_k,valid_instances,"
       "error,command,contended_by,gpu_name,gpu_uuid,gpu_arch,gpu_driver,sclk_mhz_before,"
       "sclk_mhz_after,mclk_mhz_before,mclk_mhz_after,temperature_c_before,temperature_c_after,"
-      "power_w_before,power_w_after\n";
+      "power_w_before,power_w_after,cpu_s,peak_memory_bytes\n";
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);
   std::stable_sort(ordered.begin(), ordered.end(), [](const TaskResult* a, const TaskResult* b) {
@@ -167,7 +169,8 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
                        &GpuReading::power_w}) {
       row << ',' << cell(g.before, field) << ',' << cell(g.after, field);
     }
-    row << '\n';
+    row << ',' << (t->cpu_s ? FormatNumber(*t->cpu_s, 6) : "") << ','
+        << (t->peak_memory_bytes ? std::to_string(*t->peak_memory_bytes) : "") << '\n';
     out += row.str();
   }
   return out;

@@ -160,6 +160,15 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
       str(&c.sysfs_root);
     } else if (k == "nvidia_smi") {
       str(&c.nvidia_smi);
+    } else if (k == "task_cgroups") {
+      if (v.is_boolean())
+        c.task_cgroups = v.get<bool>();
+      else
+        bad(k, "must be true or false");
+    } else if (k == "task_memory_max") {
+      double d = static_cast<double>(c.task_memory_max);
+      num(&d, 0, 1e15);
+      c.task_memory_max = static_cast<uint64_t>(d);
     } else {
       bad(k, "is not a known setting (see config/ckprofd.json)");
     }

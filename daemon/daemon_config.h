@@ -41,6 +41,10 @@ struct DaemonConfig {
   double foreign_poll_ms = 500;           // how often the GPUs are looked at while tasks run
   std::string sysfs_root = "/";           // prefixes every sysfs path (KFD topology and proc, drm)
   std::string nvidia_smi = "nvidia-smi";  // the NVIDIA probe, with CUDA_VISIBLE_DEVICES pins
+  // Each profiler in a cgroup of its own (killed whole; its CPU time and peak memory read);
+  // false = process groups alone. Falls back to them where cgroups cannot be written.
+  bool task_cgroups = true;
+  uint64_t task_memory_max = 0;  // bytes a profiler may use (memory controller); 0 = no limit
 };
 
 // Reads a config file (JSON, '//' comment lines allowed) on top of `base`.

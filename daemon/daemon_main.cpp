@@ -18,6 +18,7 @@
 
 #include "common/profiler_path.h"
 #include "common/version.h"
+#include "daemon/cgroup.h"
 #include "daemon/daemon_config.h"
 #include "daemon/file_lock.h"
 #include "daemon/gpu_probe.h"
@@ -244,7 +245,22 @@ int Run(DaemonConfig config) {
 
   asio::io_context io(1);
   asio::thread_pool pool(2);
-  ProcessLauncher launcher(io.get_executor());
+  // Each profiler in a cgroup of its own where cgroups can be written.
+  std::unique_ptr<TaskCgroups> cgroups;
+  if (config.task_cgroups) {
+    std::string note;
+    auto opened = TaskCgroups::Open(config.task_memory_max, &note);
+    if (opened) {
+      cgroups = std::move(*opened);
+      spdlog::info("containment: {}", note);
+    } else {
+      spdlog::warn(
+          "containment: process groups only ({}); a profiler that leaves its process "
+          "group is not stopped with it, and its CPU time and memory are its own only",
+          opened.error());
+    }
+  }
+  ProcessLauncher launcher(io.get_executor(), cgroups.get());
   Scheduler scheduler(io.get_executor(), **store, launcher, SchedulerOptionsFrom(config, gpus));
   // The GPUs watched from outside: foreign processes and each task's GPU state.
   std::unique_ptr<GpuWatch> watch;
@@ -363,6 +379,9 @@ int Run(DaemonConfig config) {
           next.state_dir = config.state_dir;
           next.gpus = config.gpus;
           next.lock_dir = config.lock_dir;
+          // Containment is set up once, at start.
+          next.task_cgroups = config.task_cgroups;
+          next.task_memory_max = config.task_memory_max;
           if (Status s = ApplyLogLevel(next.log_level); !s) spdlog::error("SIGHUP: {}", s.error());
           config = next;
           scheduler.UpdateOptions(SchedulerOptionsFrom(config, gpus));

@@ -24,7 +24,9 @@ class Launcher {
 
 class ProcessLauncher final : public Launcher {
  public:
-  explicit ProcessLauncher(asio::any_io_executor ex) : runner_(std::move(ex)) {}
+  // `cgroups` (may be null) gives each run a cgroup of its own (see ProcessRunner).
+  explicit ProcessLauncher(asio::any_io_executor ex, TaskCgroups* cgroups = nullptr)
+      : runner_(std::move(ex), cgroups) {}
   RunId Start(RunSpec spec, std::function<void(RunResult)> on_done) override {
     return runner_.Start(std::move(spec), std::move(on_done));
   }

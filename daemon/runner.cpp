@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -180,6 +182,8 @@ struct ProcessRunner::Run {
   std::shared_ptr<ProcessRunner::SpawnRequest> spawning;  // until the spawn is reported back
   std::chrono::system_clock::time_point started_at;
   SteadyClock::time_point started_steady;
+  std::string cgroup;  // the run's cgroup directory; "" = none (process group alone)
+  std::optional<rusage> leader_usage;  // from wait4, once the leader is reaped
 
   bool Alive() const { return owner != nullptr && phase != RunPhase::kFinished; }
   bool Exited() const { return phase >= RunPhase::kLeaderExited; }
@@ -223,6 +227,7 @@ struct ProcessRunner::SpawnRequest {
   std::vector<char*> envp, argv;
   std::vector<gid_t> groups;
   int out_read = -1, err_read = -1;  // ours: closed here unless taken by the run's streams
+  int cgroup_fd = -1;                // the run's cgroup.procs, for the child; closed here
   ChildArgs child{};
   // Keeps the io_context running until the spawn is reported back: while a spawn is in flight
   // nothing else may be pending on it (no pipe nor pidfd is watched yet), and a daemon stopping
@@ -234,6 +239,7 @@ struct ProcessRunner::SpawnRequest {
   ~SpawnRequest() {
     if (out_read >= 0) close(out_read);
     if (err_read >= 0) close(err_read);
+    if (cgroup_fd >= 0) close(cgroup_fd);
   }
 };
 
@@ -247,8 +253,9 @@ struct ProcessRunner::OutputPoll {
   bool armed = false;
 };
 
-ProcessRunner::ProcessRunner(asio::any_io_executor ex)
+ProcessRunner::ProcessRunner(asio::any_io_executor ex, TaskCgroups* cgroups)
     : ex_(ex),
+      cgroups_(cgroups),
       read_buf_(kReadChunk),
       poll_(std::make_shared<OutputPoll>(ex)),
       spawner_(std::make_unique<SpawnThread>()) {
@@ -294,6 +301,7 @@ ProcessRunner::~ProcessRunner() {
       while (waitpid(run->pid, &status, 0) < 0 && errno == EINTR) {
       }
     }
+    if (cgroups_ && !run->cgroup.empty()) cgroups_->Kill(run->cgroup);
     run->owner = nullptr;
     run->CloseAll();
   }
@@ -394,10 +402,14 @@ void RunSteps::DrainQuiet(const RunPtr& run, bool is_stdout) {
 void RunSteps::OnLeaderExited(const RunPtr& run) {
   if (run->Exited()) return;
   kill(-run->pid, SIGKILL);
+  // What left the group (setsid, a double fork) is still in the run's cgroup.
+  if (!run->cgroup.empty()) run->owner->cgroups_->Kill(run->cgroup);
   int status = 0;
   pid_t r;
-  while ((r = waitpid(run->pid, &status, 0)) < 0 && errno == EINTR) {
+  rusage usage{};
+  while ((r = wait4(run->pid, &status, 0, &usage)) < 0 && errno == EINTR) {
   }
+  if (r == run->pid) run->leader_usage = usage;
   run->phase = RunPhase::kLeaderExited;
   run->status_known = r == run->pid;
   run->wait_status = status;
@@ -494,15 +506,21 @@ RunResult RunSteps::MakeResult(ProcessRunner::Run& run) {
 
 void RunSteps::MaybeFinish(const RunPtr& run) {
   if (!run->Alive() || !run->Exited() || run->out.open() || run->err.open()) return;
-  // Members of the group killed after the leader may still be dying: wait until none is live.
-  if (run->pid > 0 && !run->spawn_error && kill(-run->pid, 0) == 0 && ProcessGroupAlive(run->pid)) {
+  // Members of the group (and of the cgroup) killed after the leader may still be dying: wait
+  // until none is live.
+  TaskCgroups* cgroups = run->owner->cgroups_;
+  const bool group_alive =
+      run->pid > 0 && !run->spawn_error && kill(-run->pid, 0) == 0 && ProcessGroupAlive(run->pid);
+  const bool cgroup_alive = !run->cgroup.empty() && !cgroups->Empty(run->cgroup);
+  if (group_alive || cgroup_alive) {
     auto now = SteadyClock::now();
     if (run->phase != RunPhase::kSettling) {
       run->phase = RunPhase::kSettling;
       run->settle_deadline = now + kSettleLimit;
     }
     if (now < run->settle_deadline) {
-      kill(-run->pid, SIGKILL);
+      if (group_alive) kill(-run->pid, SIGKILL);
+      if (cgroup_alive) cgroups->Kill(run->cgroup);
       run->drain_timer.expires_after(kSettleStep);
       run->drain_timer.async_wait([run](const asio::error_code& ec) {
         if (!ec) MaybeFinish(run);
@@ -513,6 +531,30 @@ void RunSteps::MaybeFinish(const RunPtr& run) {
   run->phase = RunPhase::kFinished;
   run->CloseAll();
   RunResult result = MakeResult(*run);
+  if (!run->cgroup.empty()) {
+    const TaskCgroups::Usage u = cgroups->Read(run->cgroup);
+    if (u.cpu_s) {
+      result.cpu_s = u.cpu_s;
+      result.peak_memory_bytes = u.peak_memory_bytes;
+      result.usage_from = "cgroup";
+    }
+    if (!cgroups->Remove(run->cgroup)) {
+      spdlog::warn("cannot remove the run's cgroup {}: {}", run->cgroup, std::strerror(errno));
+    }
+  }
+  if (run->leader_usage) {
+    // Without the cgroup's count: the leader's, with the children it waited for; without the
+    // memory controller (no memory.peak): the largest resident set among those.
+    const rusage& u = *run->leader_usage;
+    if (result.usage_from.empty()) {
+      result.cpu_s = static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+                     static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+      result.usage_from = "rusage";
+    }
+    if (!result.peak_memory_bytes) {
+      result.peak_memory_bytes = static_cast<uint64_t>(u.ru_maxrss) * 1024;
+    }
+  }
   ProcessRunner* owner = run->owner;
   auto on_done = std::move(run->on_done);
   owner->Forget(run->id);  // may destroy everything but `run` itself, which we hold
@@ -578,6 +620,29 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   child.cwd = s.cwd.c_str();
   child.keep_fd = s.keep_fd;
   child.reset_nice = OwnNiceIsRaised();
+  if (cgroups_) {
+    auto dir = cgroups_->Create("run-" + std::to_string(getpid()) + "-" + std::to_string(id));
+    if (!dir) {
+      close(out_pipe[0]);
+      close(out_pipe[1]);
+      close(err_pipe[0]);
+      close(err_pipe[1]);
+      return fail_spawn(dir.error());
+    }
+    run->cgroup = *dir;
+    req->cgroup_fd = open((*dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    if (req->cgroup_fd < 0) {
+      const int e = errno;
+      close(out_pipe[0]);
+      close(out_pipe[1]);
+      close(err_pipe[0]);
+      close(err_pipe[1]);
+      cgroups_->Remove(run->cgroup);
+      run->cgroup.clear();
+      return fail_spawn("cannot open the run's cgroup: " + std::string(strerror(e)));
+    }
+    child.cgroup_fd = req->cgroup_fd;
+  }
   // The spawn thread writes the outcome into the request, then hands the run back here. The
   // request outlives the clone: the run holds it, and the callback holds the run.
   SpawnRequest* outcome = req.get();
@@ -660,6 +725,8 @@ void RunSteps::SendStop(const RunPtr& run) {
     if (ec || !run->Alive() || run->Exited()) return;
     run->kill_sent = true;
     kill(-run->pid, SIGKILL);
+    // Also what left the group: everything in the run's cgroup, at once.
+    if (!run->cgroup.empty()) run->owner->cgroups_->Kill(run->cgroup);
   });
 }
 

@@ -29,6 +29,7 @@
 #include "common/ck_output.h"
 #include "common/outcome.h"
 #include "common/result.h"
+#include "daemon/cgroup.h"
 #include "daemon/process_util.h"
 #include "daemon/spawn.h"  // BuildChildEnvironment
 
@@ -64,6 +65,13 @@ struct RunResult {
   pid_t pid = -1;  // also the process group id; -1 when the spawn failed before fork
   std::chrono::system_clock::time_point started_at, ended_at;
   double elapsed_s = 0;
+  // What the run used. CPU time: of all its processes from its cgroup (usage_from "cgroup"),
+  // else of the leader and the children it waited for (wait4's rusage, "rusage"). Peak memory:
+  // the cgroup's memory.peak where the memory controller is on, else the largest resident set
+  // of the leader and those children. nullopt when nothing says.
+  std::optional<double> cpu_s;
+  std::optional<uint64_t> peak_memory_bytes;
+  std::string usage_from;  // "cgroup", "rusage" or ""
 };
 
 // Runs profiler processes; all methods and callbacks on the io_context's thread (one thread).
@@ -71,7 +79,9 @@ class ProcessRunner {
  public:
   using RunId = uint64_t;
 
-  explicit ProcessRunner(asio::any_io_executor ex);
+  // `cgroups` (may be null: process groups alone) gives each run a cgroup of its own; it must
+  // outlive the runner.
+  explicit ProcessRunner(asio::any_io_executor ex, TaskCgroups* cgroups = nullptr);
   // Kills (SIGKILL) and reaps every run still going; their on_done is not called.
   ~ProcessRunner();
   ProcessRunner(const ProcessRunner&) = delete;
@@ -105,6 +115,7 @@ class ProcessRunner {
   void PollOutput();  // reads the quiet pipes of every run (see OutPipe in runner.cpp)
 
   asio::any_io_executor ex_;
+  TaskCgroups* cgroups_;
   RunId next_id_ = 1;
   std::unordered_map<RunId, std::shared_ptr<Run>> runs_;
   std::vector<char> read_buf_;            // what a run's handler reads its pipe into (one thread)

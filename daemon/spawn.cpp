@@ -42,6 +42,16 @@ int ChildMain(void* p) {
     _exit(127);
   };
   setpgid(0, 0);
+  // Into the run's cgroup before anything else, so that all it starts is in there too.
+  if (a->cgroup_fd >= 0) {
+    char digits[24];
+    char* end = digits + sizeof digits;
+    char* p = end;
+    for (long pid = syscall(SYS_getpid); pid > 0 || p == end; pid /= 10) *--p = '0' + pid % 10;
+    if (write(a->cgroup_fd, p, static_cast<size_t>(end - p)) != end - p) {
+      fail(SpawnStage::kCgroup);
+    }
+  }
   // A daemon given a higher CPU priority (Nice=-5 in its unit) runs profilers at the normal one.
   if (a->reset_nice) setpriority(PRIO_PROCESS, 0, 0);
   struct sigaction dfl;
@@ -84,6 +94,8 @@ std::string SpawnErrorText(const ChildArgs& child) {
   const SpawnError& e = child.error;
   const std::string why = std::strerror(e.err);
   switch (e.stage) {
+    case SpawnStage::kCgroup:
+      return "cannot move the child into its cgroup: " + why;
     case SpawnStage::kStdio:
       return "cannot set up the child's stdin/stdout/stderr: " + why;
     case SpawnStage::kGroups:

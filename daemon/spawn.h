@@ -22,7 +22,7 @@
 namespace ckprof {
 
 // Where the child failed, if it could not exec.
-enum class SpawnStage : int { kNone = 0, kStdio, kGroups, kGid, kUid, kChdir, kExec };
+enum class SpawnStage : int { kNone = 0, kCgroup, kStdio, kGroups, kGid, kUid, kChdir, kExec };
 struct SpawnError {
   SpawnStage stage = SpawnStage::kNone;
   int err = 0;
@@ -42,6 +42,7 @@ struct ChildArgs {
   int64_t gid = -1, uid = -1;  // switch to these; -1 = keep ours
   const char* cwd = nullptr;   // change to it; null or "" = inherit
   int keep_fd = -1;            // a descriptor the program inherits; -1 = none
+  int cgroup_fd = -1;          // the run's cgroup.procs, open for writing; the child joins it
   bool reset_nice = false;     // run at nice 0 (the daemon's own may be raised)
   int report_fd = -1;          // sanitizer builds: a failure is also written here
   SpawnError error;

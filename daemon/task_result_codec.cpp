@@ -27,6 +27,9 @@ std::string ResultJson(const Outcome& o, const std::string& command, int gpu, co
       .Field("gpu", gpu);
   if (r) {
     w.Field("elapsed_s", r->elapsed_s).Field("pid", r->pid);
+    if (r->cpu_s) w.Field("cpu_s", *r->cpu_s);
+    if (r->peak_memory_bytes) w.Field("peak_memory_bytes", *r->peak_memory_bytes);
+    if (!r->usage_from.empty()) w.Field("usage_from", r->usage_from);
     const CkPerf& p = r->perf;
     {
       JsonObjectWriter perf(w.Key("perf"));
@@ -99,6 +102,9 @@ TaskResult TaskResultFromRecord(const TaskRecord& t, bool with_output) {
     }
     if (outcome == Kind::kSpawnFailed) r.returncode = -1;
     r.elapsed_s = j.value("elapsed_s", 0.0);
+    if (auto c = j.find("cpu_s"); c != j.end()) wire::ReadValue(*c, &r.cpu_s);
+    if (auto m = j.find("peak_memory_bytes"); m != j.end())
+      wire::ReadValue(*m, &r.peak_memory_bytes);
     if (outcome != Kind::kSucceeded && !outcome_name.empty()) {
       r.error = j.value("summary", outcome_name);
     }

@@ -119,6 +119,11 @@ TEST_F(DaemonTest, EveryRunSeesExactlyOneGpuAndNoGpuRunsTwo) {
   json res = Results(job);
   EXPECT_EQ(res["stats"]["success"], 160);
   EXPECT_EQ(res["results"][0]["success"], true);
+  // What each profiler used is in its result (from its cgroup, or its rusage).
+  for (const auto& t : res["results"]) {
+    EXPECT_TRUE(t["cpu_s"].is_number()) << t.dump();
+    EXPECT_TRUE(t["peak_memory_bytes"].is_number_unsigned()) << t.dump();
+  }
 }
 
 TEST_F(DaemonTest, TwoThousandTasksRunExactlyOnceEach) {

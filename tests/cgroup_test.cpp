@@ -1,0 +1,183 @@
+// Containment with real cgroups (v2): each run in a cgroup of its own, so that what left the
+// run's process group (setsid, a double fork) is stopped with the run, the cgroup goes with
+// it, and the run's CPU time is the kernel's count for all its processes. The same scripts
+// without cgroups show what they fix. Skipped, with the reason, where no cgroup v2 can be
+// written (not root, or a read-only /sys/fs/cgroup).
+#include "daemon/cgroup.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "daemon/process_util.h"
+#include "daemon/runner.h"
+#include "tests/util/files.h"
+
+namespace ckprof {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A runner (with `cgroups`, or none) on its own io_context, driven by this thread.
+class Harness {
+ public:
+  explicit Harness(TaskCgroups* cgroups)
+      : work_(io_.get_executor()), runner_(io_.get_executor(), cgroups) {}
+
+  RunResult Run(RunSpec spec) {
+    std::optional<RunResult> result;
+    runner_.Start(std::move(spec), [&](RunResult r) { result = std::move(r); });
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!result && std::chrono::steady_clock::now() < deadline) io_.run_one_for(100ms);
+    EXPECT_TRUE(result.has_value()) << "timed out waiting for the runner";
+    return result ? std::move(*result) : RunResult{};
+  }
+
+ private:
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  ProcessRunner runner_;
+};
+
+RunSpec Shell(const std::string& script) {
+  RunSpec s;
+  s.argv = {"/bin/sh", "-c", script};
+  s.grace = 200ms;
+  s.drain = 200ms;
+  return s;
+}
+
+// The pid a script printed as its first line of output.
+pid_t FirstPid(const RunResult& r) {
+  return static_cast<pid_t>(std::atoi(r.stdout_capture.c_str()));
+}
+
+bool GoneWithin(pid_t pid, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (ProcessIsLive(pid)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// The run cgroups of this process under `parent` (they are named run-<our pid>-<run>).
+int OwnRunCgroups(const std::string& parent) {
+  int n = 0;
+  const std::string prefix = "run-" + std::to_string(getpid()) + "-";
+  for (const auto& e : std::filesystem::directory_iterator(parent)) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) ++n;
+  }
+  return n;
+}
+
+class CgroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string note;
+    auto opened = TaskCgroups::Open(0, &note);
+    if (!opened) GTEST_SKIP() << "no writable cgroup v2 here: " << opened.error();
+    cgroups_ = std::move(*opened);
+    EXPECT_NE(note.find(cgroups_->parent()), std::string::npos) << note;
+  }
+
+  std::unique_ptr<TaskCgroups> cgroups_;
+};
+
+// A profiler's helper that left the process group (setsid) and sleeps: a timeout stops it with
+// the run, and the run's cgroup is gone afterwards.
+TEST_F(CgroupTest, WhatLeftTheProcessGroupIsStoppedWithTheRun) {
+  Harness h(cgroups_.get());
+  RunSpec spec = Shell("setsid sh -c 'echo $$; exec sleep 1000' & sleep 1000");
+  spec.timeout = 300ms;
+  RunResult r = h.Run(spec);
+  EXPECT_EQ(r.outcome.kind, Outcome::Kind::kTimedOut) << r.outcome.Summary();
+  const pid_t escaped = FirstPid(r);
+  ASSERT_GT(escaped, 0) << r.stdout_capture;
+  // The run ended only once its cgroup was empty: no wait needed.
+  EXPECT_FALSE(ProcessIsLive(escaped)) << "pid " << escaped << " outlived its run";
+  EXPECT_EQ(OwnRunCgroups(cgroups_->parent()), 0);
+  EXPECT_EQ(r.usage_from, "cgroup");
+  ASSERT_TRUE(r.cpu_s.has_value());
+  EXPECT_GE(*r.cpu_s, 0.0);
+  ASSERT_TRUE(r.peak_memory_bytes.has_value());
+  EXPECT_GT(*r.peak_memory_bytes, 0u);
+  kill(escaped, SIGKILL);  // (should the test fail)
+}
+
+// The same with a leader that ends by itself: its escapee goes too.
+TEST_F(CgroupTest, AnEscapeeOfALeaderThatExitedIsStoppedToo) {
+  Harness h(cgroups_.get());
+  RunResult r = h.Run(Shell("setsid sh -c 'echo $$; exec sleep 1000' & sleep 0.1; exit 3"));
+  EXPECT_EQ(r.outcome.kind, Outcome::Kind::kFailed) << r.outcome.Summary();
+  const pid_t escaped = FirstPid(r);
+  ASSERT_GT(escaped, 0) << r.stdout_capture;
+  EXPECT_FALSE(ProcessIsLive(escaped)) << "pid " << escaped << " outlived its run";
+  EXPECT_EQ(OwnRunCgroups(cgroups_->parent()), 0);
+  kill(escaped, SIGKILL);
+}
+
+// Without cgroups (process groups alone) that escapee outlives the run: what the cgroup fixes.
+TEST_F(CgroupTest, WithoutACgroupTheEscapeeOutlivesTheRun) {
+  Harness h(nullptr);
+  RunSpec spec = Shell("setsid sh -c 'echo $$; exec sleep 1000' & sleep 1000");
+  spec.timeout = 300ms;
+  RunResult r = h.Run(spec);
+  const pid_t escaped = FirstPid(r);
+  ASSERT_GT(escaped, 0) << r.stdout_capture;
+  EXPECT_TRUE(ProcessIsLive(escaped));
+  EXPECT_EQ(r.usage_from, "rusage");
+  kill(escaped, SIGKILL);
+  EXPECT_TRUE(GoneWithin(escaped, 5s));
+}
+
+// CPU time: the cgroup counts the work of a process the leader never waited for (a double
+// fork's grandchild); the leader's own rusage does not. (Fixed work, not a time: the count does not
+// depend on the machine's load.)
+TEST_F(CgroupTest, CpuTimeCountsEveryProcessOfTheRun) {
+  testing::TempDir dir;
+  const std::string flag = dir.File("done");
+  const std::string script = "(sh -c 'i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; echo > " +
+                             flag + "' &); while [ ! -s " + flag + " ]; do sleep 0.05; done";
+  Harness with(cgroups_.get());
+  RunResult counted = with.Run(Shell(script));
+  std::filesystem::remove(flag);
+  Harness without(nullptr);
+  RunResult leader_only = without.Run(Shell(script));
+  std::filesystem::remove(flag);
+  ASSERT_TRUE(counted.cpu_s && leader_only.cpu_s);
+  EXPECT_EQ(counted.usage_from, "cgroup");
+  EXPECT_EQ(leader_only.usage_from, "rusage");
+  EXPECT_GT(*counted.cpu_s, 0.1) << "the loop's CPU time is counted";
+  EXPECT_GT(*counted.cpu_s, 2 * *leader_only.cpu_s)
+      << "cgroup " << *counted.cpu_s << " s, leader " << *leader_only.cpu_s << " s";
+}
+
+// A cgroup left by a daemon that died goes at the next Open once empty; one of a live daemon
+// sharing the parent stays.
+TEST_F(CgroupTest, OpenSweepsEmptyLeftoversOfDeadDaemonsOnly) {
+  const std::string parent = cgroups_->parent();
+  // pid 2^22+1 is above any pid_max: no such process.
+  const std::string dead = parent + "/run-4194305-7";
+  const std::string live = parent + "/run-1-7";  // init never exits
+  ASSERT_TRUE(std::filesystem::create_directory(dead));
+  ASSERT_TRUE(std::filesystem::create_directory(live));
+  std::string note;
+  auto again = TaskCgroups::Open(0, &note);
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  std::filesystem::remove(live);
+}
+
+}  // namespace
+}  // namespace ckprof
