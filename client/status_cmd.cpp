@@ -159,7 +159,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
 int RunGpusCommand(const GlobalOptions& global, const Args& args) {
   bool json_out = false;
   ArgParser p("ckprof gpus",
-              "Show the daemon's GPUs: which task each one runs, drained or not, and the "
+              "Show the daemon's GPUs: which task each one runs, drained or not (and why), and the "
               "processes that are none of the daemon's on them (foreign: such a GPU waits for "
               "them to leave, under the daemon's foreign_gpu_use \"wait\").",
               "example:\n  ckprof gpus --json");
@@ -190,6 +190,7 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
               << Pad(gi->task_id ? FormatAge(gi->busy_since) : "-", 8, true) << " "
               << Pad(std::to_string(gi->tasks_run), 7, true);
     if (!gi->held_by.empty()) std::cout << "  its host lock is held by " << gi->held_by;
+    if (!gi->drain_reason.empty()) std::cout << "  " << gi->drain_reason;
     if (!gi->foreign.empty()) {
       std::string who;
       for (const auto& u : gi->foreign) who += (who.empty() ? "" : ", ") + u.Describe();

@@ -332,6 +332,8 @@ struct GpuInfo {
   // or when nobody looks).
   std::vector<GpuUser> foreign;
   std::string model;  // its name, when the daemon knows it
+  // Why it is drained ("drained by alice", its device errors); "" when it is not.
+  std::string drain_reason;
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, GpuInfo>
@@ -348,6 +350,7 @@ void VisitFields(S& g, V& v) {
   v("held_by", g.held_by);
   v("foreign", g.foreign);
   v.Nullable("model", g.model, !g.model.empty());
+  v.Omittable("drain_reason", g.drain_reason, !g.drain_reason.empty());
 }
 nlohmann::json ToJson(const GpuInfo& g);
 Result<GpuInfo> GpuInfoFromJson(const nlohmann::json& j);

@@ -129,6 +129,10 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
       double d = c.max_attempts;
       num(&d, 1, 1000);
       c.max_attempts = static_cast<int>(d);
+    } else if (k == "health_failures") {
+      double d = c.health_failures;
+      num(&d, 0, 1000);
+      c.health_failures = static_cast<int>(d);
     } else if (k == "max_frame_bytes") {
       double d = static_cast<double>(c.max_frame_bytes);
       num(&d, 1024, 16.0 * (1ull << 30));

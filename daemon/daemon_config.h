@@ -30,11 +30,12 @@ struct DaemonConfig {
   std::vector<std::string> allowed_profiler_roots;  // non-root daemon: other users' profilers
   double fair_share_half_life_s = 3600;             // decay of recorded GPU time
   int max_attempts = 3;                             // automatic requeues after interruption
-  uint64_t max_frame_bytes = 256u << 20;            // one protocol frame
-  double client_timeout_s = 30;                     // hello and each frame must arrive within this
-  int max_clients = 512;                            // connections at once
-  bool full_sync = false;                           // fsync every task transition, not only submits
-  size_t capture_bytes = 16384;                     // head and tail kept of each output stream
+  int health_failures = 3;                // device errors in a row that drain a GPU (0 = never)
+  uint64_t max_frame_bytes = 256u << 20;  // one protocol frame
+  double client_timeout_s = 30;           // hello and each frame must arrive within this
+  int max_clients = 512;                  // connections at once
+  bool full_sync = false;                 // fsync every task transition, not only submits
+  size_t capture_bytes = 16384;           // head and tail kept of each output stream
   // Processes that are none of ours on a GPU: "wait" (it takes no task while one is there),
   // "flag" (run, and mark the results contended) or "ignore" (do not look).
   std::string foreign_gpu_use = "wait";

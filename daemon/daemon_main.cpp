@@ -127,6 +127,7 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
   o.grace_s = c.kill_grace_s;
   o.half_life_s = c.fair_share_half_life_s;
   o.max_attempts = c.max_attempts;
+  o.health_failures = c.health_failures;
   o.run_as_owner = getuid() == 0;
   o.capture_bytes = c.capture_bytes;
   o.state_dir = c.state_dir;

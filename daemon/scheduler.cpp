@@ -14,6 +14,7 @@
 #include "common/outcome.h"
 #include "common/parallel.h"
 #include "common/wire_fields.h"
+#include "daemon/gpu_health.h"
 #include "daemon/task_result_codec.h"
 
 namespace ckprof {
@@ -604,8 +605,14 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   const Job& job = jobs_.at(task.job_id);
   const Gpu* gpu = FindGpu(gpu_index);
   // Interrupted by our own shutdown: requeued for the next start while attempts remain.
-  end.requeue =
-      r.outcome.kind == Kind::kInterrupted && !job.rec.cancelled && attempt < options_.max_attempts;
+  // A device error (a broken GPU, see NoteHealth) too: the task runs again, elsewhere once the
+  // GPU is held. It may meet the broken GPU health_failures times before that, so those
+  // attempts come on top; where every GPU fails, it ends failed after them.
+  if (options_.health_failures > 0) end.device_error = DeviceErrorIn(r);
+  const int attempts_allowed =
+      options_.max_attempts + (end.device_error.empty() ? 0 : options_.health_failures);
+  end.requeue = (r.outcome.kind == Kind::kInterrupted || !end.device_error.empty()) &&
+                !job.rec.cancelled && attempt < attempts_allowed;
   end.outcome = r.outcome.kind;
   end.state = end.requeue ? TaskState::kQueued : StateOf(r.outcome.kind);
   end.started_at = gpu ? gpu->busy_since : end.now;
@@ -721,6 +728,7 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
     gpu->task_id = 0;
     gpu->run = 0;
     ++gpu->tasks_run;
+    NoteHealth(*gpu, end, task);
   }
   job.elapsed_sum += elapsed;
   ++job.elapsed_n;
@@ -747,6 +755,68 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
   }
   if (next) LaunchStart(std::move(*next));
   Dispatch();
+}
+
+void Scheduler::NoteHealth(Gpu& gpu, const PendingEnd& end, const Task& task) {
+  const int limit = options_.health_failures;
+  if (limit <= 0) return;
+  using Kind = Outcome::Kind;
+  if (!end.device_error.empty()) {
+    ++gpu.device_errors;
+    gpu.last_device_error = end.device_error;
+    if (gpu.device_errors >= limit && !gpu.suspect && !policy_.Drained(gpu.index)) {
+      gpu.suspect = true;
+      policy_.SetDrained(gpu.index, true);
+      if (gpu.device_errors == limit) {
+        spdlog::warn(
+            "GPU {}: {} device errors in a row (the last, task {}: {}); it takes no "
+            "task until another GPU shows that the profiler works",
+            gpu.index, gpu.device_errors, task.id, end.device_error);
+      }
+    }
+  } else if (end.outcome == Kind::kSucceeded || end.outcome == Kind::kUnsupported) {
+    gpu.device_errors = 0;
+    every_gpu_failing_ = false;
+    if (!gpu.suspect) {
+      // The profiler works here: the held GPUs are broken.
+      for (Gpu& g : gpus_) {
+        if (!g.suspect) continue;
+        g.suspect = false;
+        g.drain_reason = fmt::format(
+            "{} device errors in a row while GPU {} ran the profiler (the last: {}); an admin "
+            "resumes it with 'ckprof resume {}'",
+            g.device_errors, gpu.index, g.last_device_error, g.index);
+        spdlog::error("GPU {} drained: {}", g.index, g.drain_reason);
+        Changed();
+      }
+    }
+    return;
+  } else {
+    return;
+  }
+  // No GPU that might show the profiler working (one not drained, with no device error since
+  // its last working run) is left: it is the profiler or the driver, not one GPU. The held
+  // ones take tasks again (each is held anew at its next error, and let go again while this
+  // holds), and the tasks end failed after their attempts.
+  bool any_clean = false, any_suspect = false;
+  for (const Gpu& g : gpus_) {
+    any_suspect = any_suspect || g.suspect;
+    any_clean = any_clean || (!g.suspect && !policy_.Drained(g.index) && g.device_errors == 0);
+  }
+  if (any_suspect && !any_clean) {
+    for (Gpu& g : gpus_) {
+      if (!g.suspect) continue;
+      g.suspect = false;
+      policy_.SetDrained(g.index, false);
+    }
+    if (!every_gpu_failing_) {  // once, until something works again
+      spdlog::warn(
+          "device errors on every GPU that could take a task: the profiler or the "
+          "driver, not one GPU; no GPU is drained for it (the last: {})",
+          end.device_error);
+    }
+    every_gpu_failing_ = true;
+  }
 }
 
 void Scheduler::MaybeFinishShutdown() {
@@ -957,6 +1027,9 @@ Status Scheduler::SetDrained(int gpu_index, bool drained, const Identity& who) {
     return MakeError("GPU " + std::to_string(gpu_index) + " is not drained: nothing to resume");
   }
   policy_.SetDrained(gpu_index, drained);
+  g->suspect = false;
+  g->device_errors = 0;
+  g->drain_reason = drained ? "drained by " + who.user : "";
   spdlog::info("GPU {} {} by {}", gpu_index, drained ? "drained" : "resumed", who.user);
   if (!drained) Dispatch();
   Changed();
@@ -1040,6 +1113,13 @@ std::vector<GpuInfo> Scheduler::Gpus() const {
     GpuInfo i;
     i.index = g.index;
     i.drained = policy_.Drained(g.index);
+    i.drain_reason = g.drain_reason;
+    if (g.suspect) {
+      i.drain_reason = fmt::format(
+          "held: {} device errors in a row (the last: {}); drained once another GPU runs the "
+          "profiler",
+          g.device_errors, g.last_device_error);
+    }
     i.task_id = g.task_id;
     if (g.task_id) {
       i.job_id = tasks_.at(g.task_id).job_id;

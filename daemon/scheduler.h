@@ -68,6 +68,9 @@ struct SchedulerOptions {
   std::string lock_dir;
   ForeignGpuUse foreign_gpu_use = ForeignGpuUse::kWait;
   double foreign_poll_s = 0.5;  // a GPU watch's snapshot older than twice this is renewed
+  // A GPU whose tasks end with this many device errors in a row (DeviceErrorIn) is drained,
+  // once another GPU shows that the profiler works; its tasks go elsewhere. 0 = never.
+  int health_failures = 3;
 };
 
 // A job's progress event, as the frame a watcher sends: one JSON object and its newline.
@@ -190,6 +193,12 @@ class Scheduler {
     GpuState identity;                  // what it is (watched GPUs)
     std::optional<GpuReading> reading;  // the latest reading
     std::optional<GpuReading> before;   // the reading as the running task started
+    // Health: device errors in a row, the last one's line, and whether the GPU is held (its
+    // count reached, waiting for another GPU to show that the profiler works).
+    int device_errors = 0;
+    std::string last_device_error;
+    bool suspect = false;
+    std::string drain_reason;  // why it is drained (an admin, or its health); "" = not drained
   };
 
   // What the policy knows of a job.
@@ -238,8 +247,14 @@ class Scheduler {
     std::string command, description, result_json;
     UsageRecord usage;
     bool store_usage = false;  // written with the end
+    std::string device_error;  // the line naming a device error (DeviceErrorIn); "" = none
     RunResult run;
   };
+  // Counts a device error (or a working run) on the end's GPU: a GPU at health_failures is
+  // held; a working run on another GPU drains the held ones; held GPUs alone (every GPU
+  // failing: the profiler or the driver, not a GPU) are let go again.
+  void NoteHealth(Gpu& gpu, const PendingEnd& end, const Task& task);
+  bool every_gpu_failing_ = false;  // said in the log, until a run works again
   Status RecordEnd(const PendingEnd& end);
   // The task the end's GPU starts next, prepared for the end's transaction; none when Dispatch
   // is to decide after the end is applied (no task, a requeue, a drained GPU, a failing Store).

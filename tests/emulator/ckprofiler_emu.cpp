@@ -74,6 +74,10 @@ FAULTS (CKEMU_FAULT=NAME, or per config by the magic batch size N in the problem
   N=9009  fork-child    fork a background child (same process group) that keeps
                         stdout/stderr open and sleeps an hour; exit 0 normally
   N=9010  hang-noterm   like hang, but SIGTERM is ignored (needs SIGKILL)
+  N=9011  device-error  the problem is printed, then CK's device buffer cannot be had: "HIP
+                        runtime error: ..." as an uncaught std::runtime_error (SIGABRT)
+CKEMU_BAD_GPUS=LIST (e.g. 0,3): a run pinned (HIP/CUDA_VISIBLE_DEVICES) to one of them is a
+device-error, whatever its problem: a broken GPU.
 Argument checks come first: a magic N only acts on a command line CK would accept.
 
 LOG (CKEMU_LOG=PATH)
@@ -117,6 +121,7 @@ constexpr FaultName kFaults[] = {
     {Fault::kVerifyFail, "verify-fail", 9008},
     {Fault::kForkChild, "fork-child", 9009},
     {Fault::kHangNoTerm, "hang-noterm", 9010},
+    {Fault::kDeviceError, "device-error", 9011},
 };
 
 Invocation g_invocation;
@@ -172,6 +177,14 @@ void ReadSettings() {
     s.old_format = std::string(v) == "2024";
   }
   if (const char* v = std::getenv("CKEMU_LOG"); v && *v) s.log_path = v;
+  if (const char* v = std::getenv("CKEMU_BAD_GPUS"); v && *v) {
+    std::string list = v;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      if (comma > at) s.bad_gpus.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
 }
 
 nlohmann::ordered_json LogRecord(const char* event) {

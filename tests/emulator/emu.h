@@ -24,6 +24,7 @@ enum class Fault {
   kAbort,        // SIGABRT after a few instances
   kVerifyFail,   // "Error: Incorrect results!" on stderr, exit 1
   kForkChild,    // leaves a background child holding stdout/stderr, then exits normally
+  kDeviceError,  // the device memory cannot be had: CK's "HIP runtime error", uncaught: SIGABRT
 };
 
 // One grouped-convolution problem as ckProfiler parsed it.
@@ -54,6 +55,7 @@ struct Settings {
   int fail_code = 1;                   // CKEMU_FAIL_CODE
   bool old_format = false;             // CKEMU_CK_VERSION=2024
   std::string log_path;                // CKEMU_LOG
+  std::vector<std::string> bad_gpus;   // CKEMU_BAD_GPUS: pins whose every run is a device error
 };
 
 const Settings& GetSettings();

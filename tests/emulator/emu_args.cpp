@@ -3,6 +3,8 @@
 // aborts, as in CK), and the per-operation dispatch tables ("not implemented" holes).
 #include <signal.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -216,6 +218,13 @@ int RunOperation(Op op, const std::vector<std::string>& argv) {
   // An env slow-start has already slept, in main().
   if (fault == Fault::kNone && GetSettings().env_fault != Fault::kSlowStart) {
     fault = GetSettings().env_fault;
+  }
+  for (const char* pin : {"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}) {
+    const char* gpu = std::getenv(pin);
+    const auto& bad = GetSettings().bad_gpus;
+    if (gpu && std::find(bad.begin(), bad.end(), std::string(gpu)) != bad.end()) {
+      fault = Fault::kDeviceError;
+    }
   }
   return Profile(p, fault);
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <iomanip>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -422,6 +423,12 @@ int Profile(const Problem& p, Fault fault) {
                                           : p.op == Op::kBwdData ? BwdDataInstances()
                                                                  : BwdWeightInstances();
   std::cout << "found " << instances.size() << " instances" << std::endl;
+  if (fault == Fault::kDeviceError) {
+    // CK's DeviceMem: hip_check_error throws, nobody catches (OnTerminate: SIGABRT).
+    throw std::runtime_error(
+        "HIP runtime error: hipErrorNoDevice (injected by ckprofiler-emu). "
+        "library/src/utility/device_memory.cpp: 14in function: DeviceMem");
+  }
   if (p.log) {
     PrintTensorDump("input", Product(in_len), p.init);
     PrintTensorDump("weight", Product(wei_len), p.init);
