@@ -31,6 +31,10 @@ std::string FindIn(const std::string& text) {
     if (end == std::string::npos) end = text.size();
     std::string line = text.substr(from, std::min<size_t>(end - from, 200));
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    // libstdc++'s "  what():  " before an uncaught exception's text says nothing.
+    const size_t text = line.find_first_not_of(' ');
+    line.erase(0, text == std::string::npos ? line.size() : text);
+    if (line.rfind("what():", 0) == 0) line.erase(0, line.find_first_not_of(' ', 7));
     return line;
   }
   return "";

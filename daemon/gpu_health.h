@@ -11,7 +11,8 @@ namespace ckprof {
 
 // The line of the run's output (stderr first) that names a HIP/CUDA device or runtime error
 // ("HIP runtime error", "hipErrorNoDevice", "Memory access fault by GPU", "HSA_STATUS_ERROR",
-// "CUDA error", ...), trimmed to 200 characters, when the run failed or crashed; "" otherwise.
+// "CUDA error", ...), trimmed, without libstdc++'s "what():", and at most 200 characters, when
+// the run failed or crashed; "" otherwise.
 // A crash without such a line is not counted: CK's own argument-parsing aborts look the same.
 std::string DeviceErrorIn(const RunResult& r);
 

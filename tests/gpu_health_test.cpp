@@ -27,9 +27,7 @@ TEST(GpuHealth, DeviceErrorsAreTheRuntimesLines) {
       {K::kCrashed,
        "terminate called after throwing an instance of 'std::runtime_error'\n  what():  HIP "
        "runtime error: hipErrorNoDevice. device_memory.cpp: 14in function: DeviceMem\n",
-       "",
-       "  what():  HIP runtime error: hipErrorNoDevice. device_memory.cpp: 14in function: "
-       "DeviceMem"},
+       "", "HIP runtime error: hipErrorNoDevice. device_memory.cpp: 14in function: DeviceMem"},
       {K::kCrashed, "",
        "found 12 instances\nMemory access fault by GPU node-2 (Agent handle: "
        "0x55d) on address 0x7f00. Reason: Page not present.\n",
