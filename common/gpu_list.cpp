@@ -9,7 +9,6 @@
 #include <sstream>
 
 namespace ckprof {
-namespace {
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> out;
@@ -22,8 +21,6 @@ std::vector<std::string> ListDir(const std::string& dir) {
   std::sort(out.begin(), out.end());
   return out;
 }
-
-}  // namespace
 
 Result<std::vector<int>> ParseGpuList(const std::string& text) {
   if (text == "auto") {

@@ -18,4 +18,7 @@ Result<std::vector<int>> ParseGpuList(const std::string& text);
 // `sysfs_root` prefixes the KFD topology's path (a fake tree in tests; the daemon's sysfs_root).
 std::vector<int> DetectGpus(std::string* description, const std::string& sysfs_root = "/");
 
+// The names in a directory but "." entries and hidden ones, sorted; none when it cannot be read.
+std::vector<std::string> ListDir(const std::string& dir);
+
 }  // namespace ckprof

@@ -91,7 +91,10 @@ Result<std::unique_ptr<TaskCgroups>> TaskCgroups::Open(uint64_t memory_max, std:
     while (dirent* e = readdir(d)) {
       if (std::strncmp(e->d_name, "run-", 4) != 0) continue;
       const long owner = std::strtol(e->d_name + 4, nullptr, 10);
-      if (owner > 0 && owner != getpid() && kill(static_cast<pid_t>(owner), 0) == 0) continue;
+      if (owner > 0 && owner != getpid() &&
+          (kill(static_cast<pid_t>(owner), 0) == 0 || errno == EPERM)) {
+        continue;  // a live daemon's (EPERM: of another user)
+      }
       rmdir((parent + "/" + e->d_name).c_str());
     }
     closedir(d);
@@ -132,10 +135,10 @@ Result<std::string> TaskCgroups::Create(const std::string& name) {
     mkdir(parent_.c_str(), 0755);
     made = mkdir(dir.c_str(), 0755);
   }
-  if (made != 0) {
-    if (errno != EEXIST) return MakeError("cannot make " + dir + ": " + std::strerror(errno));
-    if (!Empty(dir)) return MakeError(dir + " exists and is not empty");
+  if (made != 0 && errno == EEXIST && rmdir(dir.c_str()) == 0) {
+    made = mkdir(dir.c_str(), 0755);  // a leftover's counts are not this run's
   }
+  if (made != 0) return MakeError("cannot make " + dir + ": " + std::strerror(errno));
   if (memory_max_ > 0) {
     if (Status s = WriteFile(dir + "/memory.max", std::to_string(memory_max_)); !s) {
       rmdir(dir.c_str());

@@ -21,6 +21,10 @@ constexpr std::array<std::string_view, 11> kDeviceErrors = {
     "cudaError",
 };
 
+// A problem too large for the GPU's memory is the config's, not the GPU's.
+constexpr std::array<std::string_view, 3> kConfigErrors = {"OutOfMemory", "out of memory",
+                                                           "InvalidValue"};
+
 std::string FindIn(const std::string& text) {
   for (std::string_view needle : kDeviceErrors) {
     const size_t at = text.find(needle);
@@ -35,6 +39,9 @@ std::string FindIn(const std::string& text) {
     const size_t text = line.find_first_not_of(' ');
     line.erase(0, text == std::string::npos ? line.size() : text);
     if (line.rfind("what():", 0) == 0) line.erase(0, line.find_first_not_of(' ', 7));
+    for (std::string_view not_device : kConfigErrors) {
+      if (line.find(not_device) != std::string::npos) return "";
+    }
     return line;
   }
   return "";

@@ -13,7 +13,8 @@ namespace ckprof {
 // ("HIP runtime error", "hipErrorNoDevice", "Memory access fault by GPU", "HSA_STATUS_ERROR",
 // "CUDA error", ...), trimmed, without libstdc++'s "what():", and at most 200 characters, when
 // the run failed or crashed; "" otherwise.
-// A crash without such a line is not counted: CK's own argument-parsing aborts look the same.
+// Out of memory and invalid values are the config's, not counted; nor is a crash without such
+// a line (CK's own argument-parsing aborts look the same).
 std::string DeviceErrorIn(const RunResult& r);
 
 }  // namespace ckprof

@@ -1,6 +1,5 @@
 #include "daemon/gpu_probe.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
@@ -18,6 +17,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "common/gpu_list.h"
 #include "daemon/process_util.h"
 
 extern char** environ;
@@ -28,17 +28,6 @@ namespace {
 std::string Join(const std::string& root, const std::string& path) {
   if (root.empty() || root == "/") return path;
   return (root.back() == '/' ? root.substr(0, root.size() - 1) : root) + path;
-}
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] != '.') out.emplace_back(e->d_name);
-    }
-    closedir(d);
-  }
-  return out;
 }
 
 // Names that are numbers, in numeric order (topology nodes, pids).

@@ -621,27 +621,21 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   child.keep_fd = s.keep_fd;
   child.reset_nice = OwnNiceIsRaised();
   if (cgroups_) {
+    // Without its cgroup a run still runs, in its process group alone (and says so).
     auto dir = cgroups_->Create("run-" + std::to_string(getpid()) + "-" + std::to_string(id));
-    if (!dir) {
-      close(out_pipe[0]);
-      close(out_pipe[1]);
-      close(err_pipe[0]);
-      close(err_pipe[1]);
-      return fail_spawn(dir.error());
+    if (dir) {
+      req->cgroup_fd = open((*dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+      if (req->cgroup_fd >= 0) {
+        run->cgroup = *dir;
+        child.cgroup_fd = req->cgroup_fd;
+      } else {
+        spdlog::warn("run {}: cannot open {}/cgroup.procs: {}; process group alone", id, *dir,
+                     std::strerror(errno));
+        cgroups_->Remove(*dir);
+      }
+    } else {
+      spdlog::warn("run {}: {}; process group alone", id, dir.error());
     }
-    run->cgroup = *dir;
-    req->cgroup_fd = open((*dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-    if (req->cgroup_fd < 0) {
-      const int e = errno;
-      close(out_pipe[0]);
-      close(out_pipe[1]);
-      close(err_pipe[0]);
-      close(err_pipe[1]);
-      cgroups_->Remove(run->cgroup);
-      run->cgroup.clear();
-      return fail_spawn("cannot open the run's cgroup: " + std::string(strerror(e)));
-    }
-    child.cgroup_fd = req->cgroup_fd;
   }
   // The spawn thread writes the outcome into the request, then hands the run back here. The
   // request outlives the clone: the run holds it, and the callback holds the run.

@@ -66,6 +66,7 @@ void Scheduler::UpdateOptions(const SchedulerOptions& o) {
   options_.gpus = gpus;  // the GPU set and its locks are fixed for the daemon's life
   options_.lock_dir = lock_dir;
   policy_.SetHalfLife(options_.half_life_s);
+  if (ReleaseHeldGpus()) Dispatch();  // (all of them when health checks are now off)
 }
 
 void Scheduler::AttachGpuWatch(GpuWatch* watch) {
@@ -605,14 +606,11 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   const Job& job = jobs_.at(task.job_id);
   const Gpu* gpu = FindGpu(gpu_index);
   // Interrupted by our own shutdown: requeued for the next start while attempts remain.
-  // A device error (a broken GPU, see NoteHealth) too: the task runs again, elsewhere once the
-  // GPU is held. It may meet the broken GPU health_failures times before that, so those
-  // attempts come on top; where every GPU fails, it ends failed after them.
+  // A device error ends the task like any failure; should its GPU be drained for it
+  // (NoteHealth), the task runs again elsewhere.
   if (options_.health_failures > 0) end.device_error = DeviceErrorIn(r);
-  const int attempts_allowed =
-      options_.max_attempts + (end.device_error.empty() ? 0 : options_.health_failures);
-  end.requeue = (r.outcome.kind == Kind::kInterrupted || !end.device_error.empty()) &&
-                !job.rec.cancelled && attempt < attempts_allowed;
+  end.requeue =
+      r.outcome.kind == Kind::kInterrupted && !job.rec.cancelled && attempt < options_.max_attempts;
   end.outcome = r.outcome.kind;
   end.state = end.requeue ? TaskState::kQueued : StateOf(r.outcome.kind);
   end.started_at = gpu ? gpu->busy_since : end.now;
@@ -668,8 +666,10 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
 
 std::optional<Scheduler::Start> Scheduler::PrepareNextStart(const PendingEnd& end) {
   Gpu* gpu = FindGpu(end.gpu_index);
-  if (!gpu || policy_.Drained(end.gpu_index) || end.requeue || shutting_down_ ||
-      !pending_ends_.empty() || store_retry_timer_.expiry() > std::chrono::steady_clock::now()) {
+  // (After a device error NoteHealth may hold the GPU: Dispatch decides, once it has.)
+  if (!gpu || policy_.Drained(end.gpu_index) || end.requeue || !end.device_error.empty() ||
+      shutting_down_ || !pending_ends_.empty() ||
+      store_retry_timer_.expiry() > std::chrono::steady_clock::now()) {
     return std::nullopt;  // left to Dispatch, after the end is applied
   }
   // What the policy will pick once the end is applied: the GPU free, its job one task lighter.
@@ -764,59 +764,90 @@ void Scheduler::NoteHealth(Gpu& gpu, const PendingEnd& end, const Task& task) {
   if (!end.device_error.empty()) {
     ++gpu.device_errors;
     gpu.last_device_error = end.device_error;
+    gpu.error_tasks.emplace_back(task.job_id, task.id);
     if (gpu.device_errors >= limit && !gpu.suspect && !policy_.Drained(gpu.index)) {
       gpu.suspect = true;
       policy_.SetDrained(gpu.index, true);
-      if (gpu.device_errors == limit) {
-        spdlog::warn(
-            "GPU {}: {} device errors in a row (the last, task {}: {}); it takes no "
-            "task until another GPU shows that the profiler works",
-            gpu.index, gpu.device_errors, task.id, end.device_error);
-      }
+      spdlog::warn(
+          "GPU {}: {} device errors in a row (the last, task {}: {}); it takes no task "
+          "until another GPU shows that the profiler works",
+          gpu.index, gpu.device_errors, task.id, end.device_error);
     }
-  } else if (end.outcome == Kind::kSucceeded || end.outcome == Kind::kUnsupported) {
-    gpu.device_errors = 0;
-    every_gpu_failing_ = false;
-    if (!gpu.suspect) {
-      // The profiler works here: the held GPUs are broken.
-      for (Gpu& g : gpus_) {
-        if (!g.suspect) continue;
-        g.suspect = false;
-        g.drain_reason = fmt::format(
-            "{} device errors in a row while GPU {} ran the profiler (the last: {}); an admin "
-            "resumes it with 'ckprof resume {}'",
-            g.device_errors, gpu.index, g.last_device_error, g.index);
-        spdlog::error("GPU {} drained: {}", g.index, g.drain_reason);
-        Changed();
-      }
-    }
-    return;
-  } else {
+    ReleaseHeldGpus();
     return;
   }
+  if (end.outcome != Kind::kSucceeded && end.outcome != Kind::kUnsupported) return;
+  // The profiler works here.
+  gpu.device_errors = 0;
+  gpu.error_tasks.clear();
+  every_gpu_failing_ = false;
+  if (gpu.suspect) {  // (a start prepared before it was held)
+    gpu.suspect = false;
+    policy_.SetDrained(gpu.index, false);
+    return;
+  }
+  // The held GPUs are broken: drained, and the tasks they failed run again elsewhere.
+  for (Gpu& g : gpus_) {
+    if (!g.suspect) continue;
+    g.suspect = false;
+    g.drain_reason = fmt::format(
+        "{} device errors in a row while GPU {} ran the profiler (the last: {}); an admin "
+        "resumes it with 'ckprof resume {}'",
+        g.device_errors, gpu.index, g.last_device_error, g.index);
+    spdlog::error("GPU {} drained: {}", g.index, g.drain_reason);
+    RequeueFailedOn(g);
+    Changed();
+  }
+}
+
+void Scheduler::RequeueFailedOn(Gpu& gpu) {
+  std::map<int64_t, std::vector<int64_t>> by_job;
+  for (const auto& [job_id, task_id] : gpu.error_tasks) by_job[job_id].push_back(task_id);
+  gpu.error_tasks.clear();
+  for (const auto& [job_id, ids] : by_job) {
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end() || it->second.rec.finished_at > 0 || it->second.rec.cancelled) {
+      spdlog::warn(
+          "GPU {}: job {} has ended: 'ckprof retry {}' runs the {} task(s) it failed "
+          "again",
+          gpu.index, job_id, job_id, ids.size());
+      continue;
+    }
+    auto requeued = RequeueFinal(it->second, ids);
+    if (!requeued) {
+      spdlog::error("job {}: cannot requeue the tasks GPU {} failed: {}", job_id, gpu.index,
+                    requeued.error());
+    } else {
+      spdlog::info("job {}: {} task(s) GPU {} failed run again elsewhere", job_id, *requeued,
+                   gpu.index);
+    }
+  }
+}
+
+bool Scheduler::ReleaseHeldGpus() {
   // No GPU that might show the profiler working (one not drained, with no device error since
-  // its last working run) is left: it is the profiler or the driver, not one GPU. The held
-  // ones take tasks again (each is held anew at its next error, and let go again while this
-  // holds), and the tasks end failed after their attempts.
+  // its last working run) is left, or health checks are off: it is the profiler or the
+  // driver, not one GPU. The held ones take tasks again (each is held anew at its next error
+  // and let go again while this holds); their failed tasks stay failed.
   bool any_clean = false, any_suspect = false;
   for (const Gpu& g : gpus_) {
     any_suspect = any_suspect || g.suspect;
     any_clean = any_clean || (!g.suspect && !policy_.Drained(g.index) && g.device_errors == 0);
   }
-  if (any_suspect && !any_clean) {
-    for (Gpu& g : gpus_) {
-      if (!g.suspect) continue;
-      g.suspect = false;
-      policy_.SetDrained(g.index, false);
-    }
-    if (!every_gpu_failing_) {  // once, until something works again
-      spdlog::warn(
-          "device errors on every GPU that could take a task: the profiler or the "
-          "driver, not one GPU; no GPU is drained for it (the last: {})",
-          end.device_error);
-    }
-    every_gpu_failing_ = true;
+  if (!any_suspect || (any_clean && options_.health_failures > 0)) return false;
+  for (Gpu& g : gpus_) {
+    if (!g.suspect) continue;
+    g.suspect = false;
+    g.error_tasks.clear();
+    policy_.SetDrained(g.index, false);
   }
+  if (!every_gpu_failing_ && options_.health_failures > 0) {  // once, until a run works again
+    spdlog::warn(
+        "device errors on every GPU that could take a task: the profiler or the "
+        "driver, not one GPU; no GPU is drained for it");
+  }
+  every_gpu_failing_ = true;
+  return true;
 }
 
 void Scheduler::MaybeFinishShutdown() {
@@ -978,10 +1009,29 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who) {
   // Final tasks live in the Store only.
   auto rows = store_.JobTasks(job_id);
   if (!rows) return Error{rows.error()};
-  std::vector<std::pair<Task, Kind>> retry;  // and how each ended
+  std::vector<int64_t> ids;
   for (const auto& r : *rows) {
     auto kind = OutcomeOf(r.state);
-    if (!kind || !Retryable(*kind) || tasks_.count(r.id)) continue;
+    if (kind && Retryable(*kind) && !tasks_.count(r.id)) ids.push_back(r.id);
+  }
+  auto requeued = RequeueFinal(job, ids);
+  if (requeued && *requeued > 0) {
+    spdlog::info("job {}: {} task(s) requeued by {} (uid {})", job_id, *requeued, who.user,
+                 who.uid);
+    Dispatch();
+  }
+  return requeued;
+}
+
+Result<int64_t> Scheduler::RequeueFinal(Job& job, const std::vector<int64_t>& task_ids) {
+  const int64_t job_id = job.rec.id;
+  auto rows = store_.JobTasks(job_id);
+  if (!rows) return Error{rows.error()};
+  std::vector<std::pair<Task, Kind>> retry;  // and how each ended
+  for (const auto& r : *rows) {
+    if (std::find(task_ids.begin(), task_ids.end(), r.id) == task_ids.end()) continue;
+    auto kind = OutcomeOf(r.state);
+    if (!kind || tasks_.count(r.id)) continue;
     retry.emplace_back(TaskFromRecord(r), *kind);
   }
   std::vector<int64_t> ids;
@@ -1002,8 +1052,6 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who) {
     CountFinal(job, kind, -1);
     Enqueue(tasks_.emplace(t.id, t).first->second);
   }
-  spdlog::info("job {}: {} task(s) requeued by {} (uid {})", job_id, ids.size(), who.user, who.uid);
-  Dispatch();
   return static_cast<int64_t>(ids.size());
 }
 
@@ -1029,9 +1077,11 @@ Status Scheduler::SetDrained(int gpu_index, bool drained, const Identity& who) {
   policy_.SetDrained(gpu_index, drained);
   g->suspect = false;
   g->device_errors = 0;
+  g->error_tasks.clear();
   g->drain_reason = drained ? "drained by " + who.user : "";
   spdlog::info("GPU {} {} by {}", gpu_index, drained ? "drained" : "resumed", who.user);
-  if (!drained) Dispatch();
+  // An admin's drain may leave the held GPUs with no GPU that could clear them.
+  if (ReleaseHeldGpus() || !drained) Dispatch();
   Changed();
   return Status::Ok();
 }

@@ -196,6 +196,7 @@ class Scheduler {
     // Health: device errors in a row, the last one's line, and whether the GPU is held (its
     // count reached, waiting for another GPU to show that the profiler works).
     int device_errors = 0;
+    std::vector<std::pair<int64_t, int64_t>> error_tasks;  // (job, task) those errors ended
     std::string last_device_error;
     bool suspect = false;
     std::string drain_reason;  // why it is drained (an admin, or its health); "" = not drained
@@ -254,6 +255,13 @@ class Scheduler {
   // held; a working run on another GPU drains the held ones; held GPUs alone (every GPU
   // failing: the profiler or the driver, not a GPU) are let go again.
   void NoteHealth(Gpu& gpu, const PendingEnd& end, const Task& task);
+  // Runs the tasks a drained GPU failed again (those of jobs that have not ended).
+  void RequeueFailedOn(Gpu& gpu);
+  // Lets the held GPUs go when no GPU could show the profiler working, or health is off; true
+  // when it did (the caller dispatches).
+  bool ReleaseHeldGpus();
+  // Final tasks `task_ids` of `job` queued again (retry); how many. The caller dispatches.
+  Result<int64_t> RequeueFinal(Job& job, const std::vector<int64_t>& task_ids);
   bool every_gpu_failing_ = false;  // said in the log, until a run works again
   Status RecordEnd(const PendingEnd& end);
   // The task the end's GPU starts next, prepared for the end's transaction; none when Dispatch

@@ -56,9 +56,21 @@ RunSpec Shell(const std::string& script) {
   return s;
 }
 
-// The pid a script printed as its first line of output.
-pid_t FirstPid(const RunResult& r) {
-  return static_cast<pid_t>(std::atoi(r.stdout_capture.c_str()));
+// A leader that starts a helper leaving its process group (setsid, sleeping), waits until the
+// helper has written its pid into `pid_file`, then runs `then`.
+RunSpec WithEscapee(const std::string& pid_file, const std::string& then) {
+  return Shell("setsid sh -c 'echo $$ > " + pid_file + ".new; mv " + pid_file + ".new " + pid_file +
+               "; exec sleep 1000' & while [ ! -s " + pid_file + " ]; do sleep 0.01; done; " +
+               then);
+}
+
+pid_t PidIn(const std::string& file) {
+  return static_cast<pid_t>(std::atoi(testing::ReadFile(file).c_str()));
+}
+
+// Kills what a failed check left (only when it is still there: the pid may be reused).
+void KillIfLive(pid_t pid) {
+  if (pid > 0 && ProcessIsLive(pid)) kill(pid, SIGKILL);
 }
 
 bool GoneWithin(pid_t pid, std::chrono::milliseconds limit) {
@@ -91,18 +103,21 @@ class CgroupTest : public ::testing::Test {
   }
 
   std::unique_ptr<TaskCgroups> cgroups_;
+  testing::TempDir dir_;
 };
 
 // A profiler's helper that left the process group (setsid) and sleeps: a timeout stops it with
 // the run, and the run's cgroup is gone afterwards.
 TEST_F(CgroupTest, WhatLeftTheProcessGroupIsStoppedWithTheRun) {
   Harness h(cgroups_.get());
-  RunSpec spec = Shell("setsid sh -c 'echo $$; exec sleep 1000' & sleep 1000");
-  spec.timeout = 300ms;
+  const std::string pid_file = dir_.File("escapee");
+  RunSpec spec = WithEscapee(pid_file, "echo ready; sleep 1000");
+  spec.timeout = 1000ms;
   RunResult r = h.Run(spec);
   EXPECT_EQ(r.outcome.kind, Outcome::Kind::kTimedOut) << r.outcome.Summary();
-  const pid_t escaped = FirstPid(r);
-  ASSERT_GT(escaped, 0) << r.stdout_capture;
+  ASSERT_EQ(r.stdout_capture, "ready\n") << "the helper had not started at the timeout";
+  const pid_t escaped = PidIn(pid_file);
+  ASSERT_GT(escaped, 0);
   // The run ended only once its cgroup was empty: no wait needed.
   EXPECT_FALSE(ProcessIsLive(escaped)) << "pid " << escaped << " outlived its run";
   EXPECT_EQ(OwnRunCgroups(cgroups_->parent()), 0);
@@ -111,29 +126,32 @@ TEST_F(CgroupTest, WhatLeftTheProcessGroupIsStoppedWithTheRun) {
   EXPECT_GE(*r.cpu_s, 0.0);
   ASSERT_TRUE(r.peak_memory_bytes.has_value());
   EXPECT_GT(*r.peak_memory_bytes, 0u);
-  kill(escaped, SIGKILL);  // (should the test fail)
+  KillIfLive(escaped);
 }
 
 // The same with a leader that ends by itself: its escapee goes too.
 TEST_F(CgroupTest, AnEscapeeOfALeaderThatExitedIsStoppedToo) {
   Harness h(cgroups_.get());
-  RunResult r = h.Run(Shell("setsid sh -c 'echo $$; exec sleep 1000' & sleep 0.1; exit 3"));
+  const std::string pid_file = dir_.File("escapee");
+  RunResult r = h.Run(WithEscapee(pid_file, "exit 3"));
   EXPECT_EQ(r.outcome.kind, Outcome::Kind::kFailed) << r.outcome.Summary();
-  const pid_t escaped = FirstPid(r);
-  ASSERT_GT(escaped, 0) << r.stdout_capture;
+  const pid_t escaped = PidIn(pid_file);
+  ASSERT_GT(escaped, 0);
   EXPECT_FALSE(ProcessIsLive(escaped)) << "pid " << escaped << " outlived its run";
   EXPECT_EQ(OwnRunCgroups(cgroups_->parent()), 0);
-  kill(escaped, SIGKILL);
+  KillIfLive(escaped);
 }
 
 // Without cgroups (process groups alone) that escapee outlives the run: what the cgroup fixes.
 TEST_F(CgroupTest, WithoutACgroupTheEscapeeOutlivesTheRun) {
   Harness h(nullptr);
-  RunSpec spec = Shell("setsid sh -c 'echo $$; exec sleep 1000' & sleep 1000");
-  spec.timeout = 300ms;
+  const std::string pid_file = dir_.File("escapee");
+  RunSpec spec = WithEscapee(pid_file, "echo ready; sleep 1000");
+  spec.timeout = 1000ms;
   RunResult r = h.Run(spec);
-  const pid_t escaped = FirstPid(r);
-  ASSERT_GT(escaped, 0) << r.stdout_capture;
+  ASSERT_EQ(r.stdout_capture, "ready\n") << "the helper had not started at the timeout";
+  const pid_t escaped = PidIn(pid_file);
+  ASSERT_GT(escaped, 0);
   EXPECT_TRUE(ProcessIsLive(escaped));
   EXPECT_EQ(r.usage_from, "rusage");
   kill(escaped, SIGKILL);
@@ -144,10 +162,9 @@ TEST_F(CgroupTest, WithoutACgroupTheEscapeeOutlivesTheRun) {
 // fork's grandchild); the leader's own rusage does not. (Fixed work, not a time: the count does not
 // depend on the machine's load.)
 TEST_F(CgroupTest, CpuTimeCountsEveryProcessOfTheRun) {
-  testing::TempDir dir;
-  const std::string flag = dir.File("done");
+  const std::string flag = dir_.File("done");
   const std::string script = "(sh -c 'i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; echo > " +
-                             flag + "' &); while [ ! -s " + flag + " ]; do sleep 0.05; done";
+                             flag + "' &); while [ ! -s " + flag + " ]; do sleep 0.2; done";
   Harness with(cgroups_.get());
   RunResult counted = with.Run(Shell(script));
   std::filesystem::remove(flag);
@@ -166,9 +183,9 @@ TEST_F(CgroupTest, CpuTimeCountsEveryProcessOfTheRun) {
 // sharing the parent stays.
 TEST_F(CgroupTest, OpenSweepsEmptyLeftoversOfDeadDaemonsOnly) {
   const std::string parent = cgroups_->parent();
-  // pid 2^22+1 is above any pid_max: no such process.
+  // pid 2^22+1 is above any pid_max: no such process. Our parent (ctest, a shell) lives on.
   const std::string dead = parent + "/run-4194305-7";
-  const std::string live = parent + "/run-1-7";  // init never exits
+  const std::string live = parent + "/run-" + std::to_string(getppid()) + "-7";
   ASSERT_TRUE(std::filesystem::create_directory(dead));
   ASSERT_TRUE(std::filesystem::create_directory(live));
   std::string note;

@@ -40,6 +40,9 @@ TEST(GpuHealth, DeviceErrorsAreTheRuntimesLines) {
       // Not the device's: a kernel's failure, a wrong result, CK's "all" abort.
       {K::kFailed, "HIP error: hipErrorIllegalAddress (injected by ckprofiler-emu)\n", "", ""},
       {K::kFailed, "Error: Incorrect results!\n", "", ""},
+      {K::kCrashed, "  what():  HIP runtime error: hipErrorOutOfMemory. device_memory.cpp\n", "",
+       ""},
+      {K::kFailed, "CUDA error: out of memory\n", "", ""},
       {K::kCrashed,
        "terminate called after throwing an instance of 'std::invalid_argument'\n  what():  "
        "stoi\n",

@@ -32,8 +32,8 @@ class GpuHealthTest : public testing::EmulatorDaemonTest {
     args.insert(args.begin(), {testing::BinPath("ckprof"), "--socket", daemon_.socket()});
     return testing::RunCommand(args, {}, dir_.path());
   }
-  std::vector<TaskResult> RunToEnd(int n) {
-    auto job = testing::SubmitContent(daemon_.socket(), testing::FwdConfigsText(n));
+  std::vector<TaskResult> RunToEnd(int n, int magic_n = 0, int every = 1) {
+    auto job = testing::SubmitContent(daemon_.socket(), testing::FwdConfigsText(n, magic_n, every));
     EXPECT_TRUE(job.ok()) << job.error();
     if (!job.ok()) return {};
     auto end = testing::WaitJobEnd(daemon_.socket(), *job);
@@ -60,7 +60,7 @@ TEST_F(GpuHealthTest, ABrokenGpuIsDrainedAndItsTasksRunOnTheOther) {
     EXPECT_EQ(r.gpu, 1) << "#" << r.position;
     retried += r.attempts > 1;
   }
-  EXPECT_GE(retried, 1) << "the broken GPU's tasks ran again";
+  EXPECT_EQ(retried, 3) << "the broken GPU's three tasks ran again";
   // At most health_failures (3) device errors before GPU 0 took nothing more.
   int on_gpu0 = 0;
   for (const auto& run : testing::ReadEmuRuns(emu_log_)) on_gpu0 += run.gpu == "0";
@@ -89,18 +89,32 @@ TEST_F(GpuHealthTest, ABrokenGpuIsDrainedAndItsTasksRunOnTheOther) {
 }
 
 // Device errors on every GPU: the profiler or the driver, not a GPU. None is drained, and the
-// tasks end failed after their attempts (max_attempts 3 + health_failures 3).
+// tasks end crashed, each once.
 TEST_F(GpuHealthTest, DeviceErrorsOnEveryGpuDrainNone) {
   StartWithBrokenGpus("0,1");
-  const auto results = RunToEnd(3);
-  ASSERT_EQ(results.size(), 3u);
+  const auto results = RunToEnd(8);
+  ASSERT_EQ(results.size(), 8u);
   for (const auto& r : results) {
     EXPECT_EQ(r.state, TaskState::kCrashed) << "#" << r.position;
-    EXPECT_EQ(r.attempts, 6) << "#" << r.position;
+    EXPECT_EQ(r.attempts, 1) << "#" << r.position;
   }
   for (const auto& g : Gpus()) EXPECT_FALSE(g["drained"].get<bool>()) << g.dump();
   EXPECT_NE(testing::ReadFile(daemon_.log_path()).find("not one GPU"), std::string::npos)
       << testing::ReadFile(daemon_.log_path());
+}
+
+// Two configs that fail with a device error wherever they run (N=9011) on good GPUs: fewer
+// than health_failures, so no GPU is held; they fail once each, like any failure.
+TEST_F(GpuHealthTest, AConfigsOwnDeviceErrorsDrainNothing) {
+  StartWithBrokenGpus("");
+  const auto results = RunToEnd(8, 9011, 4);  // #4 and #8
+  ASSERT_EQ(results.size(), 8u);
+  for (const auto& r : results) {
+    const bool bad = r.position % 4 == 0;
+    EXPECT_EQ(r.state, bad ? TaskState::kCrashed : TaskState::kSucceeded) << "#" << r.position;
+    EXPECT_EQ(r.attempts, 1) << "#" << r.position;
+  }
+  for (const auto& g : Gpus()) EXPECT_FALSE(g["drained"].get<bool>()) << g.dump();
 }
 
 }  // namespace
