@@ -75,8 +75,9 @@ Connection::~Connection() {
   if (fd_ >= 0) close(fd_);
 }
 
-Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path) {
+Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, bool* went_away) {
   signal(SIGPIPE, SIG_IGN);
+  if (went_away) *went_away = false;
   auto unreachable = [&](const std::string& why) {
     return MakeError("cannot reach ckprofd at " + path + " (" + why +
                      "): start it with 'ckprofd --socket " + path +
@@ -104,6 +105,12 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path) {
   hello.protocol = kProtocolVersion;
   hello.client = std::string("ckprof ") + kVersion;
   auto answer = c->Call(hello);
+  if (!answer && c->lost()) {
+    // Connected, then closed before the hello's answer: the daemon went away at that moment
+    // (the error already says "ckprofd at PATH closed the connection").
+    if (went_away) *went_away = true;
+    return Error{answer.error()};
+  }
   if (!answer)
     return MakeError("ckprofd at " + path + " refused the connection: " + answer.error());
   c->hello_ = *answer;

@@ -28,7 +28,10 @@ class Connection {
   // Connects and exchanges hellos. The error is one line naming the socket and how to start
   // ckprofd (or to use --local where the command has it); when the socket is there but its
   // permissions keep the user out, it names the group to join instead.
-  static Result<std::unique_ptr<Connection>> Open(const std::string& socket_path);
+  // `went_away`, when given, is set when the daemon accepted the connection and then closed it
+  // before it answered the hello (it stopped or died at that moment): not a refusal.
+  static Result<std::unique_ptr<Connection>> Open(const std::string& socket_path,
+                                                  bool* went_away = nullptr);
 
   // Sends a request and returns the daemon's answer. A response with "ok": false comes back as
   // an error holding the daemon's message; `refusal`, when given, then receives the whole

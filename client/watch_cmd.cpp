@@ -181,6 +181,15 @@ class ProgressView {
   bool ended_ = false;
 };
 
+// What follows "the daemon went away": the jobs are in its state dir and go on when it is back.
+std::string KeptHint(const std::vector<int64_t>& ids) {
+  std::string list;
+  for (int64_t id : ids) list += (list.empty() ? "" : ", ") + std::to_string(id);
+  const std::string first = std::to_string(ids.front());
+  return (ids.size() == 1 ? "; job " + list + " is kept" : "; jobs " + list + " are kept") +
+         ": see 'ckprof status " + first + "' once ckprofd is back";
+}
+
 // Follows one job on `conn` to its end. Returns the exit code (0: every task succeeded, 1: one
 // did not or the daemon refused the watch, kExitUnreachable: the daemon went away) after
 // printing why it is not 0.
@@ -210,9 +219,7 @@ int FollowJob(Connection& conn, int64_t job_id, bool show, bool live) {
     }
     // Not a task's failure: the daemon stopped (or died) while we waited. Its jobs are in its
     // state dir and go on when it is back.
-    PrintError(cmd, s.error() + "; job " + std::to_string(job_id) +
-                        " is kept: see 'ckprof status " + std::to_string(job_id) +
-                        "' once ckprofd is back");
+    PrintError(cmd, s.error() + KeptHint({job_id}));
     return kExitUnreachable;
   }
   if (show) view.End();
@@ -249,8 +256,14 @@ int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) 
     if (!id) return 2;
     ids.push_back(*id);
   }
-  auto conn = ConnectOrReport(global, cmd);
-  if (!conn) return kExitUnreachable;
+  bool went_away = false;
+  auto opened = Connection::Open(ResolveSocketPath(global.socket), &went_away);
+  if (!opened) {
+    // A daemon that dies as we connect keeps the jobs as surely as one that dies later.
+    PrintError(cmd, opened.error() + (went_away ? KeptHint(ids) : std::string()));
+    return kExitUnreachable;
+  }
+  auto& conn = *opened;
   // The worst end wins: unreachable (2) over a failure (1) over success (0).
   int worst = 0;
   for (int64_t id : ids) {
