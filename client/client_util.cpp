@@ -75,11 +75,13 @@ std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const s
   return std::move(*c);
 }
 
-Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_output) {
+Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_output,
+                                  bool with_runs) {
   Request r;
   r.type = RequestType::kResults;
   r.job_id = job_id;
   r.all = with_output;
+  r.runs = with_runs;
   return conn.Call<ResultsReply>(r);
 }
 

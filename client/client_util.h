@@ -36,8 +36,10 @@ int Ask(const GlobalOptions& global, const std::string& cmd, const Request& requ
   return 0;
 }
 
-// A job's results (its summary and every task; their captures and configs `with_output`).
-Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_output);
+// A job's results (its summary and every task; their captures and configs `with_output`;
+// a repeated job's runs too, besides the merged results, `with_runs`).
+Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_output,
+                                  bool with_runs = false);
 
 // "12" -> 12; prints "ckprof CMD: JOB must be a job id (a positive integer), got 'x'" else.
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd);

@@ -20,6 +20,7 @@
 #include "common/file_util.h"
 #include "common/results_file.h"
 #include "common/text_table.h"
+#include "common/wire_fields.h"
 
 namespace ckprof {
 
@@ -43,6 +44,12 @@ struct Entry {
   double tflops = 0;
   std::string best;
   bool contended = false;  // a foreign process used its GPU while it ran
+  // Run several times (--repeat): avg_ms is the median of `runs` timed runs, from min_ms to
+  // max_ms, with coefficient of variation cv. runs <= 1: run once, no spread known.
+  int runs = 1;
+  double min_ms = 0, max_ms = 0, cv = 0;
+  bool noisy = false;
+  bool has_spread() const { return runs > 1 && comparable(); }
   // A time that can be compared: a success with a positive, finite time (time=0 runs have none).
   bool comparable() const {
     return state == EnumName(TaskState::kSucceeded) && avg_ms > 0 && std::isfinite(avg_ms);
@@ -138,6 +145,14 @@ std::string Signature(const json& config) {
   return sig.dump();
 }
 
+void SetSpread(const RepeatStats& r, Entry* e) {
+  e->runs = r.succeeded;
+  e->min_ms = r.min_ms;
+  e->max_ms = r.max_ms;
+  e->cv = r.cv;
+  e->noisy = r.noisy;
+}
+
 Entry FromTask(const TaskResult& t) {
   Entry e;
   e.position = t.position;
@@ -154,6 +169,7 @@ Entry FromTask(const TaskResult& t) {
   }
   e.best = t.best_name;
   e.contended = !t.contended.empty();
+  if (t.repeats) SetSpread(*t.repeats, &e);
   return e;
 }
 
@@ -222,6 +238,9 @@ Result<Side> LoadFile(const std::string& path) {
     if (best != r.end() && best->is_string()) e.best = best->get<std::string>();
     auto contended = r.find("contended");
     e.contended = contended != r.end() && contended->is_boolean() && contended->get<bool>();
+    if (auto rep = r.find("repeats"); rep != r.end() && rep->is_object()) {
+      if (auto stats = FromDom<RepeatStats>(*rep, "repeats")) SetSpread(*stats, &e);
+    }
     if (auto c = r.find("config"); c != r.end()) {
       e.signature = Signature(*c);
       SetTypeAndLayout(*c, &e);
@@ -249,6 +268,11 @@ struct Row {
     if (!compared()) return "";
     const double s = speedup();
     return s > 1 ? "b" : s < 1 ? "a" : "tie";
+  }  // Both sides were run several times and their ranges (min to max) overlap: which is faster
+  // is within the runs' spread.
+  bool within_spread() const {
+    return compared() && a->has_spread() && b->has_spread() && a->min_ms <= b->max_ms &&
+           b->min_ms <= a->max_ms;
   }
 };
 
@@ -373,17 +397,22 @@ std::string Problem(const std::string& description) {
 }
 
 // The ms cell of one side: the time, the state when it did not succeed, "-" when absent.
+// A repeated config's time is its median with the runs' CV ("0.1234 ±1.2%"), "~" when noisy.
 std::string MsCell(const Entry* e) {
   if (!e) return "-";
-  return e->comparable() ? FormatNumber(e->avg_ms, 5) : e->state;
+  if (!e->comparable()) return e->state;
+  std::string cell = FormatNumber(e->avg_ms, 5);
+  if (e->has_spread()) cell += " ±" + FormatNumber(e->cv * 100, 3) + "%" + (e->noisy ? "~" : "");
+  return cell;
 }
 
 std::string Note(const Row& r, const Side& a, const Side& b) {
   if (!r.a) return "only in " + b.name;
   if (!r.b) return "only in " + a.name;
   const std::string f = r.faster();
-  if (f == "a") return a.name;
-  if (f == "b") return b.name;
+  const std::string spread = r.within_spread() ? " (within spread)" : "";
+  if (f == "a") return a.name + spread;
+  if (f == "b") return b.name + spread;
   if (f == "tie") return "tie";
   return "not compared";
 }
@@ -393,7 +422,15 @@ std::string Table(const std::vector<Row>& rows, const Summary& s, const Side& a,
                   size_t width) {
   std::ostringstream out;
   out << "A: " << a.label << ": " << TypeAndLayout(a) << "\nB: " << b.label << ": "
-      << TypeAndLayout(b) << "\nspeedup = A ms / B ms (above 1: B is faster)\n\n";
+      << TypeAndLayout(b) << "\nspeedup = A ms / B ms (above 1: B is faster)\n";
+  const bool spread = std::any_of(rows.begin(), rows.end(), [](const Row& r) {
+    return (r.a && r.a->has_spread()) || (r.b && r.b->has_spread());
+  });
+  if (spread) {
+    out << "repeated configs: the median ms ± the runs' coefficient of variation, ~ noisy; "
+           "(within spread): the two sides' min-max ranges overlap\n";
+  }
+  out << "\n";
   TextTable table({{"rank", true},
                    {"op"},
                    {"problem", false, true, 16},
@@ -462,6 +499,17 @@ ojson Json(const std::vector<Row>& rows, const Summary& s, const Side& a, const 
     j["b_ms"] = r.b && r.b->comparable() ? ojson(r.b->avg_ms) : ojson(nullptr);
     j["a_best"] = r.a && !r.a->best.empty() ? ojson(r.a->best) : ojson(nullptr);
     j["b_best"] = r.b && !r.b->best.empty() ? ojson(r.b->best) : ojson(nullptr);
+    // The runs' spread of a config run several times (--repeat); null: run once.
+    for (const auto& [prefix, e] : {std::pair<const char*, const Entry*>{"a", r.a}, {"b", r.b}}) {
+      const bool spread = e && e->has_spread();
+      const std::string p = prefix;
+      j[p + "_runs"] = spread ? ojson(e->runs) : ojson(nullptr);
+      j[p + "_min_ms"] = spread ? ojson(e->min_ms) : ojson(nullptr);
+      j[p + "_max_ms"] = spread ? ojson(e->max_ms) : ojson(nullptr);
+      j[p + "_cv"] = spread ? ojson(e->cv) : ojson(nullptr);
+      j[p + "_noisy"] = e ? ojson(e->noisy) : ojson(nullptr);
+    }
+    j["within_spread"] = r.within_spread();
     j["speedup"] = NumberOrNull(r.speedup());
     j["faster"] = r.faster().empty() ? ojson(nullptr) : ojson(r.faster());
     j["matched"] = r.a && r.b;

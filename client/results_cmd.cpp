@@ -11,10 +11,12 @@ namespace ckprof {
 
 int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   std::string job, output, format;
-  bool wide = false;
+  bool wide = false, runs = false;
   ArgParser p("ckprof results",
               "Fetch a job's results. json is the original tools' profiler_results.json (with "
-              "our added keys); table is ranked by priority_rank; csv has one row per task.",
+              "our added keys); table is ranked by priority_rank; csv has one row per task. A "
+              "job submitted with --repeat has one row per config: the median run, with min, "
+              "max and CV.",
               "The default format is table on a terminal without --output, else json.\n\n"
               "example:\n  ckprof results 12\n  ckprof results 12 --output profiler_results.json\n"
               "  ckprof results 12 --format csv --output results.csv");
@@ -24,6 +26,9 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   p.Flag("--wide", &wide,
          "table: never shorten the problem or the kernel name (the table fits the terminal "
          "otherwise)");
+  p.Flag("--runs", &runs,
+         "a job submitted with --repeat N: one row per run (the default: one per config, its "
+         "runs' median with their spread)");
   if (auto code = p.Parse(args)) return *code;
   auto id = ParseJobId(job, "results");
   if (!id) return 2;
@@ -34,13 +39,15 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   }
   auto conn = ConnectOrReport(global, "results");
   if (!conn) return kExitUnreachable;
-  auto fetched = FetchResults(*conn, *id, format == "json");
+  auto fetched = FetchResults(*conn, *id, format == "json", runs);
   if (!fetched) {
     PrintError("results", fetched.error());
     return conn->lost() ? kExitUnreachable : 1;
   }
   const JobSummary& summary = fetched->job;
-  const std::vector<TaskResult>* tasks = &fetched->tasks;
+  // --runs of a job that was not repeated: its tasks are its runs.
+  const std::vector<TaskResult>* tasks =
+      runs && !fetched->runs.empty() ? &fetched->runs : &fetched->tasks;
   // Not all there yet: said on stderr, so that the results on stdout stay what they are.
   if (std::string partial = PartialNote(summary); !partial.empty()) {
     PrintError("results", partial + " (" + std::to_string(summary.queued) + " queued, " +

@@ -36,7 +36,8 @@ std::string Fmt(double v) {
 // One line (two for a success: the kernel on the second) per finished config.
 void PrintTaskLine(const TaskResult& t, int64_t done, int64_t total) {
   std::cout << "[" << done << "/" << total << "] " << (t.ok() ? "✓ " : "✗ ") << ShortOp(t.operation)
-            << " (rank " << t.priority_rank << "): " << t.description << "\n";
+            << " (rank " << t.priority_rank << (t.run > 0 ? ", run " + std::to_string(t.run) : "")
+            << "): " << t.description << "\n";
   if (t.ok()) {
     std::cout << "    " << Fmt(t.avg_ms) << " ms, " << Fmt(t.tflops) << " TFlops, " << Fmt(t.gbps)
               << " GB/s" << (t.split_k.empty() ? "" : ", SplitK " + t.split_k) << " on GPU "
@@ -72,7 +73,7 @@ void PrintSummary(const ResultStats& s, const std::string& saved_to) {
 
 int RunRunCommand(const GlobalOptions& global, const Args& args) {
   std::string config_file, profiler, max_ops, output = "profiler_results.json", gpus, timeout;
-  std::string lock_dir;
+  std::string lock_dir, repeat;
   bool dry_run = false, quiet = false, no_save = false, local = false;
   ArgParser p(
       "ckprof run",
@@ -103,6 +104,9 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   p.Option("--output", &output, "FILE", "results file (default profiler_results.json)");
   p.Option("--gpus", &gpus, "LIST", "GPUs to use, e.g. 0,1 or 0-7 (default: all)");
   p.Option("--timeout", &timeout, "S", "seconds one profiler run may take (default: none)");
+  p.Option("--repeat", &repeat, "N",
+           "run each config N times; the results file has its median, min, max and "
+           "coefficient of variation (default 1)");
   p.Flag("--local", &local, "run on a private ckprofd instead of the system daemon");
   p.Option("--lock-dir", &lock_dir, "DIR",
            "with --local: where the per-GPU lock files are that the private ckprofd shares with "
@@ -122,6 +126,16 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
       return 2;
     }
     max = std::stoll(max_ops);
+  }
+  int runs = 1;
+  if (!repeat.empty()) {
+    static const std::regex num(R"(\d{1,6})");
+    if (!std::regex_match(repeat, num) || std::stoi(repeat) < 1 || std::stoi(repeat) > kMaxRepeat) {
+      PrintError("run", "--repeat must be an integer from 1 to " + std::to_string(kMaxRepeat) +
+                            ", got '" + repeat + "' (leave it out to run each config once)");
+      return 2;
+    }
+    runs = std::stoi(repeat);
   }
   if (!gpus.empty() && !ParseGpuListArg(gpus, "run")) return 2;
   if (!timeout.empty()) {
@@ -259,6 +273,7 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   r.submit.input_name = config_file.substr(config_file.find_last_of('/') + 1);
   r.submit.name = r.submit.input_name;
   r.submit.max_ops = max;
+  r.submit.repeat = runs;
   r.submit.profiler_path = profiler.empty() ? "" : abs_profiler;  // "": the daemon's default
   if (!gpus.empty() && !local) r.submit.gpus = *ParseGpuListArg(gpus, "run");
   r.submit.timeout_s = timeout.empty() ? -1 : std::strtod(timeout.c_str(), nullptr);
@@ -277,7 +292,11 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   for (const auto& w : submitted->conversion.warnings) std::cerr << "⚠ " << w << "\n";
   const int64_t total = submitted->conversion.kept;
   if (!quiet) {
-    std::cout << "Running " << total << " config(s) as job " << job << " on "
+    std::cout << "Running "
+              << (runs > 1 ? std::to_string(total / runs) + " config(s) " + std::to_string(runs) +
+                                 " times each (" + std::to_string(total) + " runs)"
+                           : std::to_string(total) + " config(s)")
+              << " as job " << job << " on "
               << (local ? "a private ckprofd (GPUs " + daemon->gpus() + ")"
                         : "ckprofd at " + socket)
               << "\n\n"
@@ -310,14 +329,15 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
                                            "' once ckprofd is back"));
     return kExitUnreachable;
   }
-  auto fetched = FetchResults(conn, job, /*with_output=*/true);
+  auto fetched = FetchResults(conn, job, /*with_output=*/true, /*with_runs=*/runs > 1);
   if (!fetched) {
     report(fetched.error());
     return conn.lost() ? kExitUnreachable : 1;
   }
   const JobSummary& summary = fetched->job;
   const std::vector<TaskResult>* tasks = &fetched->tasks;
-  for (const auto& t : *tasks) {
+  // The lines of the runs that ended before the watch began.
+  for (const auto& t : fetched->runs.empty() ? *tasks : fetched->runs) {
     if (t.finished() && printed.insert(t.task_id).second) {
       ++done;
       if (!quiet) PrintTaskLine(t, done, total);

@@ -44,7 +44,7 @@ std::optional<double> ParseTime(const std::string& text) {
 
 int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   std::string input, name, priority, gpus, max_gpus, not_before, timeout, max_ops, profiler,
-      data_type, layout, order;
+      data_type, layout, order, repeat;
   bool dry_run = false, json_out = false;
   ArgParser p(
       "ckprof submit",
@@ -70,6 +70,10 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
            "start no earlier than TIME: 2026-12-01T02:00, +30m, +2h (default: now)");
   p.Option("--timeout", &timeout, "S", "seconds one profiler run may take (default: the daemon's)");
   p.Option("--max-ops", &max_ops, "N", "profile only the first N configs, N >= 1 (default: all)");
+  p.Option("--repeat", &repeat, "N",
+           "run each config N times, spread over the job's GPUs; its result is the median, with "
+           "min, max and the coefficient of variation (noisy above the daemon's "
+           "noise_threshold, 5%) (default 1)");
   p.Option("--profiler-path", &profiler, "P",
            "ckProfiler, or the directory holding it or profile_grouped_conv_* (default: the "
            "daemon's)");
@@ -123,6 +127,9 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   if (!int_opt("--max-ops", max_ops, 1, int64_t{1} << 40, &s.max_ops, "to profile every config")) {
     return 2;
   }
+  v = 1;
+  if (!int_opt("--repeat", repeat, 1, kMaxRepeat, &v, "to run each config once")) return 2;
+  s.repeat = static_cast<int>(v);
   if (!gpus.empty()) {
     auto list = ParseGpuListArg(gpus, "submit");
     if (!list) return 2;
@@ -190,8 +197,12 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
     }
     return 0;
   }
-  std::cerr << "submitted job " << a.job_id << ": " << conv.kept << " profiler run(s) from "
-            << conv.records << " record(s) of a " << conv.format
+  const int runs = a.job ? a.job->repeat : 1;
+  std::cerr << "submitted job " << a.job_id << ": " << conv.kept << " profiler run(s)"
+            << (runs > 1 ? " (" + std::to_string(conv.kept / runs) + " configs x " +
+                               std::to_string(runs) + ")"
+                         : std::string())
+            << " from " << conv.records << " record(s) of a " << conv.format
             << (conv.skipped ? ", " + std::to_string(conv.skipped) + " skipped" : std::string())
             << "\n";
   std::cout << a.job_id << "\n";

@@ -80,7 +80,8 @@ class ProgressView {
 
   static std::string What(const TaskResult& t) {
     return "#" + std::to_string(t.position) + " " + ShortOp(t.operation) + " (rank " +
-           std::to_string(t.priority_rank) + ")";
+           std::to_string(t.priority_rank) + ")" +
+           (t.run > 0 ? " run " + std::to_string(t.run) : std::string());
   }
 
   // The line of a task that ended without success.
@@ -114,10 +115,13 @@ class ProgressView {
     std::string why;
     if (auto conn = Connection::Open(socket_); !conn) {
       why = conn.error();
-    } else if (auto fetched = FetchResults(**conn, job_id_, /*with_output=*/false); !fetched) {
+    } else if (auto fetched = FetchResults(**conn, job_id_, /*with_output=*/false,
+                                           /*with_runs=*/true);
+               !fetched) {
       why = fetched.error();
     } else {
-      for (auto& t : fetched->tasks) {
+      // Each run of a repeated job: a failed run is a failure even when others succeeded.
+      for (auto& t : fetched->runs.empty() ? fetched->tasks : fetched->runs) {
         if (t.finished() && !t.ok()) failed.push_back(std::move(t));
       }
     }

@@ -146,6 +146,7 @@ void VisitRequestFields(R& r, V& v) {
       v.Double("not_before", s.not_before, 0, kMaxNotBefore);
       v.Double("timeout_s", s.timeout_s, -1, 1e7);
       v.Int("max_ops", s.max_ops, 0, kMaxId);
+      v.Int("repeat", s.repeat, 1, kMaxRepeat);
       v.Bool("dry_run", s.dry_run);
       v.String("data_type", s.data_type, 16);
       v.String("layout", s.layout, 16);
@@ -155,9 +156,13 @@ void VisitRequestFields(R& r, V& v) {
     }
     case RequestType::kStatus:
     case RequestType::kList:
+      v.Int("job_id", r.job_id, 0, kMaxId);
+      v.Bool("all", r.all);
+      break;
     case RequestType::kResults:
       v.Int("job_id", r.job_id, 0, kMaxId);
       v.Bool("all", r.all);
+      v.Bool("runs", r.runs);
       break;
     case RequestType::kCancel:
     case RequestType::kRetry:

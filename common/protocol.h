@@ -48,6 +48,9 @@ std::string_view RequestTypeName(RequestType t);
 std::optional<RequestType> ParseRequestTypeName(std::string_view name);
 
 // What a submit carries. The content is the input file's text (IR list, trace or configs).
+// The most runs of one config a submit may ask for (--repeat).
+constexpr int kMaxRepeat = 1000;
+
 struct SubmitOptions {
   std::string content;
   // "" = content is the text itself; "gzip+base64" = base64 of a gzip file (a compressed
@@ -62,6 +65,7 @@ struct SubmitOptions {
   double not_before = 0;               // unix seconds; 0 = now
   double timeout_s = -1;               // per-task timeout; -1 = the daemon's default, 0 = none
   int64_t max_ops = 0;                 // keep only the first N configs; 0 = all
+  int repeat = 1;                      // run each config this many times (--repeat)
   bool dry_run = false;                // return the commands, run nothing, store nothing
   std::string data_type;               // "", "auto", "fp16", "bf16", "fp32"
   std::string layout;                  // "", "auto", "nchw", "nhwc"
@@ -78,6 +82,7 @@ struct Request {
   int64_t job_id = 0;     // status, results, cancel, retry, watch, boost
   bool all = false;       // list/status: include finished jobs; results: include output
   bool end_only = false;  // watch: no task events, only job_finished
+  bool runs = false;      // results: each run of a repeated job, besides the merged results
   int gpu = -1;           // drain, resume
   int priority = 0;       // boost
 };
@@ -146,6 +151,8 @@ struct JobSummary {
   double submitted_at = 0, started_at = 0, finished_at = 0;
   double eta_s = -1;     // -1 = unknown or ended (JSON: null)
   std::string profiler;  // the resolved profiler, described
+  // Each config runs this many times (submit --repeat): total counts the runs.
+  int repeat = 1;
   int64_t done() const { return total - queued - running; }
   TaskCounts counts() const {
     return {succeeded, failed, unsupported, timed_out, crashed, cancelled, queued, running};
@@ -184,6 +191,7 @@ void VisitFields(S& s, V& v) {
   v.Nullable("finished_at", s.finished_at, s.finished_at > 0);
   v.Nullable("eta_s", s.eta_s, s.eta_s >= 0);
   v("profiler", s.profiler);
+  v("repeat", s.repeat);
 }
 nlohmann::json ToJson(const JobSummary& j);
 Result<JobSummary> JobSummaryFromJson(const nlohmann::json& j);
@@ -245,6 +253,39 @@ void VisitFields(S& g, V& v) {
   v("after", g.after);
 }
 
+// A config run several times (submit --repeat N): its runs' spread. The result it belongs to
+// is the median run's, with the median time (common/repeats.h).
+struct RepeatStats {
+  int runs = 0;       // the config's runs (the job's --repeat)
+  int succeeded = 0;  // of which succeeded: the figures below are theirs
+  int finished = 0;   // of which have ended (the others are queued or running)
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  // Coefficient of variation: the sample standard deviation of the succeeded runs' times over
+  // their mean (0 with fewer than two).
+  double cv = 0;
+  double noise_threshold = 0;    // the job's (ckprofd's noise_threshold when it was submitted)
+  bool noisy = false;            // cv > noise_threshold
+  int same_best = 0;             // succeeded runs whose best kernel is this result's
+  std::vector<double> times_ms;  // each succeeded run's time, in run order
+  std::vector<int> gpus;         // and the GPU it ran on
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, RepeatStats>
+void VisitFields(S& r, V& v) {
+  v("runs", r.runs);
+  v("succeeded", r.succeeded);
+  v("finished", r.finished);
+  v("median_ms", r.median_ms);
+  v("min_ms", r.min_ms);
+  v("max_ms", r.max_ms);
+  v("cv", r.cv);
+  v("noise_threshold", r.noise_threshold);
+  v("noisy", r.noisy);
+  v("same_best", r.same_best);
+  v("times_ms", r.times_ms);
+  v("gpus", r.gpus);
+}
+
 // One task's result (what `results` returns per task).
 struct TaskResult {
   int64_t task_id = 0;
@@ -275,6 +316,11 @@ struct TaskResult {
   // of its leader alone (no cgroup); unknown: nullopt (JSON null).
   std::optional<double> cpu_s;
   std::optional<uint64_t> peak_memory_bytes;
+  // A repeated job (submit --repeat N): which run of its config this is (1..N; 0 = the job is
+  // not repeated, JSON null), and, on a merged result, the runs' spread (else nullopt).
+  int run = 0;
+  std::optional<RepeatStats> repeats;
+  bool noisy() const { return repeats && repeats->noisy; }
   bool finished() const { return IsFinal(state); }
   bool ok() const { return state == TaskState::kSucceeded; }
 };
@@ -309,6 +355,8 @@ void VisitFields(S& t, V& v) {
   v("gpu_state", t.gpu_state);
   v("cpu_s", t.cpu_s);
   v("peak_memory_bytes", t.peak_memory_bytes);
+  v.Nullable("run", t.run, t.run > 0);
+  v("repeats", t.repeats);
 }
 nlohmann::json ToJson(const TaskResult& t);
 // The same objects as ToJson, written straight into `out` without the DOM (the daemon's
@@ -448,13 +496,17 @@ void VisitFields(S& r, V& v) {
 // results: the job and each of its tasks.
 struct ResultsReply {
   JobSummary job;
+  // One per config: a repeated job's runs merged (MergeRepeats), each with its spread.
   std::vector<TaskResult> tasks;
+  // Each run of a repeated job, when asked (request field "runs").
+  std::vector<TaskResult> runs;
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, ResultsReply>
 void VisitFields(S& r, V& v) {
   v("job", r.job);
   v("tasks", r.tasks);
+  v.Omittable("runs", r.runs, !r.runs.empty());
 }
 
 // cancel, retry and boost: the job as it is now; retry also how many tasks it requeued.

@@ -124,6 +124,11 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
     r["gpu_state"] = t->gpu_state ? ojson::parse(ToDom(*t->gpu_state).dump()) : ojson(nullptr);
     r["cpu_s"] = t->cpu_s ? ojson(*t->cpu_s) : ojson(nullptr);
     r["peak_memory_bytes"] = t->peak_memory_bytes ? ojson(*t->peak_memory_bytes) : ojson(nullptr);
+    // A config run several times (--repeat): avg_time_ms is the runs' median; here is their
+    // spread (null: run once).
+    r["run"] = t->run > 0 ? ojson(t->run) : ojson(nullptr);  // one run of it (results --runs)
+    r["noisy"] = t->noisy();
+    r["repeats"] = t->repeats ? ojson::parse(ToDom(*t->repeats).dump()) : ojson(nullptr);
     results.push_back(std::move(r));
   }
   out["results"] = std::move(results);
@@ -136,7 +141,8 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
       "returncode,elapsed_s,best_instance,avg_time_ms,tflops,gb_per_s,split_k,valid_instances,"
       "error,command,contended_by,gpu_name,gpu_uuid,gpu_arch,gpu_driver,sclk_mhz_before,"
       "sclk_mhz_after,mclk_mhz_before,mclk_mhz_after,temperature_c_before,temperature_c_after,"
-      "power_w_before,power_w_after,cpu_s,peak_memory_bytes\n";
+      "power_w_before,power_w_after,cpu_s,peak_memory_bytes,run,runs,runs_succeeded,min_ms,"
+      "max_ms,cv,noisy\n";
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);
   std::stable_sort(ordered.begin(), ordered.end(), [](const TaskResult* a, const TaskResult* b) {
@@ -170,7 +176,19 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
       row << ',' << cell(g.before, field) << ',' << cell(g.after, field);
     }
     row << ',' << (t->cpu_s ? FormatNumber(*t->cpu_s, 6) : "") << ','
-        << (t->peak_memory_bytes ? std::to_string(*t->peak_memory_bytes) : "") << '\n';
+        << (t->peak_memory_bytes ? std::to_string(*t->peak_memory_bytes) : "") << ','
+        << (t->run > 0 ? std::to_string(t->run) : "");
+    // The spread of a repeated config (empty cells: run once; no time: none succeeded).
+    if (const auto& rep = t->repeats) {
+      const bool timed = rep->succeeded > 0;
+      row << ',' << rep->runs << ',' << rep->succeeded << ','
+          << (timed ? FormatNumber(rep->min_ms, 6) : "") << ','
+          << (timed ? FormatNumber(rep->max_ms, 6) : "") << ','
+          << (timed ? FormatNumber(rep->cv, 6) : "") << ',' << (rep->noisy ? "true" : "false");
+    } else {
+      row << ",,,,,,";
+    }
+    row << '\n';
     out += row.str();
   }
   return out;
@@ -184,34 +202,66 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width) {
   });
   // The problem and the kernel (or the reason it failed) give way to fit the width; the
   // numbers never do.
-  TextTable table({{"task", true},
-                   {"rank", true},
-                   {"op"},
-                   {"problem", false, true, 12},
-                   {"outcome"},
-                   {"ms", true},
-                   {"TFlops", true},
-                   {"GB/s", true},
-                   {"best kernel", false, true, 12}});
-  int64_t contended = 0;
+  // A repeated job's table says how many runs each config had and how far apart they were.
+  const bool repeated = std::any_of(ordered.begin(), ordered.end(),
+                                    [](const TaskResult* t) { return t->repeats.has_value(); });
+  std::vector<TextTable::Column> columns = {{"task", true}, {"rank", true},
+                                            {"op"},         {"problem", false, true, 12},
+                                            {"outcome"},    {repeated ? "median ms" : "ms", true}};
+  if (repeated) {
+    columns.push_back({"runs", true});
+    columns.push_back({"CV", true});
+  }
+  columns.push_back({"TFlops", true});
+  columns.push_back({"GB/s", true});
+  columns.push_back({"best kernel", false, true, 12});
+  TextTable table(std::move(columns));
+  int64_t contended = 0, noisy = 0;
   for (const TaskResult* t : ordered) {
     std::string problem = t->description;
     if (auto colon = problem.find(": "); colon != std::string::npos)
       problem = problem.substr(colon + 2);
     const bool ok = t->ok();
     contended += t->contended.empty() ? 0 : 1;
-    table.AddRow({"#" + std::to_string(t->position), std::to_string(t->priority_rank),
-                  ShortOp(t->operation), problem,
-                  std::string(EnumName(t->state)) + (t->contended.empty() ? "" : "*"),
-                  ok ? FormatNumber(t->avg_ms, 5) : "-", ok ? FormatNumber(t->tflops, 4) : "-",
-                  ok ? FormatNumber(t->gbps, 4) : "-", ok ? t->best_name : t->error});
+    noisy += t->noisy() ? 1 : 0;
+    std::vector<std::string> row = {
+        "#" + std::to_string(t->position) + (t->run > 0 ? " run " + std::to_string(t->run) : ""),
+        std::to_string(t->priority_rank),
+        ShortOp(t->operation),
+        problem,
+        std::string(EnumName(t->state)) + (t->contended.empty() ? "" : "*") +
+            (t->noisy() ? "~" : ""),
+        ok ? FormatNumber(t->avg_ms, 5) : "-"};
+    if (repeated) {
+      const auto& rep = t->repeats;
+      row.push_back(rep ? std::to_string(rep->succeeded) + "/" + std::to_string(rep->runs) : "1");
+      row.push_back(rep && rep->succeeded > 1 ? FormatNumber(rep->cv * 100, 3) + "%" : "-");
+    }
+    row.push_back(ok ? FormatNumber(t->tflops, 4) : "-");
+    row.push_back(ok ? FormatNumber(t->gbps, 4) : "-");
+    row.push_back(ok ? t->best_name : t->error);
+    table.AddRow(std::move(row));
   }
   std::string out = table.Render(width);
   ResultStats s = ComputeStats(tasks);
-  out += std::to_string(s.total) + " task(s): " + s.counts.Describe() + "\n";
+  if (repeated) {
+    const auto first = std::find_if(ordered.begin(), ordered.end(),
+                                    [](const TaskResult* t) { return t->repeats.has_value(); });
+    out += std::to_string(s.total) + " config(s), " + std::to_string((*first)->repeats->runs) +
+           " runs each: " + s.counts.Describe() + "\n";
+  } else {
+    out += std::to_string(s.total) + " task(s): " + s.counts.Describe() + "\n";
+  }
   if (contended > 0) {
     out += "* contended: another process used the GPU while it ran (" + std::to_string(contended) +
            " task(s); who: --format json or csv)\n";
+  }
+  if (noisy > 0) {
+    const auto threshold = std::find_if(ordered.begin(), ordered.end(),
+                                        [](const TaskResult* t) { return t->noisy(); });
+    out += "~ noisy: its runs' coefficient of variation is above " +
+           FormatNumber((*threshold)->repeats->noise_threshold * 100, 3) + "% (" +
+           std::to_string(noisy) + " config(s); each run: --runs, or --format json)\n";
   }
   return out;
 }

@@ -31,6 +31,7 @@ struct DaemonConfig {
   double fair_share_half_life_s = 3600;             // decay of recorded GPU time
   int max_attempts = 3;                             // automatic requeues after interruption
   int health_failures = 3;                // device errors in a row that drain a GPU (0 = never)
+  double noise_threshold = 0.05;          // a repeated config whose runs' CV is above it is noisy
   uint64_t max_frame_bytes = 256u << 20;  // one protocol frame
   double client_timeout_s = 30;           // hello and each frame must arrive within this
   int max_clients = 512;                  // connections at once

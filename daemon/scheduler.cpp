@@ -13,6 +13,7 @@
 #include "common/json_util.h"
 #include "common/outcome.h"
 #include "common/parallel.h"
+#include "common/repeats.h"
 #include "common/wire_fields.h"
 #include "daemon/gpu_health.h"
 #include "daemon/task_result_codec.h"
@@ -198,6 +199,7 @@ Scheduler::Task Scheduler::TaskFromRecord(const TaskRecord& r) {
   t.job_id = r.job_id;
   t.position = r.position;
   t.rank = r.rank;
+  t.run = r.run;
   t.est_cost = r.est_cost;
   t.attempts = r.attempts;
   t.gpu = r.gpu;
@@ -240,17 +242,26 @@ void Scheduler::ResolveTarget(Job& job) {
   }
 }
 
-std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& configs) {
-  std::vector<TaskRecord> records(configs.size());
+std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& configs,
+                                                   int repeat) {
+  const size_t runs = repeat > 1 ? static_cast<size_t>(repeat) : 1;
+  std::vector<TaskRecord> records(configs.size() * runs);
   auto make = [&](size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) {
       const CkConfig& c = configs[i];
-      TaskRecord& t = records[i];
+      TaskRecord& t = records[i * runs];
       t.position = static_cast<int64_t>(i) + 1;
       t.rank = c.priority_rank() > 0 ? c.priority_rank() : t.position;
       t.op = std::string(OperationTypeName(c.op));
       t.config = ConfigJsonText(c);
       t.est_cost = c.Flops();
+      if (runs == 1) continue;
+      t.run = 1;
+      for (size_t k = 1; k < runs; ++k) {
+        TaskRecord& again = records[i * runs + k];
+        again = t;
+        again.run = static_cast<int>(k) + 1;
+      }
     }
   };
   // A large submit's records are made on two cores: a thread of its own for the
@@ -266,7 +277,8 @@ std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& 
 }
 
 Result<int64_t> Scheduler::Submit(JobRecord job, const std::vector<CkConfig>& configs) {
-  return Submit(std::move(job), MakeTaskRecords(configs));
+  std::vector<TaskRecord> records = MakeTaskRecords(configs, job.repeat);
+  return Submit(std::move(job), std::move(records));
 }
 
 Result<int64_t> Scheduler::Submit(JobRecord job, std::vector<TaskRecord> records) {
@@ -577,6 +589,7 @@ TaskResult Scheduler::EventResult(const Task& task, TaskState state, int attempt
   rec.job_id = task.job_id;
   rec.position = task.position;
   rec.rank = task.rank;
+  rec.run = task.run;
   rec.op = OperationTypeName(task.op);
   rec.state = state;
   rec.attempts = attempt;
@@ -1129,6 +1142,7 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
     s.eta_s = avg * (static_cast<double>(s.queued) + 0.5 * static_cast<double>(s.running)) / lanes;
   }
   s.profiler = job.target ? job.target->Describe() : "not found: " + job.target_error;
+  s.repeat = job.rec.repeat > 1 ? job.rec.repeat : 1;
   return s;
 }
 
@@ -1155,6 +1169,11 @@ Result<std::vector<TaskResult>> Scheduler::Results(int64_t job_id, bool with_out
   out.reserve(rows->size());
   for (const auto& row : *rows) out.push_back(TaskResultFromRecord(row, with_output));
   return out;
+}
+
+double Scheduler::NoiseThreshold(int64_t job_id) const {
+  auto it = jobs_.find(job_id);
+  return it != jobs_.end() ? it->second.rec.noise_threshold : kDefaultNoiseThreshold;
 }
 
 std::vector<GpuInfo> Scheduler::Gpus() const {

@@ -107,7 +107,9 @@ class Scheduler {
   // The same with the task records already made by MakeTaskRecords (which any thread may call:
   // the daemon makes them on its conversion pool).
   Result<int64_t> Submit(JobRecord job, std::vector<TaskRecord> records);
-  static std::vector<TaskRecord> MakeTaskRecords(const std::vector<CkConfig>& configs);
+  // `repeat` > 1: each config becomes that many tasks (runs 1..repeat, next to each other).
+  static std::vector<TaskRecord> MakeTaskRecords(const std::vector<CkConfig>& configs,
+                                                 int repeat = 1);
 
   Status Cancel(int64_t job_id, const Identity& who);
   // Requeues the job's tasks that ended failed, crashed, timed out, spawn-failed, interrupted or
@@ -118,7 +120,10 @@ class Scheduler {
 
   Result<JobSummary> Summary(int64_t job_id) const;
   std::vector<JobSummary> List(bool include_finished) const;
+  // Every task's result, one per run of a repeated job, in position and run order.
   Result<std::vector<TaskResult>> Results(int64_t job_id, bool with_output);
+  // The job's noise threshold (what its repeated configs' results are merged with).
+  double NoiseThreshold(int64_t job_id) const;
   std::vector<GpuInfo> Gpus() const;
   bool JobExists(int64_t job_id) const { return jobs_.count(job_id) > 0; }
   bool JobEnded(int64_t job_id) const;
@@ -156,6 +161,7 @@ class Scheduler {
     int64_t job_id = 0;
     int64_t position = 0;
     int64_t rank = 0;
+    int run = 0;  // 1..repeat in a repeated job
     double est_cost = 0;
     ConvOp op = ConvOp::kFwd;
     int attempts = 0;

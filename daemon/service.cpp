@@ -11,6 +11,7 @@
 
 #include "common/command_plan.h"
 #include "common/convert.h"
+#include "common/repeats.h"
 #include "common/version.h"
 
 namespace ckprof {
@@ -168,6 +169,10 @@ Status Service::CheckProfilerPolicy(const std::string& path, const Identity& who
                    " and runs other users' jobs only with profilers from those directories");
 }
 
+// The most tasks one job may hold (configs x --repeat): a typo in --repeat must not fill the
+// database.
+constexpr size_t kMaxJobTasks = 10'000'000;
+
 asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Request& r,
                                                                     const Identity& who) {
   const SubmitOptions& o = r.submit;
@@ -234,6 +239,7 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   std::vector<CkConfig> configs;
   size_t converted_count = 0;
   std::vector<TaskRecord> records;
+  std::string too_many;  // a repeat that would make too many tasks
   auto records_start = std::chrono::steady_clock::now();
   if (converted) {
     configs = std::move(converted->configs);
@@ -242,9 +248,13 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
     if (o.max_ops > 0 && configs.size() > static_cast<size_t>(o.max_ops)) {
       configs.resize(static_cast<size_t>(o.max_ops));
     }
-    if (!o.dry_run) {
+    if (!o.dry_run && configs.size() * static_cast<size_t>(std::max(o.repeat, 1)) > kMaxJobTasks) {
+      too_many = std::to_string(configs.size()) + " configs x --repeat " +
+                 std::to_string(o.repeat) + " is more than the " + std::to_string(kMaxJobTasks) +
+                 " runs a job may hold: lower --repeat, or split the input (--max-ops)";
+    } else if (!o.dry_run) {
       records_start = std::chrono::steady_clock::now();
-      records = Scheduler::MakeTaskRecords(configs);
+      records = Scheduler::MakeTaskRecords(configs, o.repeat);
       configs.clear();
       configs.shrink_to_fit();
     }
@@ -259,6 +269,7 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
     }
     co_return Refuse("submit: the input cannot be used: " + error);
   }
+  if (!too_many.empty()) co_return Refuse("submit: " + too_many);
   Conversion& c = *converted;
   const size_t task_count = o.dry_run ? configs.size() : records.size();
   SubmitReply reply;
@@ -307,6 +318,8 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   job.profiler_path = profiler;
   job.cwd = o.cwd.empty() ? "/" : o.cwd;
   job.input_format = std::string(InputFormatName(c.format));
+  job.repeat = o.repeat;
+  job.noise_threshold = config_.noise_threshold;
   const auto store_start = std::chrono::steady_clock::now();
   auto id = scheduler_.Submit(std::move(job), std::move(records));
   if (!id) co_return Refuse("submit: " + id.error());
@@ -341,7 +354,16 @@ Service::Answer<ResultsReply> Service::HandleResults(const Request& r) {
   if (!s) return Refuse(s.error());
   auto results = scheduler_.Results(r.job_id, r.all);
   if (!results) return Refuse(results.error());
-  return ResultsReply{std::move(*s), std::move(*results)};
+  ResultsReply reply;
+  reply.job = std::move(*s);
+  // A repeated job's runs become one result per config, with their spread.
+  if (reply.job.repeat > 1) {
+    reply.tasks = MergeRepeats(*results, scheduler_.NoiseThreshold(r.job_id));
+    if (r.runs) reply.runs = std::move(*results);
+  } else {
+    reply.tasks = std::move(*results);
+  }
+  return reply;
 }
 
 Service::Answer<JobReply> Service::HandleCancel(const Request& r, const Identity& who) {

@@ -213,7 +213,7 @@ std::vector<T> IntsFromJson(const std::string& s) {
   return out;
 }
 
-constexpr int64_t kSchemaVersion = 2;  // PRAGMA user_version below
+constexpr int64_t kSchemaVersion = 3;  // PRAGMA user_version below
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS jobs (
   id INTEGER PRIMARY KEY,
@@ -222,7 +222,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   not_before REAL NOT NULL, timeout_s REAL NOT NULL, profiler_path TEXT NOT NULL,
   cwd TEXT NOT NULL, input_format TEXT NOT NULL, cancelled INTEGER NOT NULL DEFAULT 0,
   submitted_at REAL NOT NULL, finished_at REAL NOT NULL DEFAULT 0,
-  task_order TEXT NOT NULL DEFAULT 'rank');
+  task_order TEXT NOT NULL DEFAULT 'rank',
+  repeat INTEGER NOT NULL DEFAULT 1, noise_threshold REAL NOT NULL DEFAULT 0.05);
 CREATE TABLE IF NOT EXISTS tasks (
   id INTEGER PRIMARY KEY,
   job_id INTEGER NOT NULL REFERENCES jobs(id),
@@ -230,7 +231,7 @@ CREATE TABLE IF NOT EXISTS tasks (
   est_cost REAL NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
   gpu INTEGER NOT NULL DEFAULT -1, pgid INTEGER NOT NULL DEFAULT 0,
   started_at REAL NOT NULL DEFAULT 0, ended_at REAL NOT NULL DEFAULT 0,
-  result TEXT NOT NULL DEFAULT '');
+  result TEXT NOT NULL DEFAULT '', run INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS tasks_by_job ON tasks(job_id, position);
 CREATE TABLE IF NOT EXISTS attempts (
   task_id INTEGER NOT NULL REFERENCES tasks(id), attempt INTEGER NOT NULL,
@@ -239,7 +240,7 @@ CREATE TABLE IF NOT EXISTS attempts (
   PRIMARY KEY (task_id, attempt));
 CREATE TABLE IF NOT EXISTS usage (
   uid INTEGER PRIMARY KEY, usage REAL NOT NULL, updated_at REAL NOT NULL);
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 )SQL";
 
 }  // namespace
@@ -325,10 +326,19 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
                        std::to_string(schema) + ")");
     }
   }
-  // Schema 1 -> 2: jobs.task_order. One transaction with the version, so that a crash cannot
-  // leave the column added and the version old.
-  const std::string migrate =
-      schema == 1 ? "ALTER TABLE jobs ADD COLUMN task_order TEXT NOT NULL DEFAULT 'rank';" : "";
+  // Schema 1 -> 2: jobs.task_order; 2 -> 3: jobs.repeat, jobs.noise_threshold, tasks.run. One
+  // transaction with the version, so that a crash cannot leave a column added and the version
+  // old.
+  std::string migrate;
+  if (schema >= 1 && schema < 2) {
+    migrate += "ALTER TABLE jobs ADD COLUMN task_order TEXT NOT NULL DEFAULT 'rank';";
+  }
+  if (schema >= 1 && schema < 3) {
+    migrate +=
+        "ALTER TABLE jobs ADD COLUMN repeat INTEGER NOT NULL DEFAULT 1;"
+        "ALTER TABLE jobs ADD COLUMN noise_threshold REAL NOT NULL DEFAULT 0.05;"
+        "ALTER TABLE tasks ADD COLUMN run INTEGER NOT NULL DEFAULT 0;";
+  }
   const std::string setup = "BEGIN IMMEDIATE;" + migrate + kSchema + "COMMIT;";
   if (Status s = store->Exec(setup.c_str()); !s) {
     store->Rollback();
@@ -367,7 +377,7 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
     Stmt ins(this,
              "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
              "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
-             "task_order) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?)");
+             "task_order, repeat, noise_threshold) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?)");
     std::vector<int> groups(job->groups.begin(), job->groups.end());
     ins.Bind(1, int64_t{job->uid})
         .Bind(2, int64_t{job->gid})
@@ -383,14 +393,16 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
         .Bind(12, job->cwd)
         .Bind(13, job->input_format)
         .Bind(14, job->submitted_at)
-        .Bind(15, EnumName(job->order));
+        .Bind(15, EnumName(job->order))
+        .Bind(16, int64_t{job->repeat})
+        .Bind(17, job->noise_threshold);
     if (Status s = StepDone(ins, "insert job"); !s) return rollback(s);
     job->id = sqlite3_last_insert_rowid(db_);
   }
   {
     Stmt ins(this,
-             "INSERT INTO tasks (job_id, position, rank, op, config, est_cost, state) "
-             "VALUES (?,?,?,?,?,?,'queued')");
+             "INSERT INTO tasks (job_id, position, rank, op, config, est_cost, state, run) "
+             "VALUES (?,?,?,?,?,?,'queued',?)");
     if (!ins.ok()) return rollback(MakeError("database: insert task: " + ins.error()));
     for (auto& t : *tasks) {
       ins.Bind(1, job->id)
@@ -398,7 +410,8 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
           .Bind(3, t.rank)
           .Bind(4, t.op)
           .Bind(5, t.config)
-          .Bind(6, t.est_cost);
+          .Bind(6, t.est_cost)
+          .Bind(7, int64_t{t.run});
       if (ins.Step() != SQLITE_DONE) {
         return rollback(MakeError("database: insert task: " + ins.error()));
       }
@@ -571,7 +584,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
   Stmt q(this,
          "SELECT id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before, "
          "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at, "
-         "task_order FROM jobs ORDER BY id");
+         "task_order, repeat, noise_threshold FROM jobs ORDER BY id");
   if (!q.ok()) return MakeError("database: load jobs: " + q.error());
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {
@@ -594,6 +607,8 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
     j.submitted_at = q.Double(15);
     j.finished_at = q.Double(16);
     if (!ParseEnum(q.Text(17), &j.order)) j.order = TaskOrder::kRank;
+    j.repeat = static_cast<int>(q.Int(18));
+    j.noise_threshold = q.Double(19);
     fn(std::move(j));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load jobs: " + q.error());
@@ -603,7 +618,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
 Status Store::ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn) {
   Stmt q(this,
          "SELECT id, job_id, position, rank, op, est_cost, state, attempts, gpu, pgid, "
-         "started_at, ended_at FROM tasks ORDER BY id");
+         "started_at, ended_at, run FROM tasks ORDER BY id");
   if (!q.ok()) return MakeError("database: load tasks: " + q.error());
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {
@@ -620,6 +635,7 @@ Status Store::ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn) {
     t.pgid = q.Int(9);
     t.started_at = q.Double(10);
     t.ended_at = q.Double(11);
+    t.run = static_cast<int>(q.Int(12));
     fn(std::move(t));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load tasks: " + q.error());
@@ -649,7 +665,7 @@ Result<std::string> Store::TaskConfig(int64_t task_id) {
 Result<std::vector<TaskRecord>> Store::JobTasks(int64_t job_id) {
   Stmt q(this,
          "SELECT id, job_id, position, rank, op, config, est_cost, state, attempts, gpu, pgid, "
-         "started_at, ended_at, result FROM tasks WHERE job_id=? ORDER BY position");
+         "started_at, ended_at, result, run FROM tasks WHERE job_id=? ORDER BY position, run");
   if (!q.ok()) return MakeError("database: load job tasks: " + q.error());
   q.Bind(1, job_id);
   std::vector<TaskRecord> out;
@@ -670,6 +686,7 @@ Result<std::vector<TaskRecord>> Store::JobTasks(int64_t job_id) {
     t.started_at = q.Double(11);
     t.ended_at = q.Double(12);
     t.result = q.Text(13);
+    t.run = static_cast<int>(q.Int(14));
     out.push_back(std::move(t));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load job tasks: " + q.error());

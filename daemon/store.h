@@ -45,6 +45,8 @@ struct JobRecord {
   bool cancelled = false;
   double submitted_at = 0;
   double finished_at = 0;
+  int repeat = 1;              // runs of each config (submit --repeat)
+  double noise_threshold = 0;  // a repeated config whose CV is above it is noisy
 };
 
 struct TaskRecord {
@@ -52,6 +54,7 @@ struct TaskRecord {
   int64_t job_id = 0;
   int64_t position = 0;                  // 1-based within the job
   int64_t rank = 0;                      // priority_rank
+  int run = 0;                           // 1..repeat in a repeated job; 0 otherwise
   std::string op;                        // profile_grouped_conv_fwd, ...
   std::string config;                    // the config's JSON text
   double est_cost = 0;                   // FLOPs, for ordering and ETA

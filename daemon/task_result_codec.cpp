@@ -74,6 +74,7 @@ TaskResult TaskResultFromRecord(const TaskRecord& t, bool with_output) {
   r.task_id = t.id;
   r.job_id = t.job_id;
   r.position = t.position;
+  r.run = t.run;
   r.priority_rank = t.rank;
   r.operation = t.op;
   r.state = t.state;

@@ -62,6 +62,21 @@ TEST(Protocol, SummariesAndResultsWrittenDirectlyEqualTheDom) {
   AppendJson(text, t);
   EXPECT_EQ(nlohmann::json::parse(text), ToJson(t)) << text;
   EXPECT_EQ(ToJson(t)["config"]["a"]["b"][0], 1.5);
+  // A merged result of a repeated config, and one of its runs.
+  t.repeats = RepeatStats{3, 2, 3, 1.5, 1.0, 2.0, 0.47, 0.05, true, 2, {1.0, 2.0}, {0, 1}};
+  text.clear();
+  AppendJson(text, t);
+  EXPECT_EQ(nlohmann::json::parse(text), ToJson(t)) << text;
+  auto merged = TaskResultFromJson(ToJson(t));
+  ASSERT_TRUE(merged.ok()) << merged.error();
+  ASSERT_TRUE(merged->repeats.has_value());
+  EXPECT_EQ(merged->repeats->times_ms, (std::vector<double>{1.0, 2.0}));
+  EXPECT_TRUE(merged->noisy());
+  EXPECT_TRUE(ToJson(t)["run"].is_null());
+  t.repeats.reset();
+  t.run = 2;
+  EXPECT_EQ(ToJson(t)["run"], 2);
+  EXPECT_TRUE(ToJson(t)["repeats"].is_null());
 }
 
 // Issue 17.20: a value that is not there is null, never a 0 that reads as one (uid 0 is root,
@@ -213,6 +228,7 @@ TEST(Protocol, RequestsRoundTrip) {
   r.submit.order = TaskOrder::kLongestFirst;
   r.submit.timeout_s = 30;
   r.submit.dry_run = true;
+  r.submit.repeat = 5;
   auto back = ParseRequest(RequestToJson(r).dump());
   ASSERT_TRUE(back.ok()) << back.error();
   EXPECT_EQ(back->type, RequestType::kSubmit);
@@ -222,6 +238,15 @@ TEST(Protocol, RequestsRoundTrip) {
   EXPECT_TRUE(back->submit.dry_run);
   EXPECT_EQ(back->submit.order, TaskOrder::kLongestFirst);
   EXPECT_DOUBLE_EQ(back->submit.timeout_s, 30);
+  EXPECT_EQ(back->submit.repeat, 5);
+
+  Request results;
+  results.type = RequestType::kResults;
+  results.job_id = 4;
+  results.runs = true;
+  auto runs = ParseRequest(RequestToJson(results).dump());
+  ASSERT_TRUE(runs.ok()) << runs.error();
+  EXPECT_TRUE(runs->runs);
 
   Request watch;
   watch.type = RequestType::kWatch;
@@ -255,6 +280,8 @@ TEST(Protocol, BadRequestsNameTheProblem) {
       {R"({"type":"submit","content":"x","content_encoding":"zip"})", "content_encoding"},
       {R"({"type":"submit","content":"x","order":"shortest"})",
        "order must be \"rank\" or \"longest-first\", got 'shortest'"},
+      {R"({"type":"submit","content":"x","repeat":0})", "field 'repeat' must be between 1"},
+      {R"({"type":"submit","content":"x","repeat":1001})", "field 'repeat' must be between 1"},
       {R"({"type":"drain"})", "field 'gpu' is missing"},
       {R"({"type":"watch","job_id":3,"end_only":"yes"})", "field 'end_only'"},
   };

@@ -833,7 +833,7 @@ TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
 
 // A state directory written by the first ckprofd release (schema 1, no jobs.task_order) opens:
 // its jobs keep the rank order, and the file is brought to schema 2 in place.
-TEST(StoreSchema, Version1DatabaseIsMigrated) {
+TEST(StoreSchema, Version1DatabaseIsMigratedToVersion3) {
   TempDir dir;
   const std::string path = dir.File("ckprofd.db");
   sqlite3* db = nullptr;
@@ -847,9 +847,19 @@ CREATE TABLE jobs (
   not_before REAL NOT NULL, timeout_s REAL NOT NULL, profiler_path TEXT NOT NULL,
   cwd TEXT NOT NULL, input_format TEXT NOT NULL, cancelled INTEGER NOT NULL DEFAULT 0,
   submitted_at REAL NOT NULL, finished_at REAL NOT NULL DEFAULT 0);
+CREATE TABLE tasks (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  position INTEGER NOT NULL, rank INTEGER NOT NULL, op TEXT NOT NULL, config TEXT NOT NULL,
+  est_cost REAL NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+  gpu INTEGER NOT NULL DEFAULT -1, pgid INTEGER NOT NULL DEFAULT 0,
+  started_at REAL NOT NULL DEFAULT 0, ended_at REAL NOT NULL DEFAULT 0,
+  result TEXT NOT NULL DEFAULT '');
 INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before,
   timeout_s, profiler_path, cwd, input_format, submitted_at)
   VALUES (1000, 1000, '[]', 'ann', 'old sweep', 0, '[]', 0, 0, -1, '/opt/ck', '/', 'ir', 1.0);
+INSERT INTO tasks (job_id, position, rank, op, config, est_cost, state)
+  VALUES (1, 1, 1, 'profile_grouped_conv_fwd', '{}', 1.0, 'queued');
 PRAGMA user_version = 1;
 )SQL";
   char* err = nullptr;
@@ -864,12 +874,19 @@ PRAGMA user_version = 1;
     ASSERT_EQ(jobs.size(), 1u);
     EXPECT_EQ(jobs[0].name, "old sweep");
     EXPECT_EQ(jobs[0].order, TaskOrder::kRank);
+    // Schema 3: a job from before repeats ran each config once.
+    EXPECT_EQ(jobs[0].repeat, 1);
+    EXPECT_DOUBLE_EQ(jobs[0].noise_threshold, 0.05);
+    auto tasks = (*store)->JobTasks(jobs[0].id);
+    ASSERT_TRUE(tasks.ok()) << tasks.error();
+    ASSERT_EQ(tasks->size(), 1u);
+    EXPECT_EQ((*tasks)[0].run, 0);
   }
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   sqlite3_stmt* q = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(q, 0), 2);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 3);
   sqlite3_finalize(q);
   sqlite3_close(db);
 }

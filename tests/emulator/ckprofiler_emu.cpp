@@ -78,6 +78,8 @@ FAULTS (CKEMU_FAULT=NAME, or per config by the magic batch size N in the problem
                         runtime error: ..." as an uncaught std::runtime_error (SIGABRT)
 CKEMU_BAD_GPUS=LIST (e.g. 0,3): a run pinned (HIP/CUDA_VISIBLE_DEVICES) to one of them is a
 device-error, whatever its problem: a broken GPU.
+CKEMU_GPU_SLOWDOWN=LIST (e.g. 1=1.5,3=2): a run pinned to GPU 1 takes 1.5 times as long (its
+times and TFlops say so): a slower or throttled GPU, for repeats' spread.
 Argument checks come first: a magic N only acts on a command line CK would accept.
 
 LOG (CKEMU_LOG=PATH)
@@ -177,6 +179,22 @@ void ReadSettings() {
     s.old_format = std::string(v) == "2024";
   }
   if (const char* v = std::getenv("CKEMU_LOG"); v && *v) s.log_path = v;
+  if (const char* v = std::getenv("CKEMU_GPU_SLOWDOWN"); v && *v) {
+    std::string list = v;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      const std::string item = list.substr(at, comma - at);
+      const size_t eq = item.find('=');
+      const double factor = eq == std::string::npos ? 0 : std::atof(item.c_str() + eq + 1);
+      if (factor > 0) {
+        s.gpu_slowdown.emplace_back(item.substr(0, eq), factor);
+      } else if (!item.empty()) {
+        std::cerr << "ckprofiler-emu: CKEMU_GPU_SLOWDOWN item \"" << item
+                  << "\" is not GPU=FACTOR (ignored)" << std::endl;
+      }
+      at = comma + 1;
+    }
+  }
   if (const char* v = std::getenv("CKEMU_BAD_GPUS"); v && *v) {
     std::string list = v;
     for (size_t at = 0; at <= list.size();) {
@@ -276,6 +294,21 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 const Settings& GetSettings() { return g_settings; }
+
+std::string Pin() {
+  for (const char* pin : {"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}) {
+    if (const char* gpu = std::getenv(pin)) return gpu;
+  }
+  return "";
+}
+
+double PinSlowdown() {
+  const std::string pin = Pin();
+  for (const auto& [gpu, factor] : g_settings.gpu_slowdown) {
+    if (gpu == pin) return factor;
+  }
+  return 1.0;
+}
 
 const char* FaultName(Fault f) {
   for (const auto& e : kFaults) {

@@ -56,9 +56,16 @@ struct Settings {
   bool old_format = false;             // CKEMU_CK_VERSION=2024
   std::string log_path;                // CKEMU_LOG
   std::vector<std::string> bad_gpus;   // CKEMU_BAD_GPUS: pins whose every run is a device error
+  // CKEMU_GPU_SLOWDOWN: pins whose times are this many times longer (a slower GPU).
+  std::vector<std::pair<std::string, double>> gpu_slowdown;
 };
 
 const Settings& GetSettings();
+// The pin variable's value of this run (HIP_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES); "" if
+// neither is set.
+std::string Pin();
+// The factor CKEMU_GPU_SLOWDOWN gives this run's pin (1 when none).
+double PinSlowdown();
 const char* FaultName(Fault f);
 bool ParseFault(const std::string& name, Fault* out);
 // The fault selected by N in the problem (kNone for ordinary N).

@@ -219,13 +219,8 @@ int RunOperation(Op op, const std::vector<std::string>& argv) {
   if (fault == Fault::kNone && GetSettings().env_fault != Fault::kSlowStart) {
     fault = GetSettings().env_fault;
   }
-  for (const char* pin : {"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}) {
-    const char* gpu = std::getenv(pin);
-    const auto& bad = GetSettings().bad_gpus;
-    if (gpu && std::find(bad.begin(), bad.end(), std::string(gpu)) != bad.end()) {
-      fault = Fault::kDeviceError;
-    }
-  }
+  const auto& bad = GetSettings().bad_gpus;
+  if (std::find(bad.begin(), bad.end(), Pin()) != bad.end()) fault = Fault::kDeviceError;
   return Profile(p, fault);
 }
 

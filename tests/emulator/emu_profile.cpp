@@ -514,7 +514,7 @@ int Profile(const Problem& p, Fault fault) {
           0.1 *
               static_cast<double>(Hash(p.key, idx * 131 + 7 + static_cast<size_t>(k + 1)) % 1000) /
               1000.0;
-      const double sim_ms = ideal_ms * in.factor * split_factor * jitter;
+      const double sim_ms = ideal_ms * in.factor * split_factor * jitter * PinSlowdown();
       SleepMs(sim_ms * runs_per_instance * settings.time_scale);
       const float avg_time = p.time ? static_cast<float>(sim_ms) : 0.0f;
       const float tflops = static_cast<float>(flop) / 1.E9 / avg_time;
