@@ -152,6 +152,10 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
                       : " (priority rank, then file order; long tasks "
                         "not left for last)")
               << "\n";
+    if (s.repeat > 1) {
+      std::cout << "repeat: each config " << s.repeat << " times (" << s.total / s.repeat
+                << " configs, " << s.total << " runs); results give each its median\n";
+    }
   }
   return worst;
 }

@@ -167,6 +167,10 @@ TEST_F(RepeatsTest, TheDaemonsNoiseThresholdDecidesAndBadRepeatsAreRefused) {
   EXPECT_EQ((*sj)["repeat"], 2) << status.out;
   EXPECT_EQ((*sj)["total"], 4) << status.out;
 
+  auto shown = Ckprof({"status", job});
+  EXPECT_NE(shown.out.find("repeat: each config 2 times (2 configs, 4 runs)"), std::string::npos)
+      << shown.out;
+
   const std::string file = dir_.File("configs.json");
   for (const char* bad : {"0", "-1", "1001", "two"}) {
     auto r = Ckprof({"submit", file, "--repeat", bad});
