@@ -75,6 +75,12 @@ std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const s
   return std::move(*c);
 }
 
+nlohmann::json JobsJson(const std::vector<JobSummary>& jobs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& j : jobs) out.push_back(ToJson(j));
+  return out;
+}
+
 Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_output,
                                   bool with_runs) {
   Request r;

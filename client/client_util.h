@@ -23,14 +23,21 @@ std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const s
 // Connects, sends `request` and stores the daemon's typed reply in *reply. Returns 0, or the
 // exit code after printing why: kExitUnreachable when no daemon answers (or it went away
 // before answering), 1 when it refused.
+// `error`, when given, also receives the message.
 template <typename T>
-int Ask(const GlobalOptions& global, const std::string& cmd, const Request& request, T* reply) {
-  auto conn = ConnectOrReport(global, cmd);
-  if (!conn) return kExitUnreachable;
-  auto a = conn->Call<T>(request);
+int Ask(const GlobalOptions& global, const std::string& cmd, const Request& request, T* reply,
+        std::string* error = nullptr) {
+  auto conn = Connection::Open(ResolveSocketPath(global.socket));
+  if (!conn) {
+    PrintError(cmd, conn.error());
+    if (error) *error = conn.error();
+    return kExitUnreachable;
+  }
+  auto a = (*conn)->template Call<T>(request);
   if (!a) {
     PrintError(cmd, a.error());
-    return conn->lost() ? kExitUnreachable : 1;
+    if (error) *error = a.error();
+    return (*conn)->lost() ? kExitUnreachable : 1;
   }
   *reply = std::move(*a);
   return 0;
@@ -40,6 +47,9 @@ int Ask(const GlobalOptions& global, const std::string& cmd, const Request& requ
 // a repeated job's runs too, besides the merged results, `with_runs`).
 Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_output,
                                   bool with_runs = false);
+
+// Jobs as a JSON array of their summaries (status, list, wait --json).
+nlohmann::json JobsJson(const std::vector<JobSummary>& jobs);
 
 // "12" -> 12; prints "ckprof CMD: JOB must be a job id (a positive integer), got 'x'" else.
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd);

@@ -1,6 +1,7 @@
 #include "client/connection.h"
 
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -141,6 +142,19 @@ Result<nlohmann::json> Connection::Receive() {
       auto j = ParseJson(line);
       if (!j) return MakeError("ckprofd sent a malformed answer: " + j.error());
       return *j;
+    }
+    if (deadline_) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *deadline_ - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      const int ready =
+          left.count() > 0 ? poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)))
+                           : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        timed_out_ = true;
+        return MakeError("no answer from ckprofd at " + path_ + " before the deadline");
+      }
     }
     char buf[65536];
     ssize_t n = read(fd_, buf, sizeof buf);

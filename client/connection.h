@@ -3,9 +3,11 @@
 // thread.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "common/protocol.h"
@@ -69,6 +71,12 @@ class Connection {
   // write failed. An error from Call or Watch then means "the daemon is gone", not "the daemon
   // said no".
   bool lost() const { return lost_; }
+  // A time by which each answer or frame must have come (none: wait as long as it takes). One
+  // that has not comes back as an error with timed_out() true; the connection stays usable.
+  void SetDeadline(std::optional<std::chrono::steady_clock::time_point> deadline) {
+    deadline_ = deadline;
+  }
+  bool timed_out() const { return timed_out_; }
 
  private:
   Connection(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -80,6 +88,8 @@ class Connection {
   int64_t next_id_ = 1;
   nlohmann::json hello_;
   bool lost_ = false;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  bool timed_out_ = false;
 };
 
 }  // namespace ckprof

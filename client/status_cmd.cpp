@@ -76,12 +76,6 @@ void PrintJobDetails(const JobSummary& s) {
   std::cout << "not before: " << (s.not_before > 0 ? ClockTime(s.not_before) : "-") << "\n";
 }
 
-json JobsJson(const std::vector<JobSummary>& jobs) {
-  json out = json::array();
-  for (const auto& j : jobs) out.push_back(ToJson(j));
-  return out;
-}
-
 }  // namespace
 
 int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mode) {

@@ -13,6 +13,7 @@
 #include "client/client_util.h"
 #include "client/commands.h"
 #include "common/ck_config.h"
+#include "common/results_file.h"
 
 namespace ckprof {
 
@@ -194,29 +195,56 @@ std::string KeptHint(const std::vector<int64_t>& ids) {
          ": see 'ckprof status " + first + "' once ckprofd is back";
 }
 
+// How a job is followed: the progress view (watch), silently (wait), or each frame the daemon
+// sends as one JSON line (watch --json).
+enum class Follow { kShow, kSilent, kJson };
+
+// The exit code of a wait that ran out of time (as timeout(1)'s).
+constexpr int kExitTimedOut = 124;
+
 // Follows one job on `conn` to its end. Returns the exit code (0: every task succeeded, 1: one
-// did not or the daemon refused the watch, kExitUnreachable: the daemon went away) after
-// printing why it is not 0.
-int FollowJob(Connection& conn, int64_t job_id, bool show, bool live) {
-  const std::string cmd = show ? "watch" : "wait";
+// did not or the daemon refused the watch, kExitUnreachable: the daemon went away,
+// kExitTimedOut: the connection's deadline passed) after printing why it is not 0. `last`
+// receives the job as last seen.
+int FollowJob(Connection& conn, int64_t job_id, Follow mode, bool live, double timeout_s,
+              JobSummary* last) {
+  const std::string cmd = mode == Follow::kSilent ? "wait" : "watch";
   ProgressView view(live, job_id, conn.path());
-  JobSummary last;
-  // Silent: only the job's end is asked for (a sweep's task events are not even built).
-  Status s = conn.Watch(
-      job_id,
-      [&](const WatchReply& w) {
-        if (w.job) last = *w.job;
-        if (show) view.OnStart(w);
-        return true;
-      },
-      [&](const JobEventFrame& e) {
-        if (e.job) last = *e.job;
-        if (show) view.OnEvent(e);
-        return true;
-      },
-      /*end_only=*/!show);
+  const bool show = mode == Follow::kShow;
+  Status s = Status::Ok();
+  if (mode == Follow::kJson) {
+    // The daemon's frames as they are: the first answer, then each event, one per line.
+    s = conn.Watch(job_id, [&](const nlohmann::json& frame) {
+      if (auto it = frame.find("job"); it != frame.end() && it->is_object()) {
+        if (auto job = JobSummaryFromJson(*it); job) *last = *job;
+      }
+      std::cout << frame.dump() << std::endl;
+      return true;
+    });
+  } else {
+    // Silent: only the job's end is asked for (a sweep's task events are not even built).
+    s = conn.Watch(
+        job_id,
+        [&](const WatchReply& w) {
+          if (w.job) *last = *w.job;
+          if (show) view.OnStart(w);
+          return true;
+        },
+        [&](const JobEventFrame& e) {
+          if (e.job) *last = *e.job;
+          if (show) view.OnEvent(e);
+          return true;
+        },
+        /*end_only=*/!show);
+  }
   if (!s) {
     if (show && live) std::cout << "\n";  // below the progress bar
+    if (conn.timed_out()) {
+      PrintError(cmd, "job " + std::to_string(job_id) + " has not ended within --timeout " +
+                          FormatNumber(timeout_s) + " s; it goes on (see 'ckprof status " +
+                          std::to_string(job_id) + "')");
+      return kExitTimedOut;
+    }
     if (!conn.lost()) {
       PrintError(cmd, "job " + std::to_string(job_id) + ": " + s.error());
       return 1;
@@ -227,30 +255,38 @@ int FollowJob(Connection& conn, int64_t job_id, bool show, bool live) {
     return kExitUnreachable;
   }
   if (show) view.End();
-  return last.total > 0 && last.succeeded == last.total ? 0 : 1;
+  return last->total > 0 && last->succeeded == last->total ? 0 : 1;
 }
 
 }  // namespace
 
 int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) {
   const std::string cmd = silent ? "wait" : "watch";
-  std::string job;
+  std::string job, timeout;
   std::vector<std::string> jobs;
+  bool json_out = false;
   ArgParser p("ckprof " + cmd,
               silent ? "Wait silently until each job ends. Exit 0 only if every task of every "
                        "job succeeded, 1 if one did not (or a job does not exist), 2 if ckprofd "
-                       "cannot be reached or goes away."
+                       "cannot be reached or goes away, 124 if --timeout passed first."
                      : "Follow a job live: progress bar, rate, ETA, which task runs on which GPU, "
                        "failures as they happen (one line per event when not on a terminal); "
                        "a watch begun late lists the failures before it. Exit 0 only if every "
                        "task succeeded, 1 if one did not, 2 if ckprofd cannot be reached or goes "
                        "away.",
-              silent ? "example:\n  ckprof wait 12 13 && ckprof compare 12 13"
-                     : "example:\n  ckprof watch 12 && ckprof results 12");
+              silent ? "example:\n  ckprof wait 12 13 && ckprof compare 12 13\n"
+                       "  ckprof wait 12 --timeout 3600 || echo \"not done: $?\""
+                     : "example:\n  ckprof watch 12 && ckprof results 12\n"
+                       "  ckprof watch 12 --json | jq -c 'select(.event == \"task_finished\")'");
   if (silent) {
     p.Positionals("JOB", &jobs, true, "the job ids");
+    p.Option("--timeout", &timeout, "S", "give up after S seconds (exit 124; the jobs go on)");
+    p.Flag("--json", &json_out, "print the jobs as they ended (or stood at --timeout) as JSON");
   } else {
     p.Positional("JOB", &job, true, "the job id");
+    p.Flag("--json", &json_out,
+           "print the daemon's frames as they come, one JSON object per line: the first answer, "
+           "then each event (task_started, task_finished, job_finished)");
   }
   if (auto code = p.Parse(args)) return *code;
   if (!silent) jobs = {job};
@@ -260,6 +296,15 @@ int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) 
     if (!id) return 2;
     ids.push_back(*id);
   }
+  double timeout_s = 0;
+  if (!timeout.empty()) {
+    char* end = nullptr;
+    timeout_s = std::strtod(timeout.c_str(), &end);
+    if (*end != '\0' || !(timeout_s > 0) || !std::isfinite(timeout_s)) {
+      PrintError(cmd, "--timeout must be a number of seconds > 0, got '" + timeout + "'");
+      return 2;
+    }
+  }
   bool went_away = false;
   auto opened = Connection::Open(ResolveSocketPath(global.socket), &went_away);
   if (!opened) {
@@ -268,12 +313,25 @@ int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) 
     return kExitUnreachable;
   }
   auto& conn = *opened;
-  // The worst end wins: unreachable (2) over a failure (1) over success (0).
-  int worst = 0;
-  for (int64_t id : ids) {
-    worst = std::max(worst, FollowJob(*conn, id, !silent, !silent && StdoutIsTerminal()));
-    if (conn->lost()) break;  // the rest cannot be waited for
+  if (timeout_s > 0) {
+    conn->SetDeadline(std::chrono::steady_clock::now() +
+                      std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
   }
+  const Follow mode = json_out && !silent ? Follow::kJson
+                      : silent            ? Follow::kSilent
+                                          : Follow::kShow;
+  // The worst end wins: a timeout (124) over unreachable (2) over a failure (1) over success.
+  int worst = 0;
+  std::vector<JobSummary> ended;
+  for (int64_t id : ids) {
+    JobSummary last;
+    const int code =
+        FollowJob(*conn, id, mode, mode == Follow::kShow && StdoutIsTerminal(), timeout_s, &last);
+    worst = std::max(worst, code);
+    if (last.id > 0) ended.push_back(last);
+    if (conn->lost() || conn->timed_out()) break;  // the rest cannot be waited for
+  }
+  if (silent && json_out) std::cout << JobsJson(ended).dump(2) << "\n";
   return worst;
 }
 

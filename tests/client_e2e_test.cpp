@@ -777,5 +777,108 @@ TEST_F(ClientTest, SubmitOfNoConvolutionKeepsTheHint) {
   EXPECT_NE(ir.err.find("record 1 (aten::addmm) skipped: not a convolution"), std::string::npos);
 }
 
+// Issue 20.5: wait --timeout gives up with 124 and leaves the job running; wait --json prints
+// the jobs as they ended.
+TEST_F(ClientTest, WaitTimesOutWith124AndWaitJsonPrintsTheJobs) {
+  StartDaemon();
+  const std::string ok = Submit(kSampleConfig);
+  const std::string hung = Submit(SampleWithFaults(9001, 0));
+  ASSERT_FALSE(ok.empty() || hung.empty());
+  CommandResult timed_out = Ckprof({"wait", ok, hung, "--timeout", "0.5"});
+  EXPECT_EQ(timed_out.exit_code, 124) << timed_out.err;
+  EXPECT_NE(timed_out.err.find("ckprof wait: job " + hung +
+                               " has not ended within --timeout 0.5 s; it goes on"),
+            std::string::npos)
+      << timed_out.err;
+  CommandResult status = Ckprof({"status", hung, "--json"});
+  auto st = ParseJson(status.out);
+  ASSERT_TRUE(st.ok()) << status.out;
+  EXPECT_EQ((*st)["state"], "running") << status.out;
+  for (const char* bad : {"0", "-2", "soon"}) {
+    CommandResult r = Ckprof({"wait", ok, "--timeout", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("--timeout must be a number of seconds > 0, got '"), std::string::npos)
+        << r.err;
+  }
+  CommandResult waited = Ckprof({"wait", ok, "--json"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.err;
+  auto w = ParseJson(waited.out);
+  ASSERT_TRUE(w.ok()) << waited.out;
+  ASSERT_EQ(w->size(), 1u);
+  EXPECT_EQ((*w)[0]["id"], std::stoll(ok));
+  EXPECT_EQ((*w)[0]["state"], "finished");
+  EXPECT_EQ((*w)[0]["succeeded"], 2);
+  EXPECT_EQ(Ckprof({"cancel", hung}).exit_code, 0);
+}
+
+// Issue 20.5: watch --json writes the daemon's frames, one JSON object per line, as they come.
+TEST_F(ClientTest, WatchJsonWritesOneObjectPerEvent) {
+  StartDaemon();
+  const std::string job = Submit(kSampleConfig);
+  ASSERT_FALSE(job.empty());
+  CommandResult watch = Ckprof({"watch", job, "--json"});
+  EXPECT_EQ(watch.exit_code, 0) << watch.err;
+  std::istringstream lines(watch.out);
+  std::vector<json> frames;
+  for (std::string line; std::getline(lines, line);) {
+    auto j = ParseJson(line);
+    ASSERT_TRUE(j.ok()) << "not one JSON object per line: " << line;
+    frames.push_back(*j);
+  }
+  ASSERT_GE(frames.size(), 1u) << watch.out;
+  EXPECT_TRUE(frames.front()["ok"].get<bool>()) << watch.out;
+  EXPECT_EQ(frames.front()["job"]["id"], std::stoll(job));
+  // A job that had ended when the watch began has no more events; one still going ends with
+  // job_finished.
+  if (frames.size() > 1) {
+    EXPECT_EQ(frames.back()["event"], "job_finished") << watch.out;
+  }
+  EXPECT_EQ(watch.out.find("\r"), std::string::npos);  // no progress bar
+}
+
+// Issue 20.5: the acting commands answer in JSON too.
+TEST_F(ClientTest, ActingCommandsPrintJson) {
+  StartDaemon();
+  CommandResult ping = Ckprof({"ping", "--json"});
+  EXPECT_EQ(ping.exit_code, 0) << ping.err;
+  auto p = ParseJson(ping.out);
+  ASSERT_TRUE(p.ok()) << ping.out;
+  EXPECT_EQ((*p)["uid"], getuid());
+  EXPECT_EQ((*p)["socket"], daemon_->socket());
+  EXPECT_NE((*p)["server"].get<std::string>().find("ckprofd"), std::string::npos);
+
+  const std::string hung = Submit(SampleWithFaults(9001, 9001));
+  ASSERT_FALSE(hung.empty());
+  CommandResult cancel = Ckprof({"cancel", hung, "999", "--json"});
+  EXPECT_EQ(cancel.exit_code, 1) << cancel.err;
+  auto c = ParseJson(cancel.out);
+  ASSERT_TRUE(c.ok()) << cancel.out;
+  ASSERT_EQ(c->size(), 2u);
+  EXPECT_EQ((*c)[0]["job_id"], std::stoll(hung));
+  EXPECT_TRUE((*c)[0]["cancelled"].get<bool>());
+  EXPECT_EQ((*c)[0]["job"]["id"], std::stoll(hung));
+  EXPECT_FALSE((*c)[1]["cancelled"].get<bool>());
+  EXPECT_NE((*c)[1]["error"].get<std::string>().find("no job 999"), std::string::npos);
+  EXPECT_EQ(Ckprof({"wait", hung}).exit_code, 1);
+
+  CommandResult retry = Ckprof({"retry", hung, "--json"});
+  EXPECT_EQ(retry.exit_code, 0) << retry.err;
+  auto r = ParseJson(retry.out);
+  ASSERT_TRUE(r.ok()) << retry.out;
+  EXPECT_EQ((*r)["job_id"], std::stoll(hung));
+  EXPECT_EQ((*r)["requeued"], 2);
+  EXPECT_EQ(Ckprof({"cancel", hung}).exit_code, 0);
+
+  CommandResult drain = Ckprof({"drain", "1", "--json"});
+  EXPECT_EQ(drain.exit_code, 0) << drain.err;
+  auto d = ParseJson(drain.out);
+  ASSERT_TRUE(d.ok()) << drain.out;
+  EXPECT_EQ(*d, (json{{"gpu", 1}, {"drained", true}}));
+  CommandResult resume = Ckprof({"resume", "1", "--json"});
+  auto u = ParseJson(resume.out);
+  ASSERT_TRUE(u.ok()) << resume.out;
+  EXPECT_EQ(*u, (json{{"gpu", 1}, {"drained", false}}));
+}
+
 }  // namespace
 }  // namespace ckprof
