@@ -1,5 +1,7 @@
 // ckprof cancel / retry / boost / drain / resume / ping: act on jobs and GPUs.
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <regex>
 
@@ -10,26 +12,68 @@
 namespace ckprof {
 namespace {
 
-// Cancels each job in turn, saying what became of each (with `json_out`, a JSON array of
-// {"job_id", "cancelled", "job" or "error"}). The worst end wins, as for wait: unreachable (2)
-// over a refusal (1, e.g. a job that already ended) over success (0).
-int CancelJobs(const GlobalOptions& global, const std::vector<int64_t>& ids, bool json_out) {
+// A task of a job by its #N: "3" or "#3"; nullopt (after printing why) else.
+std::optional<int> ParseTaskNumber(const std::string& text, const std::string& cmd) {
+  static const std::regex num(R"(#?\d{1,9})");
+  if (std::regex_match(text, num)) {
+    const int v = std::stoi(text[0] == '#' ? text.substr(1) : text);
+    if (v > 0) return v;
+  }
+  PrintError(cmd,
+             "TASK must be a task's #N (as 'ckprof watch' and 'results' show it), e.g. 3 "
+             "or '#3', got '" +
+                 text + "'");
+  return std::nullopt;
+}
+
+// "7" (the whole job) or "7#3" / "7#3,5" (those of its tasks).
+struct JobAndTasks {
+  int64_t job = 0;
+  std::vector<int> tasks;  // empty: the whole job
+};
+std::optional<JobAndTasks> ParseJobAndTasks(const std::string& text, const std::string& cmd) {
+  const size_t hash = text.find('#');
+  JobAndTasks out;
+  auto id = ParseJobId(text.substr(0, hash), cmd);
+  if (!id) return std::nullopt;
+  out.job = *id;
+  if (hash == std::string::npos) return out;
+  const std::string list = text.substr(hash + 1);
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    auto n = ParseTaskNumber(list.substr(at, comma - at), cmd);
+    if (!n) return std::nullopt;
+    out.tasks.push_back(*n);
+    at = comma + 1;
+  }
+  return out;
+}
+
+// Cancels each job (or its tasks) in turn, saying what became of each (with `json_out`, a JSON
+// array of {"job_id", "tasks", "cancelled", "job" or "error"}). The worst end wins, as for
+// wait: unreachable (2) over a refusal (1, e.g. a job that already ended) over success (0).
+int CancelJobs(const GlobalOptions& global, const std::vector<JobAndTasks>& what, bool json_out) {
   int worst = 0;
   nlohmann::json out = nlohmann::json::array();
-  for (int64_t id : ids) {
+  for (const JobAndTasks& w : what) {
     Request r;
     r.type = RequestType::kCancel;
-    r.job_id = id;
+    r.job_id = w.job;
+    r.tasks = w.tasks;
     JobReply a;
     std::string error;
     const int code = Ask(global, "cancel", r, &a, &error);
     if (json_out) {
-      nlohmann::json j = {{"job_id", id}, {"cancelled", code == 0}};
+      nlohmann::json j = {{"job_id", w.job}, {"tasks", w.tasks}, {"cancelled", code == 0}};
       if (code == 0 && a.job) j["job"] = ToJson(*a.job);
       if (code != 0) j["error"] = error;
       out.push_back(std::move(j));
+    } else if (code == 0 && w.tasks.empty()) {
+      std::cout << "job " << w.job << " cancelled\n";
     } else if (code == 0) {
-      std::cout << "job " << id << " cancelled\n";
+      std::string list;
+      for (int t : w.tasks) list += (list.empty() ? "#" : ", #") + std::to_string(t);
+      std::cout << "job " << w.job << ": " << list << " cancelled\n";
     }
     worst = std::max(worst, code);
     if (code == kExitUnreachable) break;  // the rest cannot be cancelled either
@@ -42,8 +86,10 @@ int CancelJobs(const GlobalOptions& global, const std::vector<int64_t>& ids, boo
 
 int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestType type) {
   const std::string cmd(RequestTypeName(type));
-  std::string job, priority;
-  std::vector<std::string> jobs;  // cancel: several
+  std::string job, priority, timeout, profiler;
+  std::vector<std::string> jobs;   // cancel: several
+  std::vector<std::string> tasks;  // retry: some of the job's tasks
+  bool failed_only = false;
   std::string summary = type == RequestType::kCancel
                             ? "Cancel jobs: their queued tasks are dropped and their running "
                               "profilers stopped. Only the owner or an admin may. A job that "
@@ -51,36 +97,69 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
                               "end wins."
                         : type == RequestType::kRetry
                             ? "Requeue a job's tasks that failed, crashed, timed out, could not "
-                              "start, were interrupted or cancelled."
+                              "start, were interrupted or cancelled; with TASKs, those tasks "
+                              "however they ended (a success is measured again). --timeout and "
+                              "--profiler-path change the job's settings for every task that "
+                              "starts from now on."
                             : "Set a job's priority (admins only).";
   ArgParser p("ckprof " + cmd, summary,
-              "example:\n  ckprof " + cmd + " 12" +
-                  (type == RequestType::kBoost    ? " 100"
-                   : type == RequestType::kCancel ? " 13"
-                                                  : ""));
+              type == RequestType::kCancel
+                  ? "JOB#N cancels task #N of the job alone (#N as 'watch' and 'results' show "
+                    "it; every run of a repeated config), JOB#N,M several.\n\nexample:\n  "
+                    "ckprof cancel 12 13\n  ckprof cancel 12#3,7"
+              : type == RequestType::kRetry
+                  ? "A TASK is a task's #N: 3, or '#3' quoted (an unquoted # starts a comment "
+                    "in the shell).\n\nexample:\n  ckprof retry 12\n  ckprof retry 12 --failed "
+                    "--timeout 3600\n  ckprof retry 12 3 7 --profiler-path /opt/ck-new/bin"
+                  : "example:\n  ckprof boost 12 100");
   if (type == RequestType::kCancel) {
-    p.Positionals("JOB", &jobs, true, "the job ids");
+    p.Positionals("JOB", &jobs, true, "the job ids, or JOB#N for a task of the job");
   } else {
     p.Positional("JOB", &job, true, "the job id");
+  }
+  if (type == RequestType::kRetry) {
+    p.Positionals("TASK", &tasks, false, "only these tasks of the job, by #N");
+    p.Flag("--failed", &failed_only,
+           "only tasks that failed, crashed or timed out (not cancelled or unsupported ones)");
+    p.Option("--timeout", &timeout, "S", "the job's new per-task timeout in seconds (0 = none)");
+    p.Option("--profiler-path", &profiler, "P", "the job's new profiler (as submit takes it)");
   }
   if (type == RequestType::kBoost) p.Positional("PRIORITY", &priority, true, "-1000..1000");
   bool json_out = false;
   p.Flag("--json", &json_out, "print the outcome as JSON");
   if (auto code = p.Parse(args)) return *code;
   if (type == RequestType::kCancel) {
-    std::vector<int64_t> ids;
+    std::vector<JobAndTasks> what;
     for (const auto& text : jobs) {
-      auto id = ParseJobId(text, cmd);
-      if (!id) return 2;
-      ids.push_back(*id);
+      auto w = ParseJobAndTasks(text, cmd);
+      if (!w) return 2;
+      what.push_back(std::move(*w));
     }
-    return CancelJobs(global, ids, json_out);
+    return CancelJobs(global, what, json_out);
   }
   auto id = ParseJobId(job, cmd);
   if (!id) return 2;
   Request r;
   r.type = type;
   r.job_id = *id;
+  if (type == RequestType::kRetry) {
+    for (const auto& text : tasks) {
+      auto n = ParseTaskNumber(text, cmd);
+      if (!n) return 2;
+      r.tasks.push_back(*n);
+    }
+    r.failed_only = failed_only;
+    if (!timeout.empty()) {
+      char* end = nullptr;
+      const double t = std::strtod(timeout.c_str(), &end);
+      if (*end != '\0' || !(t >= 0) || !std::isfinite(t)) {
+        PrintError(cmd, "--timeout must be a number of seconds >= 0, got '" + timeout + "'");
+        return 2;
+      }
+      r.timeout_s = t;
+    }
+    r.profiler_path = AbsolutePath(profiler);
+  }
   if (type == RequestType::kBoost) {
     static const std::regex num(R"(-?\d{1,4})");
     if (!std::regex_match(priority, num) || std::abs(std::stoi(priority)) > 1000) {
@@ -99,7 +178,13 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
     return 0;
   }
   if (type == RequestType::kRetry) {
-    std::cout << "job " << *id << ": " << a.requeued.value_or(0) << " task(s) requeued\n";
+    std::cout << "job " << *id << ": " << a.requeued.value_or(0) << " task(s) requeued";
+    if (!timeout.empty() || !profiler.empty()) {
+      std::cout << " (" << (timeout.empty() ? "" : "timeout " + timeout + " s")
+                << (!timeout.empty() && !profiler.empty() ? ", " : "")
+                << (profiler.empty() ? "" : "profiler " + r.profiler_path) << ")";
+    }
+    std::cout << "\n";
   }
   if (type == RequestType::kBoost)
     std::cout << "job " << *id << ": priority " << r.priority << "\n";

@@ -165,8 +165,15 @@ void VisitRequestFields(R& r, V& v) {
       v.Bool("runs", r.runs);
       break;
     case RequestType::kCancel:
+      v.RequiredInt("job_id", r.job_id, 1, kMaxId);
+      v.IntList("tasks", r.tasks, 1, std::numeric_limits<int>::max());
+      break;
     case RequestType::kRetry:
       v.RequiredInt("job_id", r.job_id, 1, kMaxId);
+      v.IntList("tasks", r.tasks, 1, std::numeric_limits<int>::max());
+      v.Bool("failed", r.failed_only);
+      v.Double("timeout_s", r.timeout_s, -1, 1e7);
+      v.String("profiler_path", r.profiler_path, 4096);
       break;
     case RequestType::kWatch:
       v.RequiredInt("job_id", r.job_id, 1, kMaxId);

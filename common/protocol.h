@@ -85,6 +85,12 @@ struct Request {
   bool runs = false;      // results: each run of a repeated job, besides the merged results
   int gpu = -1;           // drain, resume
   int priority = 0;       // boost
+  // cancel, retry: only these tasks of the job, by their #N (every run of a repeated config);
+  // empty = the whole job.
+  std::vector<int> tasks;
+  bool failed_only = false;   // retry --failed: failed, crashed and timed-out tasks only
+  double timeout_s = -1;      // retry: the job's new per-task timeout (-1 = as it was)
+  std::string profiler_path;  // retry: the job's new profiler, absolute ("" = as it was)
 };
 
 // Fills content/content_encoding from a file's bytes: gzip files go as base64 of the gzip,

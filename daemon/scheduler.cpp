@@ -27,10 +27,14 @@ using Kind = Outcome::Kind;
 // How often at most a user's usage is written with a task's end (see OnRunDone).
 constexpr double kUsageStoreInterval_s = 5;
 
+// What `retry` takes without naming tasks: every end but success and unsupported.
 bool Retryable(Kind k) {
   return k == Kind::kFailed || k == Kind::kCrashed || k == Kind::kTimedOut ||
          k == Kind::kSpawnFailed || k == Kind::kInterrupted || k == Kind::kCancelled;
 }
+
+// What `retry --failed` takes: the failures (in TaskCounts' words failed, crashed, timed out).
+bool IsFailure(Kind k) { return Retryable(k) && k != Kind::kCancelled; }
 
 }  // namespace
 
@@ -969,7 +973,7 @@ bool Scheduler::MayActOn(const Job& job, const Identity& who) const {
   return who.admin || who.uid == job.rec.uid;
 }
 
-Status Scheduler::Cancel(int64_t job_id, const Identity& who) {
+Status Scheduler::Cancel(int64_t job_id, const Identity& who, const std::vector<int>& positions) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
   Job& job = it->second;
@@ -977,6 +981,7 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who) {
     return MakeError("job " + std::to_string(job_id) + " belongs to " + job.rec.owner +
                      "; only its owner or an admin may cancel it");
   }
+  if (!positions.empty()) return CancelTasks(job, who, positions);
   // Nothing is changed for a job that has ended: a finished job stays finished.
   if (job.rec.cancelled) {
     return MakeError("job " + std::to_string(job_id) + " already " +
@@ -990,6 +995,19 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who) {
   policy_.UpdateJob(job_id, ParamsOf(job.rec));
   const double now = UnixNow();
   const std::vector<int64_t> ids = policy_.QueuedTasks(job_id);
+  if (Status s = CancelQueued(job, ids, who, now); !s) return s;
+  for (auto& g : gpus_) {
+    if (g.task_id && tasks_.at(g.task_id).job_id == job_id) launcher_.Cancel(g.run);
+  }
+  spdlog::info("job {} cancelled by {} (uid {}): {} queued task(s) dropped", job_id, who.user,
+               who.uid, ids.size());
+  MaybeFinishJob(job, now);
+  Changed();
+  return Status::Ok();
+}
+
+Status Scheduler::CancelQueued(Job& job, const std::vector<int64_t>& ids, const Identity& who,
+                               double now) {
   Outcome o{Kind::kCancelled, 0, 0, "cancelled by " + who.user};
   if (Status s =
           store_.SetTasksState(ids, TaskState::kCancelled, ResultJson(o, "", -1, nullptr), now);
@@ -1001,17 +1019,53 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who) {
     CountFinal(job, Kind::kCancelled, +1);
     Forget(id);
   }
-  for (auto& g : gpus_) {
-    if (g.task_id && tasks_.at(g.task_id).job_id == job_id) launcher_.Cancel(g.run);
+  return Status::Ok();
+}
+
+// The positions a job has: an error naming the first it has not.
+Status Scheduler::CheckPositions(const Job& job, const std::vector<int>& positions) const {
+  const int64_t configs = job.total / std::max(job.rec.repeat, 1);
+  for (int p : positions) {
+    if (p < 1 || p > configs) {
+      return MakeError("job " + std::to_string(job.rec.id) + " has no task #" + std::to_string(p) +
+                       " (its tasks are #1 to #" + std::to_string(configs) + ")");
+    }
   }
-  spdlog::info("job {} cancelled by {} (uid {}): {} queued task(s) dropped", job_id, who.user,
-               who.uid, ids.size());
+  return Status::Ok();
+}
+
+Status Scheduler::CancelTasks(Job& job, const Identity& who, const std::vector<int>& positions) {
+  const int64_t job_id = job.rec.id;
+  if (Status s = CheckPositions(job, positions); !s) return s;
+  const std::set<int64_t> wanted(positions.begin(), positions.end());
+  std::vector<int64_t> queued;
+  for (int64_t id : policy_.QueuedTasks(job_id)) {
+    if (wanted.count(tasks_.at(id).position)) queued.push_back(id);
+  }
+  std::vector<Gpu*> running;
+  for (auto& g : gpus_) {
+    if (!g.task_id) continue;
+    const Task& t = tasks_.at(g.task_id);
+    if (t.job_id == job_id && wanted.count(t.position)) running.push_back(&g);
+  }
+  if (queued.empty() && running.empty()) {
+    std::string list;
+    for (int p : positions) list += (list.empty() ? "#" : ", #") + std::to_string(p);
+    return MakeError("job " + std::to_string(job_id) + " " + list + " already ended: nothing to " +
+                     "cancel ('ckprof retry " + std::to_string(job_id) + " " +
+                     std::to_string(positions.front()) + "' runs it again)");
+  }
+  const double now = UnixNow();
+  if (Status s = CancelQueued(job, queued, who, now); !s) return s;
+  for (Gpu* g : running) launcher_.Cancel(g->run);
+  spdlog::info("job {}: {} queued and {} running task(s) cancelled by {} (uid {})", job_id,
+               queued.size(), running.size(), who.user, who.uid);
   MaybeFinishJob(job, now);
   Changed();
   return Status::Ok();
 }
 
-Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who) {
+Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const RetryOptions& options) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
   Job& job = it->second;
@@ -1019,13 +1073,31 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who) {
     return MakeError("job " + std::to_string(job_id) + " belongs to " + job.rec.owner +
                      "; only its owner or an admin may retry it");
   }
+  if (Status s = CheckPositions(job, options.positions); !s) return Error{s.error()};
+  if (options.timeout_s || options.profiler_path) {
+    const double timeout = options.timeout_s.value_or(job.rec.timeout_s);
+    const std::string profiler = options.profiler_path.value_or(job.rec.profiler_path);
+    if (Status s = store_.SetJobRunSettings(job_id, timeout, profiler); !s) return Error{s.error()};
+    job.rec.timeout_s = timeout;
+    if (profiler != job.rec.profiler_path) {
+      job.rec.profiler_path = profiler;
+      ResolveTarget(job);
+    }
+    spdlog::info("job {}: timeout {} s, profiler {} (retry by {})", job_id, job.rec.timeout_s,
+                 job.rec.profiler_path, who.user);
+  }
   // Final tasks live in the Store only.
   auto rows = store_.JobTasks(job_id);
   if (!rows) return Error{rows.error()};
+  const std::set<int64_t> wanted(options.positions.begin(), options.positions.end());
   std::vector<int64_t> ids;
   for (const auto& r : *rows) {
     auto kind = OutcomeOf(r.state);
-    if (kind && Retryable(*kind) && !tasks_.count(r.id)) ids.push_back(r.id);
+    if (!kind || tasks_.count(r.id)) continue;
+    const bool take = options.failed_only ? IsFailure(*kind)
+                      : wanted.empty()    ? Retryable(*kind)
+                                          : true;
+    if (take && (wanted.empty() || wanted.count(r.position))) ids.push_back(r.id);
   }
   auto requeued = RequeueFinal(job, ids);
   if (requeued && *requeued > 0) {

@@ -89,6 +89,14 @@ class JobWatcher {
   virtual bool EndOnly() const { return false; }
 };
 
+// What a retry takes and changes (Scheduler::Retry).
+struct RetryOptions {
+  std::vector<int> positions;  // only these #N (then whatever way they ended); empty = all
+  bool failed_only = false;    // only failed, crashed, timed out (and spawn-failed, interrupted)
+  std::optional<double> timeout_s;           // the job's new per-task timeout (0 = none)
+  std::optional<std::string> profiler_path;  // the job's new profiler (checked by the caller)
+};
+
 class Scheduler {
  public:
   Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher, SchedulerOptions options);
@@ -111,10 +119,14 @@ class Scheduler {
   static std::vector<TaskRecord> MakeTaskRecords(const std::vector<CkConfig>& configs,
                                                  int repeat = 1);
 
-  Status Cancel(int64_t job_id, const Identity& who);
-  // Requeues the job's tasks that ended failed, crashed, timed out, spawn-failed, interrupted or
-  // cancelled. Returns how many.
-  Result<int64_t> Retry(int64_t job_id, const Identity& who);
+  // `positions` empty: the whole job (it becomes cancelled); else only the tasks at those #N
+  // (queued ones end cancelled, running ones are stopped; the job goes on).
+  Status Cancel(int64_t job_id, const Identity& who, const std::vector<int>& positions = {});
+  // Requeues the job's ended tasks: without positions those that ended failed, crashed, timed
+  // out, spawn-failed, interrupted or cancelled; with positions, those tasks however they ended;
+  // failed_only keeps the failures alone. New settings apply to every task that starts from now
+  // on. Returns how many were requeued.
+  Result<int64_t> Retry(int64_t job_id, const Identity& who, const RetryOptions& options = {});
   Status Boost(int64_t job_id, int priority, const Identity& who);
   Status SetDrained(int gpu, bool drained, const Identity& who);
 
@@ -268,6 +280,12 @@ class Scheduler {
   bool ReleaseHeldGpus();
   // Final tasks `task_ids` of `job` queued again (retry); how many. The caller dispatches.
   Result<int64_t> RequeueFinal(Job& job, const std::vector<int64_t>& task_ids);
+  // An error naming the first of `positions` (#N) the job has not.
+  Status CheckPositions(const Job& job, const std::vector<int>& positions) const;
+  // Queued tasks `ids` of `job` end cancelled (stored first).
+  Status CancelQueued(Job& job, const std::vector<int64_t>& ids, const Identity& who, double now);
+  // Cancel of some of a job's tasks (by #N): queued ones end cancelled, running ones stop.
+  Status CancelTasks(Job& job, const Identity& who, const std::vector<int>& positions);
   bool every_gpu_failing_ = false;  // said in the log, until a run works again
   Status RecordEnd(const PendingEnd& end);
   // The task the end's GPU starts next, prepared for the end's transaction; none when Dispatch

@@ -151,6 +151,17 @@ HelloReply Service::HandleHello(const Identity& who) const {
   return h;
 }
 
+Result<std::string> Service::AcceptProfiler(const std::string& profiler,
+                                            const Identity& who) const {
+  if (Status s = CheckProfilerPolicy(profiler, who); !s) return Error{s.error()};
+  // Found now, not hours later when the job's first task would fail to start.
+  if (auto target = ResolveProfiler(profiler); !target) return Error{target.error()};
+  // This daemon will run another user's profiler as itself: keep the path that was checked,
+  // resolved, so that a symlink the user controls cannot be re-pointed before the task runs.
+  if (getuid() != 0 && who.uid != getuid()) return RealPath(profiler);
+  return profiler;
+}
+
 Status Service::CheckProfilerPolicy(const std::string& path, const Identity& who) const {
   if (getuid() == 0 || who.uid == getuid()) return Status::Ok();
   // A non-root daemon runs every task as itself: another user's job may only run profilers
@@ -208,19 +219,14 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
     co_return Refuse("submit: cwd must be absolute, got '" + o.cwd + "'");
   }
   if (!o.dry_run) {
-    if (Status s = CheckProfilerPolicy(profiler, who); !s) {
-      co_return Refuse("submit: " + s.error());
-    }
-    // Found now, not hours later when the job's first task would fail to start.
-    if (auto target = ResolveProfiler(profiler); !target) {
-      co_return Refuse("submit: " + target.error() +
+    auto accepted = AcceptProfiler(profiler, who);
+    if (!accepted) {
+      co_return Refuse("submit: " + accepted.error() +
                        (o.profiler_path.empty() ? " (the daemon's default profiler_path; pass "
                                                   "--profiler-path)"
                                                 : ""));
     }
-    // This daemon will run another user's profiler as itself: keep the path that was checked,
-    // resolved, so that a symlink the user controls cannot be re-pointed before the task runs.
-    if (getuid() != 0 && who.uid != getuid()) profiler = RealPath(profiler);
+    profiler = *accepted;
   }
   // Convert on the pool: a large trace must not stall every other client. The tasks' stored
   // text is made there too (a second per 100,000 configs).
@@ -367,12 +373,24 @@ Service::Answer<ResultsReply> Service::HandleResults(const Request& r) {
 }
 
 Service::Answer<JobReply> Service::HandleCancel(const Request& r, const Identity& who) {
-  if (Status s = scheduler_.Cancel(r.job_id, who); !s) return Refuse(s.error());
+  if (Status s = scheduler_.Cancel(r.job_id, who, r.tasks); !s) return Refuse(s.error());
   return JobReply{SummaryOf(r.job_id), std::nullopt};
 }
 
 Service::Answer<JobReply> Service::HandleRetry(const Request& r, const Identity& who) {
-  auto n = scheduler_.Retry(r.job_id, who);
+  RetryOptions options;
+  options.positions = r.tasks;
+  options.failed_only = r.failed_only;
+  if (r.timeout_s >= 0) options.timeout_s = r.timeout_s;
+  if (!r.profiler_path.empty()) {
+    if (r.profiler_path[0] != '/') {
+      return Refuse("retry: profiler_path must be absolute, got '" + r.profiler_path + "'");
+    }
+    auto accepted = AcceptProfiler(r.profiler_path, who);
+    if (!accepted) return Refuse("retry: " + accepted.error());
+    options.profiler_path = *accepted;
+  }
+  auto n = scheduler_.Retry(r.job_id, who, options);
   if (!n) return Refuse(n.error());
   return JobReply{SummaryOf(r.job_id), *n};
 }

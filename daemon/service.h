@@ -80,6 +80,9 @@ class Service {
   std::optional<JobSummary> SummaryOf(int64_t job_id) const;
   // Whether `who` may run the profiler at `path` through this daemon; the error says why not.
   Status CheckProfilerPolicy(const std::string& path, const Identity& who) const;
+  // A profiler path a user asks for (submit, retry), checked by policy and found: the path to
+  // store (resolved where this daemon runs another user's profiler as itself).
+  Result<std::string> AcceptProfiler(const std::string& profiler, const Identity& who) const;
 
   asio::any_io_executor io_;
   asio::thread_pool& pool_;

@@ -574,6 +574,13 @@ Status Store::SetJobPriority(int64_t job_id, int priority) {
   return StepDone(up, "set job priority");
 }
 
+Status Store::SetJobRunSettings(int64_t job_id, double timeout_s,
+                                const std::string& profiler_path) {
+  Stmt up(this, "UPDATE jobs SET timeout_s=?, profiler_path=? WHERE id=?");
+  up.Bind(1, timeout_s).Bind(2, profiler_path).Bind(3, job_id);
+  return StepDone(up, "set job run settings");
+}
+
 Status Store::SetJobFinished(int64_t job_id, double finished_at) {
   Stmt up(this, "UPDATE jobs SET finished_at=? WHERE id=?");
   up.Bind(1, finished_at).Bind(2, job_id);

@@ -130,6 +130,8 @@ class Store {
   // Marks the job cancelled, or (a retry revives it) not.
   Status SetJobCancelled(int64_t job_id, bool cancelled = true);
   Status SetJobPriority(int64_t job_id, int priority);
+  // A retry's new settings: the per-task timeout (-1 = the daemon's default) and the profiler.
+  Status SetJobRunSettings(int64_t job_id, double timeout_s, const std::string& profiler_path);
   Status SetJobFinished(int64_t job_id, double finished_at);
 
   // Loading, at startup and for queries.

@@ -880,5 +880,83 @@ TEST_F(ClientTest, ActingCommandsPrintJson) {
   EXPECT_EQ(*u, (json{{"gpu", 1}, {"drained", false}}));
 }
 
+// Issue 20.2: cancel JOB#N stops one task and lets the job go on.
+TEST_F(ClientTest, CancelOfOneTaskLeavesTheJobRunning) {
+  StartDaemon();
+  const std::string job = Submit(SampleWithFaults(9001, 9001), {"--max-gpus", "1"});
+  ASSERT_FALSE(job.empty());
+  CommandResult one = Ckprof({"cancel", job + "#2"});
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(one.out, "job " + job + ": #2 cancelled\n");
+  CommandResult status = Ckprof({"status", job, "--json"});
+  auto st = ParseJson(status.out);
+  ASSERT_TRUE(st.ok()) << status.out;
+  EXPECT_EQ((*st)["cancelled"], 1) << status.out;
+  EXPECT_EQ((*st)["state"], "running") << status.out;
+  CommandResult again = Ckprof({"cancel", job + "#2"});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find("job " + job + " #2 already ended: nothing to cancel"),
+            std::string::npos)
+      << again.err;
+  CommandResult missing = Ckprof({"cancel", job + "#5"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("job " + job + " has no task #5 (its tasks are #1 to #2)"),
+            std::string::npos)
+      << missing.err;
+  CommandResult bad = Ckprof({"cancel", job + "#x"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("TASK must be a task's #N"), std::string::npos) << bad.err;
+  // The running one (#1), by the task too: then the job has ended.
+  EXPECT_EQ(Ckprof({"cancel", job + "#1"}).exit_code, 0);
+  CommandResult waited = Ckprof({"wait", job});
+  EXPECT_EQ(waited.exit_code, 1);
+  CommandResult ended = Ckprof({"status", job, "--json"});
+  auto e = ParseJson(ended.out);
+  ASSERT_TRUE(e.ok()) << ended.out;
+  EXPECT_EQ((*e)["cancelled"], 2) << ended.out;
+}
+
+// Issue 20.2: retry takes the failures (--failed), named tasks however they ended, and new
+// settings for the job.
+TEST_F(ClientTest, RetryOfFailedOrNamedTasksWithNewSettings) {
+  StartDaemon();
+  const std::string job = Submit(SampleWithFaults(9003, 0));  // #1 fails, #2 succeeds
+  ASSERT_FALSE(job.empty());
+  EXPECT_EQ(Ckprof({"wait", job}).exit_code, 1);
+  CommandResult failed = Ckprof({"retry", job, "--failed", "--timeout", "120"});
+  EXPECT_EQ(failed.exit_code, 0) << failed.err;
+  EXPECT_EQ(failed.out, "job " + job + ": 1 task(s) requeued (timeout 120 s)\n");
+  EXPECT_EQ(Ckprof({"wait", job}).exit_code, 1);
+  CommandResult status = Ckprof({"status", job, "--json"});
+  auto st = ParseJson(status.out);
+  ASSERT_TRUE(st.ok()) << status.out;
+  EXPECT_EQ((*st)["timeout_s"], 120) << status.out;
+  EXPECT_EQ((*st)["failed"], 1) << status.out;
+  // A named task runs again whatever its end: the success is measured again.
+  CommandResult named = Ckprof({"retry", job, "#2", "--json"});
+  EXPECT_EQ(named.exit_code, 0) << named.err;
+  auto n = ParseJson(named.out);
+  ASSERT_TRUE(n.ok()) << named.out;
+  EXPECT_EQ((*n)["requeued"], 1) << named.out;
+  EXPECT_EQ(Ckprof({"wait", job}).exit_code, 1);
+  CommandResult results = Ckprof({"results", job, "--format", "json"});
+  auto r = ParseJson(results.out);
+  ASSERT_TRUE(r.ok()) << results.out;
+  EXPECT_EQ((*r)["results"][1]["attempts"], 2) << results.out;
+  EXPECT_TRUE((*r)["results"][1]["success"].get<bool>());
+  // Nothing failed but #1: --failed with #2 named takes nothing.
+  CommandResult none = Ckprof({"retry", job, "2", "--failed"});
+  EXPECT_EQ(none.out, "job " + job + ": 0 task(s) requeued\n") << none.err;
+  CommandResult missing = Ckprof({"retry", job, "3"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("has no task #3"), std::string::npos) << missing.err;
+  CommandResult bad_timeout = Ckprof({"retry", job, "--timeout", "-1"});
+  EXPECT_EQ(bad_timeout.exit_code, 2);
+  CommandResult bad_profiler = Ckprof({"retry", job, "--profiler-path", "/nonexistent/ck"});
+  EXPECT_EQ(bad_profiler.exit_code, 1);
+  EXPECT_NE(bad_profiler.err.find("ckprof retry: "), std::string::npos) << bad_profiler.err;
+  EXPECT_NE(bad_profiler.err.find("/nonexistent/ck"), std::string::npos) << bad_profiler.err;
+}
+
 }  // namespace
 }  // namespace ckprof
