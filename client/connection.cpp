@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -105,8 +106,10 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, bo
   hello.type = RequestType::kHello;
   hello.protocol = kProtocolVersion;
   hello.client = std::string("ckprof ") + kVersion;
-  auto answer = c->Call(hello);
-  if (!answer && c->lost()) {
+  nlohmann::json refused;
+  auto answer = c->Call(hello, &refused);
+  // A refusal ("serving too many clients") may come with a broken pipe: it is still one.
+  if (!answer && c->lost() && !refused.is_object()) {
     // Connected, then closed before the hello's answer: the daemon went away at that moment
     // (the error already says "ckprofd at PATH closed the connection").
     if (went_away) *went_away = true;
@@ -169,6 +172,19 @@ Result<nlohmann::json> Connection::Receive() {
 }
 
 Result<nlohmann::json> Connection::Call(Request request, nlohmann::json* refusal) {
+  // An older daemon ignores the fields it does not know: refuse here what it would misread.
+  if (const std::string need = RequiredFeature(request); !need.empty() && !hello_.is_null()) {
+    const auto features = hello_.value("features", nlohmann::json::array());
+    if (std::find(features.begin(), features.end(), need) == features.end()) {
+      return MakeError(std::string(RequestTypeName(request.type)) + ": " +
+                       hello_.value("server", std::string("ckprofd")) + " at " + path_ +
+                       " is older than this ckprof and does not know " +
+                       (need == "repeat" ? "repeats (--repeat, --runs)"
+                                         : "task control (JOB#N, retry of tasks or with new "
+                                           "settings)") +
+                       ": restart it with this version, then try again");
+    }
+  }
   request.id = next_id_++;
   Status sent = Send(RequestToJson(request));
   auto answer = Receive();

@@ -15,8 +15,8 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   ArgParser p("ckprof results",
               "Fetch a job's results. json is the original tools' profiler_results.json (with "
               "our added keys); table is ranked by priority_rank; csv has one row per task. A "
-              "job submitted with --repeat has one row per config: the median run, with min, "
-              "max and CV.",
+              "job submitted with --repeat has one row per config: the median run, with its "
+              "runs and CV (min and max too in json and csv).",
               "The default format is table on a terminal without --output, else json.\n\n"
               "example:\n  ckprof results 12\n  ckprof results 12 --output profiler_results.json\n"
               "  ckprof results 12 --format csv --output results.csv");

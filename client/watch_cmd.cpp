@@ -281,7 +281,9 @@ int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) 
   if (silent) {
     p.Positionals("JOB", &jobs, true, "the job ids");
     p.Option("--timeout", &timeout, "S", "give up after S seconds (exit 124; the jobs go on)");
-    p.Flag("--json", &json_out, "print the jobs as they ended (or stood at --timeout) as JSON");
+    p.Flag("--json", &json_out,
+           "print the jobs as they ended as JSON (after a --timeout: those waited for, the last "
+           "as it stood)");
   } else {
     p.Positional("JOB", &job, true, "the job id");
     p.Flag("--json", &json_out,
@@ -300,8 +302,10 @@ int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) 
   if (!timeout.empty()) {
     char* end = nullptr;
     timeout_s = std::strtod(timeout.c_str(), &end);
-    if (*end != '\0' || !(timeout_s > 0) || !std::isfinite(timeout_s)) {
-      PrintError(cmd, "--timeout must be a number of seconds > 0, got '" + timeout + "'");
+    // (At most 1e9 s, 31 years: a larger deadline would overflow the clock.)
+    if (*end != '\0' || !(timeout_s > 0) || !(timeout_s <= 1e9)) {
+      PrintError(cmd, "--timeout must be a number of seconds > 0, got '" + timeout + "'" +
+                          (timeout_s > 1e9 ? " (at most 1e9)" : ""));
       return 2;
     }
   }

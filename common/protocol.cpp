@@ -294,6 +294,23 @@ Result<Request> ParseRequest(std::string_view frame) {
   return r;
 }
 
+std::string RequiredFeature(const Request& r) {
+  switch (r.type) {
+    case RequestType::kSubmit:
+      return r.submit.repeat > 1 ? "repeat" : "";
+    case RequestType::kResults:
+      return r.runs ? "repeat" : "";
+    case RequestType::kCancel:
+      return r.tasks.empty() ? "" : "task_control";
+    case RequestType::kRetry:
+      return r.tasks.empty() && !r.failed_only && r.timeout_s < 0 && r.profiler_path.empty()
+                 ? ""
+                 : "task_control";
+    default:
+      return "";
+  }
+}
+
 json RequestToJson(const Request& r) {
   json j = {{"type", RequestTypeName(r.type)}};
   RequestWriter writer(j);

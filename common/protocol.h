@@ -419,6 +419,10 @@ struct HelloReply {
   uint32_t uid = 0;
   std::string user;
   bool admin = false;
+  // What this daemon understands beyond protocol 1's first requests (kFeatures): a client
+  // checks before it sends a request an older daemon would misread (it ignores fields it does
+  // not know: "cancel 7#3" would cancel all of job 7).
+  std::vector<std::string> features;
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, HelloReply>
@@ -428,7 +432,13 @@ void VisitFields(S& r, V& v) {
   v("uid", r.uid);
   v("user", r.user);
   v("admin", r.admin);
+  v("features", r.features);
 }
+// The features of this build's daemon, and the one a request needs ("" when none): "repeat"
+// (submit repeat > 1, results runs), "task_control" (cancel or retry of some tasks, retry's
+// failed/timeout_s/profiler_path).
+inline const std::vector<std::string> kFeatures = {"repeat", "task_control"};
+std::string RequiredFeature(const Request& r);
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as
 // tasks (after max_ops), records skipped, and the first warnings.

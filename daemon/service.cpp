@@ -148,6 +148,7 @@ HelloReply Service::HandleHello(const Identity& who) const {
   h.uid = who.uid;
   h.user = who.user;
   h.admin = who.admin;
+  h.features = kFeatures;
   return h;
 }
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "common/base64.h"
@@ -259,6 +260,29 @@ TEST(Protocol, RequestsRoundTrip) {
   ASSERT_TRUE(end_only.ok()) << end_only.error();
   EXPECT_EQ(end_only->job_id, 12);
   EXPECT_TRUE(end_only->end_only);
+}
+
+// What an older daemon would misread (it ignores fields it does not know) needs a feature.
+TEST(Protocol, RequestsThatAnOlderDaemonWouldMisreadNeedAFeature) {
+  Request r;
+  r.type = RequestType::kCancel;
+  r.job_id = 7;
+  EXPECT_EQ(RequiredFeature(r), "");
+  r.tasks = {3};
+  EXPECT_EQ(RequiredFeature(r), "task_control");
+  r = Request{};
+  r.type = RequestType::kRetry;
+  EXPECT_EQ(RequiredFeature(r), "");
+  r.timeout_s = 60;
+  EXPECT_EQ(RequiredFeature(r), "task_control");
+  r = Request{};
+  r.type = RequestType::kSubmit;
+  EXPECT_EQ(RequiredFeature(r), "");
+  r.submit.repeat = 3;
+  EXPECT_EQ(RequiredFeature(r), "repeat");
+  for (const char* f : {"repeat", "task_control"}) {
+    EXPECT_NE(std::find(kFeatures.begin(), kFeatures.end(), f), kFeatures.end()) << f;
+  }
 }
 
 TEST(Protocol, BadRequestsNameTheProblem) {
