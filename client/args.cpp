@@ -44,24 +44,30 @@ ArgParser::ArgParser(std::string command, std::string summary, std::string detai
 
 void ArgParser::Flag(std::string name, bool* target, std::string help) {
   specs_.push_back(
-      Spec{std::move(name), "", std::move(help), target, nullptr, nullptr, false, false});
+      Spec{std::move(name), "", std::move(help), target, nullptr, nullptr, false, false, ""});
 }
 
 void ArgParser::Option(std::string name, std::string* target, std::string metavar,
                        std::string help) {
   specs_.push_back(Spec{std::move(name), std::move(metavar), std::move(help), nullptr, target,
-                        nullptr, false, false});
+                        nullptr, false, false, ""});
 }
 
 void ArgParser::Positional(std::string name, std::string* target, bool required, std::string help) {
   specs_.push_back(
-      Spec{std::move(name), "", std::move(help), nullptr, target, nullptr, required, true});
+      Spec{std::move(name), "", std::move(help), nullptr, target, nullptr, required, true, ""});
 }
 
 void ArgParser::Positionals(std::string name, std::vector<std::string>* target, bool required,
                             std::string help) {
   specs_.push_back(
-      Spec{std::move(name), "", std::move(help), nullptr, nullptr, target, required, true});
+      Spec{std::move(name), "", std::move(help), nullptr, nullptr, target, required, true, ""});
+}
+
+void ArgParser::Alias(std::string short_name, const std::string& long_name) {
+  for (auto& s : specs_) {
+    if (!s.positional && s.name == long_name) s.alias = std::move(short_name);
+  }
 }
 
 bool ArgParser::Given(const std::string& name) const {
@@ -97,9 +103,11 @@ std::optional<int> ArgParser::Parse(const std::vector<std::string>& args) {
         value = a.substr(eq + 1);
         has_value = true;
       }
-      auto it = std::find_if(specs_.begin(), specs_.end(),
-                             [&](const Spec& s) { return !s.positional && s.name == name; });
+      auto it = std::find_if(specs_.begin(), specs_.end(), [&](const Spec& s) {
+        return !s.positional && (s.name == name || s.alias == name);
+      });
       if (it == specs_.end()) return usage_error("unknown option " + name);
+      name = it->name;
       given_.push_back(name);
       if (it->flag) {
         if (has_value) return usage_error("option " + name + " takes no value");
@@ -157,7 +165,8 @@ std::string ArgParser::Help() const {
     if (s.positional) {
       pos += line(s.name, s.help);
     } else {
-      opt += line(s.flag ? s.name : s.name + " " + s.metavar, s.help);
+      const std::string names = s.alias.empty() ? s.name : s.alias + ", " + s.name;
+      opt += line(s.flag ? names : names + " " + s.metavar, s.help);
     }
   }
   std::string out = usage;

@@ -24,6 +24,8 @@ class ArgParser {
   // The last positional may take every remaining argument ("JOB..."); `required`: at least one.
   void Positionals(std::string name, std::vector<std::string>* target, bool required,
                    std::string help);
+  // `short_name` ("-f") is another name of the option `long_name` ("--follow"), declared before.
+  void Alias(std::string short_name, const std::string& long_name);
   // Marks which options were given on the command line (for "flag overrides file" logic).
   bool Given(const std::string& name) const;
 
@@ -45,6 +47,7 @@ class ArgParser {
     std::vector<std::string>* values = nullptr;  // a positional taking the remaining arguments
     bool required = false;
     bool positional = false;
+    std::string alias;  // a short name ("-f")
   };
   std::string command_, summary_, details_;
   std::vector<Spec> specs_;

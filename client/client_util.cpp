@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/ck_config.h"
 #include "common/convert.h"
 #include "common/gpu_list.h"
 
@@ -183,6 +184,87 @@ std::string RefusalMessage(const std::string& error, const ErrorReply& refusal,
     }
   }
   return label + ": " + message;
+}
+
+std::optional<double> ParseTime(const std::string& text) {
+  if (text == "now") return static_cast<double>(std::time(nullptr));
+  static const std::regex rel(R"(\+(\d+)([smhd]))");
+  std::smatch m;
+  if (std::regex_match(text, m, rel)) {
+    double n = std::stod(m[1]);
+    double unit = m[2] == "s" ? 1 : m[2] == "m" ? 60 : m[2] == "h" ? 3600 : 86400;
+    return static_cast<double>(std::time(nullptr)) + n * unit;
+  }
+  static const std::regex unix_s(R"(\d{9,11})");
+  if (std::regex_match(text, unix_s)) return std::stod(text);
+  std::tm tm{};
+  for (const char* fmt :
+       {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"}) {
+    tm = std::tm{};
+    const char* end = strptime(text.c_str(), fmt, &tm);
+    if (end && *end == '\0') {
+      tm.tm_isdst = -1;
+      return static_cast<double>(std::mktime(&tm));
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<double> ParseDurationArg(const std::string& text) {
+  static const std::regex span(R"((\d+(?:\.\d+)?)([smhdw]?))");
+  std::smatch m;
+  if (!std::regex_match(text, m, span)) return std::nullopt;
+  const std::string unit = m[2];
+  const double scale = unit == "m"   ? 60
+                       : unit == "h" ? 3600
+                       : unit == "d" ? 86400
+                       : unit == "w" ? 7 * 86400
+                                     : 1;
+  return std::stod(m[1]) * scale;
+}
+
+std::string TaskLabel(const TaskResult& t) {
+  return "#" + std::to_string(t.position) + " " + ShortOp(t.operation) + " (rank " +
+         std::to_string(t.priority_rank) + ")" +
+         (t.run > 0 ? " run " + std::to_string(t.run) : std::string());
+}
+
+std::string FormatClock(double unix_time) {
+  const std::time_t t = static_cast<std::time_t>(unix_time), now = std::time(nullptr);
+  std::tm tm{}, today{};
+  localtime_r(&t, &tm);
+  localtime_r(&now, &today);
+  const bool same_day = tm.tm_year == today.tm_year && tm.tm_yday == today.tm_yday;
+  char buf[32];
+  std::strftime(buf, sizeof buf, same_day ? "%H:%M" : "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+bool UseColour() {
+  static const bool use = [] {
+    const char* no = std::getenv("NO_COLOR");
+    const char* term = std::getenv("TERM");
+    return StdoutIsTerminal() && !(no && *no) && !(term && std::string(term) == "dumb");
+  }();
+  return use;
+}
+
+std::string ColourState(const std::string& state) {
+  if (!UseColour()) return state;
+  const char* code = nullptr;
+  if (state == "succeeded" || state == "finished")
+    code = "32";  // green
+  else if (state == "running" || state == "cancelling")
+    code = "36";  // cyan
+  else if (state == "queued" || state == "waiting")
+    code = "33";  // yellow
+  else if (state == "cancelled" || state == "unsupported")
+    code = "2";  // dim
+  else if (state == "failed" || state == "crashed" || state == "timed_out" ||
+           state == "spawn_failed" || state == "interrupted")
+    code = "31";  // red
+  if (!code) return state;
+  return std::string("\x1b[") + code + "m" + state + "\x1b[0m";
 }
 
 }  // namespace ckprof

@@ -57,11 +57,28 @@ std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cm
 // "0,1,3" or "0-3" -> {0,1,2,3}; nullopt (after printing why) when malformed.
 std::optional<std::vector<int>> ParseGpuListArg(const std::string& text, const std::string& cmd);
 
+// A time: "2026-11-30T02:00", "2026-11-30 02:00:00", "+30m", "+2h", "+90s", "now", or unix
+// seconds. nullopt when it is none of these.
+std::optional<double> ParseTime(const std::string& text);
+// A span of time: "90" or "90s", "30m", "12h", "7d", "2w" (seconds). nullopt when malformed.
+std::optional<double> ParseDurationArg(const std::string& text);
+
 // "1:05:03", "3:07", "0:04" for seconds; "-" when negative.
 std::string FormatDuration(double seconds);
 // "45s", "12m", "3h", "2d" since a unix time.
 std::string FormatAge(double unix_time);
 bool StdoutIsTerminal();
+// "09:19" today, else "2026-12-02 09:19": local time.
+std::string FormatClock(double unix_time);
+// Whether states are coloured: stdout is a terminal, NO_COLOR is unset or empty, TERM is not
+// "dumb" (https://no-color.org).
+bool UseColour();
+// A task or job state's name, coloured when UseColour (green: succeeded/finished, red: failed
+// ends, cyan: running, yellow: queued/waiting, dim: cancelled/unsupported).
+std::string ColourState(const std::string& state);
+
+// A task as the views name it: "#3 fwd (rank 2)", of a repeated job "#3 fwd (rank 2) run 1".
+std::string TaskLabel(const TaskResult& t);
 
 // A job's tasks in the words every view uses (TaskCounts::Describe); a cancelled job first says
 // how many ran: "3 of 10 ran: 2 succeeded, 1 failed, 7 cancelled".

@@ -27,6 +27,10 @@ int RunGpuActionCommand(const GlobalOptions& global, const Args& args, bool drai
 int RunRunCommand(const GlobalOptions& global, const Args& args);      // run_cmd.cpp
 int RunCompareCommand(const GlobalOptions& global, const Args& args);  // compare_cmd.cpp
 
+int RunLogCommand(const GlobalOptions& global, const Args& args);    // log_cmd.cpp
+int RunEditCommand(const GlobalOptions& global, const Args& args);   // edit_cmd.cpp
+int RunCleanCommand(const GlobalOptions& global, const Args& args);  // edit_cmd.cpp
+
 int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestType type);
 
 }  // namespace ckprof

@@ -171,20 +171,24 @@ Result<nlohmann::json> Connection::Receive() {
   }
 }
 
-Result<nlohmann::json> Connection::Call(Request request, nlohmann::json* refusal) {
+Status Connection::CheckFeature(const Request& request) const {
   // An older daemon ignores the fields it does not know: refuse here what it would misread.
-  if (const std::string need = RequiredFeature(request); !need.empty() && !hello_.is_null()) {
-    const auto features = hello_.value("features", nlohmann::json::array());
-    if (std::find(features.begin(), features.end(), need) == features.end()) {
-      return MakeError(std::string(RequestTypeName(request.type)) + ": " +
-                       hello_.value("server", std::string("ckprofd")) + " at " + path_ +
-                       " is older than this ckprof and does not know " +
-                       (need == "repeat" ? "repeats (--repeat, --runs)"
-                                         : "task control (JOB#N, retry of tasks or with new "
-                                           "settings)") +
-                       ": restart it with this version, then try again");
-    }
-  }
+  const std::string need = RequiredFeature(request);
+  if (need.empty() || hello_.is_null()) return Status::Ok();
+  const auto features = hello_.value("features", nlohmann::json::array());
+  if (std::find(features.begin(), features.end(), need) != features.end()) return Status::Ok();
+  const std::string what = need == "repeat"         ? "repeats (--repeat, --runs)"
+                           : need == "task_control" ? "task control (JOB#N, retry of tasks or "
+                                                      "with new settings)"
+                                                    : "'ckprof " + need + "'";
+  return MakeError(std::string(RequestTypeName(request.type)) + ": " +
+                   hello_.value("server", std::string("ckprofd")) + " at " + path_ +
+                   " is older than this ckprof and does not know " + what +
+                   ": restart it with this version, then try again");
+}
+
+Result<nlohmann::json> Connection::Call(Request request, nlohmann::json* refusal) {
+  if (Status s = CheckFeature(request); !s) return Error{s.error()};
   request.id = next_id_++;
   Status sent = Send(RequestToJson(request));
   auto answer = Receive();
@@ -204,14 +208,11 @@ Result<nlohmann::json> Connection::Call(Request request, nlohmann::json* refusal
   return answer;
 }
 
-Status Connection::Watch(int64_t job_id, const std::function<bool(const nlohmann::json&)>& on_frame,
-                         bool end_only) {
-  Request r;
-  r.type = RequestType::kWatch;
-  r.job_id = job_id;
-  r.end_only = end_only;
-  r.id = next_id_++;
-  if (Status s = Send(RequestToJson(r)); !s) return s;
+Status Connection::Stream(Request request,
+                          const std::function<bool(const nlohmann::json&)>& on_frame) {
+  if (Status s = CheckFeature(request); !s) return s;
+  request.id = next_id_++;
+  if (Status s = Send(RequestToJson(request)); !s) return s;
   bool first = true;
   for (;;) {
     auto frame = Receive();
@@ -220,12 +221,21 @@ Status Connection::Watch(int64_t job_id, const std::function<bool(const nlohmann
     if (first) {
       first = false;
       if (!j.value("ok", false)) {
-        return MakeError(j.value("error", std::string("ckprofd refused to watch the job")));
+        return MakeError(j.value("error", std::string("ckprofd refused the request")));
       }
     }
     if (j.value("type", "") == "end") return Status::Ok();
     if (!on_frame(j)) return Status::Ok();
   }
+}
+
+Status Connection::Watch(int64_t job_id, const std::function<bool(const nlohmann::json&)>& on_frame,
+                         bool end_only) {
+  Request r;
+  r.type = RequestType::kWatch;
+  r.job_id = job_id;
+  r.end_only = end_only;
+  return Stream(std::move(r), on_frame);
 }
 
 Status Connection::Watch(int64_t job_id, const std::function<bool(const WatchReply&)>& on_start,

@@ -56,6 +56,10 @@ class Connection {
     return ReadReply<T>(*answer);
   }
 
+  // Sends a request answered by a stream (watch, log with follow); calls on_frame for the
+  // first answer (a refusal is the error) and every frame until the stream ends
+  // ({"type":"end"}). on_frame may return false to stop early.
+  Status Stream(Request request, const std::function<bool(const nlohmann::json&)>& on_frame);
   // Sends a watch request; calls on_frame for the first answer and every event until the
   // stream ends ({"type":"end"}). on_frame may return false to stop early. end_only: no task
   // events, only the first answer and job_finished (what `ckprof wait` needs).
@@ -81,6 +85,8 @@ class Connection {
  private:
   Connection(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   Status Send(const nlohmann::json& j);
+  // An error when the daemon's hello lacks the feature the request needs.
+  Status CheckFeature(const Request& request) const;
   Result<nlohmann::json> Receive();
   int fd_;
   std::string path_;

@@ -11,6 +11,8 @@
 namespace ckprof {
 namespace {
 
+int RunHelpCommand(const GlobalOptions& g, const Args& args);
+
 struct Command {
   const char* name;
   const char* summary;
@@ -27,7 +29,7 @@ const std::vector<Command>& Commands() {
        [](const GlobalOptions& g, const Args& a) { return RunSubmitCommand(g, a); }},
       {"status", "show one job, or all jobs",
        [](const GlobalOptions& g, const Args& a) { return RunStatusCommand(g, a, false); }},
-      {"list", "list active jobs (--all: every job)",
+      {"list", "list jobs: active ones, --all, or --mine/--user/--state/--since/--limit",
        [](const GlobalOptions& g, const Args& a) { return RunStatusCommand(g, a, true); }},
       {"watch", "follow a job live until it ends",
        [](const GlobalOptions& g, const Args& a) { return RunWatchCommand(g, a, false); }},
@@ -35,6 +37,8 @@ const std::vector<Command>& Commands() {
        [](const GlobalOptions& g, const Args& a) { return RunWatchCommand(g, a, true); }},
       {"results", "fetch a job's results (json, csv or table)",
        [](const GlobalOptions& g, const Args& a) { return RunResultsCommand(g, a); }},
+      {"log", "show a task's profiler output; -f follows it live",
+       [](const GlobalOptions& g, const Args& a) { return RunLogCommand(g, a); }},
       {"compare", "compare two jobs or results files: times, speedups, geometric mean",
        [](const GlobalOptions& g, const Args& a) { return RunCompareCommand(g, a); }},
       {"cancel", "cancel a job",
@@ -45,6 +49,10 @@ const std::vector<Command>& Commands() {
        [](const GlobalOptions& g, const Args& a) {
          return RunJobActionCommand(g, a, RequestType::kRetry);
        }},
+      {"edit", "change a job's priority, start time, GPUs, timeout or name",
+       [](const GlobalOptions& g, const Args& a) { return RunEditCommand(g, a); }},
+      {"clean", "remove your jobs that have ended (--older-than 7d)",
+       [](const GlobalOptions& g, const Args& a) { return RunCleanCommand(g, a); }},
       {"boost", "set a job's priority (admins)",
        [](const GlobalOptions& g, const Args& a) {
          return RunJobActionCommand(g, a, RequestType::kBoost);
@@ -57,6 +65,8 @@ const std::vector<Command>& Commands() {
        [](const GlobalOptions& g, const Args& a) { return RunGpuActionCommand(g, a, false); }},
       {"ping", "check that ckprofd answers",
        [](const GlobalOptions& g, const Args& a) { return RunPingCommand(g, a); }},
+      {"help", "show the help of ckprof, or of a command: 'ckprof help submit'",
+       [](const GlobalOptions& g, const Args& a) { return RunHelpCommand(g, a); }},
   };
   return commands;
 }
@@ -77,8 +87,25 @@ std::string TopHelp() {
        "                 /run/ckprofd/ckprofd.sock)\n"
        "  --version      print the version and exit\n"
        "  -h, --help     show this help\n\n"
-       "'ckprof COMMAND --help' shows a command's options and an example.\n";
+       "'ckprof help COMMAND' (or 'ckprof COMMAND --help') shows a command's options and an\n"
+       "example.\n";
   return s;
+}
+
+int RunHelpCommand(const GlobalOptions& g, const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << TopHelp();
+    return 0;
+  }
+  if (args.size() > 1) {
+    std::cerr << "ckprof help: name one command, e.g. 'ckprof help submit'\n";
+    return 2;
+  }
+  for (const auto& c : Commands()) {
+    if (args[0] == c.name && args[0] != "help") return c.run(g, {"--help"});
+  }
+  std::cerr << "ckprof help: unknown command '" << args[0] << "' (see 'ckprof --help')\n";
+  return 2;
 }
 
 }  // namespace

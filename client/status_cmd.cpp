@@ -1,7 +1,10 @@
 // ckprof status / list / gpus: what the daemon is doing, as a table or JSON.
+#include <unistd.h>
+
 #include <algorithm>
 #include <ctime>
 #include <iostream>
+#include <optional>
 
 #include "client/args.h"
 #include "client/client_util.h"
@@ -25,6 +28,25 @@ std::string GpuList(const std::vector<int>& gpus) {
   return s.empty() ? "-" : s;
 }
 
+double NowSeconds() { return static_cast<double>(std::time(nullptr)); }
+
+// What `list` keeps: --mine, --user, --state, --since, --limit.
+struct JobFilter {
+  std::optional<uint32_t> uid;
+  std::string user;
+  std::vector<JobState> states;
+  double since = 0;
+  size_t limit = 0;
+  bool Keeps(const JobSummary& j) const {
+    if (uid && j.owner_uid != *uid) return false;
+    if (!user.empty() && j.owner != user && std::to_string(j.owner_uid) != user) return false;
+    if (!states.empty() && std::find(states.begin(), states.end(), j.state) == states.end())
+      return false;
+    return j.submitted_at >= since;
+  }
+  bool any() const { return uid || !user.empty() || !states.empty() || since > 0 || limit > 0; }
+};
+
 // The jobs as a table fitted to `width` (0 = unlimited): the name gives way first.
 void PrintJobTable(const std::vector<JobSummary>& jobs, size_t width) {
   TextTable table({{"JOB", true},
@@ -35,45 +57,40 @@ void PrintJobTable(const std::vector<JobSummary>& jobs, size_t width) {
                    {"OK/FAILED", true},
                    {"GPUS"},
                    {"AGE", true},
+                   {"ELAPSED", true},
+                   {"ENDED", true},
                    {"ETA", true}});
   for (const auto& j : jobs) {
     // A cancelled job: how many of its tasks ran.
     const int64_t done = j.state == JobState::kCancelled ? j.counts().ran() : j.done();
     table.AddRow(
-        {std::to_string(j.id), j.owner, j.name, std::string(EnumName(j.state)),
+        {std::to_string(j.id), j.owner, j.name, ColourState(std::string(EnumName(j.state))),
          std::to_string(done) + "/" + std::to_string(j.total),
          std::to_string(j.succeeded) + "/" + std::to_string(j.counts().ran() - j.succeeded),
          GpuList(j.gpus_in_use), FormatAge(j.submitted_at),
+         // As sacct: from its first start to its end (or now).
+         j.started_at > 0
+             ? FormatDuration((j.finished_at > 0 ? j.finished_at : NowSeconds()) - j.started_at)
+             : "-",
+         j.finished_at > 0 ? FormatClock(j.finished_at) : "-",
          j.eta_s < 0 ? "-" : FormatDuration(j.eta_s)});
   }
   std::cout << table.Render(width);
   if (jobs.empty()) std::cout << "(no jobs)\n";
 }
 
-// "09:19" today, else "2026-12-02 09:19": local time.
-std::string ClockTime(double unix_time) {
-  const std::time_t t = static_cast<std::time_t>(unix_time), now = std::time(nullptr);
-  std::tm tm{}, today{};
-  localtime_r(&t, &tm);
-  localtime_r(&now, &today);
-  const bool same_day = tm.tm_year == today.tm_year && tm.tm_yday == today.tm_yday;
-  char buf[32];
-  std::strftime(buf, sizeof buf, same_day ? "%H:%M" : "%Y-%m-%d %H:%M", &tm);
-  return buf;
-}
-
 // What a job was submitted with, below its row of the table.
 void PrintJobDetails(const JobSummary& s) {
   std::cout << "tasks: " << JobCountsText(s) << "\n";
   if (s.state == JobState::kWaiting)
-    std::cout << "waiting until " << ClockTime(s.not_before) << "\n";
+    std::cout << "waiting until " << FormatClock(s.not_before) << "\n";
   std::cout << "priority: " << s.priority << "\n";
   std::cout << "gpus: " << (s.allowed_gpus.empty() ? "any" : GpuList(s.allowed_gpus))
             << (s.max_gpus > 0 ? ", at most " + std::to_string(s.max_gpus) + " at once" : "")
             << "\n";
   std::cout << "timeout: " << (s.timeout_s > 0 ? FormatDuration(s.timeout_s) + " per task" : "none")
             << "\n";
-  std::cout << "not before: " << (s.not_before > 0 ? ClockTime(s.not_before) : "-") << "\n";
+  std::cout << "not before: " << (s.not_before > 0 ? FormatClock(s.not_before) : "-") << "\n";
 }
 
 }  // namespace
@@ -83,18 +100,78 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   std::vector<std::string> jobs;
   bool json_out = false, all = false, wide = false;
   ArgParser p("ckprof " + cmd,
-              list_mode ? "List the daemon's jobs: active ones, or all with --all."
+              list_mode ? "List the daemon's jobs: active ones, or all with --all; --mine, --user, "
+                          "--state, --since and --limit pick some (as squeue and sacct do)."
                         : "Show jobs (JOB...), or every job the daemon knows. A job that does "
                           "not exist is reported (exit 1) and the others are shown.",
-              list_mode ? "example:\n  ckprof list --all --json"
+              list_mode ? "ELAPSED runs from the job's first start to its end (or now); ENDED is "
+                          "when it ended.\n\nexample:\n  ckprof list --mine --since 7d\n  "
+                          "ckprof list --state finished,cancelled --limit 20\n  ckprof list "
+                          "--all --json"
                         : "example:\n  ckprof status 12\n  ckprof status 12 13 --json\n"
                           "  ckprof status --json");
   if (!list_mode) p.Positionals("JOB", &jobs, false, "job ids");
-  if (list_mode) p.Flag("--all", &all, "include finished and cancelled jobs");
+  bool mine = false;
+  std::string user, states, since, limit;
+  if (list_mode) {
+    p.Flag("--all", &all, "include finished and cancelled jobs");
+    p.Flag("--mine", &mine, "only your jobs");
+    p.Option("--user", &user, "U", "only the jobs of user U (a name or uid)");
+    p.Option("--state", &states, "S",
+             "only jobs in these states: queued, waiting, running, cancelling, finished, "
+             "cancelled (comma-separated); finished or cancelled ones imply --all");
+    p.Option("--since", &since, "T",
+             "only jobs submitted since T: an age (7d, 12h, 30m) or a time (2026-12-01, "
+             "2026-12-01T09:00); implies --all");
+    p.Option("--limit", &limit, "N", "only the N most recent of those jobs");
+  }
   p.Flag("--json", &json_out, "print JSON for scripts");
   p.Flag("--wide", &wide,
          "never shorten a name or an owner (the table fits the terminal otherwise)");
   if (auto code = p.Parse(args)) return *code;
+  JobFilter filter;
+  if (mine) filter.uid = static_cast<uint32_t>(geteuid());
+  filter.user = user;
+  for (size_t at = 0; !states.empty() && at <= states.size();) {
+    const size_t comma = std::min(states.find(',', at), states.size());
+    const std::string name = Lowercase(states.substr(at, comma - at));
+    JobState st;
+    if (!ParseEnum(name, &st)) {
+      PrintError(cmd,
+                 "--state must be queued, waiting, running, cancelling, finished or "
+                 "cancelled (comma-separated), got '" +
+                     name + "'");
+      return 2;
+    }
+    filter.states.push_back(st);
+    if (st == JobState::kFinished || st == JobState::kCancelled) all = true;
+    at = comma + 1;
+  }
+  if (!since.empty()) {
+    auto ago = ParseDurationArg(since);
+    auto at = ago ? std::optional<double>(NowSeconds() - *ago) : ParseTime(since);
+    if (!at) {
+      // A date alone: its midnight.
+      at = ParseTime(since + "T00:00");
+    }
+    if (!at) {
+      PrintError(cmd,
+                 "--since must be an age such as 7d or 12h, or a time such as 2026-12-01 "
+                 "or 2026-12-01T09:00, got '" +
+                     since + "'");
+      return 2;
+    }
+    filter.since = *at;
+    all = true;
+  }
+  if (!limit.empty()) {
+    if (limit.find_first_not_of("0123456789") != std::string::npos || limit.size() > 9 ||
+        std::stoul(limit) == 0) {
+      PrintError(cmd, "--limit must be a number of jobs >= 1, got '" + limit + "'");
+      return 2;
+    }
+    filter.limit = std::stoul(limit);
+  }
   std::vector<int64_t> ids;
   for (const auto& text : jobs) {
     auto id = ParseJobId(text, cmd);
@@ -107,6 +184,18 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   if (ids.empty()) {
     StatusReply a;
     if (int code = Ask(global, cmd, r, &a)) return code;
+    if (filter.any()) {
+      std::vector<JobSummary> kept;
+      for (auto& j : a.jobs) {
+        if (filter.Keeps(j)) kept.push_back(std::move(j));
+      }
+      if (filter.limit > 0 && kept.size() > filter.limit) {  // the most recent: highest ids
+        std::sort(kept.begin(), kept.end(),
+                  [](const JobSummary& x, const JobSummary& y) { return x.id < y.id; });
+        kept.erase(kept.begin(), kept.end() - static_cast<std::ptrdiff_t>(filter.limit));
+      }
+      a.jobs = std::move(kept);
+    }
     if (json_out) {
       std::cout << JobsJson(a.jobs).dump(2) << "\n";
     } else {

@@ -14,33 +14,7 @@
 #include "common/file_util.h"
 
 namespace ckprof {
-namespace {
-
-// "2026-11-30T02:00", "2026-11-30 02:00:00", "+30m", "+2h", "+90s", or unix seconds.
-std::optional<double> ParseTime(const std::string& text) {
-  static const std::regex rel(R"(\+(\d+)([smhd]))");
-  std::smatch m;
-  if (std::regex_match(text, m, rel)) {
-    double n = std::stod(m[1]);
-    double unit = m[2] == "s" ? 1 : m[2] == "m" ? 60 : m[2] == "h" ? 3600 : 86400;
-    return static_cast<double>(std::time(nullptr)) + n * unit;
-  }
-  static const std::regex unix_s(R"(\d{9,11})");
-  if (std::regex_match(text, unix_s)) return std::stod(text);
-  std::tm tm{};
-  for (const char* fmt :
-       {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"}) {
-    tm = std::tm{};
-    const char* end = strptime(text.c_str(), fmt, &tm);
-    if (end && *end == '\0') {
-      tm.tm_isdst = -1;
-      return static_cast<double>(std::mktime(&tm));
-    }
-  }
-  return std::nullopt;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   std::string input, name, priority, gpus, max_gpus, not_before, timeout, max_ops, profiler,

@@ -79,11 +79,7 @@ class ProgressView {
   // At most this many earlier failures are listed when a watch begins late.
   static constexpr size_t kEarlierFailuresShown = 20;
 
-  static std::string What(const TaskResult& t) {
-    return "#" + std::to_string(t.position) + " " + ShortOp(t.operation) + " (rank " +
-           std::to_string(t.priority_rank) + ")" +
-           (t.run > 0 ? " run " + std::to_string(t.run) : std::string());
-  }
+  static std::string What(const TaskResult& t) { return TaskLabel(t); }
 
   // The line of a task that ended without success.
   static std::string FailureLine(const TaskResult& t) {

@@ -27,7 +27,8 @@ constexpr TypeName kTypeNames[] = {
     {RequestType::kCancel, "cancel"}, {RequestType::kRetry, "retry"},
     {RequestType::kWatch, "watch"},   {RequestType::kGpus, "gpus"},
     {RequestType::kDrain, "drain"},   {RequestType::kResume, "resume"},
-    {RequestType::kBoost, "boost"},
+    {RequestType::kBoost, "boost"},   {RequestType::kLog, "log"},
+    {RequestType::kEdit, "edit"},     {RequestType::kClean, "clean"},
 };
 
 // Reads optional typed fields of an untrusted object, remembering the first error.
@@ -187,6 +188,27 @@ void VisitRequestFields(R& r, V& v) {
     case RequestType::kResume:
       v.RequiredInt("gpu", r.gpu, 0, 1023);
       break;
+    case RequestType::kLog:
+      v.RequiredInt("job_id", r.job_id, 1, kMaxId);
+      v.IntList("tasks", r.tasks, 1, std::numeric_limits<int>::max());
+      v.Bool("follow", r.follow);
+      v.Int("lines", r.lines, 0, 1 << 30);
+      break;
+    case RequestType::kEdit: {
+      auto& e = r.edit;
+      v.RequiredInt("job_id", r.job_id, 1, kMaxId);
+      v.OptInt("priority", e.priority, -1000, 1000);
+      v.OptDouble("not_before", e.not_before, 0, kMaxNotBefore);
+      v.OptIntList("gpus", e.gpus, 0, 1023);
+      v.OptInt("max_gpus", e.max_gpus, 0, 1024);
+      v.OptDouble("timeout_s", e.timeout_s, -1, 1e7);
+      v.OptString("name", e.name, 256);
+      break;
+    }
+    case RequestType::kClean:
+      v.Double("older_than_s", r.older_than_s, 0, 1e10);
+      v.Bool("all", r.all);
+      break;
     case RequestType::kPing:
     case RequestType::kGpus:
       break;
@@ -216,6 +238,32 @@ class RequestReader {
   void IntList(const char* key, std::vector<int>& out, int min, int max) {
     f_.IntList(key, &out, min, max);
   }
+  // Optional fields (edit): set only when the request holds them (null: not set).
+  template <typename T>
+  void OptInt(const char* key, std::optional<T>& out, int64_t min, int64_t max) {
+    if (!Present(key)) return;
+    T v{};
+    Int(key, v, min, max);
+    out = v;
+  }
+  void OptDouble(const char* key, std::optional<double>& out, double min, double max) {
+    if (!Present(key)) return;
+    double v = 0;
+    Double(key, v, min, max);
+    out = v;
+  }
+  void OptIntList(const char* key, std::optional<std::vector<int>>& out, int min, int max) {
+    if (!Present(key)) return;
+    std::vector<int> v;
+    IntList(key, v, min, max);
+    out = std::move(v);
+  }
+  void OptString(const char* key, std::optional<std::string>& out, size_t max_len) {
+    if (!Present(key)) return;
+    std::string v;
+    String(key, v, max_len);
+    out = std::move(v);
+  }
   // The input's text: moved, not copied (a submit frame may be hundreds of MB, nearly all
   // of it content).
   void Content(const char* key, std::string& out) {
@@ -236,6 +284,10 @@ class RequestReader {
   std::string error() const { return error_.empty() ? f_.error() : error_; }
 
  private:
+  bool Present(const char* key) const {
+    auto it = obj_.find(key);
+    return it != obj_.end() && !it->is_null();
+  }
   void Fail(std::string why) {
     if (error_.empty() && f_.ok()) error_ = std::move(why);
   }
@@ -261,6 +313,19 @@ class RequestWriter {
   void IntList(const char* key, const std::vector<int>& v, int, int) { out_[key] = v; }
   void Content(const char* key, const std::string& v) { out_[key] = v; }
   void Order(const char* key, TaskOrder v) { out_[key] = EnumName(v); }
+  template <typename T>
+  void OptInt(const char* key, const std::optional<T>& v, int64_t, int64_t) {
+    if (v) out_[key] = *v;
+  }
+  void OptDouble(const char* key, const std::optional<double>& v, double, double) {
+    if (v) out_[key] = *v;
+  }
+  void OptIntList(const char* key, const std::optional<std::vector<int>>& v, int, int) {
+    if (v) out_[key] = *v;
+  }
+  void OptString(const char* key, const std::optional<std::string>& v, size_t) {
+    if (v) out_[key] = *v;
+  }
 
  private:
   json& out_;
@@ -306,6 +371,12 @@ std::string RequiredFeature(const Request& r) {
       return r.tasks.empty() && !r.failed_only && r.timeout_s < 0 && r.profiler_path.empty()
                  ? ""
                  : "task_control";
+    case RequestType::kLog:
+      return "log";
+    case RequestType::kEdit:
+      return "edit";
+    case RequestType::kClean:
+      return "clean";
     default:
       return "";
   }
@@ -484,6 +555,9 @@ CKPROF_REPLY(WatchReply)
 CKPROF_REPLY(EmptyReply)
 CKPROF_REPLY(ErrorReply)
 CKPROF_REPLY(JobEventFrame)
+CKPROF_REPLY(LogReply)
+CKPROF_REPLY(TaskLogEvent)
+CKPROF_REPLY(CleanReply)
 #undef CKPROF_REPLY
 
 }  // namespace ckprof

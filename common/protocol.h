@@ -42,6 +42,9 @@ enum class RequestType {
   kDrain,
   kResume,
   kBoost,  // admins: set a job's priority
+  kLog,    // a job's task output (follow: a stream of its live output until the task ends)
+  kEdit,   // change a job's settings (its owner: waiting work; admins: anything)
+  kClean,  // remove ended jobs (yours; admins: anyone's)
 };
 
 std::string_view RequestTypeName(RequestType t);
@@ -73,6 +76,19 @@ struct SubmitOptions {
   std::string cwd;  // the client's working directory (tasks run there as root daemon)
 };
 
+// What an edit changes: each field that is set (nullopt: as it was).
+struct EditOptions {
+  std::optional<int> priority;
+  std::optional<double> not_before;      // unix seconds; 0 = now
+  std::optional<std::vector<int>> gpus;  // allowed GPUs; empty = any
+  std::optional<int> max_gpus;           // 0 = no limit
+  std::optional<double> timeout_s;       // -1 = the daemon's default, 0 = none
+  std::optional<std::string> name;
+  bool empty() const {
+    return !priority && !not_before && !gpus && !max_gpus && !timeout_s && !name;
+  }
+};
+
 struct Request {
   RequestType type = RequestType::kPing;
   int64_t id = 0;
@@ -91,6 +107,10 @@ struct Request {
   bool failed_only = false;   // retry --failed: failed, crashed and timed-out tasks only
   double timeout_s = -1;      // retry: the job's new per-task timeout (-1 = as it was)
   std::string profiler_path;  // retry: the job's new profiler, absolute ("" = as it was)
+  bool follow = false;        // log: stream the task's output live until it ends
+  int lines = 0;              // log: the last N lines of each stream (0 = all that is kept)
+  EditOptions edit;           // edit
+  double older_than_s = 0;    // clean: jobs that ended at least this long ago (0 = any)
 };
 
 // Fills content/content_encoding from a file's bytes: gzip files go as base64 of the gzip,
@@ -436,8 +456,10 @@ void VisitFields(S& r, V& v) {
 }
 // The features of this build's daemon, and the one a request needs ("" when none): "repeat"
 // (submit repeat > 1, results runs), "task_control" (cancel or retry of some tasks, retry's
-// failed/timeout_s/profiler_path).
-inline const std::vector<std::string> kFeatures = {"repeat", "task_control"};
+// failed/timeout_s/profiler_path),
+// "log", "edit", "clean": those requests.
+inline const std::vector<std::string> kFeatures = {"repeat", "task_control", "log", "edit",
+                                                   "clean"};
 std::string RequiredFeature(const Request& r);
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as
@@ -560,6 +582,60 @@ void VisitFields(S& r, V& v) {
   v.Omittable("job", r.job, r.job.has_value());
   v("running", r.running);
 }
+
+// log: the output of the job's tasks (TaskResult with stdout and stderr; of a running task what
+// it wrote so far), in position and run order; `omitted`: tasks left out to keep the answer
+// small (name them). With follow, the one task followed, then a stream of TaskLogEvent frames
+// until it ends, then {"type":"end"}.
+struct LogReply {
+  JobSummary job;
+  std::vector<TaskResult> tasks;
+  int64_t omitted = 0;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, LogReply>
+void VisitFields(S& r, V& v) {
+  v("job", r.job);
+  v("tasks", r.tasks);
+  v("omitted", r.omitted);
+}
+
+// A followed task's event: {"type":"log","event":"output","stream":"stdout"|"stderr","data"}
+// as the profiler writes, "started" (gpu, attempt) when a run of it starts, "ended" (state,
+// error) once it is final (the last event).
+struct TaskLogEvent {
+  std::string event;  // output, started, ended
+  int64_t job_id = 0, task_id = 0, position = 0;
+  int run = 0;
+  std::string stream, data;              // output
+  int gpu = -1, attempt = 0;             // started
+  TaskState state = TaskState::kQueued;  // ended
+  std::string error;                     // ended
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, TaskLogEvent>
+void VisitFields(S& e, V& v) {
+  v.Derived("type", std::string_view("log"));
+  v("event", e.event);
+  v("job_id", e.job_id);
+  v("task_id", e.task_id);
+  v("position", e.position);
+  v.Nullable("run", e.run, e.run > 0);
+  v.Omittable("stream", e.stream, e.event == "output");
+  v.Omittable("data", e.data, e.event == "output");
+  v.Omittable("gpu", e.gpu, e.event == "started");
+  v.Omittable("attempt", e.attempt, e.event == "started");
+  v.Omittable("state", e.state, e.event == "ended");
+  v.Omittable("error", e.error, e.event == "ended");
+}
+
+// clean: the jobs removed.
+struct CleanReply {
+  std::vector<int64_t> removed;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, CleanReply>
+void VisitFields(S& r, V& v) { v("removed", r.removed); }
 
 // drain and resume: nothing but "ok".
 struct EmptyReply {};

@@ -4,9 +4,27 @@
 
 namespace ckprof {
 
+std::string LastLines(std::string_view text, int n) {
+  if (n <= 0 || text.empty()) return std::string(text);
+  size_t end = text.size();
+  if (text[end - 1] == '\n') --end;  // the last line's newline
+  size_t start = end;
+  for (int lines = 0; start > 0; --start) {
+    if (text[start - 1] == '\n' && ++lines == n) break;
+  }
+  return std::string(text.substr(start));
+}
+
 size_t DisplayWidth(const std::string& text) {
   size_t n = 0;
-  for (unsigned char ch : text) n += (ch & 0xC0) != 0x80;  // count lead bytes only
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {  // a colour: none wide
+      i += 2;
+      while (i < text.size() && !(text[i] >= '@' && text[i] <= '~')) ++i;
+      continue;
+    }
+    n += (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;  // count lead bytes only
+  }
   return n;
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ckprof {
@@ -36,9 +37,13 @@ class TextTable {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// Display columns of UTF-8 text (code points; combining marks and wide glyphs are not told apart).
+// Display columns of UTF-8 text (code points; combining marks and wide glyphs are not told apart;
+// terminal escape sequences such as colours take none).
 size_t DisplayWidth(const std::string& text);
 // `text` cut to at most `width` display columns, ending in "..." when it was cut.
 std::string CutToWidth(const std::string& text, size_t width);
+// The last `n` lines of `text` (as `tail -n`; a final newline does not start a line); n <= 0:
+// all of it.
+std::string LastLines(std::string_view text, int n);
 
 }  // namespace ckprof

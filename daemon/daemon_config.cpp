@@ -135,6 +135,8 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
       c.health_failures = static_cast<int>(d);
     } else if (k == "noise_threshold") {
       num(&c.noise_threshold, 0, 100);
+    } else if (k == "keep_finished_days") {
+      num(&c.keep_finished_days, 0, 1e6);
     } else if (k == "max_frame_bytes") {
       double d = static_cast<double>(c.max_frame_bytes);
       num(&d, 1024, 16.0 * (1ull << 30));

@@ -86,7 +86,8 @@ Result<DaemonConfig> BuildConfig(const Flags& f) {
   if (!f.state_dir.empty()) c.state_dir = f.state_dir;
   if (f.lock_dir) c.lock_dir = *f.lock_dir;
   if (!f.gpus.empty()) c.gpus = f.gpus;
-  if (!f.profiler_path.empty()) c.profiler_path = f.profiler_path;
+  // (A relative path is taken from where ckprofd starts, once: jobs run elsewhere.)
+  if (!f.profiler_path.empty()) c.profiler_path = std::filesystem::absolute(f.profiler_path);
   if (!f.pin_env.empty()) {
     c.pin_env.clear();
     std::stringstream ss(f.pin_env);
@@ -305,6 +306,20 @@ int Run(DaemonConfig config) {
                server.path(), getuid(), gpu_list, pins, (*store)->path());
   server.Start();
 
+  // keep_finished_days: ended jobs older than that are removed, at start and every hour.
+  asio::steady_timer expiry_timer(io);
+  std::function<void()> expire = [&] {
+    if (config.keep_finished_days > 0) {
+      auto removed = scheduler.ExpireEndedBefore(UnixNow() - config.keep_finished_days * 86400);
+      if (!removed) spdlog::error("keep_finished_days: {}", removed.error());
+    }
+    expiry_timer.expires_after(std::chrono::hours(1));
+    expiry_timer.async_wait([&](const asio::error_code& ec) {
+      if (!ec) expire();
+    });
+  };
+  expire();
+
   auto status_line = [&] {
     return "STATUS=" + std::to_string(scheduler.running_count()) + " running, " +
            std::to_string(scheduler.queued_count()) + " queued on " + std::to_string(gpus.size()) +
@@ -355,6 +370,7 @@ int Run(DaemonConfig config) {
     hup.cancel();
     scheduler.Shutdown([&] {
       watchdog.cancel();
+      expiry_timer.cancel();
       status_timer.cancel();
       spdlog::info("stopped: state committed to {}", (*store)->path());
       io.stop();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "daemon/runner.h"
 
@@ -20,6 +21,8 @@ class Launcher {
   virtual bool Cancel(RunId id) = 0;
   virtual bool Interrupt(RunId id) = 0;
   virtual size_t running() const = 0;
+  // What a run has written so far (see ProcessRunner::Output); nullopt when unknown.
+  virtual std::optional<RunOutput> Output(RunId id) const = 0;
 };
 
 class ProcessLauncher final : public Launcher {
@@ -33,6 +36,7 @@ class ProcessLauncher final : public Launcher {
   bool Cancel(RunId id) override { return runner_.Cancel(id); }
   bool Interrupt(RunId id) override { return runner_.Interrupt(id); }
   size_t running() const override { return runner_.running(); }
+  std::optional<RunOutput> Output(RunId id) const override { return runner_.Output(id); }
 
  private:
   ProcessRunner runner_;

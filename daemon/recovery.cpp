@@ -106,7 +106,7 @@ Status Scheduler::Recover() {
     }
     if (!requeue) {
       CountFinal(job, o.kind, +1);
-      Forget(t.id);
+      Forget(t.id, state, o.Summary());
     }
     spdlog::info("task {} (job {}) interrupted by the restart: {}", r.id, r.job_id,
                  requeue ? "requeued" : "attempts used up, left " + std::string(EnumName(state)));
@@ -131,7 +131,7 @@ Status Scheduler::Recover() {
     }
     for (int64_t tid : ids) {
       CountFinal(job, Kind::kCancelled, +1);
-      Forget(tid);
+      Forget(tid, TaskState::kCancelled, o.Summary());
     }
   }
   for (auto& [id, job] : jobs_) MaybeFinishJob(job, now);

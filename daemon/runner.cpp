@@ -315,6 +315,12 @@ pid_t ProcessRunner::RunningPid(RunId id) const {
   return it->second->pid;
 }
 
+std::optional<RunOutput> ProcessRunner::Output(RunId id) const {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return std::nullopt;
+  return RunOutput{it->second->out_cap.Text(), it->second->err_cap.Text()};
+}
+
 // Reads what the pipe holds, up to `max_reads` reads, into the runner's one buffer (every
 // handler runs on the same thread): no buffer per run to allocate and clear. A short read ends
 // the pass (the pipe is empty for now) unless `to_end`: then only EAGAIN or EOF does, so that a
@@ -344,6 +350,7 @@ ReadPass RunSteps::ReadAvailable(ProcessRunner::Run& run, bool is_stdout, int ma
       run.err_cap.Add(data);
       run.parser.FeedStderr(data);
     }
+    if (run.spec.on_output) run.spec.on_output(!is_stdout, data);
     if (!to_end && static_cast<size_t>(n) < buf.size()) return pass;  // drained for now
   }
   pass.more = true;

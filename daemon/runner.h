@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -55,6 +56,14 @@ struct RunSpec {
   // Called once the process exists (before on_done, on the io thread) with its pid, which is
   // also its process group id; not called when the spawn fails.
   std::function<void(pid_t)> on_started;
+  // Called on the io thread with what the profiler writes, as it is read (`is_stderr`: from its
+  // stderr), before on_done; may be empty.
+  std::function<void(bool is_stderr, std::string_view data)> on_output;
+};
+
+// What a run has written so far: the bounded head+tail captures, as RunResult will hold them.
+struct RunOutput {
+  std::string stdout_text, stderr_text;
 };
 
 struct RunResult {
@@ -96,6 +105,8 @@ class ProcessRunner {
   RunId Start(RunSpec spec, std::function<void(RunResult)> on_done);
   // The run's pid (= process group id); -1 if not spawned yet, finished, or the spawn failed.
   pid_t RunningPid(RunId id) const;
+  // What the run has written so far; nullopt when it is unknown or has been reported.
+  std::optional<RunOutput> Output(RunId id) const;
   // Group SIGTERM, grace, SIGKILL; the outcome is kCancelled. False when the run is unknown,
   // already being stopped, or its process has already exited (on_done says how it ended).
   bool Cancel(RunId id);

@@ -164,10 +164,11 @@ bool Scheduler::ForeignAllows(Gpu& gpu) {
   if (!watch_ || options_.foreign_gpu_use == ForeignGpuUse::kIgnore) return true;
   const auto now = std::chrono::steady_clock::now();
   if (watch_->probe().cheap()) {
-    // Looked at now (once for all GPUs of one dispatch round).
-    if (now - snapshot_at_ > std::chrono::milliseconds(1)) {
+    // Looked at now: once for all GPUs of one dispatch round, else each time.
+    if (!dispatching_ || probed_round_ != dispatch_round_) {
       auto procs = watch_->probe().Processes();
       snapshot_at_ = now;
+      probed_round_ = dispatch_round_;
       ApplyProcesses(procs ? *procs : std::map<int, std::vector<ProbedProcess>>{});
     }
   } else if (now - snapshot_at_ >
@@ -328,6 +329,7 @@ void Scheduler::Dispatch() {
   dispatching_ = true;
   do {
     dispatch_again_ = false;
+    ++dispatch_round_;
     if (shutting_down_) break;
     const double now = UnixNow();
     for (auto& gpu : gpus_) {
@@ -532,6 +534,16 @@ void Scheduler::LaunchStart(Start start) {
   const int64_t task_id = task.id;
   const int gpu_index = gpu.index;
   spec.on_started = [this, task_id, attempt](pid_t pid) { RecordPgid(task_id, attempt, pid); };
+  spec.on_output = [this, task_id](bool is_stderr, std::string_view data) {
+    EmitOutput(task_id, is_stderr, data);
+  };
+  if (followers_.count(task_id)) {
+    TaskLogEvent started;
+    started.event = "started";
+    started.gpu = gpu_index;
+    started.attempt = attempt;
+    EmitLogEvent(task_id, std::move(started), false);
+  }
   gpu.run = launcher_.Start(
       std::move(spec), [this, task_id, gpu_index, attempt, command, description](RunResult r) {
         OnRunDone(task_id, gpu_index, attempt, command, description, std::move(r));
@@ -575,7 +587,7 @@ void Scheduler::FinishWithoutRun(Task& task, const Outcome& outcome, const std::
   spdlog::warn("job {} task {} (#{}) not started: {}", job.rec.id, task.id, task.position,
                outcome.Summary());
   const Task done = task;
-  Forget(task.id);
+  Forget(task.id, StateOf(outcome.kind), outcome.Summary());
   EmitTaskFinished(job, [&] {
     return EventResult(done, StateOf(outcome.kind), done.attempts, -1, now, now, result_json,
                        description);
@@ -760,7 +772,7 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
                    ? fmt::format(", best {:.4g} ms {:.4g} TFlops", r.perf.avg_ms, r.perf.tflops)
                    : "");
   const Task done = task;
-  if (!requeue) Forget(task_id);  // `task` is gone from here on
+  if (!requeue) Forget(task_id, state, outcome.Summary());  // `task` is gone from here on
   EmitTaskFinished(job, [&] {
     return EventResult(done, state, attempt, gpu_index, end.started_at, now, end.result_json,
                        description);
@@ -1017,7 +1029,7 @@ Status Scheduler::CancelQueued(Job& job, const std::vector<int64_t>& ids, const 
   for (int64_t id : ids) {
     Dequeue(tasks_.at(id));
     CountFinal(job, Kind::kCancelled, +1);
-    Forget(id);
+    Forget(id, TaskState::kCancelled, o.Summary());
   }
   return Status::Ok();
 }

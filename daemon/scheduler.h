@@ -77,6 +77,8 @@ struct SchedulerOptions {
 struct JobEvent {
   std::string frame;
   bool job_finished = false;  // the job's last event
+  // A followed task's output: a watcher that falls behind may drop it (and says so).
+  bool droppable = false;
 };
 
 // Receives a job's progress events (see Scheduler for their JSON). Must stay valid until
@@ -128,6 +130,32 @@ class Scheduler {
   // on. Returns how many were requeued.
   Result<int64_t> Retry(int64_t job_id, const Identity& who, const RetryOptions& options = {});
   Status Boost(int64_t job_id, int priority, const Identity& who);
+  // Changes a job's settings (daemon/job_edit.cpp): its owner may edit work that has not
+  // ended, and lower its priority (not raise it above the default, 0); admins anything. Takes
+  // effect at the next pick; logged.
+  Status Edit(int64_t job_id, const EditOptions& edit, const Identity& who);
+  // Removes ended jobs that ended at least `older_than_s` ago, with their tasks and results:
+  // the caller's own, or (`everyone`, admins only) anyone's. Returns their ids.
+  Result<std::vector<int64_t>> Clean(const Identity& who, double older_than_s, bool everyone);
+  // The daemon's expiry (keep_finished_days): every job that ended before `before`.
+  Result<std::vector<int64_t>> ExpireEndedBefore(double before);
+
+  // Task output (daemon/task_log.cpp). The output of the job's tasks at `positions` (empty:
+  // every task that has any), a running task's as written so far; each stream cut to its last
+  // `lines` lines (0: all that is kept); at most about `budget` bytes, the other tasks counted
+  // as omitted.
+  Result<LogReply> Log(int64_t job_id, const std::vector<int>& positions, int lines, size_t budget);
+  // Follows the task at `position` (of a repeated config: the run that runs, else the next to
+  // run): `first` holds its output so far. Unless `ended` (it is final already), `w` is told
+  // TaskLogEvent frames (its output as it comes, each start, then "ended", which is marked
+  // job_finished: the last) until StopFollowing.
+  struct Following {
+    LogReply first;
+    bool ended = false;
+    int64_t task_id = 0;
+  };
+  Result<Following> FollowLog(int64_t job_id, int position, int lines, JobWatcher* w);
+  void StopFollowing(int64_t task_id, JobWatcher* w);
   Status SetDrained(int gpu, bool drained, const Identity& who);
 
   Result<JobSummary> Summary(int64_t job_id) const;
@@ -304,8 +332,16 @@ class Scheduler {
                         const std::string& description, double now);
   void Enqueue(Task& t);
   void Dequeue(Task& t);
-  // Drops a task that reached a final state from memory: its record lives in the Store.
-  void Forget(int64_t task_id) { tasks_.erase(task_id); }
+  // Drops a task that reached a final state from memory (its record lives in the Store), and
+  // ends its followers' streams.
+  void Forget(int64_t task_id, TaskState state, const std::string& error);
+  // A followed task's output, and its starts (task_log.cpp).
+  void EmitOutput(int64_t task_id, bool is_stderr, std::string_view data);
+  void EmitLogEvent(int64_t task_id, TaskLogEvent event, bool last);
+  // A task's log entry: its stored result and output, or a running one's output so far.
+  TaskResult LogEntry(const TaskRecord& row, int lines) const;
+  // Removes ended jobs from the Store and memory.
+  Result<std::vector<int64_t>> RemoveJobs(const std::vector<int64_t>& ids, const std::string& by);
   JobSummary MakeSummary(const Job& job) const;
   void CountFinal(Job& job, Outcome::Kind kind, int delta);
   // Tells the job's watchers a JobEventFrame (built, by `fill` and the job's summary, only
@@ -338,12 +374,15 @@ class Scheduler {
   Launcher& launcher_;
   SchedulerOptions options_;
   std::map<int64_t, Job> jobs_;
-  std::unordered_map<int64_t, Task> tasks_;     // queued and running tasks only
+  std::unordered_map<int64_t, Task> tasks_;  // queued and running tasks only
+  std::unordered_map<int64_t, std::vector<JobWatcher*>> followers_;  // `log -f`, by task
   QueuePolicy policy_;                          // the queues, GPUs' jobs and fair-share accounts
   std::map<uint32_t, double> usage_stored_at_;  // when the Store last got a user's usage
   std::vector<Gpu> gpus_;
   bool dispatching_ = false;
   bool dispatch_again_ = false;
+  uint64_t dispatch_round_ = 0;  // each pass of Dispatch's loop
+  uint64_t probed_round_ = 0;    // the pass whose cheap probe ForeignAllows took
   bool shutting_down_ = false;
   std::function<void()> shutdown_done_;
   asio::steady_timer not_before_timer_;

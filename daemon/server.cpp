@@ -56,15 +56,40 @@ bool SomeoneListens(const std::string& path) {
   return ok;
 }
 
-// Queues a job's events for one watching connection and wakes its coroutine.
+// Queues a job's events for one watching connection and wakes its coroutine. A followed
+// task's output that finds kMaxQueuedBytes queued (the client reads more slowly than the
+// profiler writes) is dropped, and a note says how much.
 class EventQueue final : public JobWatcher {
  public:
+  static constexpr size_t kMaxQueuedBytes = 8u << 20;
   EventQueue(asio::any_io_executor ex, bool end_only) : wake_(ex), end_only_(end_only) {
     wake_.expires_at(asio::steady_timer::time_point::max());
   }
   void OnJobEvent(const JobEvent& event) override {
+    if (event.droppable && queued_bytes_ > kMaxQueuedBytes) {
+      dropped_bytes_ += event.frame.size();
+      return;
+    }
+    if (dropped_bytes_ > 0) {
+      const std::string note = Frame(
+          json{{"type", "log"},
+               {"event", "dropped"},
+               {"bytes", dropped_bytes_},
+               {"error", "output dropped: this client read more slowly than the profiler wrote"}});
+      events_.push_back(JobEvent{note, false, false});
+      queued_bytes_ += note.size();
+      dropped_bytes_ = 0;
+    }
     events_.push_back(event);
+    queued_bytes_ += event.frame.size();
     wake_.cancel();
+  }
+  // Takes the oldest event.
+  JobEvent Pop() {
+    JobEvent ev = std::move(events_.front());
+    events_.pop_front();
+    queued_bytes_ -= ev.frame.size();
+    return ev;
   }
   bool EndOnly() const override { return end_only_; }
   std::deque<JobEvent>& events() { return events_; }
@@ -74,6 +99,7 @@ class EventQueue final : public JobWatcher {
   asio::steady_timer wake_;
   bool end_only_;
   std::deque<JobEvent> events_;
+  size_t queued_bytes_ = 0, dropped_bytes_ = 0;
 };
 
 // Writes one frame, bounded by a timeout (a client that stops reading is dropped).
@@ -266,8 +292,9 @@ asio::awaitable<void> Server::Session(Socket socket) {
     if (!in.request) continue;  // refused, or an empty line
     Request& req = *in.request;
     if (!c.greeted && !co_await Greet(c, req)) co_return;
-    const bool ok =
-        req.type == RequestType::kWatch ? co_await StreamWatch(c, req) : co_await Answer(c, req);
+    const bool stream =
+        req.type == RequestType::kWatch || (req.type == RequestType::kLog && req.follow);
+    const bool ok = stream ? co_await StreamWatch(c, req) : co_await Answer(c, req);
     if (!ok) co_return;
   }
 }
@@ -356,7 +383,8 @@ asio::awaitable<bool> Server::Greet(Connection& c, const Request& req) {
 
 asio::awaitable<bool> Server::StreamWatch(Connection& c, const Request& req) {
   EventQueue queue(c.socket.get_executor(), req.end_only);
-  auto watching = service_.Watch(req, &queue);
+  auto watching = req.type == RequestType::kWatch ? service_.Watch(req, &queue)
+                                                  : service_.FollowLog(req, &queue);
   if (!watching) co_return co_await c.Send(Frame(ErrorResponse(req.id, watching.error())));
   bool ended = watching->ended;
   if (!co_await c.Send(Frame(watching->first))) co_return false;
@@ -373,8 +401,7 @@ asio::awaitable<bool> Server::StreamWatch(Connection& c, const Request& req) {
     // up to job_finished.
     std::string frames;
     while (!queue.events().empty() && !ended && frames.size() < (size_t{1} << 20)) {
-      JobEvent ev = std::move(queue.events().front());
-      queue.events().pop_front();
+      JobEvent ev = queue.Pop();
       ended = ev.job_finished;
       frames += ev.frame;
     }

@@ -75,15 +75,12 @@ Service::Service(asio::any_io_executor io, asio::thread_pool& pool, Scheduler& s
 
 Service::~Service() { *alive_ = false; }
 
-Service::Subscription::~Subscription() {
-  if (*alive_) scheduler_.RemoveWatcher(job_, watcher_);
-}
-
 Result<Service::Watching> Service::Watch(const Request& r, JobWatcher* watcher) {
   if (!scheduler_.JobExists(r.job_id)) return MakeError("no job " + std::to_string(r.job_id));
   Watching w;
   scheduler_.AddWatcher(r.job_id, watcher);
-  w.subscription.reset(new Subscription(scheduler_, r.job_id, watcher, alive_));
+  w.subscription.reset(new Subscription(
+      [this, job = r.job_id, watcher] { scheduler_.RemoveWatcher(job, watcher); }, alive_));
   WatchReply reply;
   reply.job = SummaryOf(r.job_id);
   for (const auto& g : scheduler_.Gpus()) {
@@ -93,6 +90,23 @@ Result<Service::Watching> Service::Watch(const Request& r, JobWatcher* watcher) 
   // Decided with the summary: events of a job that ends while the first frame is being
   // written are queued, and must be sent, job_finished included.
   w.ended = scheduler_.JobEnded(r.job_id);
+  return w;
+}
+
+Result<Service::Watching> Service::FollowLog(const Request& r, JobWatcher* watcher) {
+  if (r.tasks.size() != 1) {
+    return MakeError("log --follow follows one task: name it, e.g. 'ckprof log " +
+                     std::to_string(r.job_id) + "#3 -f'");
+  }
+  auto f = scheduler_.FollowLog(r.job_id, r.tasks[0], r.lines, watcher);
+  if (!f) return Error{f.error()};
+  Watching w;
+  w.ended = f->ended;
+  if (!f->ended) {
+    w.subscription.reset(new Subscription(
+        [this, task = f->task_id, watcher] { scheduler_.StopFollowing(task, watcher); }, alive_));
+  }
+  w.first = MakeReply(r, f->first);
   return w;
 }
 
@@ -135,6 +149,12 @@ asio::awaitable<json> Service::Handle(const Request& r, const Identity& who) {
       co_return Respond(r, HandleDrain(r, who, true));
     case RequestType::kResume:
       co_return Respond(r, HandleDrain(r, who, false));
+    case RequestType::kEdit:
+      co_return Respond(r, HandleEdit(r, who));
+    case RequestType::kLog:
+      co_return Respond(r, HandleLog(r));
+    case RequestType::kClean:
+      co_return Respond(r, HandleClean(r, who));
     case RequestType::kWatch:
       break;  // a subscription: Watch
   }
@@ -399,6 +419,25 @@ Service::Answer<JobReply> Service::HandleRetry(const Request& r, const Identity&
 Service::Answer<JobReply> Service::HandleBoost(const Request& r, const Identity& who) {
   if (Status s = scheduler_.Boost(r.job_id, r.priority, who); !s) return Refuse(s.error());
   return JobReply{SummaryOf(r.job_id), std::nullopt};
+}
+
+Service::Answer<JobReply> Service::HandleEdit(const Request& r, const Identity& who) {
+  if (Status s = scheduler_.Edit(r.job_id, r.edit, who); !s) return Refuse(s.error());
+  return JobReply{SummaryOf(r.job_id), std::nullopt};
+}
+
+Service::Answer<LogReply> Service::HandleLog(const Request& r) {
+  // An answer stays well inside a frame: the other tasks are counted as omitted.
+  const size_t budget = std::min<size_t>(config_.max_frame_bytes / 4, size_t{64} << 20);
+  auto reply = scheduler_.Log(r.job_id, r.tasks, r.lines, budget);
+  if (!reply) return Refuse(reply.error());
+  return std::move(*reply);
+}
+
+Service::Answer<CleanReply> Service::HandleClean(const Request& r, const Identity& who) {
+  auto removed = scheduler_.Clean(who, r.older_than_s, r.all);
+  if (!removed) return Refuse(removed.error());
+  return CleanReply{std::move(*removed)};
 }
 
 GpusReply Service::HandleGpus() {

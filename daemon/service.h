@@ -8,6 +8,7 @@
 #pragma once
 
 #include <asio.hpp>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -35,21 +36,21 @@ class Service {
   // The response frame's JSON to one request (not watch).
   asio::awaitable<nlohmann::json> Handle(const Request& request, const Identity& who);
 
-  // A watch's subscription: `watcher` is told the job's events until it is destroyed (also
-  // after the Service is gone).
+  // A stream's subscription (watch, log --follow): its watcher is told events until it is
+  // destroyed (also after the Service is gone).
   class Subscription {
    public:
-    ~Subscription();
+    ~Subscription() {
+      if (*alive_) undo_();
+    }
     Subscription(const Subscription&) = delete;
     Subscription& operator=(const Subscription&) = delete;
 
    private:
     friend class Service;
-    Subscription(Scheduler& s, int64_t job, JobWatcher* w, std::shared_ptr<bool> alive)
-        : scheduler_(s), job_(job), watcher_(w), alive_(std::move(alive)) {}
-    Scheduler& scheduler_;
-    int64_t job_;
-    JobWatcher* watcher_;
+    Subscription(std::function<void()> undo, std::shared_ptr<bool> alive)
+        : undo_(std::move(undo)), alive_(std::move(alive)) {}
+    std::function<void()> undo_;  // unsubscribes; called only while the Service lives
     std::shared_ptr<bool> alive_;
   };
   struct Watching {
@@ -61,6 +62,9 @@ class Service {
   // moment of subscribing, so that no event falls between them (job_finished included). The
   // error names the job that does not exist.
   Result<Watching> Watch(const Request& request, JobWatcher* watcher);
+  // A `log` with follow: the task's output so far first, then (unless it has ended) its
+  // TaskLogEvent frames, the last marked job_finished.
+  Result<Watching> FollowLog(const Request& request, JobWatcher* watcher);
   // Resume the calling coroutine on the conversion pool, and back on the io thread: for work
   // that would stall every other client (a large frame's parse, a conversion).
   asio::awaitable<void> ToPool();
@@ -75,6 +79,9 @@ class Service {
   Answer<JobReply> HandleCancel(const Request& r, const Identity& who);
   Answer<JobReply> HandleRetry(const Request& r, const Identity& who);
   Answer<JobReply> HandleBoost(const Request& r, const Identity& who);
+  Answer<JobReply> HandleEdit(const Request& r, const Identity& who);
+  Answer<LogReply> HandleLog(const Request& r);
+  Answer<CleanReply> HandleClean(const Request& r, const Identity& who);
   GpusReply HandleGpus();
   Answer<EmptyReply> HandleDrain(const Request& r, const Identity& who, bool drain);
   std::optional<JobSummary> SummaryOf(int64_t job_id) const;

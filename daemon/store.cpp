@@ -587,6 +587,41 @@ Status Store::SetJobFinished(int64_t job_id, double finished_at) {
   return StepDone(up, "finish job");
 }
 
+Status Store::SetJobSettings(const JobRecord& job) {
+  Stmt up(this,
+          "UPDATE jobs SET name=?, priority=?, gpus=?, max_gpus=?, not_before=?, timeout_s=? "
+          "WHERE id=?");
+  up.Bind(1, job.name)
+      .Bind(2, int64_t{job.priority})
+      .Bind(3, IntsToJson(job.gpus))
+      .Bind(4, int64_t{job.max_gpus})
+      .Bind(5, job.not_before)
+      .Bind(6, job.timeout_s)
+      .Bind(7, job.id);
+  return StepDone(up, "edit job");
+}
+
+Status Store::DeleteJobs(const std::vector<int64_t>& job_ids) {
+  if (job_ids.empty()) return Status::Ok();
+  if (Status s = BeginWrite(); !s) return s;
+  Status s;
+  {
+    Stmt attempts(this,
+                  "DELETE FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE job_id=?)");
+    Stmt tasks(this, "DELETE FROM tasks WHERE job_id=?");
+    Stmt jobs(this, "DELETE FROM jobs WHERE id=?");
+    for (int64_t id : job_ids) {
+      for (Stmt* q : {&attempts, &tasks, &jobs}) {
+        q->Bind(1, id);
+        if (s = StepDone(*q, "remove job"); !s) break;
+        q->Reset();
+      }
+      if (!s) break;
+    }
+  }
+  return EndWrite(s);
+}
+
 Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
   Stmt q(this,
          "SELECT id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before, "
@@ -669,34 +704,59 @@ Result<std::string> Store::TaskConfig(int64_t task_id) {
   return q.Text(0);
 }
 
+namespace {
+
+// The columns ReadTaskRow reads, in its order.
+constexpr const char* kTaskColumns =
+    "id, job_id, position, rank, op, config, est_cost, state, attempts, gpu, pgid, started_at, "
+    "ended_at, result, run";
+
+template <typename Q>
+TaskRecord ReadTaskRow(Q& q) {
+  TaskRecord t;
+  t.id = q.Int(0);
+  t.job_id = q.Int(1);
+  t.position = q.Int(2);
+  t.rank = q.Int(3);
+  t.op = q.Text(4);
+  t.config = q.Text(5);
+  t.est_cost = q.Double(6);
+  if (!ParseEnum(q.Text(7), &t.state)) t.state = TaskState::kFailed;
+  t.attempts = static_cast<int>(q.Int(8));
+  t.gpu = static_cast<int>(q.Int(9));
+  t.pgid = q.Int(10);
+  t.started_at = q.Double(11);
+  t.ended_at = q.Double(12);
+  t.result = q.Text(13);
+  t.run = static_cast<int>(q.Int(14));
+  return t;
+}
+
+}  // namespace
+
 Result<std::vector<TaskRecord>> Store::JobTasks(int64_t job_id) {
-  Stmt q(this,
-         "SELECT id, job_id, position, rank, op, config, est_cost, state, attempts, gpu, pgid, "
-         "started_at, ended_at, result, run FROM tasks WHERE job_id=? ORDER BY position, run");
+  static const std::string sql =
+      std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE job_id=? ORDER BY position, run";
+  Stmt q(this, sql.c_str());
   if (!q.ok()) return MakeError("database: load job tasks: " + q.error());
   q.Bind(1, job_id);
   std::vector<TaskRecord> out;
   int rc;
-  while ((rc = q.Step()) == SQLITE_ROW) {
-    TaskRecord t;
-    t.id = q.Int(0);
-    t.job_id = q.Int(1);
-    t.position = q.Int(2);
-    t.rank = q.Int(3);
-    t.op = q.Text(4);
-    t.config = q.Text(5);
-    t.est_cost = q.Double(6);
-    if (!ParseEnum(q.Text(7), &t.state)) t.state = TaskState::kFailed;
-    t.attempts = static_cast<int>(q.Int(8));
-    t.gpu = static_cast<int>(q.Int(9));
-    t.pgid = q.Int(10);
-    t.started_at = q.Double(11);
-    t.ended_at = q.Double(12);
-    t.result = q.Text(13);
-    t.run = static_cast<int>(q.Int(14));
-    out.push_back(std::move(t));
-  }
+  while ((rc = q.Step()) == SQLITE_ROW) out.push_back(ReadTaskRow(q));
   if (rc != SQLITE_DONE) return MakeError("database: load job tasks: " + q.error());
+  return out;
+}
+
+Result<std::vector<TaskRecord>> Store::JobTasksAt(int64_t job_id, int64_t position) {
+  static const std::string sql = std::string("SELECT ") + kTaskColumns +
+                                 " FROM tasks WHERE job_id=? AND position=? ORDER BY run";
+  Stmt q(this, sql.c_str());
+  if (!q.ok()) return MakeError("database: load a job's task: " + q.error());
+  q.Bind(1, job_id).Bind(2, position);
+  std::vector<TaskRecord> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) out.push_back(ReadTaskRow(q));
+  if (rc != SQLITE_DONE) return MakeError("database: load a job's task: " + q.error());
   return out;
 }
 

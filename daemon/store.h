@@ -133,6 +133,10 @@ class Store {
   // A retry's new settings: the per-task timeout (-1 = the daemon's default) and the profiler.
   Status SetJobRunSettings(int64_t job_id, double timeout_s, const std::string& profiler_path);
   Status SetJobFinished(int64_t job_id, double finished_at);
+  // An edit's settings: name, priority, allowed GPUs, max GPUs, not-before time, timeout.
+  Status SetJobSettings(const JobRecord& job);
+  // Removes the jobs with their tasks and attempts, in one transaction.
+  Status DeleteJobs(const std::vector<int64_t>& job_ids);
 
   // Loading, at startup and for queries.
   Status ForEachJob(const std::function<void(JobRecord&&)>& fn);
@@ -142,6 +146,8 @@ class Store {
   Result<std::string> TaskConfig(int64_t task_id);
   // Every task of a job, with config and result text, ordered by position.
   Result<std::vector<TaskRecord>> JobTasks(int64_t job_id);
+  // Those of the job's tasks at `position` (every run of a repeated config), by run.
+  Result<std::vector<TaskRecord>> JobTasksAt(int64_t job_id, int64_t position);
   Result<std::vector<AttemptRecord>> Attempts(int64_t task_id_or_0);
 
   // PRAGMA quick_check: "ok" or what is wrong.

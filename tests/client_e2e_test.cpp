@@ -515,8 +515,7 @@ TEST_F(ClientTest, EndedEtaResumeAndSeveralJobs) {
   ASSERT_EQ(Ckprof({"wait", done}).exit_code, 0);
   CommandResult text = Ckprof({"status", done});
   const std::string row = text.out.substr(text.out.find('\n') + 1);
-  EXPECT_EQ(row.substr(0, row.find('\n')).back(), '-') << text.out;
-  EXPECT_EQ(text.out.find("0:00"), std::string::npos) << text.out;
+  EXPECT_EQ(row.substr(0, row.find('\n')).back(), '-') << text.out;  // no ETA once ended
   EXPECT_TRUE((*ParseJson(Ckprof({"status", done, "--json"}).out))["eta_s"].is_null());
 
   CommandResult resume = Ckprof({"resume", "1"});
@@ -846,7 +845,7 @@ TEST_F(ClientTest, ActingCommandsPrintJson) {
   EXPECT_EQ((*p)["uid"], getuid());
   EXPECT_EQ((*p)["socket"], daemon_->socket());
   EXPECT_NE((*p)["server"].get<std::string>().find("ckprofd"), std::string::npos);
-  EXPECT_EQ((*p)["features"], (json{"repeat", "task_control"})) << ping.out;
+  EXPECT_EQ((*p)["features"], (json{"repeat", "task_control", "log", "edit", "clean"})) << ping.out;
 
   const std::string hung = Submit(SampleWithFaults(9001, 9001));
   ASSERT_FALSE(hung.empty());
@@ -957,6 +956,161 @@ TEST_F(ClientTest, RetryOfFailedOrNamedTasksWithNewSettings) {
   EXPECT_EQ(bad_profiler.exit_code, 1);
   EXPECT_NE(bad_profiler.err.find("ckprof retry: "), std::string::npos) << bad_profiler.err;
   EXPECT_NE(bad_profiler.err.find("/nonexistent/ck"), std::string::npos) << bad_profiler.err;
+}
+
+// Issue 20.1: log shows what a task's profiler wrote (so far, while it runs); -f streams it live
+// and ends with the task, also for a task that was still queued when the follow began.
+TEST_F(ClientTest, LogShowsATasksOutputAndFollowStreamsItLive) {
+  StartDaemon();
+  // #1 hangs (what it wrote so far is there to read); #2 waits for the one GPU the job may use.
+  const std::string job = Submit(SampleWithFaults(9001, 0), {"--max-gpus", "1"});
+  ASSERT_FALSE(job.empty());
+  auto first = Start({"log", job + "#1", "-f"}, "follow1");
+  ASSERT_TRUE(first->WaitForLine("ckprofiler-emu: pid")) << first->out() << first->err();
+  auto second = Start({"log", job, "2", "--follow", "--json"}, "follow2");
+  ASSERT_TRUE(second->WaitForLine("\"tasks\"")) << second->err();
+  CommandResult so_far = Ckprof({"log", job + "#1"});
+  EXPECT_EQ(so_far.exit_code, 0) << so_far.err;
+  EXPECT_NE(so_far.out.find("ckprofiler-emu: pid"), std::string::npos) << so_far.out;
+  EXPECT_EQ(Ckprof({"cancel", job + "#1"}).exit_code, 0);
+  EXPECT_EQ(first->Wait(), 1);  // the task did not succeed
+  EXPECT_NE(first->err().find("ended cancelled"), std::string::npos) << first->err();
+  // What was followed is all it wrote: what was there before, and the stored capture.
+  EXPECT_EQ(first->out().rfind(so_far.out, 0), 0u) << first->out();
+  EXPECT_EQ(Ckprof({"log", job + "#1"}).out, first->out());
+  EXPECT_EQ(second->Wait(), 0) << second->err();
+  // The stream: the queued task, its start, its output, its end.
+  std::vector<json> frames;
+  std::istringstream lines(second->out());
+  for (std::string line; std::getline(lines, line);) {
+    auto j = ParseJson(line);
+    ASSERT_TRUE(j.ok()) << "not one JSON object per line: " << line;
+    frames.push_back(*j);
+  }
+  ASSERT_GE(frames.size(), 3u) << second->out();
+  EXPECT_EQ(frames.front()["tasks"][0]["state"], "queued") << second->out();
+  std::string streamed = frames.front()["tasks"][0].value("stdout", "");
+  bool started = false;
+  for (const auto& f : frames) {
+    if (f.value("event", "") == "started") started = true;
+    if (f.value("event", "") == "output" && f["stream"] == "stdout") streamed += f["data"];
+  }
+  EXPECT_TRUE(started) << second->out();
+  EXPECT_EQ(frames.back()["event"], "ended") << second->out();
+  EXPECT_EQ(frames.back()["state"], "succeeded") << second->out();
+  // Once ended: the stored capture, the same text as was streamed.
+  CommandResult done = Ckprof({"log", job, "#2"});
+  EXPECT_EQ(done.exit_code, 0) << done.err;
+  EXPECT_NE(done.out.find("avg_time"), std::string::npos) << done.out;
+  EXPECT_EQ(done.out, streamed);
+  CommandResult tail = Ckprof({"log", job + "#2", "--lines", "2"});
+  EXPECT_EQ(tail.out, LastLines(done.out, 2));
+  EXPECT_EQ(std::count(tail.out.begin(), tail.out.end(), '\n'), 2) << tail.out;
+  // A finished task followed: its output, at once, and its end as the exit status.
+  CommandResult followed = Ckprof({"log", job + "#2", "-f"});
+  EXPECT_EQ(followed.exit_code, 0) << followed.err;
+  EXPECT_EQ(followed.out, done.out);
+  // The whole job: each task headed as tail heads files.
+  CommandResult all = Ckprof({"log", job});
+  EXPECT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.out.find("==> job " + job + " #1 fwd (rank 1): cancelled"), std::string::npos)
+      << all.out;
+  EXPECT_NE(all.out.find("==> job " + job + " #2 bwd_data (rank 2): succeeded on GPU"),
+            std::string::npos)
+      << all.out;
+  CommandResult as_json = Ckprof({"log", job + "#2", "--json"});
+  auto j = ParseJson(as_json.out);
+  ASSERT_TRUE(j.ok()) << as_json.out;
+  EXPECT_EQ((*j)["tasks"][0]["stdout"], done.out);
+  // Mistakes.
+  CommandResult missing = Ckprof({"log", job + "#5"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("has no task #5"), std::string::npos) << missing.err;
+  CommandResult no_task = Ckprof({"log", job, "-f"});
+  EXPECT_EQ(no_task.exit_code, 2);
+  EXPECT_NE(no_task.err.find("-f follows one task: name it"), std::string::npos) << no_task.err;
+  EXPECT_EQ(Ckprof({"log", job + "#1", "3"}).exit_code, 2);
+  EXPECT_EQ(Ckprof({"log", job, "x"}).exit_code, 2);
+  EXPECT_EQ(Ckprof({"log", job, "--lines", "-3"}).exit_code, 2);
+}
+
+// Issue 20.4: list picks jobs as squeue and sacct do, and shows when each ended and how long
+// it ran.
+TEST_F(ClientTest, ListFiltersAndHistoryColumns) {
+  StartDaemon();
+  const std::string done = Submit(kSampleConfig);
+  ASSERT_FALSE(done.empty());
+  EXPECT_EQ(Ckprof({"wait", done}).exit_code, 0);
+  const std::string later = Submit(kSampleConfig, {"--not-before", "+2h"});
+  ASSERT_FALSE(later.empty());
+  auto ids = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "list");
+    args.push_back("--json");
+    CommandResult r = Ckprof(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<int64_t> out;
+    auto j = ParseJson(r.out);
+    if (j.ok()) {
+      for (const auto& job : *j) out.push_back(job["id"].get<int64_t>());
+    }
+    return out;
+  };
+  const int64_t a = std::stoll(done), b = std::stoll(later);
+  EXPECT_EQ(ids({}), std::vector<int64_t>{b});  // active ones
+  EXPECT_EQ(ids({"--state", "finished"}), std::vector<int64_t>{a});
+  EXPECT_EQ(ids({"--state", "waiting,finished"}), (std::vector<int64_t>{a, b}));
+  EXPECT_EQ(ids({"--mine", "--all"}), (std::vector<int64_t>{a, b}));
+  EXPECT_EQ(ids({"--user", "nobody-at-all"}), std::vector<int64_t>{});
+  EXPECT_EQ(ids({"--since", "1h", "--limit", "1"}), std::vector<int64_t>{b});
+  EXPECT_EQ(ids({"--since", "2020-01-01"}), (std::vector<int64_t>{a, b}));
+  EXPECT_EQ(ids({"--since", "+1h"}), std::vector<int64_t>{});  // submitted in an hour: none
+  CommandResult bad = Ckprof({"list", "--state", "done"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--state must be queued, waiting"), std::string::npos) << bad.err;
+  EXPECT_EQ(Ckprof({"list", "--since", "yesterday"}).exit_code, 2);
+  EXPECT_EQ(Ckprof({"list", "--limit", "0"}).exit_code, 2);
+  CommandResult table = Ckprof({"list", "--all", "--wide"});
+  EXPECT_NE(table.out.find("ELAPSED"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("ENDED"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("\x1b["), std::string::npos) << "colour into a pipe";
+  std::istringstream rows(table.out);
+  std::string header, row;
+  std::getline(rows, header);
+  const std::regex its_row("^ *" + done + " ");
+  while (std::getline(rows, row) && !std::regex_search(row, its_row)) {
+  }
+  ASSERT_TRUE(std::regex_search(row, its_row)) << table.out;
+  EXPECT_TRUE(std::regex_search(row, std::regex(R"( \d\d:\d\d +- *$)"))) << row;  // ended, no ETA
+  EXPECT_EQ(Ckprof({"cancel", later}).exit_code, 0);
+}
+
+// Issue 20.7: 'ckprof help COMMAND' is the command's --help; states are coloured on a terminal
+// unless NO_COLOR is set.
+TEST_F(ClientTest, HelpCommandAndColourOnATerminal) {
+  CommandResult help = Plain({"help", "submit"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_EQ(help.out, Plain({"submit", "--help"}).out);
+  CommandResult top = Plain({"help"});
+  for (const char* c : {"log", "edit", "clean", "help"}) {
+    EXPECT_NE(top.out.find("\n  " + std::string(c) + " "), std::string::npos) << c;
+  }
+  CommandResult unknown = Plain({"help", "frobnicate"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("unknown command 'frobnicate'"), std::string::npos) << unknown.err;
+  if (access("/usr/bin/script", X_OK) != 0) GTEST_SKIP() << "no script(1) to make a terminal";
+  StartDaemon();
+  const std::string job = Submit(kSampleConfig);
+  ASSERT_FALSE(job.empty());
+  EXPECT_EQ(Ckprof({"wait", job}).exit_code, 0);
+  const std::string list =
+      BinPath("ckprof") + " --socket " + daemon_->socket() + " list --all --wide";
+  CommandResult tty = RunCommand({"/usr/bin/script", "-qec", list, "/dev/null"}, {"TERM=xterm"});
+  EXPECT_EQ(tty.exit_code, 0) << tty.err;
+  EXPECT_NE(tty.out.find("\x1b[32mfinished\x1b[0m"), std::string::npos) << tty.out;
+  CommandResult plain =
+      RunCommand({"/usr/bin/script", "-qec", list, "/dev/null"}, {"TERM=xterm", "NO_COLOR=1"});
+  EXPECT_NE(plain.out.find("finished"), std::string::npos) << plain.out;
+  EXPECT_EQ(plain.out.find("\x1b[32m"), std::string::npos) << plain.out;
 }
 
 }  // namespace

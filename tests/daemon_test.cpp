@@ -21,6 +21,8 @@
 #include "tests/util/emulator.h"
 #include "tests/util/files.h"
 #include "tests/util/processes.h"
+#include "tests/util/requests.h"
+#include "tests/util/sql.h"
 #include "tests/util/users.h"
 
 namespace ckprof {
@@ -328,6 +330,37 @@ TEST_F(DaemonTest, FairShareBetweenTwoRealUsersAndOwnershipIsEnforced) {
   EXPECT_LE(alice_between, 2) << "Bob's small job was not starved by Alice's sweep";
   CommandResult own = Ckprof({"cancel", std::to_string(sweep)}, alice.As());
   EXPECT_EQ(own.exit_code, 0) << own.err;
+}
+
+// Issue 20.4: keep_finished_days removes the jobs that ended longer ago, with their tasks, at
+// start (and hourly); a younger one stays.
+TEST_F(DaemonTest, KeepFinishedDaysExpiresOldEndedJobs) {
+  Start();
+  const int64_t old_job = Submit(FwdConfigsText(2));
+  const int64_t young_job = Submit(FwdConfigsText(1));
+  ASSERT_TRUE(testing::WaitJobEnd(daemon_.socket(), old_job).ok());
+  ASSERT_TRUE(testing::WaitJobEnd(daemon_.socket(), young_job).ok());
+  ASSERT_EQ(daemon_.Stop(SIGTERM), 0);
+  {
+    auto store = Store::Open(daemon_.state_dir(), false);
+    ASSERT_TRUE(store.ok()) << store.error();
+    ASSERT_TRUE(
+        (*store)->SetJobFinished(old_job, static_cast<double>(time(nullptr)) - 10 * 86400).ok());
+  }
+  Start(EmulatorOptions("0-3", R"({"keep_finished_days": 7})"));
+  CommandResult old_status = Ckprof({"status", std::to_string(old_job)});
+  EXPECT_EQ(old_status.exit_code, 1);
+  EXPECT_NE(old_status.err.find("no job " + std::to_string(old_job)), std::string::npos)
+      << old_status.err;
+  EXPECT_EQ(Ckprof({"status", std::to_string(young_job)}).exit_code, 0);
+  const auto tasks =
+      testing::SqlQuery(daemon_.state_dir() + "/ckprofd.db",
+                        "SELECT count(*) FROM tasks WHERE job_id=" + std::to_string(old_job));
+  EXPECT_EQ(tasks[0][0], "0");
+  const auto attempts = testing::SqlQuery(
+      daemon_.state_dir() + "/ckprofd.db",
+      "SELECT count(*) FROM attempts WHERE task_id NOT IN (SELECT id FROM tasks)");
+  EXPECT_EQ(attempts[0][0], "0");
 }
 
 }  // namespace

@@ -353,5 +353,79 @@ TEST_F(ReliabilityPermissionsTest, NonRootDaemonRunsOtherUsersProfilersOnlyFromA
   daemon_.Stop(SIGTERM);  // before svc is deleted
 }
 
+// Issue 20.3 and 20.4: edit and clean act on one's own jobs within the owner's rights; an
+// admin may do more; nobody removes a job that has not ended.
+TEST_F(ReliabilityPermissionsTest, EditAndCleanKeepToTheOwnersRights) {
+  SystemGroup admins(Name("adm"));
+  ASSERT_TRUE(admins.ok());
+  SystemUser alice(Name("a")), bob(Name("b")), carol(Name("c"), {admins.name()});
+  ASSERT_TRUE(alice.ok() && bob.ok() && carol.ok());
+  Start(EmulatorOptions("0-1",
+                        R"({"socket_mode": "0666", "admin_group": ")" + admins.name() + R"("})"));
+  // Alice's job waits for two hours.
+  const int64_t job = SubmitAs(&alice, MagicConfigs({0, 0}), {"--not-before", "+2h"});
+  ASSERT_GT(job, 0);
+  const std::string id = std::to_string(job);
+  EXPECT_EQ(Status(job).state, JobState::kWaiting);
+  CommandResult by_bob = Ckprof(&bob, {"edit", id, "--priority", "-1"});
+  EXPECT_EQ(by_bob.exit_code, 1);
+  EXPECT_NE(by_bob.err.find("job " + id + " belongs to " + alice.name() +
+                            "; only its owner or an admin may edit it"),
+            std::string::npos)
+      << by_bob.err;
+  CommandResult raise = Ckprof(&alice, {"edit", id, "--priority", "5"});
+  EXPECT_EQ(raise.exit_code, 1);
+  EXPECT_NE(raise.err.find("only an admin may raise a job's priority above 0"), std::string::npos)
+      << raise.err;
+  CommandResult lower = Ckprof(&alice, {"edit", id, "--priority", "-3", "--gpus", "1", "--max-gpus",
+                                        "1", "--timeout", "60", "--name", "mine"});
+  EXPECT_EQ(lower.exit_code, 0) << lower.err;
+  JobSummary s = Status(job);
+  EXPECT_EQ(s.priority, -3);
+  EXPECT_EQ(s.allowed_gpus, std::vector<int>{1});
+  EXPECT_EQ(s.max_gpus, 1);
+  EXPECT_EQ(s.timeout_s, 60);
+  EXPECT_EQ(s.name, "mine");
+  EXPECT_EQ(s.state, JobState::kWaiting);
+  CommandResult admin = Ckprof(&carol, {"edit", id, "--priority", "10"});
+  EXPECT_EQ(admin.exit_code, 0) << admin.err;
+  EXPECT_EQ(Status(job).priority, 10);
+  CommandResult bad_gpu = Ckprof(&alice, {"edit", id, "--gpus", "7"});
+  EXPECT_EQ(bad_gpu.exit_code, 1);
+  EXPECT_NE(bad_gpu.err.find("this daemon drives no GPU 7"), std::string::npos) << bad_gpu.err;
+  // Now: it runs at once, on GPU 1 alone.
+  CommandResult now = Ckprof(&alice, {"edit", id, "--not-before", "now"});
+  EXPECT_EQ(now.exit_code, 0) << now.err;
+  auto end = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->state, JobState::kFinished);
+  auto results = testing::JobResults(daemon_.socket(), job, false);
+  ASSERT_TRUE(results.ok()) << results.error();
+  for (const auto& t : *results) EXPECT_EQ(t.gpu, 1);
+  CommandResult ended = Ckprof(&alice, {"edit", id, "--priority", "-5"});
+  EXPECT_EQ(ended.exit_code, 1);
+  EXPECT_NE(ended.err.find("has ended"), std::string::npos) << ended.err;
+
+  // Clean: Bob's own clean leaves Alice's job, and his waiting one; --all is for admins.
+  const int64_t bobs = SubmitAs(&bob, MagicConfigs({0}), {"--not-before", "+2h"});
+  ASSERT_GT(bobs, 0);
+  CommandResult bob_clean = Ckprof(&bob, {"clean"});
+  EXPECT_EQ(bob_clean.exit_code, 0) << bob_clean.err;
+  EXPECT_EQ(bob_clean.out, "no ended job to remove\n");
+  CommandResult bob_all = Ckprof(&bob, {"clean", "--all"});
+  EXPECT_EQ(bob_all.exit_code, 1);
+  EXPECT_NE(bob_all.err.find("only an admin may clean other users' jobs"), std::string::npos)
+      << bob_all.err;
+  CommandResult young = Ckprof(&alice, {"clean", "--older-than", "7d"});
+  EXPECT_EQ(young.out, "no ended job older than 7d to remove\n") << young.err;
+  CommandResult admin_all = Ckprof(&carol, {"clean", "--all", "--json"});
+  EXPECT_EQ(admin_all.exit_code, 0) << admin_all.err;
+  EXPECT_EQ(nlohmann::json::parse(admin_all.out)["removed"], nlohmann::json::array({job}));
+  CommandResult gone = Ckprof(&alice, {"status", id});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_NE(gone.err.find("no job " + id), std::string::npos) << gone.err;
+  EXPECT_EQ(Status(bobs).state, JobState::kWaiting);
+}
+
 }  // namespace
 }  // namespace ckprof

@@ -260,6 +260,47 @@ TEST(Protocol, RequestsRoundTrip) {
   ASSERT_TRUE(end_only.ok()) << end_only.error();
   EXPECT_EQ(end_only->job_id, 12);
   EXPECT_TRUE(end_only->end_only);
+
+  // An edit carries only what it changes: an absent field stays unset, not 0.
+  Request edit;
+  edit.type = RequestType::kEdit;
+  edit.job_id = 3;
+  edit.edit.priority = -2;
+  edit.edit.gpus = std::vector<int>{};
+  edit.edit.not_before = 0;
+  auto e = ParseRequest(RequestToJson(edit).dump());
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_EQ(e->edit.priority, -2);
+  EXPECT_EQ(e->edit.gpus, std::vector<int>{});
+  EXPECT_EQ(e->edit.not_before, 0.0);
+  EXPECT_FALSE(e->edit.max_gpus.has_value());
+  EXPECT_FALSE(e->edit.timeout_s.has_value());
+  EXPECT_FALSE(e->edit.name.has_value());
+  EXPECT_FALSE(e->edit.empty());
+  auto none = ParseRequest(R"({"type":"edit","job_id":3,"priority":null})");
+  ASSERT_TRUE(none.ok()) << none.error();
+  EXPECT_TRUE(none->edit.empty());
+
+  Request log;
+  log.type = RequestType::kLog;
+  log.job_id = 5;
+  log.tasks = {2};
+  log.follow = true;
+  log.lines = 20;
+  auto l = ParseRequest(RequestToJson(log).dump());
+  ASSERT_TRUE(l.ok()) << l.error();
+  EXPECT_EQ(l->tasks, std::vector<int>{2});
+  EXPECT_TRUE(l->follow);
+  EXPECT_EQ(l->lines, 20);
+
+  Request clean;
+  clean.type = RequestType::kClean;
+  clean.older_than_s = 86400;
+  clean.all = true;
+  auto c = ParseRequest(RequestToJson(clean).dump());
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->older_than_s, 86400);
+  EXPECT_TRUE(c->all);
 }
 
 // What an older daemon would misread (it ignores fields it does not know) needs a feature.
@@ -280,7 +321,12 @@ TEST(Protocol, RequestsThatAnOlderDaemonWouldMisreadNeedAFeature) {
   EXPECT_EQ(RequiredFeature(r), "");
   r.submit.repeat = 3;
   EXPECT_EQ(RequiredFeature(r), "repeat");
-  for (const char* f : {"repeat", "task_control"}) {
+  for (RequestType t : {RequestType::kLog, RequestType::kEdit, RequestType::kClean}) {
+    r = Request{};
+    r.type = t;
+    EXPECT_EQ(RequiredFeature(r), RequestTypeName(t));
+  }
+  for (const char* f : {"repeat", "task_control", "log", "edit", "clean"}) {
     EXPECT_NE(std::find(kFeatures.begin(), kFeatures.end(), f), kFeatures.end()) << f;
   }
 }
@@ -308,6 +354,12 @@ TEST(Protocol, BadRequestsNameTheProblem) {
       {R"({"type":"submit","content":"x","repeat":1001})", "field 'repeat' must be between 1"},
       {R"({"type":"drain"})", "field 'gpu' is missing"},
       {R"({"type":"watch","job_id":3,"end_only":"yes"})", "field 'end_only'"},
+      {R"({"type":"edit","job_id":3,"priority":5000})", "field 'priority' must be between"},
+      {R"({"type":"edit","job_id":3,"gpus":"0-3"})", "field 'gpus' must be a list"},
+      {R"({"type":"edit","job_id":3,"name":7})", "field 'name' must be a string"},
+      {R"({"type":"log"})", "field 'job_id' is missing"},
+      {R"({"type":"log","job_id":1,"lines":-1})", "field 'lines' must be between 0"},
+      {R"({"type":"clean","older_than_s":-5})", "field 'older_than_s' is out of range"},
   };
   for (const auto& c : cases) {
     auto r = ParseRequest(c.frame);

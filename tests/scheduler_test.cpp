@@ -48,6 +48,15 @@ class FakeLauncher final : public Launcher {
     return true;
   }
   size_t running() const override { return runs_.size(); }
+  std::optional<RunOutput> Output(RunId id) const override {
+    if (!runs_.count(id)) return std::nullopt;
+    return RunOutput{written_, ""};
+  }
+  // What the profiler of run `id` writes now (to its followers, and to Output).
+  void Write(RunId id, const std::string& text) {
+    written_ += text;
+    if (runs_.at(id).spec.on_output) runs_.at(id).spec.on_output(false, text);
+  }
 
   // Completes a run as its profiler would have.
   void Finish(RunId id, Outcome o = Outcome{}, double elapsed = 1.0) {
@@ -86,6 +95,7 @@ class FakeLauncher final : public Launcher {
 
  private:
   RunId next_ = 1;
+  std::string written_;  // what Write gave the runs
   std::map<RunId, Run> runs_;
   std::vector<RunId> order_;
 };
@@ -546,6 +556,95 @@ class FinishedTasks final : public JobWatcher {
   }
   std::vector<nlohmann::json> tasks;
 };
+
+// Collects the frames a follower of a task's log is told.
+class LogFollower final : public JobWatcher {
+ public:
+  void OnJobEvent(const JobEvent& e) override {
+    frames.push_back(nlohmann::json::parse(e.frame));
+    last = e.job_finished;
+  }
+  std::vector<nlohmann::json> frames;
+  bool last = false;
+};
+
+// Issue 20.1: a follower of a queued task is told its start, what it writes (as it writes it),
+// and its end, which is its stream's last event; the log of a running task is what it wrote so
+// far.
+TEST_F(SchedulerTest, FollowingATaskStreamsItsStartOutputAndEnd) {
+  const int64_t job = Submit(Job(1000, "sweep"), 2);  // one GPU: #1 runs, #2 waits
+  LogFollower second;
+  auto f = sched_->FollowLog(job, 2, 0, &second);
+  ASSERT_TRUE(f.ok()) << f.error();
+  EXPECT_FALSE(f->ended);
+  ASSERT_EQ(f->first.tasks.size(), 1u);
+  EXPECT_EQ(f->first.tasks[0].state, TaskState::kQueued);
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  launcher_.Write(launcher_.Active()[0], "first task's line\n");
+  EXPECT_TRUE(second.frames.empty()) << "told another task's output";
+  auto log = sched_->Log(job, {1}, 0, 1 << 20);
+  ASSERT_TRUE(log.ok()) << log.error();
+  ASSERT_EQ(log->tasks.size(), 1u);
+  EXPECT_EQ(log->tasks[0].state, TaskState::kRunning);
+  EXPECT_EQ(log->tasks[0].stdout_text, "first task's line\n");
+  launcher_.Finish(launcher_.Active()[0]);
+  ASSERT_EQ(second.frames.size(), 1u);
+  EXPECT_EQ(second.frames[0]["event"], "started");
+  EXPECT_EQ(second.frames[0]["gpu"], 0);
+  launcher_.Write(launcher_.Active()[0], "second\n");
+  ASSERT_EQ(second.frames.size(), 2u);
+  EXPECT_EQ(second.frames[1]["event"], "output");
+  EXPECT_EQ(second.frames[1]["data"], "second\n");
+  EXPECT_EQ(second.frames[1]["position"], 2);
+  EXPECT_FALSE(second.last);
+  launcher_.Finish(launcher_.Active()[0]);
+  ASSERT_EQ(second.frames.size(), 3u);
+  EXPECT_EQ(second.frames[2]["event"], "ended");
+  EXPECT_EQ(second.frames[2]["state"], "succeeded");
+  EXPECT_TRUE(second.last);
+  // An ended task: its log at once, nothing to follow.
+  LogFollower late;
+  auto ended = sched_->FollowLog(job, 1, 0, &late);
+  ASSERT_TRUE(ended.ok()) << ended.error();
+  EXPECT_TRUE(ended->ended);
+  EXPECT_EQ(ended->first.tasks[0].state, TaskState::kSucceeded);
+  EXPECT_FALSE(sched_->FollowLog(job, 3, 0, &late).ok());
+  EXPECT_FALSE(sched_->Log(99, {}, 0, 1 << 20).ok());
+}
+
+// Issue 20.3 and 20.4: an edit reaches the policy at once; clean removes ended jobs only.
+TEST_F(SchedulerTest, EditAndCleanChangeOnlyWhatTheyMay) {
+  Identity owner;
+  owner.uid = owner.gid = 1000;
+  owner.user = "user1000";
+  JobRecord later = Job(1000, "later");
+  later.not_before = UnixNow() + 7200;
+  const int64_t waiting = Submit(later, 1);
+  EXPECT_TRUE(launcher_.Active().empty());
+  EditOptions now;
+  now.not_before = 0.0;
+  ASSERT_TRUE(sched_->Edit(waiting, now, owner).ok());
+  ASSERT_EQ(launcher_.Active().size(), 1u) << "not started at once";
+  EditOptions raise;
+  raise.priority = 3;
+  EXPECT_FALSE(sched_->Edit(waiting, raise, owner).ok());
+  Identity other;
+  other.uid = other.gid = 1001;
+  other.user = "user1001";
+  EditOptions name;
+  name.name = "x";
+  EXPECT_FALSE(sched_->Edit(waiting, name, other).ok());
+  auto none = sched_->Clean(owner, 0, false);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty()) << "removed a running job";
+  launcher_.Finish(launcher_.Active()[0]);
+  EXPECT_TRUE(sched_->Clean(other, 0, false)->empty()) << "removed another user's job";
+  auto removed = sched_->Clean(owner, 0, false);
+  ASSERT_TRUE(removed.ok()) << removed.error();
+  EXPECT_EQ(*removed, std::vector<int64_t>{waiting});
+  EXPECT_FALSE(sched_->JobExists(waiting));
+  EXPECT_TRUE(store_->JobTasks(waiting)->empty());
+}
 
 // Issue 17.8: a task's task_finished event and its row in `results` are made by one codec from
 // what was stored, so they say the same, returncode included, for every kind of end.

@@ -90,5 +90,24 @@ TEST(TextTable, CountsCodePointsNotBytes) {
   EXPECT_EQ(CutToWidth("short", 6), "short");
 }
 
+TEST(TextTable, ColoursTakeNoColumns) {
+  EXPECT_EQ(DisplayWidth("\x1b[32mfinished\x1b[0m"), 8u);
+  TextTable t({{"STATE"}, {"N", true}});
+  t.AddRow({"\x1b[31mfailed\x1b[0m", "1"});
+  t.AddRow({"succeeded", "2"});
+  const std::string out = t.Render(0);
+  EXPECT_NE(out.find("\x1b[31mfailed\x1b[0m    1\n"), std::string::npos) << out;
+}
+
+TEST(TextTable, LastLinesIsTailN) {
+  EXPECT_EQ(LastLines("a\nb\nc\n", 2), "b\nc\n");
+  EXPECT_EQ(LastLines("a\nb\nc", 2), "b\nc");
+  EXPECT_EQ(LastLines("a\nb\nc\n", 1), "c\n");
+  EXPECT_EQ(LastLines("a\nb\n", 5), "a\nb\n");
+  EXPECT_EQ(LastLines("a\nb\n", 0), "a\nb\n");
+  EXPECT_EQ(LastLines("", 3), "");
+  EXPECT_EQ(LastLines("\n\n", 1), "\n");
+}
+
 }  // namespace
 }  // namespace ckprof

@@ -1,0 +1,213 @@
+// ckprof log: a job's task output, as the profiler wrote it; -f follows a task live.
+#include <iostream>
+#include <regex>
+
+#include "client/args.h"
+#include "client/client_util.h"
+#include "client/commands.h"
+
+namespace ckprof {
+namespace {
+
+constexpr int kDefaultJobLines = 10;  // each task's last lines when no task is named
+
+// "==> job 7 #3 fwd (rank 2) run 1: succeeded on GPU 0 <==", as tail heads each file.
+std::string Header(const TaskResult& t) {
+  std::string state(EnumName(t.state));
+  if (!t.error.empty() && t.state != TaskState::kRunning) state = t.error;
+  return "==> job " + std::to_string(t.job_id) + " " + TaskLabel(t) + ": " + state +
+         (t.gpu >= 0 ? " on GPU " + std::to_string(t.gpu) : "") + " <==\n";
+}
+
+const std::string& StreamOf(const TaskResult& t, bool err) {
+  return err ? t.stderr_text : t.stdout_text;
+}
+
+void WriteText(const std::string& text) {
+  std::cout << text;
+  if (!text.empty() && text.back() != '\n') std::cout << "\n";
+}
+
+int ExitFor(TaskState state) {
+  return state == TaskState::kSucceeded ? 0 : IsFinal(state) ? 1 : 0;
+}
+
+// Follows one task: its output so far, then what it writes, until it ends.
+int Follow(const GlobalOptions& global, const Request& r, bool err, bool json_out) {
+  auto conn = ConnectOrReport(global, "log");
+  if (!conn) return kExitUnreachable;
+  const std::string stream = err ? "stderr" : "stdout";
+  TaskState state = TaskState::kQueued;
+  bool ended = false, bad = false;
+  bool at_line_start = true, first_frame = true;
+  Status s = conn->Stream(r, [&](const nlohmann::json& frame) {
+    if (json_out) {
+      std::cout << frame.dump() << "\n" << std::flush;
+    }
+    if (first_frame) {  // the answer: the task so far
+      first_frame = false;
+      auto first = ReadReply<LogReply>(frame);
+      if (!first || first->tasks.empty()) {
+        bad = true;
+        return false;
+      }
+      const TaskResult& t = first->tasks.front();
+      state = t.state;
+      ended = IsFinal(t.state);
+      if (!json_out) {
+        const std::string& text = StreamOf(t, err);
+        std::cout << text << std::flush;
+        at_line_start = text.empty() || text.back() == '\n';
+        if (!ended && t.state != TaskState::kRunning) {
+          std::cerr << "ckprof log: job " << r.job_id << " " << TaskLabel(t)
+                    << " is queued: its output follows once it starts (Ctrl-C stops following)\n";
+        }
+      }
+      return !ended;
+    }
+    const std::string event = frame.value("event", "");
+    if (event == "output" && !json_out && frame.value("stream", "") == stream) {
+      const std::string data = frame.value("data", "");
+      std::cout << data << std::flush;
+      if (!data.empty()) at_line_start = data.back() == '\n';
+    } else if (event == "dropped" && !json_out) {
+      std::cerr << "ckprof log: " << frame.value("error", std::string("output dropped")) << " ("
+                << frame.value("bytes", 0) << " bytes)\n";
+    } else if (event == "ended") {
+      ended = true;
+      ParseEnum(frame.value("state", ""), &state);
+      if (!json_out) {
+        if (!at_line_start) std::cout << "\n" << std::flush;
+        if (state != TaskState::kSucceeded) {
+          std::cerr << "ckprof log: job " << r.job_id << " #" << r.tasks[0] << " ended "
+                    << EnumName(state) << ": " << frame.value("error", "") << "\n";
+        }
+      }
+    }
+    return true;
+  });
+  if (!s) {
+    PrintError("log", s.error());
+    return conn->lost() ? kExitUnreachable : 1;
+  }
+  if (bad) {
+    PrintError("log", "ckprofd sent a log answer that cannot be read");
+    return 1;
+  }
+  if (!ended) {
+    PrintError("log", "ckprofd ended the stream before the task ended");
+    return 1;
+  }
+  return ExitFor(state);
+}
+
+}  // namespace
+
+int RunLogCommand(const GlobalOptions& global, const Args& args) {
+  std::string job, task, lines;
+  bool follow = false, err = false, json_out = false;
+  ArgParser p("ckprof log",
+              "Show what the profiler of a job's task wrote (its stdout; --stderr its stderr). "
+              "Without a task, each task that has output, headed as tail heads files; a running "
+              "task shows what it has written so far. -f follows a task live until it ends.",
+              "ckprofd keeps the first and last capture_bytes (16 KiB) of each stream of a "
+              "finished task; a running task's output streams in full with -f.\nExit status: "
+              "0, or with -f the task's end: 0 succeeded, 1 any other end, 2 ckprofd cannot be "
+              "reached or went away.\n\nexample:\n  ckprof log 12#3\n  ckprof log 12 3 -f\n  "
+              "ckprof log 12 --stderr --lines 5");
+  p.Positional("JOB", &job, true, "the job id, or JOB#N for its task #N");
+  p.Positional("TASK", &task, false,
+               "the task's #N (as 'watch' and 'results' show it): 3, or '#3' quoted");
+  p.Flag("--follow", &follow,
+         "stream the task's output as it is written, until it ends (a queued task: once it "
+         "starts)");
+  p.Alias("-f", "--follow");
+  p.Flag("--stderr", &err, "show the profiler's stderr instead of its stdout");
+  p.Option("--lines", &lines, "N",
+           "only the last N lines of each task (0: all that is kept; default: all of a named "
+           "task, 10 of each task of a job)");
+  p.Alias("-n", "--lines");
+  p.Flag("--json", &json_out,
+         "print the answer as JSON (with -f: one JSON object per line, as it comes)");
+  if (auto code = p.Parse(args)) return *code;
+
+  Request r;
+  r.type = RequestType::kLog;
+  const size_t hash = job.find('#');
+  auto id = ParseJobId(job.substr(0, hash), "log");
+  if (!id) return 2;
+  r.job_id = *id;
+  std::string task_text = hash == std::string::npos ? task : job.substr(hash + 1);
+  if (hash != std::string::npos && !task.empty()) {
+    PrintError("log", "name the task once: 'ckprof log " + job + "' or 'ckprof log " +
+                          job.substr(0, hash) + " " + task + "'");
+    return 2;
+  }
+  if (!task_text.empty()) {
+    static const std::regex num(R"(#?\d{1,9})");
+    if (!std::regex_match(task_text, num) ||
+        std::stoi(task_text[0] == '#' ? task_text.substr(1) : task_text) <= 0) {
+      PrintError("log", "TASK must be a task's #N (as 'ckprof watch' and 'results' show it), "
+                        "e.g. 3 or '#3', got '" +
+                            task_text + "'");
+      return 2;
+    }
+    r.tasks.push_back(std::stoi(task_text[0] == '#' ? task_text.substr(1) : task_text));
+  }
+  r.lines = r.tasks.empty() ? kDefaultJobLines : 0;
+  if (!lines.empty()) {
+    static const std::regex num(R"(\d{1,9})");
+    if (!std::regex_match(lines, num)) {
+      PrintError("log", "--lines must be a number of lines >= 0, got '" + lines + "'");
+      return 2;
+    }
+    r.lines = std::stoi(lines);
+  }
+  if (follow) {
+    if (r.tasks.empty()) {
+      PrintError("log", "-f follows one task: name it, e.g. 'ckprof log " + std::to_string(*id) +
+                            "#3 -f' (see 'ckprof status " + std::to_string(*id) +
+                            "' for what runs)");
+      return 2;
+    }
+    r.follow = true;
+    return Follow(global, r, err, json_out);
+  }
+  LogReply a;
+  if (int code = Ask(global, "log", r, &a)) return code;
+  if (json_out) {
+    std::cout << ReplyJson(a).dump(2) << "\n";
+    return 0;
+  }
+  if (!r.tasks.empty()) {  // one task (a repeated config: each of its runs)
+    for (const auto& t : a.tasks) {
+      if (a.tasks.size() > 1) std::cout << Header(t);
+      WriteText(StreamOf(t, err));
+      if (StreamOf(t, err).empty()) {
+        std::cerr << "ckprof log: job " << t.job_id << " " << TaskLabel(t) << " ("
+                  << EnumName(t.state) << ") wrote nothing to " << (err ? "stderr" : "stdout")
+                  << (err ? "" : " (try --stderr)") << "\n";
+      }
+    }
+    return 0;
+  }
+  size_t shown = 0;
+  for (const auto& t : a.tasks) {
+    if (StreamOf(t, err).empty()) continue;
+    if (shown++) std::cout << "\n";
+    std::cout << Header(t);
+    WriteText(StreamOf(t, err));
+  }
+  if (shown == 0) {
+    std::cerr << "ckprof log: no task of job " << *id << " has written to "
+              << (err ? "stderr" : "stdout") << " yet\n";
+  }
+  if (a.omitted > 0) {
+    std::cerr << "ckprof log: " << a.omitted
+              << " more task(s) left out to keep the answer small: name one, e.g. 'ckprof log "
+              << *id << "#N', or use --lines\n";
+  }
+  return 0;
+}
+
+}  // namespace ckprof

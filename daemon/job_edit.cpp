@@ -1,0 +1,123 @@
+// The Scheduler's edits of jobs (ckprof edit) and removal of ended ones (ckprof clean, the
+// daemon's keep_finished_days).
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "daemon/scheduler.h"
+
+namespace ckprof {
+namespace {
+
+std::string WhenText(double unix_time) {
+  if (unix_time <= 0) return "now";
+  return fmt::format("{:%Y-%m-%d %H:%M:%S}", fmt::localtime(static_cast<std::time_t>(unix_time)));
+}
+
+std::string GpusText(const std::vector<int>& gpus) {
+  return gpus.empty() ? "any" : fmt::format("{}", fmt::join(gpus, ","));
+}
+
+}  // namespace
+
+Status Scheduler::Edit(int64_t job_id, const EditOptions& edit, const Identity& who) {
+  auto it = jobs_.find(job_id);
+  const std::string job_name = "job " + std::to_string(job_id);
+  if (it == jobs_.end()) return MakeError("no " + job_name);
+  Job& job = it->second;
+  if (!MayActOn(job, who)) {
+    return MakeError(job_name + " belongs to " + job.rec.owner +
+                     "; only its owner or an admin may edit it");
+  }
+  if (edit.empty()) return MakeError("edit: nothing to change (see 'ckprof edit --help')");
+  const bool only_name = !edit.priority && !edit.not_before && !edit.gpus && !edit.max_gpus &&
+                         !edit.timeout_s;
+  if (Ended(job) && !only_name) {
+    return MakeError(job_name + " has ended: only its name can change (retry runs it again)");
+  }
+  JobRecord rec = job.rec;
+  std::vector<std::string> changes;
+  if (edit.priority && *edit.priority != rec.priority) {
+    if (!who.admin && *edit.priority > std::max(rec.priority, 0)) {
+      return MakeError("only an admin may raise a job's priority above " +
+                       std::to_string(std::max(rec.priority, 0)) + " (its owner may lower it)");
+    }
+    changes.push_back(fmt::format("priority {} -> {}", rec.priority, *edit.priority));
+    rec.priority = *edit.priority;
+  }
+  if (edit.not_before) {
+    changes.push_back("not before " + WhenText(rec.not_before) + " -> " + WhenText(*edit.not_before));
+    rec.not_before = *edit.not_before;
+  }
+  if (edit.gpus) {
+    for (int g : *edit.gpus) {
+      if (!FindGpu(g)) return MakeError("edit: this daemon drives no GPU " + std::to_string(g));
+    }
+    std::vector<int> gpus = *edit.gpus;
+    std::sort(gpus.begin(), gpus.end());
+    gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+    changes.push_back("GPUs " + GpusText(rec.gpus) + " -> " + GpusText(gpus));
+    rec.gpus = std::move(gpus);
+  }
+  if (edit.max_gpus) {
+    changes.push_back(fmt::format("max GPUs {} -> {}", rec.max_gpus, *edit.max_gpus));
+    rec.max_gpus = *edit.max_gpus;
+  }
+  if (edit.timeout_s) {
+    changes.push_back(fmt::format("timeout {} -> {}", rec.timeout_s, *edit.timeout_s));
+    rec.timeout_s = *edit.timeout_s;
+  }
+  if (edit.name) {
+    changes.push_back("name '" + rec.name + "' -> '" + *edit.name + "'");
+    rec.name = *edit.name;
+  }
+  if (Status s = store_.SetJobSettings(rec); !s) return s;
+  job.rec = std::move(rec);
+  if (!Ended(job)) policy_.UpdateJob(job_id, ParamsOf(job.rec));
+  spdlog::info("job {} edited by {} (uid {}): {}", job_id, who.user, who.uid,
+               changes.empty() ? "nothing changed" : fmt::format("{}", fmt::join(changes, ", ")));
+  Dispatch();
+  ArmNotBeforeTimer(UnixNow());
+  Changed();
+  return Status::Ok();
+}
+
+Result<std::vector<int64_t>> Scheduler::Clean(const Identity& who, double older_than_s,
+                                              bool everyone) {
+  if (everyone && !who.admin) {
+    return MakeError("only an admin may clean other users' jobs (without --all: your own)");
+  }
+  const double before = UnixNow() - older_than_s;
+  std::vector<int64_t> ids;
+  for (const auto& [id, job] : jobs_) {
+    if (!everyone && job.rec.uid != who.uid) continue;
+    if (Ended(job) && job.rec.finished_at > 0 && job.rec.finished_at <= before) ids.push_back(id);
+  }
+  return RemoveJobs(ids, who.user);
+}
+
+Result<std::vector<int64_t>> Scheduler::ExpireEndedBefore(double before) {
+  std::vector<int64_t> ids;
+  for (const auto& [id, job] : jobs_) {
+    if (Ended(job) && job.rec.finished_at > 0 && job.rec.finished_at < before) ids.push_back(id);
+  }
+  return RemoveJobs(ids, "keep_finished_days");
+}
+
+Result<std::vector<int64_t>> Scheduler::RemoveJobs(const std::vector<int64_t>& ids,
+                                                   const std::string& by) {
+  if (ids.empty()) return ids;
+  if (Status s = store_.DeleteJobs(ids); !s) return Error{s.error()};
+  for (int64_t id : ids) {
+    policy_.RemoveJob(id);
+    jobs_.erase(id);
+  }
+  spdlog::info("{} ended job(s) removed ({}): {}", ids.size(), by, fmt::join(ids, ", "));
+  Changed();
+  return ids;
+}
+
+}  // namespace ckprof

@@ -1,0 +1,146 @@
+// The Scheduler's task output (ckprof log): stored captures of ended tasks, what running ones
+// have written so far (the Launcher's captures), and followers of a task's live output.
+#include <algorithm>
+
+#include "common/text_table.h"
+#include "common/wire_fields.h"
+#include "daemon/scheduler.h"
+#include "daemon/task_result_codec.h"
+
+namespace ckprof {
+
+TaskResult Scheduler::LogEntry(const TaskRecord& row, int lines) const {
+  TaskResult t = TaskResultFromRecord(row, /*with_output=*/true);
+  t.config = nullptr;  // (log shows output; results --output has the config)
+  auto task = tasks_.find(row.id);
+  if (task != tasks_.end() && task->second.gpu >= 0) {
+    for (const auto& g : gpus_) {
+      if (g.task_id != row.id) continue;
+      if (auto out = launcher_.Output(g.run)) {
+        t.stdout_text = std::move(out->stdout_text);
+        t.stderr_text = std::move(out->stderr_text);
+      }
+      t.state = TaskState::kRunning;
+      t.gpu = g.index;
+      t.started_at = g.busy_since;
+      t.ended_at = 0;
+      t.error.clear();
+    }
+  }
+  t.stdout_text = LastLines(t.stdout_text, lines);
+  t.stderr_text = LastLines(t.stderr_text, lines);
+  return t;
+}
+
+Result<LogReply> Scheduler::Log(int64_t job_id, const std::vector<int>& positions, int lines,
+                                size_t budget) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
+  if (Status s = CheckPositions(it->second, positions); !s) return Error{s.error()};
+  std::vector<TaskRecord> rows;
+  if (positions.empty()) {
+    auto all = store_.JobTasks(job_id);
+    if (!all) return Error{all.error()};
+    rows = std::move(*all);
+  } else {
+    for (int p : positions) {
+      auto at = store_.JobTasksAt(job_id, p);
+      if (!at) return Error{at.error()};
+      for (auto& r : *at) rows.push_back(std::move(r));
+    }
+  }
+  LogReply reply;
+  reply.job = MakeSummary(it->second);
+  size_t used = 0;
+  for (const auto& row : rows) {
+    // Without named tasks, those that have not run yet say nothing.
+    if (positions.empty() && row.state == TaskState::kQueued && row.result.empty()) continue;
+    TaskResult t = LogEntry(row, lines);
+    const size_t size = t.stdout_text.size() + t.stderr_text.size();
+    if (!reply.tasks.empty() && used + size > budget) {
+      ++reply.omitted;
+      continue;
+    }
+    used += size;
+    reply.tasks.push_back(std::move(t));
+  }
+  return reply;
+}
+
+Result<Scheduler::Following> Scheduler::FollowLog(int64_t job_id, int position, int lines,
+                                                  JobWatcher* w) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
+  if (Status s = CheckPositions(it->second, {position}); !s) return Error{s.error()};
+  auto rows = store_.JobTasksAt(job_id, position);
+  if (!rows) return Error{rows.error()};
+  // The run to follow: the one that runs, else the next to run, else (all ended) the last.
+  const TaskRecord* chosen = nullptr;
+  for (const auto& r : *rows) {
+    auto t = tasks_.find(r.id);
+    if (t == tasks_.end()) continue;
+    if (t->second.gpu >= 0 && std::any_of(gpus_.begin(), gpus_.end(),
+                                          [&](const Gpu& g) { return g.task_id == r.id; })) {
+      chosen = &r;
+      break;
+    }
+    if (!chosen) chosen = &r;
+  }
+  Following f;
+  f.ended = chosen == nullptr;
+  if (!chosen) chosen = &rows->back();
+  f.task_id = chosen->id;
+  f.first.job = MakeSummary(it->second);
+  f.first.tasks.push_back(LogEntry(*chosen, lines));
+  if (!f.ended) followers_[f.task_id].push_back(w);
+  return f;
+}
+
+void Scheduler::StopFollowing(int64_t task_id, JobWatcher* w) {
+  auto it = followers_.find(task_id);
+  if (it == followers_.end()) return;
+  auto& list = it->second;
+  list.erase(std::remove(list.begin(), list.end(), w), list.end());
+  if (list.empty()) followers_.erase(it);
+}
+
+void Scheduler::EmitLogEvent(int64_t task_id, TaskLogEvent event, bool last) {
+  auto it = followers_.find(task_id);
+  if (it == followers_.end()) return;
+  if (auto t = tasks_.find(task_id); t != tasks_.end()) {
+    event.job_id = t->second.job_id;
+    event.position = t->second.position;
+    event.run = t->second.run;
+  }
+  event.task_id = task_id;
+  JobEvent frame;
+  frame.frame = Frame(ToDom(event));
+  frame.job_finished = last;
+  frame.droppable = event.event == "output";
+  // (A watcher told its last event is removed by its stream right after: copy the list.)
+  const std::vector<JobWatcher*> followers = it->second;
+  if (last) followers_.erase(it);
+  for (JobWatcher* f : followers) f->OnJobEvent(frame);
+}
+
+void Scheduler::EmitOutput(int64_t task_id, bool is_stderr, std::string_view data) {
+  if (!followers_.count(task_id)) return;
+  TaskLogEvent e;
+  e.event = "output";
+  e.stream = is_stderr ? "stderr" : "stdout";
+  e.data = std::string(data);
+  EmitLogEvent(task_id, std::move(e), false);
+}
+
+void Scheduler::Forget(int64_t task_id, TaskState state, const std::string& error) {
+  if (followers_.count(task_id)) {
+    TaskLogEvent e;
+    e.event = "ended";
+    e.state = state;
+    e.error = state == TaskState::kSucceeded ? "" : error;
+    EmitLogEvent(task_id, std::move(e), true);
+  }
+  tasks_.erase(task_id);
+}
+
+}  // namespace ckprof
