@@ -180,6 +180,7 @@ Status Connection::CheckFeature(const Request& request) const {
   const std::string what = need == "repeat"         ? "repeats (--repeat, --runs)"
                            : need == "task_control" ? "task control (JOB#N, retry of tasks or "
                                                       "with new settings)"
+                           : need == "on_end"       ? "submit --on-end"
                                                     : "'ckprof " + need + "'";
   return MakeError(std::string(RequestTypeName(request.type)) + ": " +
                    hello_.value("server", std::string("ckprofd")) + " at " + path_ +

@@ -41,8 +41,8 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
   static const std::regex integer(R"(-?\d{1,9})");
   if (p.Given("--priority")) {
     if (!std::regex_match(priority, integer) || std::abs(std::stoi(priority)) > 1000) {
-      PrintError("edit", "--priority must be an integer from -1000 to 1000, got '" + priority +
-                             "'");
+      PrintError("edit",
+                 "--priority must be an integer from -1000 to 1000, got '" + priority + "'");
       return 2;
     }
     e.priority = std::stoi(priority);
@@ -68,8 +68,8 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
   if (p.Given("--max-gpus")) {
     if (!std::regex_match(max_gpus, integer) || std::stoi(max_gpus) < 0 ||
         std::stoi(max_gpus) > 1024) {
-      PrintError("edit", "--max-gpus must be an integer from 0 (no limit) to 1024, got '" +
-                             max_gpus + "'");
+      PrintError("edit",
+                 "--max-gpus must be an integer from 0 (no limit) to 1024, got '" + max_gpus + "'");
       return 2;
     }
     e.max_gpus = std::stoi(max_gpus);
@@ -80,8 +80,8 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
     if (timeout == "default") {
       e.timeout_s = -1;
     } else if (timeout.empty() || *end != '\0' || !(t >= 0) || !std::isfinite(t) || t > 1e7) {
-      PrintError("edit", "--timeout must be a number of seconds >= 0 or 'default', got '" +
-                             timeout + "'");
+      PrintError("edit",
+                 "--timeout must be a number of seconds >= 0 or 'default', got '" + timeout + "'");
       return 2;
     } else {
       e.timeout_s = t;
@@ -95,8 +95,9 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
     e.name = name;
   }
   if (e.empty()) {
-    PrintError("edit", "nothing to change: give --priority, --not-before, --gpus, --max-gpus, "
-                       "--timeout or --name (see 'ckprof edit --help')");
+    PrintError("edit",
+               "nothing to change: give --priority, --not-before, --gpus, --max-gpus, "
+               "--timeout or --name (see 'ckprof edit --help')");
     return 2;
   }
   JobReply a;
@@ -145,8 +146,8 @@ int RunCleanCommand(const GlobalOptions& global, const Args& args) {
   if (!older.empty()) {
     auto span = ParseDurationArg(older);
     if (!span) {
-      PrintError("clean", "--older-than must be an age such as 7d, 12h or 30m, got '" + older +
-                              "'");
+      PrintError("clean",
+                 "--older-than must be an age such as 7d, 12h or 30m, got '" + older + "'");
       return 2;
     }
     r.older_than_s = *span;
@@ -158,8 +159,7 @@ int RunCleanCommand(const GlobalOptions& global, const Args& args) {
     return 0;
   }
   if (a.removed.empty()) {
-    std::cout << "no ended job" << (older.empty() ? "" : " older than " + older)
-              << " to remove\n";
+    std::cout << "no ended job" << (older.empty() ? "" : " older than " + older) << " to remove\n";
     return 0;
   }
   std::cout << a.removed.size() << " job(s) removed:";

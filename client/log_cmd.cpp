@@ -28,9 +28,7 @@ void WriteText(const std::string& text) {
   if (!text.empty() && text.back() != '\n') std::cout << "\n";
 }
 
-int ExitFor(TaskState state) {
-  return state == TaskState::kSucceeded ? 0 : IsFinal(state) ? 1 : 0;
-}
+int ExitFor(TaskState state) { return state == TaskState::kSucceeded ? 0 : IsFinal(state) ? 1 : 0; }
 
 // Follows one task: its output so far, then what it writes, until it ends.
 int Follow(const GlobalOptions& global, const Request& r, bool err, bool json_out) {
@@ -147,9 +145,10 @@ int RunLogCommand(const GlobalOptions& global, const Args& args) {
     static const std::regex num(R"(#?\d{1,9})");
     if (!std::regex_match(task_text, num) ||
         std::stoi(task_text[0] == '#' ? task_text.substr(1) : task_text) <= 0) {
-      PrintError("log", "TASK must be a task's #N (as 'ckprof watch' and 'results' show it), "
-                        "e.g. 3 or '#3', got '" +
-                            task_text + "'");
+      PrintError("log",
+                 "TASK must be a task's #N (as 'ckprof watch' and 'results' show it), "
+                 "e.g. 3 or '#3', got '" +
+                     task_text + "'");
       return 2;
     }
     r.tasks.push_back(std::stoi(task_text[0] == '#' ? task_text.substr(1) : task_text));

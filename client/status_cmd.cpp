@@ -84,6 +84,7 @@ void PrintJobDetails(const JobSummary& s) {
   std::cout << "tasks: " << JobCountsText(s) << "\n";
   if (s.state == JobState::kWaiting)
     std::cout << "waiting until " << FormatClock(s.not_before) << "\n";
+  if (!s.waiting_reason.empty()) std::cout << "reason: " << s.waiting_reason << "\n";
   std::cout << "priority: " << s.priority << "\n";
   std::cout << "gpus: " << (s.allowed_gpus.empty() ? "any" : GpuList(s.allowed_gpus))
             << (s.max_gpus > 0 ? ", at most " + std::to_string(s.max_gpus) + " at once" : "")

@@ -18,7 +18,7 @@ namespace {}  // namespace
 
 int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   std::string input, name, priority, gpus, max_gpus, not_before, timeout, max_ops, profiler,
-      data_type, layout, order, repeat;
+      data_type, layout, order, repeat, on_end;
   bool dry_run = false, json_out = false;
   ArgParser p(
       "ckprof submit",
@@ -30,7 +30,8 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
       "example:\n"
       "  ckprof submit conv_repros_ir.json --name resnet-bf16 --profiler-path "
       "/opt/ck/build/bin\n"
-      "  ckprof submit trace.json.gz --gpus 0-3 --max-gpus 2 --not-before +2h");
+      "  ckprof submit trace.json.gz --gpus 0-3 --max-gpus 2 --not-before +2h\n"
+      "  ckprof submit sweep.json --on-end 'notify-send \"job $CKPROF_JOB_ID: $CKPROF_COUNTS\"'");
   p.Positional("INPUT", &input, true, "the file to profile, - for stdin (plain or gzipped)");
   p.Option("--name", &name, "N", "job name (default: the file name)");
   p.Option("--priority", &priority, "P",
@@ -55,6 +56,11 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
            "auto|fp16|bf16|fp32, in any case (default auto: from the tensors)");
   p.Option("--layout", &layout, "L",
            "auto|nchw|nhwc, in any case (default auto: from the strides)");
+  p.Option("--on-end", &on_end, "CMD",
+           "when the job ends, run the shell command CMD as you, in this directory, with "
+           "CKPROF_JOB_ID, CKPROF_JOB_NAME, CKPROF_JOB_STATE (finished or cancelled), "
+           "CKPROF_TOTAL, CKPROF_SUCCEEDED, CKPROF_FAILED, CKPROF_COUNTS, ... set; stopped "
+           "after the daemon's on_end_timeout (60 s)");
   p.Flag("--dry-run", &dry_run, "print the CK command lines; run and store nothing");
   p.Flag("--json", &json_out, "print the daemon's answer as JSON");
   if (auto code = p.Parse(args)) return *code;
@@ -128,6 +134,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
     s.timeout_s = t;
   }
   s.dry_run = dry_run;
+  s.on_end = on_end;
   s.data_type = Lowercase(data_type);
   s.layout = Lowercase(layout);
   s.profiler_path = AbsolutePath(profiler);

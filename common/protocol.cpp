@@ -153,6 +153,7 @@ void VisitRequestFields(R& r, V& v) {
       v.String("layout", s.layout, 16);
       v.String("profiler_path", s.profiler_path, 4096);
       v.String("cwd", s.cwd, 4096);
+      v.String("on_end", s.on_end, 8192);
       break;
     }
     case RequestType::kStatus:
@@ -362,7 +363,7 @@ Result<Request> ParseRequest(std::string_view frame) {
 std::string RequiredFeature(const Request& r) {
   switch (r.type) {
     case RequestType::kSubmit:
-      return r.submit.repeat > 1 ? "repeat" : "";
+      return !r.submit.on_end.empty() ? "on_end" : r.submit.repeat > 1 ? "repeat" : "";
     case RequestType::kResults:
       return r.runs ? "repeat" : "";
     case RequestType::kCancel:

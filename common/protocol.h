@@ -73,7 +73,8 @@ struct SubmitOptions {
   std::string data_type;               // "", "auto", "fp16", "bf16", "fp32"
   std::string layout;                  // "", "auto", "nchw", "nhwc"
   std::string profiler_path;           // absolute; empty = the daemon's default
-  std::string cwd;  // the client's working directory (tasks run there as root daemon)
+  std::string cwd;     // the client's working directory (tasks run there as root daemon)
+  std::string on_end;  // a shell command run as the submitter, in cwd, when the job ends
 };
 
 // What an edit changes: each field that is set (nullopt: as it was).
@@ -179,6 +180,9 @@ struct JobSummary {
   std::string profiler;  // the resolved profiler, described
   // Each config runs this many times (submit --repeat): total counts the runs.
   int repeat = 1;
+  // Why its queued tasks do not run now, as squeue's REASON (status and list only; "" = they
+  // start at the next pick, or none is queued).
+  std::string waiting_reason;
   int64_t done() const { return total - queued - running; }
   TaskCounts counts() const {
     return {succeeded, failed, unsupported, timed_out, crashed, cancelled, queued, running};
@@ -218,6 +222,7 @@ void VisitFields(S& s, V& v) {
   v.Nullable("eta_s", s.eta_s, s.eta_s >= 0);
   v("profiler", s.profiler);
   v("repeat", s.repeat);
+  v.Omittable("waiting_reason", s.waiting_reason, !s.waiting_reason.empty());
 }
 nlohmann::json ToJson(const JobSummary& j);
 Result<JobSummary> JobSummaryFromJson(const nlohmann::json& j);
@@ -458,8 +463,8 @@ void VisitFields(S& r, V& v) {
 // (submit repeat > 1, results runs), "task_control" (cancel or retry of some tasks, retry's
 // failed/timeout_s/profiler_path),
 // "log", "edit", "clean": those requests.
-inline const std::vector<std::string> kFeatures = {"repeat", "task_control", "log", "edit",
-                                                   "clean"};
+inline const std::vector<std::string> kFeatures = {"repeat", "task_control", "log",
+                                                   "edit",   "clean",        "on_end"};
 std::string RequiredFeature(const Request& r);
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as

@@ -137,6 +137,10 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
       num(&c.noise_threshold, 0, 100);
     } else if (k == "keep_finished_days") {
       num(&c.keep_finished_days, 0, 1e6);
+    } else if (k == "on_job_end") {
+      str(&c.on_job_end);
+    } else if (k == "on_end_timeout") {
+      num(&c.on_end_timeout_s, 0.1, 86400);
     } else if (k == "max_frame_bytes") {
       double d = static_cast<double>(c.max_frame_bytes);
       num(&d, 1024, 16.0 * (1ull << 30));

@@ -130,6 +130,8 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
   o.max_attempts = c.max_attempts;
   o.health_failures = c.health_failures;
   o.run_as_owner = getuid() == 0;
+  o.on_job_end = c.on_job_end;
+  o.on_end_timeout_s = c.on_end_timeout_s;
   o.capture_bytes = c.capture_bytes;
   o.state_dir = c.state_dir;
   o.lock_dir = c.lock_dir;

@@ -33,8 +33,8 @@ Status Scheduler::Edit(int64_t job_id, const EditOptions& edit, const Identity& 
                      "; only its owner or an admin may edit it");
   }
   if (edit.empty()) return MakeError("edit: nothing to change (see 'ckprof edit --help')");
-  const bool only_name = !edit.priority && !edit.not_before && !edit.gpus && !edit.max_gpus &&
-                         !edit.timeout_s;
+  const bool only_name =
+      !edit.priority && !edit.not_before && !edit.gpus && !edit.max_gpus && !edit.timeout_s;
   if (Ended(job) && !only_name) {
     return MakeError(job_name + " has ended: only its name can change (retry runs it again)");
   }
@@ -49,7 +49,8 @@ Status Scheduler::Edit(int64_t job_id, const EditOptions& edit, const Identity& 
     rec.priority = *edit.priority;
   }
   if (edit.not_before) {
-    changes.push_back("not before " + WhenText(rec.not_before) + " -> " + WhenText(*edit.not_before));
+    changes.push_back("not before " + WhenText(rec.not_before) + " -> " +
+                      WhenText(*edit.not_before));
     rec.not_before = *edit.not_before;
   }
   if (edit.gpus) {

@@ -936,6 +936,7 @@ void Scheduler::MaybeFinishJob(Job& job, double now) {
     }
     spdlog::info("job {} {}: {}", job.rec.id, job.rec.cancelled ? "cancelled" : "finished",
                  MakeSummary(job).counts().Describe());
+    if (!shutting_down_) RunOnEnd(job);
   }
   Emit(job, EventKind::kJobFinished);
 }
@@ -1233,7 +1234,9 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
 Result<JobSummary> Scheduler::Summary(int64_t job_id) const {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
-  return MakeSummary(it->second);
+  JobSummary s = MakeSummary(it->second);
+  s.waiting_reason = WaitingReason(it->second, s);
+  return s;
 }
 
 std::vector<JobSummary> Scheduler::List(bool include_finished) const {
@@ -1241,6 +1244,7 @@ std::vector<JobSummary> Scheduler::List(bool include_finished) const {
   for (const auto& [id, job] : jobs_) {
     if (!include_finished && JobEnded(id)) continue;
     out.push_back(MakeSummary(job));
+    out.back().waiting_reason = WaitingReason(job, out.back());
   }
   return out;
 }

@@ -61,6 +61,8 @@ struct SchedulerOptions {
   double half_life_s = 3600;     // fair-share decay
   int max_attempts = 3;          // automatic requeues after interruption
   bool run_as_owner = false;     // root daemon: tasks run as the submitter
+  std::string on_job_end;        // a shell command run (as the daemon) when any job ends
+  double on_end_timeout_s = 60;  // a job-end command that runs longer is stopped
   size_t capture_bytes = 16384;  // head and tail kept per stream
   std::string state_dir;         // marks our processes (CKPROFD_STATE)
   // Host-wide per-GPU locks (gpu<N>.lock here), held while a task of ours runs on the GPU and
@@ -343,11 +345,17 @@ class Scheduler {
   // Removes ended jobs from the Store and memory.
   Result<std::vector<int64_t>> RemoveJobs(const std::vector<int64_t>& ids, const std::string& by);
   JobSummary MakeSummary(const Job& job) const;
+  // Why the job's queued tasks wait (daemon/job_reason.cpp); "" when they do not.
+  std::string WaitingReason(const Job& job, const JobSummary& s) const;
   void CountFinal(Job& job, Outcome::Kind kind, int delta);
   // Tells the job's watchers a JobEventFrame (built, by `fill` and the job's summary, only
   // when one of them wants it).
   void Emit(Job& job, EventKind kind, const std::function<void(JobEventFrame&)>& fill = nullptr);
   void MaybeFinishJob(Job& job, double now);
+  // The job's end commands (its --on-end as its owner, the config's on_job_end), started and
+  // not waited for (daemon/on_end.cpp); their environment: CKPROF_JOB_ID, _NAME, _STATE, ...
+  void RunOnEnd(const Job& job);
+  std::vector<std::pair<std::string, std::string>> OnEndEnvironment(const Job& job) const;
   // `result` is asked only when a watcher wants the task's result.
   void EmitTaskFinished(Job& job, const std::function<TaskResult()>& result);
   // The task_finished event's task, as `results` will read it from the Store.

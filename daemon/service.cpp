@@ -330,6 +330,14 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
     for (const auto& gi : gpus) known = known || gi.index == g;
     if (!known) co_return Refuse("submit: this daemon drives no GPU " + std::to_string(g));
   }
+  // A job-end command runs as its submitter: only a root daemon can (or one of the submitter's
+  // own, ckprof run --local); a daemon of another user would run it as that user.
+  if (!o.on_end.empty() && getuid() != 0 && who.uid != getuid()) {
+    co_return Refuse("submit: --on-end runs a command as you, which this ckprofd (not root, uid " +
+                     std::to_string(getuid()) +
+                     ") cannot do: ask its admin for on_job_end, or use a root "
+                     "ckprofd");
+  }
   JobRecord job;
   job.uid = who.uid;
   job.gid = who.gid;
@@ -347,6 +355,7 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   job.input_format = std::string(InputFormatName(c.format));
   job.repeat = o.repeat;
   job.noise_threshold = config_.noise_threshold;
+  job.on_end = o.on_end;
   const auto store_start = std::chrono::steady_clock::now();
   auto id = scheduler_.Submit(std::move(job), std::move(records));
   if (!id) co_return Refuse("submit: " + id.error());

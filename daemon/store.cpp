@@ -213,7 +213,7 @@ std::vector<T> IntsFromJson(const std::string& s) {
   return out;
 }
 
-constexpr int64_t kSchemaVersion = 3;  // PRAGMA user_version below
+constexpr int64_t kSchemaVersion = 4;  // PRAGMA user_version below
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS jobs (
   id INTEGER PRIMARY KEY,
@@ -223,7 +223,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   cwd TEXT NOT NULL, input_format TEXT NOT NULL, cancelled INTEGER NOT NULL DEFAULT 0,
   submitted_at REAL NOT NULL, finished_at REAL NOT NULL DEFAULT 0,
   task_order TEXT NOT NULL DEFAULT 'rank',
-  repeat INTEGER NOT NULL DEFAULT 1, noise_threshold REAL NOT NULL DEFAULT 0.05);
+  repeat INTEGER NOT NULL DEFAULT 1, noise_threshold REAL NOT NULL DEFAULT 0.05,
+  on_end TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS tasks (
   id INTEGER PRIMARY KEY,
   job_id INTEGER NOT NULL REFERENCES jobs(id),
@@ -240,7 +241,7 @@ CREATE TABLE IF NOT EXISTS attempts (
   PRIMARY KEY (task_id, attempt));
 CREATE TABLE IF NOT EXISTS usage (
   uid INTEGER PRIMARY KEY, usage REAL NOT NULL, updated_at REAL NOT NULL);
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;
 )SQL";
 
 }  // namespace
@@ -326,7 +327,8 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
                        std::to_string(schema) + ")");
     }
   }
-  // Schema 1 -> 2: jobs.task_order; 2 -> 3: jobs.repeat, jobs.noise_threshold, tasks.run. One
+  // Schema 1 -> 2: jobs.task_order; 2 -> 3: jobs.repeat, jobs.noise_threshold, tasks.run;
+  // 3 -> 4: jobs.on_end. One
   // transaction with the version, so that a crash cannot leave a column added and the version
   // old.
   std::string migrate;
@@ -339,6 +341,8 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
         "ALTER TABLE jobs ADD COLUMN noise_threshold REAL NOT NULL DEFAULT 0.05;"
         "ALTER TABLE tasks ADD COLUMN run INTEGER NOT NULL DEFAULT 0;";
   }
+  if (schema >= 1 && schema < 4)
+    migrate += "ALTER TABLE jobs ADD COLUMN on_end TEXT NOT NULL DEFAULT '';";
   const std::string setup = "BEGIN IMMEDIATE;" + migrate + kSchema + "COMMIT;";
   if (Status s = store->Exec(setup.c_str()); !s) {
     store->Rollback();
@@ -377,7 +381,8 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
     Stmt ins(this,
              "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
              "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
-             "task_order, repeat, noise_threshold) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?)");
+             "task_order, repeat, noise_threshold, on_end) "
+             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?)");
     std::vector<int> groups(job->groups.begin(), job->groups.end());
     ins.Bind(1, int64_t{job->uid})
         .Bind(2, int64_t{job->gid})
@@ -395,7 +400,8 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
         .Bind(14, job->submitted_at)
         .Bind(15, EnumName(job->order))
         .Bind(16, int64_t{job->repeat})
-        .Bind(17, job->noise_threshold);
+        .Bind(17, job->noise_threshold)
+        .Bind(18, job->on_end);
     if (Status s = StepDone(ins, "insert job"); !s) return rollback(s);
     job->id = sqlite3_last_insert_rowid(db_);
   }
@@ -626,7 +632,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
   Stmt q(this,
          "SELECT id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before, "
          "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at, "
-         "task_order, repeat, noise_threshold FROM jobs ORDER BY id");
+         "task_order, repeat, noise_threshold, on_end FROM jobs ORDER BY id");
   if (!q.ok()) return MakeError("database: load jobs: " + q.error());
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {
@@ -651,6 +657,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
     if (!ParseEnum(q.Text(17), &j.order)) j.order = TaskOrder::kRank;
     j.repeat = static_cast<int>(q.Int(18));
     j.noise_threshold = q.Double(19);
+    j.on_end = q.Text(20);
     fn(std::move(j));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load jobs: " + q.error());

@@ -47,6 +47,7 @@ struct JobRecord {
   double finished_at = 0;
   int repeat = 1;              // runs of each config (submit --repeat)
   double noise_threshold = 0;  // a repeated config whose CV is above it is noisy
+  std::string on_end;          // a shell command run as the owner when the job ends ("" = none)
 };
 
 struct TaskRecord {

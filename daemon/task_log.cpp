@@ -79,8 +79,8 @@ Result<Scheduler::Following> Scheduler::FollowLog(int64_t job_id, int position, 
   for (const auto& r : *rows) {
     auto t = tasks_.find(r.id);
     if (t == tasks_.end()) continue;
-    if (t->second.gpu >= 0 && std::any_of(gpus_.begin(), gpus_.end(),
-                                          [&](const Gpu& g) { return g.task_id == r.id; })) {
+    if (t->second.gpu >= 0 &&
+        std::any_of(gpus_.begin(), gpus_.end(), [&](const Gpu& g) { return g.task_id == r.id; })) {
       chosen = &r;
       break;
     }

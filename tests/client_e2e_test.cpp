@@ -845,7 +845,8 @@ TEST_F(ClientTest, ActingCommandsPrintJson) {
   EXPECT_EQ((*p)["uid"], getuid());
   EXPECT_EQ((*p)["socket"], daemon_->socket());
   EXPECT_NE((*p)["server"].get<std::string>().find("ckprofd"), std::string::npos);
-  EXPECT_EQ((*p)["features"], (json{"repeat", "task_control", "log", "edit", "clean"})) << ping.out;
+  EXPECT_EQ((*p)["features"], (json{"repeat", "task_control", "log", "edit", "clean", "on_end"}))
+      << ping.out;
 
   const std::string hung = Submit(SampleWithFaults(9001, 9001));
   ASSERT_FALSE(hung.empty());
@@ -1111,6 +1112,30 @@ TEST_F(ClientTest, HelpCommandAndColourOnATerminal) {
       RunCommand({"/usr/bin/script", "-qec", list, "/dev/null"}, {"TERM=xterm", "NO_COLOR=1"});
   EXPECT_NE(plain.out.find("finished"), std::string::npos) << plain.out;
   EXPECT_EQ(plain.out.find("\x1b[32m"), std::string::npos) << plain.out;
+}
+
+// Issue 20.4: status says why a job's tasks wait, as squeue's REASON does.
+TEST_F(ClientTest, StatusSaysWhyAJobWaits) {
+  StartDaemon();
+  const std::string hung = Submit(SampleWithFaults(9001, 9001));  // both GPUs, until cancelled
+  const std::string queued = Submit(kSampleConfig);
+  const std::string later = Submit(kSampleConfig, {"--not-before", "+2h"});
+  ASSERT_FALSE(hung.empty() || queued.empty() || later.empty());
+  CommandResult q = Ckprof({"status", queued});
+  const std::string me = (*ParseJson(Ckprof({"ping", "--json"}).out))["user"];
+  EXPECT_NE(q.out.find("reason: waiting for GPUs 0,1, busy with job " + hung + " (" + me + ")"),
+            std::string::npos)
+      << q.out;
+  auto l = ParseJson(Ckprof({"status", later, "--json"}).out);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ((*l)["waiting_reason"].get<std::string>().rfind("not before its start time (in ", 0),
+            0u)
+      << l->dump();
+  EXPECT_EQ(Ckprof({"cancel", hung, later}).exit_code, 0);
+  EXPECT_EQ(Ckprof({"wait", queued}).exit_code, 0);
+  auto done = ParseJson(Ckprof({"status", queued, "--json"}).out);
+  ASSERT_TRUE(done.ok());
+  EXPECT_FALSE(done->contains("waiting_reason")) << done->dump();
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 // profiler (logging every invocation with CKEMU_LOG). They wait on events — the daemon's
 // READY=1, watch streams, process exits — never on fixed sleeps.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -361,6 +363,55 @@ TEST_F(DaemonTest, KeepFinishedDaysExpiresOldEndedJobs) {
       daemon_.state_dir() + "/ckprofd.db",
       "SELECT count(*) FROM attempts WHERE task_id NOT IN (SELECT id FROM tasks)");
   EXPECT_EQ(attempts[0][0], "0");
+}
+
+// What a FIFO's next writer writes (a job-end command's), read with `cat`: the test waits on
+// the write itself, not on a time.
+std::string ReadFifo(const std::string& path) {
+  testing::BackgroundCommand cat({"/bin/cat", path});
+  return cat.Finish(60).out;
+}
+
+// Issue 20.6: --on-end runs as the submitter in the submit's directory with the job in its
+// environment; the config's on_job_end runs for every job; a hanging one is stopped after
+// on_end_timeout and holds nothing up.
+TEST_F(DaemonTest, JobEndCommandsRunWithTheJobAndNeverBlock) {
+  const std::string admin_fifo = dir_.File("admin.fifo"), user_fifo = dir_.File("user.fifo"),
+                    pid_fifo = dir_.File("pid.fifo");
+  for (const auto& f : {admin_fifo, user_fifo, pid_fifo}) ASSERT_EQ(mkfifo(f.c_str(), 0666), 0);
+  Start(EmulatorOptions(
+      "0-3",
+      R"({"on_end_timeout": 0.5, "on_job_end": "echo \"$CKPROF_JOB_ID $CKPROF_JOB_STATE $CKPROF_SUCCEEDED/$CKPROF_TOTAL\" > )" +
+          admin_fifo + R"("})"));
+  // A command that never ends: its pid comes through a FIFO, then it sleeps.
+  const int64_t hung =
+      Submit(FwdConfigsText(2), {"--on-end", "echo $$ > " + pid_fifo + "; exec sleep 600"});
+  const std::string pid_text = ReadFifo(pid_fifo);
+  ASSERT_FALSE(pid_text.empty());
+  EXPECT_EQ(ReadFifo(admin_fifo), std::to_string(hung) + " finished 2/2\n");
+  // The next job goes on meanwhile; its command sees the job, in the submit's directory.
+  const int64_t job = Submit(FwdConfigsText(1),
+                             {"--on-end", "{ env | grep ^CKPROF_ | sort; pwd; } > " + user_fifo});
+  const std::string env = ReadFifo(user_fifo);
+  EXPECT_NE(env.find("CKPROF_JOB_ID=" + std::to_string(job) + "\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("CKPROF_JOB_STATE=finished\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("CKPROF_SUCCEEDED=1\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("CKPROF_COUNTS=1 succeeded, 0 failed\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("\n" + dir_.path() + "\n"), std::string::npos) << env;
+  EXPECT_EQ(ReadFifo(admin_fifo), std::to_string(job) + " finished 1/1\n");
+  // The hung command is stopped by its time limit: wait for its exit, as an event.
+  const pid_t pid = std::stoi(pid_text);
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 30000), 1) << "the --on-end command was not stopped";
+    close(pidfd);
+  }
+  EXPECT_EQ(daemon_.Stop(SIGTERM), 0);
+  const std::string log = testing::ReadFile(daemon_.log_path());
+  EXPECT_NE(log.find("job " + std::to_string(hung) + ": --on-end 'echo"), std::string::npos) << log;
+  EXPECT_NE(log.find("timed out and was stopped"), std::string::npos) << log;
+  EXPECT_NE(log.find("job " + std::to_string(job) + ": --on-end ran"), std::string::npos) << log;
 }
 
 }  // namespace

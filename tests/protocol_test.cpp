@@ -326,7 +326,7 @@ TEST(Protocol, RequestsThatAnOlderDaemonWouldMisreadNeedAFeature) {
     r.type = t;
     EXPECT_EQ(RequiredFeature(r), RequestTypeName(t));
   }
-  for (const char* f : {"repeat", "task_control", "log", "edit", "clean"}) {
+  for (const char* f : {"repeat", "task_control", "log", "edit", "clean", "on_end"}) {
     EXPECT_NE(std::find(kFeatures.begin(), kFeatures.end(), f), kFeatures.end()) << f;
   }
 }

@@ -931,8 +931,8 @@ TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
 }
 
 // A state directory written by the first ckprofd release (schema 1, no jobs.task_order) opens:
-// its jobs keep the rank order, and the file is brought to schema 2 in place.
-TEST(StoreSchema, Version1DatabaseIsMigratedToVersion3) {
+// its jobs keep the rank order, and the file is brought to the current schema in place.
+TEST(StoreSchema, Version1DatabaseIsMigratedToVersion4) {
   TempDir dir;
   const std::string path = dir.File("ckprofd.db");
   sqlite3* db = nullptr;
@@ -976,6 +976,7 @@ PRAGMA user_version = 1;
     // Schema 3: a job from before repeats ran each config once.
     EXPECT_EQ(jobs[0].repeat, 1);
     EXPECT_DOUBLE_EQ(jobs[0].noise_threshold, 0.05);
+    EXPECT_EQ(jobs[0].on_end, "");  // schema 4
     auto tasks = (*store)->JobTasks(jobs[0].id);
     ASSERT_TRUE(tasks.ok()) << tasks.error();
     ASSERT_EQ(tasks->size(), 1u);
@@ -985,7 +986,7 @@ PRAGMA user_version = 1;
   sqlite3_stmt* q = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(q, 0), 3);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 4);
   sqlite3_finalize(q);
   sqlite3_close(db);
 }

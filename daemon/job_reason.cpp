@@ -1,0 +1,94 @@
+// Why a job's queued tasks do not run now, as squeue's REASON says it (status, list): the
+// first of not-before, its max-GPUs cap, drained GPUs, foreign processes, another daemon's
+// host lock, and GPUs busy with other work (and who is ahead in fair share).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "daemon/scheduler.h"
+
+namespace ckprof {
+namespace {
+
+std::string GpuNames(const std::vector<int>& gpus) {
+  return (gpus.size() == 1 ? "GPU " : "GPUs ") + fmt::format("{}", fmt::join(gpus, ","));
+}
+
+// "2h 05m", "12m", "40s".
+std::string Span(double seconds) {
+  const auto t = static_cast<int64_t>(seconds + 0.5);
+  if (t >= 3600) return fmt::format("{}h {:02}m", t / 3600, t % 3600 / 60);
+  if (t >= 60) return fmt::format("{}m", t / 60);
+  return fmt::format("{}s", t);
+}
+
+}  // namespace
+
+std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const {
+  if (s.queued == 0 || job.rec.cancelled) return "";
+  const double now = UnixNow();
+  if (job.rec.not_before > now) {
+    return "not before its start time (in " + Span(job.rec.not_before - now) +
+           " from now; 'ckprof edit " + std::to_string(job.rec.id) + " --not-before now')";
+  }
+  if (job.rec.max_gpus > 0 && s.running >= job.rec.max_gpus) {
+    return "at its --max-gpus limit: " + std::to_string(s.running) + " running";
+  }
+  std::vector<int> drained, foreign, locked, busy;
+  std::set<std::string> busy_with;
+  std::map<uint32_t, std::string> others;  // users whose tasks hold its GPUs
+  for (const auto& g : gpus_) {
+    if (!job.rec.gpus.empty() &&
+        std::find(job.rec.gpus.begin(), job.rec.gpus.end(), g.index) == job.rec.gpus.end()) {
+      continue;
+    }
+    if (policy_.Drained(g.index)) {
+      drained.push_back(g.index);
+    } else if (g.task_id) {
+      const Task& t = tasks_.at(g.task_id);
+      if (t.job_id == job.rec.id) continue;  // its own
+      busy.push_back(g.index);
+      const JobRecord& other = jobs_.at(t.job_id).rec;
+      busy_with.insert("job " + std::to_string(other.id) + " (" + other.owner + ")");
+      others[other.uid] = other.owner;
+    } else if (!g.foreign.empty()) {
+      foreign.push_back(g.index);
+    } else if (!g.held_by.empty()) {
+      locked.push_back(g.index);
+    } else {
+      return "";  // a free GPU: it starts at the next pick
+    }
+  }
+  std::vector<std::string> parts;
+  if (!busy.empty()) {
+    std::string p = "waiting for " + GpuNames(busy) + ", busy with " +
+                    fmt::format("{}", fmt::join(busy_with, ", "));
+    // Who a freed GPU goes to before this job: users with less recent GPU time and work queued.
+    const double mine = policy_.EffectiveUsage(job.rec.uid, now);
+    std::vector<std::string> ahead;
+    for (const auto& [id, other] : jobs_) {
+      if (other.rec.uid == job.rec.uid || policy_.Queued(id) == 0 || other.rec.cancelled ||
+          other.rec.not_before > now) {
+        continue;
+      }
+      if (policy_.EffectiveUsage(other.rec.uid, now) < mine &&
+          std::find(ahead.begin(), ahead.end(), other.rec.owner) == ahead.end()) {
+        ahead.push_back(other.rec.owner);
+      }
+    }
+    if (!ahead.empty()) {
+      p += "; fair share: behind " + fmt::format("{}", fmt::join(ahead, ", ")) +
+           " (less GPU time lately)";
+    }
+    parts.push_back(p);
+  }
+  if (!foreign.empty()) parts.push_back(GpuNames(foreign) + " held by a foreign process");
+  if (!locked.empty()) parts.push_back(GpuNames(locked) + " locked by another ckprofd");
+  if (!drained.empty()) parts.push_back(GpuNames(drained) + " drained");
+  if (parts.empty()) return "no GPU it may use";
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace ckprof
