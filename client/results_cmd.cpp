@@ -10,7 +10,7 @@
 namespace ckprof {
 
 int RunResultsCommand(const GlobalOptions& global, const Args& args) {
-  std::string job, output, format;
+  std::string job, output, format, sort;
   bool wide = false, runs = false;
   ArgParser p("ckprof results",
               "Fetch a job's results. json is the original tools' profiler_results.json (with "
@@ -29,7 +29,14 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   p.Flag("--runs", &runs,
          "a job submitted with --repeat N: one row per run (the default: one per config, its "
          "runs' median with their spread)");
+  p.Option("--sort", &sort, "KEY",
+           "table: rank (priority_rank, the default) or trace (the most GPU time in the trace "
+           "first)");
   if (auto code = p.Parse(args)) return *code;
+  if (!sort.empty() && sort != "rank" && sort != "trace") {
+    PrintError("results", "--sort must be rank or trace, got '" + sort + "'");
+    return 2;
+  }
   auto id = ParseJobId(job, "results");
   if (!id) return 2;
   if (format.empty()) format = output.empty() && StdoutIsTerminal() ? "table" : "json";
@@ -59,7 +66,7 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   } else if (format == "csv") {
     text = ResultsCsv(*tasks);
   } else {
-    text = ResultsTable(*tasks, output.empty() ? TerminalWidth(wide) : 0);
+    text = ResultsTable(*tasks, output.empty() ? TerminalWidth(wide) : 0, sort == "trace");
   }
   if (output.empty()) {
     std::cout << text;

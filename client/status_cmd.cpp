@@ -9,18 +9,13 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "common/results_file.h"
 #include "common/text_table.h"
 
 namespace ckprof {
 namespace {
 
 using json = nlohmann::json;
-
-std::string Pad(std::string s, size_t w, bool right = false) {
-  if (s.size() > w) s = s.substr(0, w - 1) + "~";
-  std::string fill(w - s.size(), ' ');
-  return right ? fill + s : s + fill;
-}
 
 std::string GpuList(const std::vector<int>& gpus) {
   std::string s;
@@ -245,13 +240,16 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
 }
 
 int RunGpusCommand(const GlobalOptions& global, const Args& args) {
-  bool json_out = false;
+  bool json_out = false, wide = false;
   ArgParser p("ckprof gpus",
               "Show the daemon's GPUs: which task each one runs, drained or not (and why), and the "
               "processes that are none of the daemon's on them (foreign: such a GPU waits for "
               "them to leave, under the daemon's foreign_gpu_use \"wait\").",
+              "MODEL, UTIL (utilisation) and TEMP are shown where the daemon reads GPU state (its "
+              "GPU watch: the AMD KFD's sysfs, or nvidia-smi); OWNER is the running task's.\n\n"
               "example:\n  ckprof gpus --json");
   p.Flag("--json", &json_out, "print JSON for scripts");
+  p.Flag("--wide", &wide, "never shorten a model, an owner or a note");
   if (auto code = p.Parse(args)) return *code;
   Request r;
   r.type = RequestType::kGpus;
@@ -263,29 +261,42 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::cout << Pad("GPU", 4, true) << "  " << Pad("STATE", 9) << " " << Pad("JOB", 6, true) << " "
-            << Pad("TASK", 8, true) << " " << Pad("FOR", 8, true) << " " << Pad("RUNS", 7, true)
-            << "\n";
+  // MODEL and UTIL/TEMP where the daemon reads GPU state (a GPU watch); notes after the row.
+  TextTable table({{"GPU", true},
+                   {"STATE"},
+                   {"MODEL", false, true, 8},
+                   {"JOB", true},
+                   {"TASK", true},
+                   {"OWNER", false, true, 8},
+                   {"FOR", true},
+                   {"RUNS", true},
+                   {"UTIL", true},
+                   {"TEMP", true},
+                   {"NOTE", false, true, 20}});
   for (const GpuInfo& g : a.gpus) {
-    const GpuInfo* gi = &g;
     std::string state =
-        gi->drained ? (gi->task_id ? "draining" : "drained") : (gi->task_id ? "busy" : "idle");
-    if (!gi->task_id && !gi->held_by.empty()) state = "waiting";
-    if (!gi->task_id && !gi->drained && !gi->foreign.empty()) state = "foreign";
-    std::cout << Pad(std::to_string(gi->index), 4, true) << "  " << Pad(state, 9) << " "
-              << Pad(gi->job_id ? std::to_string(gi->job_id) : "-", 6, true) << " "
-              << Pad(gi->task_id ? "#" + std::to_string(gi->position) : "-", 8, true) << " "
-              << Pad(gi->task_id ? FormatAge(gi->busy_since) : "-", 8, true) << " "
-              << Pad(std::to_string(gi->tasks_run), 7, true);
-    if (!gi->held_by.empty()) std::cout << "  its host lock is held by " << gi->held_by;
-    if (!gi->drain_reason.empty()) std::cout << "  " << gi->drain_reason;
-    if (!gi->foreign.empty()) {
+        g.drained ? (g.task_id ? "draining" : "drained") : (g.task_id ? "busy" : "idle");
+    if (!g.task_id && !g.held_by.empty()) state = "waiting";
+    if (!g.task_id && !g.drained && !g.foreign.empty()) state = "foreign";
+    std::string note;
+    if (!g.held_by.empty()) note = "its host lock is held by " + g.held_by;
+    if (!g.drain_reason.empty()) note += (note.empty() ? "" : "; ") + g.drain_reason;
+    if (!g.foreign.empty()) {
       std::string who;
-      for (const auto& u : gi->foreign) who += (who.empty() ? "" : ", ") + u.Describe();
-      std::cout << "  busy: " << who;
+      for (const auto& u : g.foreign) who += (who.empty() ? "" : ", ") + u.Describe();
+      note += (note.empty() ? "" : "; ") + std::string("busy: ") + who;
     }
-    std::cout << "\n";
+    const std::optional<GpuReading>& r = g.reading;
+    table.AddRow({std::to_string(g.index), state, g.model.empty() ? "-" : g.model,
+                  g.job_id ? std::to_string(g.job_id) : "-",
+                  g.task_id ? "#" + std::to_string(g.position) : "-",
+                  g.task_id ? (g.owner.empty() ? std::to_string(g.owner_uid) : g.owner) : "-",
+                  g.task_id ? FormatAge(g.busy_since) : "-", std::to_string(g.tasks_run),
+                  r && r->busy_percent ? FormatNumber(*r->busy_percent, 3) + "%" : "-",
+                  r && r->temperature_c ? FormatNumber(*r->temperature_c, 3) + "C" : "-",
+                  note.empty() ? "" : note});
   }
+  std::cout << table.Render(TerminalWidth(wide));
   return 0;
 }
 

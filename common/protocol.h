@@ -11,6 +11,7 @@
 // The daemon never trusts who the client says it is: identity comes from SO_PEERCRED.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -253,7 +254,8 @@ struct GpuReading {
   std::optional<double> mclk_mhz;  // memory clock
   std::optional<double> temperature_c;
   std::optional<double> power_w;
-  double at = 0;  // Unix seconds when it was read
+  std::optional<double> busy_percent;  // utilisation (AMD gpu_busy_percent, NVIDIA utilization.gpu)
+  double at = 0;                       // Unix seconds when it was read
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, GpuReading>
@@ -262,6 +264,7 @@ void VisitFields(S& r, V& v) {
   v("mclk_mhz", r.mclk_mhz);
   v("temperature_c", r.temperature_c);
   v("power_w", r.power_w);
+  v("busy_percent", r.busy_percent);
   v("at", r.at);
 }
 
@@ -351,6 +354,17 @@ struct TaskResult {
   // not repeated, JSON null), and, on a merged result, the runs' spread (else nullopt).
   int run = 0;
   std::optional<RepeatStats> repeats;
+  // From the trace the config was converted from (its metadata): the record's total GPU time
+  // and how many calls it had; nullopt when the input did not say (JSON null). A backward
+  // call's time covers both its bwd_data and bwd_weight configs.
+  std::optional<double> trace_gpu_us;
+  std::optional<int64_t> trace_count;
+  // Trace GPU time per call in ms; nullopt when unknown.
+  std::optional<double> trace_ms_per_call() const {
+    if (!trace_gpu_us) return std::nullopt;
+    return *trace_gpu_us / 1000.0 /
+           static_cast<double>(std::max<int64_t>(trace_count.value_or(1), 1));
+  }
   bool noisy() const { return repeats && repeats->noisy; }
   bool finished() const { return IsFinal(state); }
   bool ok() const { return state == TaskState::kSucceeded; }
@@ -388,6 +402,8 @@ void VisitFields(S& t, V& v) {
   v("peak_memory_bytes", t.peak_memory_bytes);
   v.Nullable("run", t.run, t.run > 0);
   v("repeats", t.repeats);
+  v("trace_gpu_time_us", t.trace_gpu_us);
+  v("trace_count", t.trace_count);
 }
 nlohmann::json ToJson(const TaskResult& t);
 // The same objects as ToJson, written straight into `out` without the DOM (the daemon's
@@ -410,7 +426,9 @@ struct GpuInfo {
   // Processes that are none of this daemon's using it now (foreign_gpu_use; empty when none,
   // or when nobody looks).
   std::vector<GpuUser> foreign;
-  std::string model;  // its name, when the daemon knows it
+  std::string model;                  // its name, when the daemon knows it
+  std::string owner;                  // the running task's owner, by name ("" when idle)
+  std::optional<GpuReading> reading;  // how it is now, where the daemon reads GPU state
   // Why it is drained ("drained by alice", its device errors); "" when it is not.
   std::string drain_reason;
 };
@@ -430,6 +448,8 @@ void VisitFields(S& g, V& v) {
   v("foreign", g.foreign);
   v.Nullable("model", g.model, !g.model.empty());
   v.Omittable("drain_reason", g.drain_reason, !g.drain_reason.empty());
+  v.Nullable("owner", g.owner, busy);
+  v("reading", g.reading);
 }
 nlohmann::json ToJson(const GpuInfo& g);
 Result<GpuInfo> GpuInfoFromJson(const nlohmann::json& j);

@@ -129,6 +129,9 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
     r["run"] = t->run > 0 ? ojson(t->run) : ojson(nullptr);  // one run of it (results --runs)
     r["noisy"] = t->noisy();
     r["repeats"] = t->repeats ? ojson::parse(ToDom(*t->repeats).dump()) : ojson(nullptr);
+    // What PyTorch took for it in the trace (null: the input did not say).
+    r["trace_gpu_time_us"] = t->trace_gpu_us ? ojson(*t->trace_gpu_us) : ojson(nullptr);
+    r["trace_count"] = t->trace_count ? ojson(*t->trace_count) : ojson(nullptr);
     results.push_back(std::move(r));
   }
   out["results"] = std::move(results);
@@ -142,7 +145,7 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
       "error,command,contended_by,gpu_name,gpu_uuid,gpu_arch,gpu_driver,sclk_mhz_before,"
       "sclk_mhz_after,mclk_mhz_before,mclk_mhz_after,temperature_c_before,temperature_c_after,"
       "power_w_before,power_w_after,cpu_s,peak_memory_bytes,run,runs,runs_succeeded,min_ms,"
-      "max_ms,cv,noisy\n";
+      "max_ms,cv,noisy,trace_gpu_time_us,trace_count\n";
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);
   std::stable_sort(ordered.begin(), ordered.end(), [](const TaskResult* a, const TaskResult* b) {
@@ -188,26 +191,39 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
     } else {
       row << ",,,,,,";
     }
+    row << ',' << (t->trace_gpu_us ? FormatNumber(*t->trace_gpu_us, 6) : "") << ','
+        << (t->trace_count ? std::to_string(*t->trace_count) : "");
     row << '\n';
     out += row.str();
   }
   return out;
 }
 
-std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width) {
+std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width, bool by_trace) {
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);
   std::stable_sort(ordered.begin(), ordered.end(), [](const TaskResult* a, const TaskResult* b) {
     return std::tie(a->priority_rank, a->position) < std::tie(b->priority_rank, b->position);
   });
+  if (by_trace) {  // the most trace GPU time first; those without last
+    std::stable_sort(ordered.begin(), ordered.end(), [](const TaskResult* a, const TaskResult* b) {
+      return a->trace_gpu_us.value_or(-1) > b->trace_gpu_us.value_or(-1);
+    });
+  }
+  const bool traced = std::any_of(ordered.begin(), ordered.end(),
+                                  [](const TaskResult* t) { return t->trace_gpu_us.has_value(); });
   // The problem and the kernel (or the reason it failed) give way to fit the width; the
   // numbers never do.
   // A repeated job's table says how many runs each config had and how far apart they were.
   const bool repeated = std::any_of(ordered.begin(), ordered.end(),
                                     [](const TaskResult* t) { return t->repeats.has_value(); });
-  std::vector<TextTable::Column> columns = {{"task", true}, {"rank", true},
-                                            {"op"},         {"problem", false, true, 12},
-                                            {"outcome"},    {repeated ? "median ms" : "ms", true}};
+  std::vector<TextTable::Column> columns = {
+      {"task", true}, {"rank", true}, {"op"}, {"problem", false, true, 12}, {"outcome"}};
+  if (traced) {
+    columns.push_back({"trace ms", true});
+    columns.push_back({"calls", true});
+  }
+  columns.push_back({repeated ? "median ms" : "ms", true});
   if (repeated) {
     columns.push_back({"runs", true});
     columns.push_back({"CV", true});
@@ -226,12 +242,15 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width) {
     noisy += t->noisy() ? 1 : 0;
     std::vector<std::string> row = {
         "#" + std::to_string(t->position) + (t->run > 0 ? " run " + std::to_string(t->run) : ""),
-        std::to_string(t->priority_rank),
-        ShortOp(t->operation),
-        problem,
+        std::to_string(t->priority_rank), ShortOp(t->operation), problem,
         std::string(EnumName(t->state)) + (t->contended.empty() ? "" : "*") +
-            (t->noisy() ? "~" : ""),
-        ok ? FormatNumber(t->avg_ms, 5) : "-"};
+            (t->noisy() ? "~" : "")};
+    if (traced) {
+      const auto per_call = t->trace_ms_per_call();
+      row.push_back(per_call ? FormatNumber(*per_call, 5) : "-");
+      row.push_back(t->trace_count ? std::to_string(*t->trace_count) : "-");
+    }
+    row.push_back(ok ? FormatNumber(t->avg_ms, 5) : "-");
     if (repeated) {
       const auto& rep = t->repeats;
       row.push_back(rep ? std::to_string(rep->succeeded) + "/" + std::to_string(rep->runs) : "1");
@@ -251,6 +270,11 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width) {
            " runs each: " + s.counts.Describe() + "\n";
   } else {
     out += std::to_string(s.total) + " task(s): " + s.counts.Describe() + "\n";
+  }
+  if (traced) {
+    out +=
+        "trace ms: PyTorch's GPU time per call in the trace this came from (a backward call's "
+        "covers its bwd_data and bwd_weight together); ms: CK's best kernel\n";
   }
   if (contended > 0) {
     out += "* contended: another process used the GPU while it ran (" + std::to_string(contended) +

@@ -36,7 +36,10 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks);
 // ms, TFlops, GB/s and the best kernel (or why there is none).
 // `width` bounds the line length: the problem and the kernel name are shortened with "..."
 // to fit; 0 = unlimited (nothing is cut).
-std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width = 0);
+// `by_trace`: the most trace GPU time first (else by priority_rank). Configs converted from a
+// trace or an IR list that kept its times get "trace ms" (per call) and "calls" columns.
+std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width = 0,
+                         bool by_trace = false);
 
 // "1.23 ms" style helpers shared by the console outputs.
 std::string FormatNumber(double v, int precision = 4);

@@ -177,6 +177,7 @@ class KfdProbe final : public GpuProbe {
     if (!node.device.empty()) {
       r.sclk_mhz = CurrentDpmClock(ReadText(node.device + "/pp_dpm_sclk"));
       r.mclk_mhz = CurrentDpmClock(ReadText(node.device + "/pp_dpm_mclk"));
+      r.busy_percent = ReadNumber(node.device + "/gpu_busy_percent", 1);
       for (const std::string& hw : node.hwmon) {
         if (!r.temperature_c) r.temperature_c = ReadNumber(hw + "/temp1_input", 1e-3);
         if (!r.power_w) r.power_w = ReadNumber(hw + "/power1_average", 1e-6);
@@ -280,7 +281,7 @@ class NvidiaSmiProbe final : public GpuProbe {
     const double now = Now();
     for (const auto& f : SmiQuery(smi_,
                                   {"--query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,"
-                                   "power.draw",
+                                   "power.draw,utilization.gpu",
                                    "--format=csv,noheader,nounits"},
                                   nullptr)) {
       if (f.size() < 5 || !SmiNumber(f[0])) continue;
@@ -290,6 +291,7 @@ class NvidiaSmiProbe final : public GpuProbe {
       r.mclk_mhz = SmiNumber(f[2]);
       r.temperature_c = SmiNumber(f[3]);
       r.power_w = SmiNumber(f[4]);
+      if (f.size() > 5) r.busy_percent = SmiNumber(f[5]);
       out[static_cast<int>(*SmiNumber(f[0]))] = r;
     }
     return out;

@@ -63,7 +63,8 @@ void Scheduler::RunOnEnd(const Job& job) {
     } else {
       spec.cwd = "/";
     }
-    spec.timeout = std::chrono::milliseconds(static_cast<int64_t>(options_.on_end_timeout_s * 1000));
+    spec.timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(options_.on_end_timeout_s * 1000));
     spec.grace = std::chrono::milliseconds(1000);
     spec.capture_head = spec.capture_tail = 2048;
     const int64_t id = job.rec.id;

@@ -1282,12 +1282,14 @@ std::vector<GpuInfo> Scheduler::Gpus() const {
       i.job_id = tasks_.at(g.task_id).job_id;
       i.position = tasks_.at(g.task_id).position;
       i.owner_uid = jobs_.at(i.job_id).rec.uid;
+      i.owner = jobs_.at(i.job_id).rec.owner;
       i.busy_since = g.busy_since;
     }
     i.tasks_run = g.tasks_run;
     i.held_by = g.held_by;
     i.foreign = g.foreign;
     i.model = g.identity.name;
+    i.reading = g.reading;
     out.push_back(i);
   }
   return out;

@@ -87,6 +87,13 @@ TaskResult TaskResultFromRecord(const TaskRecord& t, bool with_output) {
     auto c = ConfigFromJson(*cfg, static_cast<size_t>(t.position - 1));
     if (c.ok()) r.description = c->description();
     if (with_output) r.config = *cfg;
+    // The trace's GPU time of the record the config came from (conversion's metadata).
+    if (auto md = cfg->find("metadata"); md != cfg->end() && md->is_object()) {
+      if (auto g = md->find("gpu_time_us"); g != md->end() && g->is_number())
+        r.trace_gpu_us = g->get<double>();
+      if (auto n = md->find("count"); n != md->end() && n->is_number_integer())
+        r.trace_count = n->get<int64_t>();
+    }
   }
   auto res = ParseJson(t.result);
   if (res.ok() && res->is_object()) {

@@ -1138,5 +1138,50 @@ TEST_F(ClientTest, StatusSaysWhyAJobWaits) {
   EXPECT_FALSE(done->contains("waiting_reason")) << done->dump();
 }
 
+// Issue 20.8: results show PyTorch's GPU time per call from the trace beside CK's best, and
+// sort by the trace's total on request; gpus say who runs what.
+TEST_F(ClientTest, ResultsShowTheTracesGpuTimeAndSortByIt) {
+  StartDaemon();
+  CommandResult sub = Ckprof({"submit", DataPath("conv_repros_ir.json"), "--max-ops", "6"});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  const std::string job = sub.out.substr(0, sub.out.find('\n'));
+  EXPECT_EQ(Ckprof({"wait", job}).exit_code, 0);
+  auto j = ParseJson(Ckprof({"results", job, "--format", "json"}).out);
+  ASSERT_TRUE(j.ok());
+  const json& first = (*j)["results"][0];
+  // The IR's first record: a backward call, 12 calls, 1164.007 us in all.
+  EXPECT_DOUBLE_EQ(first["trace_gpu_time_us"].get<double>(), 1164.007) << first.dump();
+  EXPECT_EQ(first["trace_count"], 12);
+  CommandResult table = Ckprof({"results", job, "--format", "table", "--wide"});
+  EXPECT_NE(table.out.find("trace ms calls"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(" 0.097001    12 "), std::string::npos) << table.out;  // per call
+  CommandResult sorted = Ckprof({"results", job, "--format", "table", "--sort", "trace"});
+  EXPECT_EQ(sorted.exit_code, 0) << sorted.err;
+  std::vector<double> totals;
+  for (const auto& r : (*j)["results"]) totals.push_back(r["trace_gpu_time_us"].get<double>());
+  std::sort(totals.rbegin(), totals.rend());
+  std::istringstream rows(sorted.out);
+  std::string line;
+  std::getline(rows, line);  // header
+  std::vector<double> shown;
+  static const std::regex cells(R"(^ *#(\d+) )");
+  while (std::getline(rows, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, cells)) break;
+    const json& r = (*j)["results"][std::stoi(m[1]) - 1];
+    shown.push_back(r["trace_gpu_time_us"].get<double>());
+  }
+  EXPECT_EQ(shown, totals) << sorted.out;
+  EXPECT_EQ(Ckprof({"results", job, "--sort", "fastest"}).exit_code, 2);
+  CommandResult csv = Ckprof({"results", job, "--format", "csv"});
+  EXPECT_NE(csv.out.find(",trace_gpu_time_us,trace_count\n"), std::string::npos);
+  EXPECT_NE(csv.out.find(",1164.01,12\n"), std::string::npos) << csv.out;
+  // gpus: the table has the owner, model and utilisation columns (where known).
+  CommandResult gpus = Ckprof({"gpus"});
+  EXPECT_NE(gpus.out.find("MODEL"), std::string::npos) << gpus.out;
+  EXPECT_NE(gpus.out.find("OWNER"), std::string::npos) << gpus.out;
+  EXPECT_NE(gpus.out.find("UTIL"), std::string::npos) << gpus.out;
+}
+
 }  // namespace
 }  // namespace ckprof

@@ -81,6 +81,7 @@ TEST(GpuProbe, KfdSeesWhoUsesEachGpuAndHowEachGpuIs) {
   EXPECT_EQ(r->mclk_mhz, std::nullopt);
   EXPECT_EQ(r->temperature_c, 61.5);
   EXPECT_EQ(r->power_w, std::nullopt);
+  EXPECT_EQ(r->busy_percent, 42.0);  // gpu_busy_percent
   EXPECT_GT(r->at, 0);
   EXPECT_EQ(probe->Readings().at(1).power_w, 150.0);
   EXPECT_EQ(probe->ReadingOf(2), std::nullopt);
@@ -112,8 +113,8 @@ case "$1" in
   --query-gpu=index,uuid,name,driver_version)
     printf '0, GPU-aaaa, NVIDIA H200, 580.65.06\n1, GPU-bbbb, NVIDIA H200, 580.65.06\n' ;;
   --query-gpu=index,compute_cap) printf '0, 9.0\n1, 9.0\n' ;;
-  --query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,power.draw)
-    printf '0, 1980, 3201, 38, 121.55\n1, [N/A], 3201, 40, [Not Supported]\n' ;;
+  --query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu)
+    printf '0, 1980, 3201, 38, 121.55, 97\n1, [N/A], 3201, 40, [Not Supported], [N/A]\n' ;;
   --query-gpu=index) printf '0\n1\n' ;;
   --query-compute-apps=pid,gpu_uuid,used_memory) cat "$d/apps.csv" ;;
   *) echo "unknown query $1" >&2; exit 2 ;;
@@ -147,6 +148,8 @@ TEST(GpuProbe, NvidiaSmiSeesWhoUsesEachGpuAndHowEachGpuIs) {
   EXPECT_EQ(readings[1].sclk_mhz, std::nullopt);  // [N/A]
   EXPECT_EQ(readings[1].power_w, std::nullopt);   // [Not Supported]
   EXPECT_EQ(readings[1].temperature_c, 40.0);
+  EXPECT_EQ(readings[0].busy_percent, 97.0);  // utilization.gpu
+  EXPECT_EQ(readings[1].busy_percent, std::nullopt);
 
   std::string note;
   EXPECT_NE(MakeGpuProbe(dir.File("no-sys"), {"CUDA_VISIBLE_DEVICES"}, smi, "", &note), nullptr);

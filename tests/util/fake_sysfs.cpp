@@ -73,6 +73,7 @@ void FakeSysfs::SetReadings(int gpu, int sclk_mhz, int mclk_mhz, double temperat
   };
   put(dev + "/pp_dpm_sclk", sclk_mhz >= 0, dpm(sclk_mhz));
   put(dev + "/pp_dpm_mclk", mclk_mhz >= 0, dpm(mclk_mhz));
+  put(dev + "/gpu_busy_percent", sclk_mhz >= 0, "42\n");
   put(hw + "/temp1_input", temperature_c >= 0,
       std::to_string(static_cast<long long>(temperature_c * 1000)) + "\n");
   put(hw + "/power1_average", power_w >= 0,
