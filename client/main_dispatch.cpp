@@ -87,8 +87,11 @@ std::string TopHelp() {
        "                 /run/ckprofd/ckprofd.sock)\n"
        "  --version      print the version and exit\n"
        "  -h, --help     show this help\n\n"
+       "environment:\n"
+       "  CKPROF_SOCKET  the daemon's socket when --socket is not given\n"
+       "  NO_COLOR       set (and not empty): no colours, also on a terminal\n\n"
        "'ckprof help COMMAND' (or 'ckprof COMMAND --help') shows a command's options and an\n"
-       "example.\n";
+       "example; 'man ckprof' the same for every command.\n";
   return s;
 }
 

@@ -9,8 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# man-db, bash-completion and zsh: the tests of the man pages and shell completions
+# (tests/packaging/); build-essential brings dpkg-dev (dpkg-shlibdeps) for scripts/package.sh.
 packages=(build-essential cmake ninja-build pkg-config libasio-dev nlohmann-json3-dev
-          libspdlog-dev libgtest-dev libsqlite3-dev zlib1g-dev sqlite3 python3)
+          libspdlog-dev libgtest-dev libsqlite3-dev zlib1g-dev sqlite3 python3
+          man-db bash-completion zsh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
