@@ -27,7 +27,11 @@ std::string JobCountsText(const JobSummary& job) {
   if (job.state == JobState::kCancelled || job.state == JobState::kCancelling) {
     ran = std::to_string(c.ran()) + " of " + std::to_string(job.total) + " ran: ";
   }
-  return ran + c.Describe();
+  std::string reused;
+  if (job.reused > 0) {
+    reused = " (" + std::to_string(job.reused) + " of the succeeded reused from earlier runs)";
+  }
+  return ran + c.Describe() + reused;
 }
 
 std::string PartialNote(const JobSummary& job) {

@@ -31,6 +31,9 @@ int RunLogCommand(const GlobalOptions& global, const Args& args);    // log_cmd.
 int RunEditCommand(const GlobalOptions& global, const Args& args);   // edit_cmd.cpp
 int RunCleanCommand(const GlobalOptions& global, const Args& args);  // edit_cmd.cpp
 
+int RunBestCommand(const GlobalOptions& global, const Args& args);    // best_cmd.cpp
+int RunReportCommand(const GlobalOptions& global, const Args& args);  // report_cmd.cpp
+
 int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestType type);
 
 }  // namespace ckprof

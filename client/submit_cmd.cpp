@@ -18,7 +18,7 @@ namespace {}  // namespace
 
 int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   std::string input, name, priority, gpus, max_gpus, not_before, timeout, max_ops, profiler,
-      data_type, layout, order, repeat, on_end;
+      data_type, layout, order, repeat, on_end, reuse;
   bool dry_run = false, json_out = false;
   ArgParser p(
       "ckprof submit",
@@ -61,6 +61,11 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
            "CKPROF_JOB_ID, CKPROF_JOB_NAME, CKPROF_JOB_STATE (finished or cancelled), "
            "CKPROF_TOTAL, CKPROF_SUCCEEDED, CKPROF_FAILED, CKPROF_COUNTS, ... set; stopped "
            "after the daemon's on_end_timeout (60 s)");
+  p.Option("--reuse", &reuse, "R",
+           "auto: a config whose problem was measured with the same profiler build (path, size, "
+           "mtime, content hash) on the same GPU model within the daemon's reuse_max_age_days "
+           "(30) is not run again, its result copied and marked (results: reused); never: run "
+           "everything. --repeat always runs (default auto)");
   p.Flag("--dry-run", &dry_run, "print the CK command lines; run and store nothing");
   p.Flag("--json", &json_out, "print the daemon's answer as JSON");
   if (auto code = p.Parse(args)) return *code;
@@ -133,6 +138,11 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
     }
     s.timeout_s = t;
   }
+  if (!reuse.empty() && reuse != "auto" && reuse != "never") {
+    PrintError("submit", "--reuse must be auto or never, got '" + reuse + "'");
+    return 2;
+  }
+  s.reuse = reuse;
   s.dry_run = dry_run;
   s.on_end = on_end;
   s.data_type = Lowercase(data_type);
@@ -185,6 +195,10 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
                          : std::string())
             << " from " << conv.records << " record(s) of a " << conv.format
             << (conv.skipped ? ", " + std::to_string(conv.skipped) + " skipped" : std::string())
+            << (a.job && a.job->reused > 0
+                    ? "; " + std::to_string(a.job->reused) +
+                          " reused from earlier runs (not run again; --reuse never measures them)"
+                    : std::string())
             << "\n";
   std::cout << a.job_id << "\n";
   return 0;

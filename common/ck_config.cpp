@@ -442,6 +442,41 @@ Result<CkConfig> ConfigFromJsonImpl(const json& j, size_t index, json* metadata_
 
 }  // namespace
 
+namespace {
+
+std::string JoinDims(const std::vector<int64_t>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? "x" : "") + std::to_string(v[i]);
+  return out;
+}
+
+std::string EnumMeaning(std::span<const EnumValue> values, int v) {
+  for (const auto& e : values) {
+    if (e.value == v) return e.meaning;
+  }
+  return std::to_string(v);
+}
+
+}  // namespace
+
+std::string ProblemKey(const CkConfig& c) {
+  std::string dt = EnumMeaning(DataTypeEnum(c.op), c.data_type);
+  for (char& ch : dt) ch = ch == ' ' ? '_' : ch;  // one word: "bf16_data,_fp32_weights"
+  std::string k = std::string(ShortOpName(c.op)) + " " + dt + " " +
+                  EnumMeaning(LayoutEnum(c.op), c.layout) + " G=" + std::to_string(c.G) +
+                  " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+                  " C=" + std::to_string(c.C) + " filter=" + JoinDims(c.filter_spatial) +
+                  " input=" + JoinDims(c.input_spatial) + " stride=" + JoinDims(c.strides) +
+                  " dilation=" + JoinDims(c.dilations) + " pad=" + JoinDims(c.left_pads) + "+" +
+                  JoinDims(c.right_pads);
+  if (c.op != ConvOp::kFwd) k += " split_k=" + c.split_k;
+  if (c.index_type.value_or(0) != 0) k += " index=64bit";
+  if (c.verify != 0) k += " verify";
+  if (c.init != 1) k += " init=" + std::to_string(c.init);
+  if (c.time == 0) k += " untimed";
+  return k;
+}
+
 Result<CkConfig> ConfigFromJson(const json& j, size_t index) {
   return ConfigFromJsonImpl(j, index, nullptr);
 }

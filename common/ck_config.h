@@ -79,6 +79,14 @@ struct CkConfig {
 // "Backward data conv:", "Backward weight conv:").
 std::string Describe(const CkConfig& c);
 
+// The problem a config measures, as one canonical, readable text: the operation and every
+// profiler argument that changes the work (not `log`, nor the metadata). Two configs with the
+// same key time the same kernels: "fwd fp16 NHWGC_GKYXC_NHWGK G=1 N=32 K=64 C=64 filter=3x3
+// input=56x56 stride=1x1 dilation=1x1 pad=1x1+1x1", with " split_k=all" for backward ones and
+// the non-default flags (" index=64bit", " verify", " init=2", " untimed") at the end.
+// Reuse (submit --reuse) and the tuning table (ckprof best) group results by it.
+std::string ProblemKey(const CkConfig& c);
+
 // The configs-file form of one config, keys in the order conversion.md shows.
 nlohmann::ordered_json ConfigToJson(const CkConfig& c);
 

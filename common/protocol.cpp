@@ -29,6 +29,7 @@ constexpr TypeName kTypeNames[] = {
     {RequestType::kDrain, "drain"},   {RequestType::kResume, "resume"},
     {RequestType::kBoost, "boost"},   {RequestType::kLog, "log"},
     {RequestType::kEdit, "edit"},     {RequestType::kClean, "clean"},
+    {RequestType::kBest, "best"},
 };
 
 // Reads optional typed fields of an untrusted object, remembering the first error.
@@ -154,6 +155,7 @@ void VisitRequestFields(R& r, V& v) {
       v.String("profiler_path", s.profiler_path, 4096);
       v.String("cwd", s.cwd, 4096);
       v.String("on_end", s.on_end, 8192);
+      v.String("reuse", s.reuse, 16);
       break;
     }
     case RequestType::kStatus:
@@ -209,6 +211,11 @@ void VisitRequestFields(R& r, V& v) {
     case RequestType::kClean:
       v.Double("older_than_s", r.older_than_s, 0, 1e10);
       v.Bool("all", r.all);
+      break;
+    case RequestType::kBest:
+      v.String("op", r.op, 64);
+      v.String("profiler_path", r.profiler_path, 4096);
+      v.String("gpu_model", r.gpu_model, 256);
       break;
     case RequestType::kPing:
     case RequestType::kGpus:
@@ -378,6 +385,8 @@ std::string RequiredFeature(const Request& r) {
       return "edit";
     case RequestType::kClean:
       return "clean";
+    case RequestType::kBest:
+      return "best";
     default:
       return "";
   }
@@ -559,6 +568,7 @@ CKPROF_REPLY(JobEventFrame)
 CKPROF_REPLY(LogReply)
 CKPROF_REPLY(TaskLogEvent)
 CKPROF_REPLY(CleanReply)
+CKPROF_REPLY(BestReply)
 #undef CKPROF_REPLY
 
 }  // namespace ckprof

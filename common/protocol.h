@@ -46,6 +46,7 @@ enum class RequestType {
   kLog,    // a job's task output (follow: a stream of its live output until the task ends)
   kEdit,   // change a job's settings (its owner: waiting work; admins: anything)
   kClean,  // remove ended jobs (yours; admins: anyone's)
+  kBest,   // the tuning table: every problem's best measured kernel
 };
 
 std::string_view RequestTypeName(RequestType t);
@@ -76,6 +77,10 @@ struct SubmitOptions {
   std::string profiler_path;           // absolute; empty = the daemon's default
   std::string cwd;     // the client's working directory (tasks run there as root daemon)
   std::string on_end;  // a shell command run as the submitter, in cwd, when the job ends
+  // "" or "auto": a config whose problem was measured with the same profiler build on the same
+  // GPU model within the daemon's reuse_max_age is not run again, its result copied; "never":
+  // every config runs. A repeated job (repeat > 1) always runs.
+  std::string reuse;
 };
 
 // What an edit changes: each field that is set (nullopt: as it was).
@@ -113,6 +118,9 @@ struct Request {
   int lines = 0;              // log: the last N lines of each stream (0 = all that is kept)
   EditOptions edit;           // edit
   double older_than_s = 0;    // clean: jobs that ended at least this long ago (0 = any)
+  // best: only this operation ("fwd", "bwd_data", "bwd_weight"; "" = all), profiler (its
+  // absolute path, in profiler_path) and GPU model (a part of its name, any case).
+  std::string op, gpu_model;
 };
 
 // Fills content/content_encoding from a file's bytes: gzip files go as base64 of the gzip,
@@ -166,6 +174,8 @@ struct JobSummary {
   // By state, each task once (see TaskCounts): total is their sum.
   int64_t total = 0, queued = 0, running = 0, succeeded = 0, failed = 0, unsupported = 0,
           timed_out = 0, crashed = 0, cancelled = 0;
+  // Of the succeeded, how many were not run but reused (submit --reuse auto).
+  int64_t reused = 0;
   std::vector<int> gpus_in_use;
   // What the job was submitted with (submit's options): the GPUs it may use (empty = any), at
   // most how many at once (0 = no limit; JSON: null), the per-task timeout in force (the job's,
@@ -211,6 +221,7 @@ void VisitFields(S& s, V& v) {
   v("timed_out", s.timed_out);
   v("crashed", s.crashed);
   v("cancelled", s.cancelled);
+  v("reused", s.reused);
   v("gpus_in_use", s.gpus_in_use);
   v("allowed_gpus", s.allowed_gpus);
   // An absent value is null, never a 0 that could be read as one (time 0 is 1970).
@@ -321,6 +332,25 @@ void VisitFields(S& r, V& v) {
 }
 
 // One task's result (what `results` returns per task).
+// Where a reused result was measured: the job and task that ran it, when, on which GPU.
+struct ReusedFrom {
+  int64_t job_id = 0, task_id = 0;
+  int64_t position = 0;    // the task's #N in its job
+  double measured_at = 0;  // unix seconds: when that run ended
+  int gpu = -1;
+  std::string gpu_model;  // "" = the daemon did not know it
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, ReusedFrom>
+void VisitFields(S& r, V& v) {
+  v("job_id", r.job_id);
+  v("task_id", r.task_id);
+  v("position", r.position);
+  v("measured_at", r.measured_at);
+  v("gpu", r.gpu);
+  v.Nullable("gpu_model", r.gpu_model, !r.gpu_model.empty());
+}
+
 struct TaskResult {
   int64_t task_id = 0;
   int64_t job_id = 0;
@@ -359,6 +389,9 @@ struct TaskResult {
   // call's time covers both its bwd_data and bwd_weight configs.
   std::optional<double> trace_gpu_us;
   std::optional<int64_t> trace_count;
+  // Not run: the stored success of the same problem, profiler build and GPU model that this
+  // result copies (submit --reuse auto); nullopt when it was measured (JSON null).
+  std::optional<ReusedFrom> reused_from;
   // Trace GPU time per call in ms; nullopt when unknown.
   std::optional<double> trace_ms_per_call() const {
     if (!trace_gpu_us) return std::nullopt;
@@ -404,6 +437,7 @@ void VisitFields(S& t, V& v) {
   v("repeats", t.repeats);
   v("trace_gpu_time_us", t.trace_gpu_us);
   v("trace_count", t.trace_count);
+  v("reused_from", t.reused_from);
 }
 nlohmann::json ToJson(const TaskResult& t);
 // The same objects as ToJson, written straight into `out` without the DOM (the daemon's
@@ -483,8 +517,8 @@ void VisitFields(S& r, V& v) {
 // (submit repeat > 1, results runs), "task_control" (cancel or retry of some tasks, retry's
 // failed/timeout_s/profiler_path),
 // "log", "edit", "clean": those requests.
-inline const std::vector<std::string> kFeatures = {"repeat", "task_control", "log",
-                                                   "edit",   "clean",        "on_end"};
+inline const std::vector<std::string> kFeatures = {"repeat", "task_control", "log",   "edit",
+                                                   "clean",  "on_end",       "reuse", "best"};
 std::string RequiredFeature(const Request& r);
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as
@@ -661,6 +695,50 @@ struct CleanReply {
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, CleanReply>
 void VisitFields(S& r, V& v) { v("removed", r.removed); }
+
+// best: one row per problem, profiler build and GPU model: its fastest measurement.
+struct BestRow {
+  std::string operation;       // profile_grouped_conv_fwd, ...
+  std::string problem;         // ProblemKey (common/ck_config.h)
+  std::string profiler;        // the executable's resolved path
+  std::string profiler_build;  // path, size, mtime and content hash (ProfilerIdentities)
+  std::string gpu_model;       // "" = unknown (JSON null)
+  std::string best_name, split_k;
+  double avg_ms = 0, tflops = 0, gbps = 0;
+  int64_t measured = 0;                           // how many successes were recorded for it
+  double first_at = 0, last_at = 0, best_at = 0;  // unix seconds
+  int64_t job_id = 0, task_id = 0;                // where the best was measured
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, BestRow>
+void VisitFields(S& r, V& v) {
+  v("operation", r.operation);
+  v("problem", r.problem);
+  v("profiler", r.profiler);
+  v("profiler_build", r.profiler_build);
+  v.Nullable("gpu_model", r.gpu_model, !r.gpu_model.empty());
+  v("best_name", r.best_name);
+  v("avg_ms", r.avg_ms);
+  v("tflops", r.tflops);
+  v("gbps", r.gbps);
+  v("split_k", r.split_k);
+  v("measured", r.measured);
+  v("first_at", r.first_at);
+  v("last_at", r.last_at);
+  v("best_at", r.best_at);
+  v("job_id", r.job_id);
+  v("task_id", r.task_id);
+}
+struct BestReply {
+  std::vector<BestRow> rows;
+  bool shared = true;  // everyone's measurements (false: the asker's own only)
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, BestReply>
+void VisitFields(S& r, V& v) {
+  v("rows", r.rows);
+  v("shared", r.shared);
+}
 
 // drain and resume: nothing but "ok".
 struct EmptyReply {};

@@ -12,10 +12,6 @@
 #include "common/wire_fields.h"
 
 namespace ckprof {
-namespace {
-
-using ojson = nlohmann::ordered_json;
-
 std::string CsvField(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
@@ -25,6 +21,10 @@ std::string CsvField(const std::string& s) {
   }
   return out + "\"";
 }
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
 
 // split_k as a number when CK printed one ("4", "4 (best occupancy)"), else as printed; null
 // when there is none.
@@ -132,6 +132,9 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
     // What PyTorch took for it in the trace (null: the input did not say).
     r["trace_gpu_time_us"] = t->trace_gpu_us ? ojson(*t->trace_gpu_us) : ojson(nullptr);
     r["trace_count"] = t->trace_count ? ojson(*t->trace_count) : ojson(nullptr);
+    // Not run: copied from an earlier run of the same problem and profiler build (null: run).
+    r["reused_from"] =
+        t->reused_from ? ojson::parse(ToDom(*t->reused_from).dump()) : ojson(nullptr);
     results.push_back(std::move(r));
   }
   out["results"] = std::move(results);
@@ -145,7 +148,7 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
       "error,command,contended_by,gpu_name,gpu_uuid,gpu_arch,gpu_driver,sclk_mhz_before,"
       "sclk_mhz_after,mclk_mhz_before,mclk_mhz_after,temperature_c_before,temperature_c_after,"
       "power_w_before,power_w_after,cpu_s,peak_memory_bytes,run,runs,runs_succeeded,min_ms,"
-      "max_ms,cv,noisy,trace_gpu_time_us,trace_count\n";
+      "max_ms,cv,noisy,trace_gpu_time_us,trace_count,reused_from_job,reused_from_task\n";
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);
   std::stable_sort(ordered.begin(), ordered.end(), [](const TaskResult* a, const TaskResult* b) {
@@ -192,7 +195,9 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
       row << ",,,,,,";
     }
     row << ',' << (t->trace_gpu_us ? FormatNumber(*t->trace_gpu_us, 6) : "") << ','
-        << (t->trace_count ? std::to_string(*t->trace_count) : "");
+        << (t->trace_count ? std::to_string(*t->trace_count) : "") << ','
+        << (t->reused_from ? std::to_string(t->reused_from->job_id) : "") << ','
+        << (t->reused_from ? std::to_string(t->reused_from->task_id) : "");
     row << '\n';
     out += row.str();
   }
@@ -232,7 +237,7 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width, boo
   columns.push_back({"GB/s", true});
   columns.push_back({"best kernel", false, true, 12});
   TextTable table(std::move(columns));
-  int64_t contended = 0, noisy = 0;
+  int64_t contended = 0, noisy = 0, reused = 0;
   for (const TaskResult* t : ordered) {
     std::string problem = t->description;
     if (auto colon = problem.find(": "); colon != std::string::npos)
@@ -240,11 +245,12 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width, boo
     const bool ok = t->ok();
     contended += t->contended.empty() ? 0 : 1;
     noisy += t->noisy() ? 1 : 0;
+    reused += t->reused_from ? 1 : 0;
     std::vector<std::string> row = {
         "#" + std::to_string(t->position) + (t->run > 0 ? " run " + std::to_string(t->run) : ""),
         std::to_string(t->priority_rank), ShortOp(t->operation), problem,
         std::string(EnumName(t->state)) + (t->contended.empty() ? "" : "*") +
-            (t->noisy() ? "~" : "")};
+            (t->noisy() ? "~" : "") + (t->reused_from ? "=" : "")};
     if (traced) {
       const auto per_call = t->trace_ms_per_call();
       row.push_back(per_call ? FormatNumber(*per_call, 5) : "-");
@@ -275,6 +281,13 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width, boo
     out +=
         "trace ms: PyTorch's GPU time per call in the trace this came from (a backward call's "
         "covers its bwd_data and bwd_weight together); ms: CK's best kernel\n";
+  }
+  if (reused > 0) {
+    out +=
+        "= reused: not run, the result of an earlier run of the same problem with the same "
+        "profiler build on the same GPU model (" +
+        std::to_string(reused) +
+        " task(s); from where: --format json or csv; to measure again: submit --reuse never)\n";
   }
   if (contended > 0) {
     out += "* contended: another process used the GPU while it ran (" + std::to_string(contended) +

@@ -43,5 +43,7 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width = 0,
 
 // "1.23 ms" style helpers shared by the console outputs.
 std::string FormatNumber(double v, int precision = 4);
+// A CSV field, quoted where it holds a comma, a quote or a line break (RFC 4180).
+std::string CsvField(const std::string& s);
 
 }  // namespace ckprof

@@ -152,7 +152,13 @@ _ckprof() {
     while read -r type name takes metavar; do
       [[ $type == o && $name == "$prev" && $takes == 1 ]] || continue
       case $name in
-        --format) _ckprof_add $'table\njson\ncsv' "$cur" ;;
+        --format)
+          if [ "$command" = report ]; then
+            _ckprof_add $'html\nmd\njson' "$cur"
+          else
+            _ckprof_add $'table\njson\ncsv' "$cur"
+          fi
+          ;;
         --data-type) _ckprof_add $'auto\nfp16\nbf16\nfp32' "$cur" ;;
         --layout) _ckprof_add $'auto\nnchw\nnhwc' "$cur" ;;
         --order) _ckprof_add $'rank\nlongest-first' "$cur" ;;

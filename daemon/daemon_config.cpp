@@ -137,6 +137,13 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
       num(&c.noise_threshold, 0, 100);
     } else if (k == "keep_finished_days") {
       num(&c.keep_finished_days, 0, 1e6);
+    } else if (k == "reuse_max_age_days") {
+      num(&c.reuse_max_age_days, 0, 1e6);
+    } else if (k == "share_results") {
+      if (v.is_boolean())
+        c.share_results = v.get<bool>();
+      else
+        bad(k, "must be true or false");
     } else if (k == "on_job_end") {
       str(&c.on_job_end);
     } else if (k == "on_end_timeout") {

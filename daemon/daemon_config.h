@@ -33,6 +33,8 @@ struct DaemonConfig {
   int health_failures = 3;                // device errors in a row that drain a GPU (0 = never)
   double noise_threshold = 0.05;          // a repeated config whose runs' CV is above it is noisy
   double keep_finished_days = 0;          // ended jobs older than this are removed; 0 = kept
+  double reuse_max_age_days = 30;         // reuse successes at most this old; 0 = never reuse
+  bool share_results = true;              // reuse and `best` across users (false: own only)
   std::string on_job_end;                 // a shell command run (as ckprofd) when a job ends
   double on_end_timeout_s = 60;           // a job-end command running longer is stopped
   uint64_t max_frame_bytes = 256u << 20;  // one protocol frame

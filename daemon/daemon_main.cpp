@@ -129,6 +129,8 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
   o.half_life_s = c.fair_share_half_life_s;
   o.max_attempts = c.max_attempts;
   o.health_failures = c.health_failures;
+  o.reuse_max_age_s = c.reuse_max_age_days * 86400;
+  o.share_results = c.share_results;
   o.run_as_owner = getuid() == 0;
   o.on_job_end = c.on_job_end;
   o.on_end_timeout_s = c.on_end_timeout_s;

@@ -70,7 +70,8 @@ Status Scheduler::Recover() {
         if (job_it == jobs_.end()) return;
         Job& job = job_it->second;
         ++job.total;
-        if (r.started_at > 0 && (job.first_start == 0 || r.started_at < job.first_start)) {
+        if (r.started_at > 0 && !r.reused_from &&
+            (job.first_start == 0 || r.started_at < job.first_start)) {
           job.first_start = r.started_at;
         }
         if (r.state == TaskState::kRunning) {
@@ -78,6 +79,7 @@ Status Scheduler::Recover() {
         } else if (auto kind = OutcomeOf(r.state)) {
           // Final: counted, not kept in memory.
           CountFinal(job, *kind, +1);
+          if (r.reused_from && *kind == Kind::kSucceeded) ++job.reused;
           if (r.ended_at > r.started_at && r.started_at > 0) {
             job.elapsed_sum += r.ended_at - r.started_at;
             ++job.elapsed_n;

@@ -260,6 +260,7 @@ std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& 
       t.op = std::string(OperationTypeName(c.op));
       t.config = ConfigJsonText(c);
       t.est_cost = c.Flops();
+      t.problem = ProblemKey(c);
       if (runs == 1) continue;
       t.run = 1;
       for (size_t k = 1; k < runs; ++k) {
@@ -290,6 +291,7 @@ Result<int64_t> Scheduler::Submit(JobRecord job, std::vector<TaskRecord> records
   if (shutting_down_) return MakeError("ckprofd is shutting down; submit again once it is back");
   if (records.empty()) return MakeError("the input holds no convolution to profile");
   job.submitted_at = UnixNow();
+  const int64_t reused = ApplyReuse(job, records);
   if (Status s = store_.InsertJob(&job, &records); !s) {
     return MakeError("the job could not be stored, so it was not accepted: " + s.error());
   }
@@ -300,13 +302,20 @@ Result<int64_t> Scheduler::Submit(JobRecord job, std::vector<TaskRecord> records
   ResolveTarget(j);
   for (auto& r : records) {
     r.job_id = id;
-    auto [it, _] = tasks_.emplace(r.id, TaskFromRecord(r));
     ++j.total;
+    if (r.reused_from) {  // stored succeeded: counted, not queued
+      CountFinal(j, Kind::kSucceeded, +1);
+      ++j.reused;
+      continue;
+    }
+    auto [it, _] = tasks_.emplace(r.id, TaskFromRecord(r));
     Enqueue(it->second);
   }
-  spdlog::info("job {} \"{}\" from {} (uid {}): {} task(s), priority {}, profiler {}", id,
-               j.rec.name, j.rec.owner, j.rec.uid, j.total, j.rec.priority,
+  spdlog::info("job {} \"{}\" from {} (uid {}): {} task(s){}, priority {}, profiler {}", id,
+               j.rec.name, j.rec.owner, j.rec.uid, j.total,
+               reused ? fmt::format(" ({} reused from earlier runs)", reused) : "", j.rec.priority,
                j.target ? j.target->Describe() : "unresolved: " + j.target_error);
+  if (j.reused == j.total) MaybeFinishJob(j, UnixNow());
   Dispatch();
   Changed();
   return id;
@@ -668,6 +677,7 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
     context.gpu_state = std::move(state);
   }
   end.result_json = ResultJson(r.outcome, command, gpu_index, &r, &context);
+  if (!end.requeue) end.measurement = MeasurementOf(task, job, FindGpu(gpu_index), r, context);
   end.run = std::move(r);
   // The end and the start of the GPU's next task: recorded in one transaction, applied to memory
   // once it committed.
@@ -715,7 +725,8 @@ std::optional<Scheduler::Start> Scheduler::PrepareNextStart(const PendingEnd& en
 
 Status Scheduler::RecordEnd(const PendingEnd& e) {
   return store_.FinishAttempt(e.task_id, e.attempt, e.outcome, e.state, e.now, e.result_json,
-                              e.store_usage ? &e.usage : nullptr);
+                              e.store_usage ? &e.usage : nullptr,
+                              e.measurement ? &*e.measurement : nullptr);
 }
 
 void Scheduler::ArmEndRetry() {
@@ -1131,6 +1142,7 @@ Result<int64_t> Scheduler::RequeueFinal(Job& job, const std::vector<int64_t>& ta
     auto kind = OutcomeOf(r.state);
     if (!kind || tasks_.count(r.id)) continue;
     retry.emplace_back(TaskFromRecord(r), *kind);
+    if (r.reused_from && *kind == Kind::kSucceeded) --job.reused;  // it runs this time
   }
   std::vector<int64_t> ids;
   for (const auto& [t, kind] : retry) ids.push_back(t.id);
@@ -1201,6 +1213,7 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.timed_out = job.timed_out;
   s.crashed = job.crashed;
   s.cancelled = job.cancelled;
+  s.reused = job.reused;
   for (const auto& g : gpus_) {
     if (g.task_id && tasks_.at(g.task_id).job_id == job.rec.id) s.gpus_in_use.push_back(g.index);
   }

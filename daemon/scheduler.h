@@ -35,8 +35,10 @@
 #include "daemon/file_lock.h"
 #include "daemon/gpu_watch.h"
 #include "daemon/launcher.h"
+#include "daemon/profiler_identity.h"
 #include "daemon/queue_policy.h"
 #include "daemon/store.h"
+#include "daemon/task_result_codec.h"
 
 namespace ckprof {
 
@@ -73,6 +75,11 @@ struct SchedulerOptions {
   // A GPU whose tasks end with this many device errors in a row (DeviceErrorIn) is drained,
   // once another GPU shows that the profiler works; its tasks go elsewhere. 0 = never.
   int health_failures = 3;
+  // Reuse (submit --reuse auto): a stored success of the same problem, profiler build and GPU
+  // model at most this old is copied instead of run; shared between users unless not
+  // share_results (then each user reuses their own).
+  double reuse_max_age_s = 30 * 86400.0;
+  bool share_results = true;
 };
 
 // A job's progress event, as the frame a watcher sends: one JSON object and its newline.
@@ -164,6 +171,11 @@ class Scheduler {
   std::vector<JobSummary> List(bool include_finished) const;
   // Every task's result, one per run of a repeated job, in position and run order.
   Result<std::vector<TaskResult>> Results(int64_t job_id, bool with_output);
+  // The tuning table (daemon/reuse.cpp): every problem's best measurement per profiler build
+  // and GPU model; only `who`'s own when results are not shared and `who` is no admin.
+  Result<std::vector<BestRecord>> Best(BestFilter filter, const Identity& who);
+  // Which build each executable is (daemon/profiler_identity.h); any thread may use it.
+  ProfilerIdentities& profiler_identities() { return identities_; }
   // The job's noise threshold (what its repeated configs' results are merged with).
   double NoiseThreshold(int64_t job_id) const;
   std::vector<GpuInfo> Gpus() const;
@@ -219,6 +231,7 @@ class Scheduler {
     // Final tasks by outcome, in TaskCounts' words (queued and running: the policy's).
     int64_t total = 0, succeeded = 0, failed = 0, unsupported = 0, timed_out = 0, crashed = 0,
             cancelled = 0;
+    int64_t reused = 0;  // of the succeeded, copied from a stored success (not run)
     int64_t final_count() const {
       return succeeded + failed + unsupported + timed_out + crashed + cancelled;
     }
@@ -298,7 +311,16 @@ class Scheduler {
     bool store_usage = false;  // written with the end
     std::string device_error;  // the line naming a device error (DeviceErrorIn); "" = none
     RunResult run;
+    std::optional<MeasurementRecord> measurement;  // a success's figures, for reuse and `best`
   };
+  // Reuse at submit (daemon/reuse.cpp): each record of a problem measured with the same
+  // profiler build on the GPU model that the job's GPUs are becomes a succeeded task copying
+  // that result (reused_from). Returns how many.
+  int64_t ApplyReuse(const JobRecord& job, std::vector<TaskRecord>& records);
+  // The figures of a run that ended, when they may be reused (a success with a best kernel,
+  // nothing foreign on its GPU, its profiler build known).
+  std::optional<MeasurementRecord> MeasurementOf(const Task& task, const Job& job, const Gpu* gpu,
+                                                 const RunResult& r, const RunContext& context);
   // Counts a device error (or a working run) on the end's GPU: a GPU at health_failures is
   // held; a working run on another GPU drains the held ones; held GPUs alone (every GPU
   // failing: the profiler or the driver, not a GPU) are let go again.
@@ -387,6 +409,7 @@ class Scheduler {
   QueuePolicy policy_;                          // the queues, GPUs' jobs and fair-share accounts
   std::map<uint32_t, double> usage_stored_at_;  // when the Store last got a user's usage
   std::vector<Gpu> gpus_;
+  ProfilerIdentities identities_;
   bool dispatching_ = false;
   bool dispatch_again_ = false;
   uint64_t dispatch_round_ = 0;  // each pass of Dispatch's loop

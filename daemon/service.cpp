@@ -155,6 +155,8 @@ asio::awaitable<json> Service::Handle(const Request& r, const Identity& who) {
       co_return Respond(r, HandleLog(r));
     case RequestType::kClean:
       co_return Respond(r, HandleClean(r, who));
+    case RequestType::kBest:
+      co_return Respond(r, HandleBest(r, who));
     case RequestType::kWatch:
       break;  // a subscription: Watch
   }
@@ -239,6 +241,9 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   if (!o.cwd.empty() && o.cwd[0] != '/') {
     co_return Refuse("submit: cwd must be absolute, got '" + o.cwd + "'");
   }
+  if (!o.reuse.empty() && o.reuse != "auto" && o.reuse != "never") {
+    co_return Refuse("submit: reuse must be auto or never, got '" + o.reuse + "'");
+  }
   if (!o.dry_run) {
     auto accepted = AcceptProfiler(profiler, who);
     if (!accepted) {
@@ -284,6 +289,16 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
       records = Scheduler::MakeTaskRecords(configs, o.repeat);
       configs.clear();
       configs.shrink_to_fit();
+      // Which build the profiler is: its first use hashes the executable, here rather than on
+      // the io thread (the scheduler finds it cached).
+      if (o.reuse != "never" && o.repeat <= 1) {
+        if (auto target = ResolveProfiler(profiler)) {
+          for (ConvOp op : {ConvOp::kFwd, ConvOp::kBwdData, ConvOp::kBwdWeight}) {
+            if (target->Supports(op))
+              (void)scheduler_.profiler_identities().Of(target->ExecutableFor(op));
+          }
+        }
+      }
     }
   }
   co_await ToIo();
@@ -356,6 +371,7 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   job.repeat = o.repeat;
   job.noise_threshold = config_.noise_threshold;
   job.on_end = o.on_end;
+  job.reuse = o.reuse != "never";
   const auto store_start = std::chrono::steady_clock::now();
   auto id = scheduler_.Submit(std::move(job), std::move(records));
   if (!id) co_return Refuse("submit: " + id.error());
@@ -447,6 +463,50 @@ Service::Answer<CleanReply> Service::HandleClean(const Request& r, const Identit
   auto removed = scheduler_.Clean(who, r.older_than_s, r.all);
   if (!removed) return Refuse(removed.error());
   return CleanReply{std::move(*removed)};
+}
+
+Service::Answer<BestReply> Service::HandleBest(const Request& r, const Identity& who) {
+  BestFilter f;
+  if (!r.op.empty()) {
+    auto op = ParseOperationType(r.op);
+    if (!op) {
+      return Refuse("best: op must be fwd, bwd_data or bwd_weight, got '" + r.op + "'");
+    }
+    f.op = OperationTypeName(*op);
+  }
+  if (!r.profiler_path.empty()) {
+    // The table names builds by their resolved executable: a directory of per-operation
+    // executables, or a symlink, is matched by what it resolves to.
+    f.profiler = RealPath(r.profiler_path);
+    if (f.profiler.empty()) f.profiler = r.profiler_path;
+  }
+  f.gpu_model = r.gpu_model;
+  auto rows = scheduler_.Best(f, who);
+  if (!rows) return Refuse("best: " + rows.error());
+  BestReply reply;
+  reply.shared = config_.share_results || who.admin;
+  reply.rows.reserve(rows->size());
+  for (auto& b : *rows) {
+    BestRow row;
+    row.operation = std::move(b.op);
+    row.problem = std::move(b.problem);
+    row.profiler = b.profiler.substr(0, b.profiler.find(" size="));
+    row.profiler_build = std::move(b.profiler);
+    row.gpu_model = std::move(b.gpu_model);
+    row.best_name = std::move(b.best_name);
+    row.split_k = std::move(b.split_k);
+    row.avg_ms = b.avg_ms;
+    row.tflops = b.tflops;
+    row.gbps = b.gbps;
+    row.measured = b.measured;
+    row.first_at = b.first_at;
+    row.last_at = b.last_at;
+    row.best_at = b.best_at;
+    row.job_id = b.job_id;
+    row.task_id = b.task_id;
+    reply.rows.push_back(std::move(row));
+  }
+  return reply;
 }
 
 GpusReply Service::HandleGpus() {

@@ -82,6 +82,7 @@ class Service {
   Answer<JobReply> HandleEdit(const Request& r, const Identity& who);
   Answer<LogReply> HandleLog(const Request& r);
   Answer<CleanReply> HandleClean(const Request& r, const Identity& who);
+  Answer<BestReply> HandleBest(const Request& r, const Identity& who);
   GpusReply HandleGpus();
   Answer<EmptyReply> HandleDrain(const Request& r, const Identity& who, bool drain);
   std::optional<JobSummary> SummaryOf(int64_t job_id) const;

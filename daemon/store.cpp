@@ -213,7 +213,7 @@ std::vector<T> IntsFromJson(const std::string& s) {
   return out;
 }
 
-constexpr int64_t kSchemaVersion = 4;  // PRAGMA user_version below
+constexpr int64_t kSchemaVersion = 5;  // PRAGMA user_version below
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS jobs (
   id INTEGER PRIMARY KEY,
@@ -224,7 +224,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   submitted_at REAL NOT NULL, finished_at REAL NOT NULL DEFAULT 0,
   task_order TEXT NOT NULL DEFAULT 'rank',
   repeat INTEGER NOT NULL DEFAULT 1, noise_threshold REAL NOT NULL DEFAULT 0.05,
-  on_end TEXT NOT NULL DEFAULT '');
+  on_end TEXT NOT NULL DEFAULT '', reuse INTEGER NOT NULL DEFAULT 1);
 CREATE TABLE IF NOT EXISTS tasks (
   id INTEGER PRIMARY KEY,
   job_id INTEGER NOT NULL REFERENCES jobs(id),
@@ -232,7 +232,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   est_cost REAL NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
   gpu INTEGER NOT NULL DEFAULT -1, pgid INTEGER NOT NULL DEFAULT 0,
   started_at REAL NOT NULL DEFAULT 0, ended_at REAL NOT NULL DEFAULT 0,
-  result TEXT NOT NULL DEFAULT '', run INTEGER NOT NULL DEFAULT 0);
+  result TEXT NOT NULL DEFAULT '', run INTEGER NOT NULL DEFAULT 0,
+  problem TEXT NOT NULL DEFAULT '', reused_from INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS tasks_by_job ON tasks(job_id, position);
 CREATE TABLE IF NOT EXISTS attempts (
   task_id INTEGER NOT NULL REFERENCES tasks(id), attempt INTEGER NOT NULL,
@@ -241,7 +242,14 @@ CREATE TABLE IF NOT EXISTS attempts (
   PRIMARY KEY (task_id, attempt));
 CREATE TABLE IF NOT EXISTS usage (
   uid INTEGER PRIMARY KEY, usage REAL NOT NULL, updated_at REAL NOT NULL);
-PRAGMA user_version = 4;
+CREATE TABLE IF NOT EXISTS measurements (
+  task_id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, uid INTEGER NOT NULL,
+  problem TEXT NOT NULL, op TEXT NOT NULL, profiler TEXT NOT NULL, gpu_model TEXT NOT NULL,
+  gpu INTEGER NOT NULL, measured_at REAL NOT NULL, best_name TEXT NOT NULL,
+  avg_ms REAL NOT NULL, tflops REAL NOT NULL, gbps REAL NOT NULL, split_k TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS measurements_by_problem
+  ON measurements(problem, profiler, gpu_model, measured_at);
+PRAGMA user_version = 5;
 )SQL";
 
 }  // namespace
@@ -328,7 +336,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
     }
   }
   // Schema 1 -> 2: jobs.task_order; 2 -> 3: jobs.repeat, jobs.noise_threshold, tasks.run;
-  // 3 -> 4: jobs.on_end. One
+  // 3 -> 4: jobs.on_end; 4 -> 5 below. One
   // transaction with the version, so that a crash cannot leave a column added and the version
   // old.
   std::string migrate;
@@ -343,6 +351,14 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   }
   if (schema >= 1 && schema < 4)
     migrate += "ALTER TABLE jobs ADD COLUMN on_end TEXT NOT NULL DEFAULT '';";
+  // 4 -> 5: reuse and the tuning table. Older successes have no problem key: they are neither
+  // reused nor in `best` (their profiler build is not known either).
+  if (schema >= 1 && schema < 5) {
+    migrate +=
+        "ALTER TABLE jobs ADD COLUMN reuse INTEGER NOT NULL DEFAULT 1;"
+        "ALTER TABLE tasks ADD COLUMN problem TEXT NOT NULL DEFAULT '';"
+        "ALTER TABLE tasks ADD COLUMN reused_from INTEGER NOT NULL DEFAULT 0;";
+  }
   const std::string setup = "BEGIN IMMEDIATE;" + migrate + kSchema + "COMMIT;";
   if (Status s = store->Exec(setup.c_str()); !s) {
     store->Rollback();
@@ -381,8 +397,8 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
     Stmt ins(this,
              "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
              "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
-             "task_order, repeat, noise_threshold, on_end) "
-             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?)");
+             "task_order, repeat, noise_threshold, on_end, reuse) "
+             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?)");
     std::vector<int> groups(job->groups.begin(), job->groups.end());
     ins.Bind(1, int64_t{job->uid})
         .Bind(2, int64_t{job->gid})
@@ -401,14 +417,16 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
         .Bind(15, EnumName(job->order))
         .Bind(16, int64_t{job->repeat})
         .Bind(17, job->noise_threshold)
-        .Bind(18, job->on_end);
+        .Bind(18, job->on_end)
+        .Bind(19, int64_t{job->reuse ? 1 : 0});
     if (Status s = StepDone(ins, "insert job"); !s) return rollback(s);
     job->id = sqlite3_last_insert_rowid(db_);
   }
   {
     Stmt ins(this,
-             "INSERT INTO tasks (job_id, position, rank, op, config, est_cost, state, run) "
-             "VALUES (?,?,?,?,?,?,'queued',?)");
+             "INSERT INTO tasks (job_id, position, rank, op, config, est_cost, state, run, "
+             "problem, reused_from, result, started_at, ended_at) "
+             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)");
     if (!ins.ok()) return rollback(MakeError("database: insert task: " + ins.error()));
     for (auto& t : *tasks) {
       ins.Bind(1, job->id)
@@ -417,13 +435,19 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
           .Bind(4, t.op)
           .Bind(5, t.config)
           .Bind(6, t.est_cost)
-          .Bind(7, int64_t{t.run});
+          .Bind(7, EnumName(t.reused_from ? TaskState::kSucceeded : TaskState::kQueued))
+          .Bind(8, int64_t{t.run})
+          .Bind(9, t.problem)
+          .Bind(10, t.reused_from)
+          .Bind(11, t.result)
+          .Bind(12, t.started_at)
+          .Bind(13, t.ended_at);
       if (ins.Step() != SQLITE_DONE) {
         return rollback(MakeError("database: insert task: " + ins.error()));
       }
       t.id = sqlite3_last_insert_rowid(db_);
       t.job_id = job->id;
-      t.state = TaskState::kQueued;
+      t.state = t.reused_from ? TaskState::kSucceeded : TaskState::kQueued;
       ins.Reset();
     }
   }
@@ -516,7 +540,7 @@ void Store::RollbackGroup() {
 
 Status Store::FinishAttempt(int64_t task_id, int attempt, Outcome::Kind outcome,
                             TaskState final_state, double ended_at, const std::string& result_json,
-                            const UsageRecord* usage) {
+                            const UsageRecord* usage, const MeasurementRecord* measurement) {
   if (Status s = BeginWrite(); !s) return s;
   Status s;
   {
@@ -533,14 +557,121 @@ Status Store::FinishAttempt(int64_t task_id, int attempt, Outcome::Kind outcome,
     s = StepDone(up, "finish attempt");
   }
   if (s && usage) s = WriteUsage(*usage);
+  if (s && measurement) {
+    const MeasurementRecord& m = *measurement;
+    Stmt ins(this,
+             "INSERT OR REPLACE INTO measurements (task_id, job_id, uid, problem, op, profiler, "
+             "gpu_model, gpu, measured_at, best_name, avg_ms, tflops, gbps, split_k) "
+             "SELECT t.id, t.job_id, j.uid, t.problem, t.op, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+             "FROM tasks t JOIN jobs j ON j.id = t.job_id WHERE t.id = ? AND t.problem <> ''");
+    ins.Bind(1, m.profiler)
+        .Bind(2, m.gpu_model)
+        .Bind(3, int64_t{m.gpu})
+        .Bind(4, ended_at)
+        .Bind(5, m.best_name)
+        .Bind(6, m.avg_ms)
+        .Bind(7, m.tflops)
+        .Bind(8, m.gbps)
+        .Bind(9, m.split_k)
+        .Bind(10, task_id);
+    s = StepDone(ins, "record measurement");
+  }
   return EndWrite(s);
+}
+
+Result<std::optional<ReusableRecord>> Store::FindReusable(const std::string& problem,
+                                                          const std::string& profiler,
+                                                          const std::string& gpu_model,
+                                                          double since, int64_t uid) {
+  Stmt q(this,
+         "SELECT m.task_id, m.job_id, t.position, m.gpu, m.measured_at, t.result "
+         "FROM measurements m JOIN tasks t ON t.id = m.task_id "
+         "WHERE m.problem = ?1 AND m.profiler = ?2 AND m.gpu_model = ?3 AND m.measured_at >= ?4 "
+         "AND (?5 < 0 OR m.uid = ?5) AND t.state = 'succeeded' "
+         "ORDER BY m.measured_at DESC LIMIT 1");
+  if (!q.ok()) return MakeError("database: find a result to reuse: " + q.error());
+  q.Bind(1, problem).Bind(2, profiler).Bind(3, gpu_model).Bind(4, since).Bind(5, uid);
+  const int rc = q.Step();
+  if (rc == SQLITE_DONE) return std::optional<ReusableRecord>();
+  if (rc != SQLITE_ROW) return MakeError("database: find a result to reuse: " + q.error());
+  ReusableRecord r;
+  r.task_id = q.Int(0);
+  r.job_id = q.Int(1);
+  r.position = q.Int(2);
+  r.gpu = static_cast<int>(q.Int(3));
+  r.measured_at = q.Double(4);
+  r.result = q.Text(5);
+  return std::optional<ReusableRecord>(std::move(r));
+}
+
+Result<std::vector<BestRecord>> Store::Best(const BestFilter& f) {
+  // In the index's order, so that one problem's rows come together without a sort; the
+  // grouping is done here (SQLite's bare columns beside two aggregates are not defined).
+  Stmt q(this,
+         "SELECT problem, op, profiler, gpu_model, best_name, split_k, avg_ms, tflops, gbps, "
+         "job_id, task_id, measured_at FROM measurements "
+         "WHERE (?1 = '' OR op = ?1) AND (?2 < 0 OR uid = ?2) "
+         "ORDER BY problem, profiler, gpu_model, measured_at");
+  if (!q.ok()) return MakeError("database: the tuning table: " + q.error());
+  q.Bind(1, f.op).Bind(2, f.uid);
+  std::string model_part = f.gpu_model;
+  for (char& c : model_part) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::vector<BestRecord> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    // Filters on the profiler's path and the model's name are not SQL: a path is the
+    // identity's first word, a model matches by a part of its name in any case.
+    std::string profiler = q.Text(2);
+    if (!f.profiler.empty()) {
+      // The executable itself, or one in that directory (per-operation executables).
+      const std::string path = profiler.substr(0, profiler.find(" size="));
+      const bool same = path == f.profiler;
+      const bool inside = path.size() > f.profiler.size() &&
+                          path.compare(0, f.profiler.size(), f.profiler) == 0 &&
+                          path[f.profiler.size()] == '/';
+      if (!same && !inside) continue;
+    }
+    std::string model = q.Text(3);
+    if (!model_part.empty()) {
+      std::string lower = model;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (lower.find(model_part) == std::string::npos) continue;
+    }
+    std::string problem = q.Text(0);
+    const double avg_ms = q.Double(6), at = q.Double(11);
+    BestRecord* b = out.empty() ? nullptr : &out.back();
+    if (!b || b->problem != problem || b->profiler != profiler || b->gpu_model != model) {
+      out.emplace_back();
+      b = &out.back();
+      b->problem = std::move(problem);
+      b->op = q.Text(1);
+      b->profiler = std::move(profiler);
+      b->gpu_model = std::move(model);
+      b->first_at = at;
+      b->avg_ms = -1;
+    }
+    ++b->measured;
+    b->last_at = std::max(b->last_at, at);
+    if (b->avg_ms < 0 || avg_ms < b->avg_ms) {
+      b->avg_ms = avg_ms;
+      b->best_name = q.Text(4);
+      b->split_k = q.Text(5);
+      b->tflops = q.Double(7);
+      b->gbps = q.Double(8);
+      b->job_id = q.Int(9);
+      b->task_id = q.Int(10);
+      b->best_at = at;
+    }
+  }
+  if (rc != SQLITE_DONE) return MakeError("database: the tuning table: " + q.error());
+  return out;
 }
 
 Status Store::SetTasksState(const std::vector<int64_t>& task_ids, TaskState state,
                             const std::string& result_json, double ended_at) {
   if (task_ids.empty()) return Status::Ok();
   if (Status s = Begin(); !s) return s;
-  Stmt up(this, "UPDATE tasks SET state=?, ended_at=?, result=? WHERE id=?");
+  Stmt up(this, "UPDATE tasks SET state=?, ended_at=?, result=?, reused_from=0 WHERE id=?");
   for (int64_t id : task_ids) {
     up.Bind(1, EnumName(state)).Bind(2, ended_at).Bind(3, result_json).Bind(4, id);
     if (up.Step() != SQLITE_DONE) {
@@ -614,10 +745,11 @@ Status Store::DeleteJobs(const std::vector<int64_t>& job_ids) {
   {
     Stmt attempts(this,
                   "DELETE FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE job_id=?)");
+    Stmt measurements(this, "DELETE FROM measurements WHERE job_id=?");
     Stmt tasks(this, "DELETE FROM tasks WHERE job_id=?");
     Stmt jobs(this, "DELETE FROM jobs WHERE id=?");
     for (int64_t id : job_ids) {
-      for (Stmt* q : {&attempts, &tasks, &jobs}) {
+      for (Stmt* q : {&attempts, &measurements, &tasks, &jobs}) {
         q->Bind(1, id);
         if (s = StepDone(*q, "remove job"); !s) break;
         q->Reset();
@@ -632,7 +764,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
   Stmt q(this,
          "SELECT id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before, "
          "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at, "
-         "task_order, repeat, noise_threshold, on_end FROM jobs ORDER BY id");
+         "task_order, repeat, noise_threshold, on_end, reuse FROM jobs ORDER BY id");
   if (!q.ok()) return MakeError("database: load jobs: " + q.error());
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {
@@ -658,6 +790,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
     j.repeat = static_cast<int>(q.Int(18));
     j.noise_threshold = q.Double(19);
     j.on_end = q.Text(20);
+    j.reuse = q.Int(21) != 0;
     fn(std::move(j));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load jobs: " + q.error());
@@ -667,7 +800,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
 Status Store::ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn) {
   Stmt q(this,
          "SELECT id, job_id, position, rank, op, est_cost, state, attempts, gpu, pgid, "
-         "started_at, ended_at, run FROM tasks ORDER BY id");
+         "started_at, ended_at, run, reused_from FROM tasks ORDER BY id");
   if (!q.ok()) return MakeError("database: load tasks: " + q.error());
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {
@@ -685,6 +818,7 @@ Status Store::ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn) {
     t.started_at = q.Double(10);
     t.ended_at = q.Double(11);
     t.run = static_cast<int>(q.Int(12));
+    t.reused_from = q.Int(13);
     fn(std::move(t));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load tasks: " + q.error());
@@ -716,7 +850,7 @@ namespace {
 // The columns ReadTaskRow reads, in its order.
 constexpr const char* kTaskColumns =
     "id, job_id, position, rank, op, config, est_cost, state, attempts, gpu, pgid, started_at, "
-    "ended_at, result, run";
+    "ended_at, result, run, problem, reused_from";
 
 template <typename Q>
 TaskRecord ReadTaskRow(Q& q) {
@@ -736,6 +870,8 @@ TaskRecord ReadTaskRow(Q& q) {
   t.ended_at = q.Double(12);
   t.result = q.Text(13);
   t.run = static_cast<int>(q.Int(14));
+  t.problem = q.Text(15);
+  t.reused_from = q.Int(16);
   return t;
 }
 

@@ -46,6 +46,7 @@ struct JobRecord {
   double submitted_at = 0;
   double finished_at = 0;
   int repeat = 1;              // runs of each config (submit --repeat)
+  bool reuse = true;           // submit --reuse auto (true) or never
   double noise_threshold = 0;  // a repeated config whose CV is above it is noisy
   std::string on_end;          // a shell command run as the owner when the job ends ("" = none)
 };
@@ -65,6 +66,44 @@ struct TaskRecord {
   int64_t pgid = 0;
   double started_at = 0, ended_at = 0;
   std::string result;  // JSON: parsed perf, captures, error, returncode, command
+  // ProblemKey of its config (common/ck_config.h): what reuse and the tuning table group by.
+  std::string problem;
+  // Not run: the task whose stored success this one copies (submit --reuse); 0 = none.
+  int64_t reused_from = 0;
+};
+
+// A success's figures, recorded with its end: what reuse looks up and `best` ranks.
+struct MeasurementRecord {
+  std::string profiler;   // ProfilerIdentities::Of the executable that ran
+  std::string gpu_model;  // "" = unknown
+  int gpu = -1;
+  std::string best_name, split_k;
+  double avg_ms = 0, tflops = 0, gbps = 0;
+};
+
+// A stored success that a new task may reuse (Store::FindReusable).
+struct ReusableRecord {
+  int64_t task_id = 0, job_id = 0, position = 0;
+  int gpu = -1;
+  double measured_at = 0;
+  std::string result;  // the task's result JSON
+};
+
+// A row of the tuning table: the best of one problem's measurements with one profiler build on
+// one GPU model (Store::Best).
+struct BestRecord {
+  std::string problem, op, profiler, gpu_model;
+  std::string best_name, split_k;
+  double avg_ms = 0, tflops = 0, gbps = 0;
+  int64_t job_id = 0, task_id = 0;  // the best measurement's
+  int64_t measured = 0;             // how many times it was measured
+  double first_at = 0, last_at = 0, best_at = 0;
+};
+struct BestFilter {
+  std::string op;         // profile_grouped_conv_fwd, ...; "" = any
+  std::string profiler;   // a resolved executable path; "" = any
+  std::string gpu_model;  // a part of the model's name, any case; "" = any
+  int64_t uid = -1;       // only this user's measurements; -1 = everyone's
 };
 
 struct AttemptRecord {
@@ -106,8 +145,18 @@ class Store {
   // A task attempt ended with `outcome`. `final_state` is the task's new state (queued to
   // requeue). `usage` (when uid_for_usage is set) is the owner's new decayed usage. One
   // transaction.
+  // A succeeded run's `measurement` (may be null) is recorded with it.
   Status FinishAttempt(int64_t task_id, int attempt, Outcome::Kind outcome, TaskState final_state,
-                       double ended_at, const std::string& result_json, const UsageRecord* usage);
+                       double ended_at, const std::string& result_json, const UsageRecord* usage,
+                       const MeasurementRecord* measurement = nullptr);
+  // The newest measurement of `problem` with `profiler` on `gpu_model` that ended at or after
+  // `since` (of `uid`'s jobs only, unless uid < 0); nullopt when there is none.
+  Result<std::optional<ReusableRecord>> FindReusable(const std::string& problem,
+                                                     const std::string& profiler,
+                                                     const std::string& gpu_model, double since,
+                                                     int64_t uid);
+  // The tuning table: per problem, profiler build and GPU model, its fastest measurement.
+  Result<std::vector<BestRecord>> Best(const BestFilter& filter);
   // Writes grouped into one transaction. Between BeginGroup and CommitGroup, MarkRunning,
   // FinishAttempt and TaskConfig join it instead of each committing on its own, and nothing
   // they wrote is durable (nor to be acted on) until CommitGroup returned ok. A failed write

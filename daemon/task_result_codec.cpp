@@ -130,6 +130,12 @@ TaskResult TaskResultFromRecord(const TaskRecord& t, bool with_output) {
     }
     if (auto c = j.find("contended"); c != j.end()) wire::ReadValue(*c, &r.contended);
     if (auto g = j.find("gpu_state"); g != j.end()) wire::ReadValue(*g, &r.gpu_state);
+    if (auto u = j.find("reused_from"); u != j.end()) wire::ReadValue(*u, &r.reused_from);
+    if (r.reused_from) {  // it cost nothing: the figures of the run are the original's
+      r.elapsed_s = 0;
+      r.cpu_s.reset();
+      r.peak_memory_bytes.reset();
+    }
   }
   return r;
 }

@@ -845,7 +845,8 @@ TEST_F(ClientTest, ActingCommandsPrintJson) {
   EXPECT_EQ((*p)["uid"], getuid());
   EXPECT_EQ((*p)["socket"], daemon_->socket());
   EXPECT_NE((*p)["server"].get<std::string>().find("ckprofd"), std::string::npos);
-  EXPECT_EQ((*p)["features"], (json{"repeat", "task_control", "log", "edit", "clean", "on_end"}))
+  EXPECT_EQ((*p)["features"],
+            (json{"repeat", "task_control", "log", "edit", "clean", "on_end", "reuse", "best"}))
       << ping.out;
 
   const std::string hung = Submit(SampleWithFaults(9001, 9001));
@@ -1174,8 +1175,9 @@ TEST_F(ClientTest, ResultsShowTheTracesGpuTimeAndSortByIt) {
   EXPECT_EQ(shown, totals) << sorted.out;
   EXPECT_EQ(Ckprof({"results", job, "--sort", "fastest"}).exit_code, 2);
   CommandResult csv = Ckprof({"results", job, "--format", "csv"});
-  EXPECT_NE(csv.out.find(",trace_gpu_time_us,trace_count\n"), std::string::npos);
-  EXPECT_NE(csv.out.find(",1164.01,12\n"), std::string::npos) << csv.out;
+  EXPECT_NE(csv.out.find(",trace_gpu_time_us,trace_count,reused_from_job,reused_from_task\n"),
+            std::string::npos);
+  EXPECT_NE(csv.out.find(",1164.01,12,,\n"), std::string::npos) << csv.out;
   // gpus: the table has the owner, model and utilisation columns (where known).
   CommandResult gpus = Ckprof({"gpus"});
   EXPECT_NE(gpus.out.find("MODEL"), std::string::npos) << gpus.out;

@@ -131,6 +131,7 @@ class SchedulerTest : public ::testing::Test {
     o.gpus = std::move(gpus);
     o.state_dir = dir_.path();
     o.max_attempts = 2;
+    o.reuse_max_age_s = 0;  // the tests' jobs hold the same configs as distinct work
     return o;
   }
 
@@ -932,7 +933,7 @@ TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
 
 // A state directory written by the first ckprofd release (schema 1, no jobs.task_order) opens:
 // its jobs keep the rank order, and the file is brought to the current schema in place.
-TEST(StoreSchema, Version1DatabaseIsMigratedToVersion4) {
+TEST(StoreSchema, Version1DatabaseIsMigratedToVersion5) {
   TempDir dir;
   const std::string path = dir.File("ckprofd.db");
   sqlite3* db = nullptr;
@@ -977,16 +978,23 @@ PRAGMA user_version = 1;
     EXPECT_EQ(jobs[0].repeat, 1);
     EXPECT_DOUBLE_EQ(jobs[0].noise_threshold, 0.05);
     EXPECT_EQ(jobs[0].on_end, "");  // schema 4
+    EXPECT_TRUE(jobs[0].reuse);     // schema 5
     auto tasks = (*store)->JobTasks(jobs[0].id);
     ASSERT_TRUE(tasks.ok()) << tasks.error();
     ASSERT_EQ(tasks->size(), 1u);
     EXPECT_EQ((*tasks)[0].run, 0);
+    // Schema 5: an old task has no problem key, so it is neither reused nor in the table.
+    EXPECT_EQ((*tasks)[0].problem, "");
+    EXPECT_EQ((*tasks)[0].reused_from, 0);
+    auto best = (*store)->Best({});
+    ASSERT_TRUE(best.ok()) << best.error();
+    EXPECT_TRUE(best->empty());
   }
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   sqlite3_stmt* q = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(q, 0), 4);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 5);
   sqlite3_finalize(q);
   sqlite3_close(db);
 }

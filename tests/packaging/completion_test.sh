@@ -102,9 +102,9 @@ if ((with_daemon == 0)); then
   expect "$(tr '\n' ' ' <<<"$commands" | sed 's/ $//')" ckprof ""
   expect "$(grep '^r' <<<"$commands" | tr '\n' ' ' | sed 's/ $//')" ckprof r
   expect "--help --socket --version" ckprof --
-  expect "--repeat" ckprof submit --re
-  expect "--repeat" ckprof --socket /x.sock submit --re
-  expect "--repeat" ckprof submit --name x --re
+  expect "--repeat" ckprof submit --rep
+  expect "--repeat" ckprof --socket /x.sock submit --rep
+  expect "--repeat" ckprof submit --name x --rep
   for c in $commands; do
     expect "$(long_options_of "$c" | grep -- '^--' | tr '\n' ' ' | sed 's/ $//')" ckprof "$c" --
   done
@@ -217,7 +217,7 @@ fi
 if command -v zsh >/dev/null; then
   zsh -n "$completions/_ckprof" || fail "zsh -n $completions/_ckprof"
   if ((with_daemon == 0)); then
-    lines=("ckprof su" "ckprof submit --re" "ckprof results --format " "ckprof submit inp"
+    lines=("ckprof su" "ckprof submit --rep" "ckprof results --format " "ckprof submit inp"
            "ckprof status " "ckprof ")
     want=("submit" "--repeat" "csv json table" "input-configs.json" ""
           "$(tr '\n' ' ' <<<"$commands" | sed 's/ $//')")

@@ -70,8 +70,20 @@ pid_t LaunchedDaemon::Spawn(const std::string& notify_path) {
                                    o.gpus,
                                    "--log-level",
                                    "debug"};
-  if (!o.config_json.empty()) {
-    WriteFile(o.dir + "/ckprofd.json", o.config_json);
+  std::string config_json = o.config_json;
+  if (!o.reuse && config_json.find("\"reuse_max_age_days\"") == std::string::npos) {
+    const size_t brace = config_json.find('{');
+    const size_t next = brace == std::string::npos
+                            ? std::string::npos
+                            : config_json.find_first_not_of(" \t\r\n", brace + 1);
+    const bool empty_object = next != std::string::npos && config_json[next] == '}';
+    config_json = brace == std::string::npos
+                      ? std::string("{\"reuse_max_age_days\": 0}")
+                      : config_json.substr(0, brace + 1) + "\"reuse_max_age_days\": 0" +
+                            (empty_object ? "" : ",") + config_json.substr(brace + 1);
+  }
+  if (!config_json.empty()) {
+    WriteFile(o.dir + "/ckprofd.json", config_json);
     chmod((o.dir + "/ckprofd.json").c_str(), 0644);
     argv.insert(argv.end(), {"--config", o.dir + "/ckprofd.json"});
   }

@@ -45,7 +45,10 @@ class LaunchedDaemon {
     // "K=V" for the daemon (and so its profilers), each in place of an inherited or earlier
     // entry for K.
     std::vector<std::string> env;
-    std::string config_json;     // written to dir/ckprofd.json and passed with --config
+    std::string config_json;  // written to dir/ckprofd.json and passed with --config
+    // Reuse of earlier results (submit --reuse auto). Off unless asked for (or the config sets
+    // reuse_max_age_days): tests submit the same configs again and again as distinct work.
+    bool reuse = false;
     int64_t uid = -1, gid = -1;  // run as this uid/gid (root only); -1 = ours
     int64_t fsize_limit = -1;    // RLIMIT_FSIZE in bytes (SIGXFSZ ignored); -1 = none
   };

@@ -1,0 +1,126 @@
+// Reuse and the tuning table: Scheduler::ApplyReuse (at submit), Scheduler::MeasurementOf (at a
+// run's end) and Scheduler::Best. The Store holds the measurements (its `measurements` table);
+// the profiler builds come from ProfilerIdentities.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "common/ck_config.h"
+#include "common/json_util.h"
+#include "common/wire_fields.h"
+#include "daemon/scheduler.h"
+
+namespace ckprof {
+
+namespace {
+
+// The stored result with "reused_from" added: where, when and on which GPU it was measured.
+std::string ReusedResultJson(const ReusableRecord& from, const std::string& gpu_model) {
+  std::string text = from.result;
+  while (!text.empty() && text.back() != '}') text.pop_back();
+  if (text.empty()) return text;
+  text.pop_back();
+  ReusedFrom r;
+  r.job_id = from.job_id;
+  r.task_id = from.task_id;
+  r.position = from.position;
+  r.measured_at = from.measured_at;
+  r.gpu = from.gpu;
+  r.gpu_model = gpu_model;
+  text += text.size() > 1 ? ",\"reused_from\":" : "\"reused_from\":";
+  AppendObject(text, r);
+  text += '}';
+  return text;
+}
+
+}  // namespace
+
+int64_t Scheduler::ApplyReuse(const JobRecord& job, std::vector<TaskRecord>& records) {
+  if (!job.reuse || job.repeat > 1 || options_.reuse_max_age_s <= 0) return 0;
+  // The GPU model the job's tasks would run on: one for all of its GPUs, else each task's
+  // model is known only once it is placed, and nothing is reused.
+  std::set<std::string> models;
+  for (const auto& g : gpus_) {
+    if (job.gpus.empty() || std::count(job.gpus.begin(), job.gpus.end(), g.index))
+      models.insert(g.identity.name);
+  }
+  if (models.size() != 1) {
+    if (models.size() > 1) {
+      spdlog::info("job from {}: not reusing results: its GPUs are of {} models", job.owner,
+                   models.size());
+    }
+    return 0;
+  }
+  const std::string& model = *models.begin();
+  auto target = ResolveProfiler(job.profiler_path);
+  if (!target) return 0;
+  std::map<ConvOp, std::string> builds;
+  for (ConvOp op : {ConvOp::kFwd, ConvOp::kBwdData, ConvOp::kBwdWeight}) {
+    if (!target->Supports(op)) continue;
+    if (auto id = identities_.Of(target->ExecutableFor(op))) builds[op] = *id;
+  }
+  const double now = UnixNow();
+  const double since = now - options_.reuse_max_age_s;
+  const int64_t uid = options_.share_results ? -1 : int64_t{job.uid};
+  // One lookup per problem: a sweep that holds a shape twice asks once.
+  std::map<std::pair<std::string, std::string>, std::optional<ReusableRecord>> found;
+  int64_t reused = 0;
+  for (auto& r : records) {
+    if (r.problem.empty()) continue;
+    auto op = ParseOperationType(r.op);
+    if (!op) continue;
+    auto build = builds.find(*op);
+    if (build == builds.end()) continue;
+    auto key = std::make_pair(r.problem, build->second);
+    auto it = found.find(key);
+    if (it == found.end()) {
+      auto hit = store_.FindReusable(r.problem, build->second, model, since, uid);
+      if (!hit) {
+        spdlog::warn("not reusing results: {}", hit.error());
+        return reused;
+      }
+      it = found.emplace(std::move(key), std::move(*hit)).first;
+    }
+    if (!it->second) continue;
+    r.result = ReusedResultJson(*it->second, model);
+    if (r.result.empty()) continue;
+    r.reused_from = it->second->task_id;
+    r.started_at = r.ended_at = now;
+    ++reused;
+  }
+  return reused;
+}
+
+std::optional<MeasurementRecord> Scheduler::MeasurementOf(const Task& task, const Job& job,
+                                                          const Gpu* gpu, const RunResult& r,
+                                                          const RunContext& context) {
+  if (r.outcome.kind != Outcome::Kind::kSucceeded || !r.perf.has_best || !(r.perf.avg_ms > 0) ||
+      !context.contended.empty() || !job.target) {
+    return std::nullopt;
+  }
+  auto build = identities_.Of(job.target->ExecutableFor(task.op));
+  if (!build) {
+    spdlog::warn("task {}: its result is not kept for reuse: {}", task.id, build.error());
+    return std::nullopt;
+  }
+  MeasurementRecord m;
+  m.profiler = std::move(*build);
+  m.gpu_model = gpu ? gpu->identity.name : "";
+  m.gpu = gpu ? gpu->index : -1;
+  m.best_name = r.perf.best_name;
+  m.split_k = r.perf.split_k;
+  m.avg_ms = r.perf.avg_ms;
+  m.tflops = std::isfinite(r.perf.tflops) ? r.perf.tflops : 0;
+  m.gbps = std::isfinite(r.perf.gbps) ? r.perf.gbps : 0;
+  return m;
+}
+
+Result<std::vector<BestRecord>> Scheduler::Best(BestFilter filter, const Identity& who) {
+  if (!options_.share_results && !who.admin) filter.uid = who.uid;
+  return store_.Best(filter);
+}
+
+}  // namespace ckprof
