@@ -38,7 +38,7 @@ def env_num(name, default, quick_default=None):
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 BIN = os.path.abspath(os.environ.get("BENCH_BIN", os.path.join(REPO, "build", "bin")))
 GPUS = env_num("BENCH_GPUS", 8)
-SECTIONS = set(os.environ.get("BENCH_SECTIONS", "1,2,3,4,5").replace(" ", "").split(","))
+SECTIONS = set(os.environ.get("BENCH_SECTIONS", "1,2,3,4,5,6").replace(" ", "").split(","))
 DISPATCH_TASKS = env_num("BENCH_DISPATCH_TASKS", 2000, 300)
 REPEAT = env_num("BENCH_REPEAT", 5, 1)          # limit and ckprofd runs in section 1
 ALT_REPEAT = env_num("BENCH_ALT_REPEAT", 1)     # GNU parallel, tsp and the Python loop
@@ -56,6 +56,8 @@ CONVERT_TRACE_MB = env_num("BENCH_CONVERT_TRACE_MB", 200.0, 10.0)
 # ckprofd runs at the nice value its systemd unit gives it (Nice=-5; only root may lower it).
 DAEMON_NICE = env_num("BENCH_DAEMON_NICE", -5 if os.geteuid() == 0 else 0)
 SKIP = set(os.environ.get("BENCH_SKIP", "").replace(" ", "").split(",")) - {""}
+BEST_ROWS = env_num("BENCH_BEST_ROWS", 100000, 10000)  # stored measurements for `best`
+REUSE_TIME_SCALE = env_num("BENCH_REUSE_TIME_SCALE", 1.0, 0.2)  # the ResNet sweep's run times
 
 EMU = os.path.join(BIN, "ckprofiler-emu")
 
@@ -653,6 +655,113 @@ def section_convert(work):
                     os.path.join(REPO, "tests", "data")], check=True)
 
 
+def section_reuse(work):
+    """6. Reuse and the tuning table: the ResNet sweep submitted again (auto: reused; never:
+    measured again, the comparison), and `ckprof best` over BEST_ROWS stored measurements beside
+    the same rows read straight from SQLite (the floor)."""
+    import sqlite3
+    d = os.path.join(work, "ckprofd-reuse")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    sock, emu_log_path = os.path.join(d, "s.sock"), os.path.join(d, "emu.log")
+    config = os.path.join(d, "ckprofd.json")
+    with open(config, "w") as f:
+        json.dump({"reuse_max_age_days": 30}, f)
+    env = with_env(CKEMU_TIME_SCALE=REUSE_TIME_SCALE, CKEMU_LOG=emu_log_path)
+    ckprof = [os.path.join(BIN, "ckprof"), "--socket", sock]
+
+    def start():
+        p = subprocess.Popen([os.path.join(BIN, "ckprofd"), "--config", config, "--socket", sock,
+                              "--state-dir", os.path.join(d, "state"), "--lock-dir",
+                              os.path.join(d, "locks"), "--gpus", f"0-{GPUS - 1}",
+                              "--profiler-path", EMU, "--log-level", "warn"],
+                             env=env, stderr=open(os.path.join(d, "ckprofd.log"), "a"))
+        for _ in range(200):
+            if subprocess.run(ckprof + ["ping"], capture_output=True).returncode == 0:
+                return p
+            time.sleep(0.05)
+        raise RuntimeError("ckprofd did not start: see " + os.path.join(d, "ckprofd.log"))
+
+    def stop(p):
+        p.terminate()
+        p.wait(timeout=60)
+
+    def runs():
+        return sum(1 for line in open(emu_log_path) if '"end"' in line) \
+            if os.path.exists(emu_log_path) else 0
+
+    def sweep(extra):
+        before, t0 = runs(), time.monotonic()
+        job = subprocess.run(ckprof + ["submit", os.path.join(REPO, "examples",
+                                                              "conv_repros_ir.json")] + extra,
+                             capture_output=True, text=True, check=True).stdout.strip()
+        subprocess.run(ckprof + ["wait", job], check=True)
+        return time.monotonic() - t0, runs() - before
+
+    log(f"reuse: the ResNet sweep three times (CKEMU_TIME_SCALE={REUSE_TIME_SCALE:g}); "
+        f"best over {BEST_ROWS} measurements")
+    p = start()
+    try:
+        first = sweep([])
+        second = sweep([])
+        never = sweep(["--reuse", "never"])
+    finally:
+        stop(p)
+    # BEST_ROWS measurements: a quarter as many problems, each measured four times, on one build.
+    db = sqlite3.connect(os.path.join(d, "state", "ckprofd.db"))
+    rows = []
+    for i in range(BEST_ROWS):
+        k = i // 4
+        problem = (f"fwd fp16 NHWGC_GKYXC_NHWGK G=1 N={1 + k % 64} K={64 + k // 64} C=64 "
+                   f"filter=3x3 input=56x56 stride=1x1 dilation=1x1 pad=1x1+1x1")
+        rows.append((10**6 + i, 1, 0, problem, "profile_grouped_conv_fwd",
+                     EMU + " size=1 mtime=1.0 hash=1", "AMD Instinct MI300X", i % 8,
+                     time.time() - i, f"DeviceGroupedConvFwd<{i % 97}>", 0.01 + (i % 13) * 1e-3,
+                     100.0, 1000.0, ""))
+    db.executemany("INSERT INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+    db.commit()
+    db.close()
+    p = start()
+    try:
+        best_s, table_s = [], []
+        for _ in range(5):
+            t0 = time.monotonic()
+            out = subprocess.run(ckprof + ["best", "--format", "json"], capture_output=True,
+                                 check=True).stdout
+            best_s.append(time.monotonic() - t0)
+            t0 = time.monotonic()
+            subprocess.run(ckprof + ["best", "--format", "table"], capture_output=True, check=True)
+            table_s.append(time.monotonic() - t0)
+        problems = len(json.loads(out)["rows"])
+    finally:
+        stop(p)
+    raw_s = []
+    for _ in range(5):
+        db = sqlite3.connect(os.path.join(d, "state", "ckprofd.db"))
+        t0 = time.monotonic()
+        db.execute("SELECT problem, op, profiler, gpu_model, best_name, split_k, avg_ms, tflops, "
+                   "gbps, job_id, task_id, measured_at FROM measurements "
+                   "ORDER BY problem, profiler, gpu_model, measured_at").fetchall()
+        raw_s.append(time.monotonic() - t0)
+        db.close()
+    share = second[0] / first[0] if first[0] > 0 else float("nan")
+    table(f"6. Reuse and the tuning table ({GPUS} simulated GPUs, CKEMU_TIME_SCALE="
+          f"{REUSE_TIME_SCALE:g})", ["measure", "value", "goal", ""], [
+        ["ResNet sweep, first submit (submit + wait)", f"{first[0]:.2f} s, {first[1]} runs", "",
+         ""],
+        ["the same again, --reuse auto", f"{second[0]:.3f} s, {second[1]} runs", "0 runs",
+         verdict(second[1], 0)],
+        ["  its share of the first's time", f"{share * 100:.2f}%", "< 1%", verdict(share, 0.01)],
+        ["the same again, --reuse never (the comparison)", f"{never[0]:.2f} s, {never[1]} runs",
+         "", ""],
+        [f"ckprof best --format json, {BEST_ROWS} measurements -> {problems} rows (median of 5)",
+         f"{median(best_s) * 1000:.0f} ms", "< 1 s", verdict(median(best_s), 1.0)],
+        ["ckprof best --format table (median of 5)", f"{median(table_s) * 1000:.0f} ms", "", ""],
+        ["the same rows read straight from SQLite in Python (the floor)",
+         f"{median(raw_s) * 1000:.0f} ms", "", ""],
+    ])
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--python-loop":
         python_loop_main(sys.argv[2])
@@ -684,6 +793,8 @@ def main():
             section_scale(base, work)
         if "5" in SECTIONS:
             section_convert(work)
+        if "6" in SECTIONS:
+            section_reuse(work)
     finally:
         if keep:
             log(f"kept {work}")

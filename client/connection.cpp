@@ -137,15 +137,19 @@ Status Connection::Send(const nlohmann::json& j) {
 }
 
 Result<nlohmann::json> Connection::Receive() {
+  // Where the search for the line's end goes on: what was searched already had none (a large
+  // answer arrives in many reads; searching it all again after each was quadratic).
+  size_t searched = 0;
   for (;;) {
-    auto nl = buffer_.find('\n');
+    auto nl = buffer_.find('\n', searched);
     if (nl != std::string::npos) {
       std::string line = buffer_.substr(0, nl);
       buffer_.erase(0, nl + 1);
       auto j = ParseJson(line);
       if (!j) return MakeError("ckprofd sent a malformed answer: " + j.error());
-      return *j;
+      return std::move(*j);
     }
+    searched = buffer_.size();
     if (deadline_) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           *deadline_ - std::chrono::steady_clock::now());

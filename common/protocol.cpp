@@ -533,6 +533,21 @@ json MakeReply(const Request& request, const T& reply) {
   return out;
 }
 
+template <typename T>
+std::string MakeReplyFrame(const Request& request, const T& reply) {
+  std::string body;
+  AppendObject(body, reply);  // "{...}"
+  std::string out = DumpJson(OkResponse(request));
+  out.pop_back();  // its '}'
+  if (body.size() > 2)
+    out += "," + body.substr(1);
+  else
+    out += "}";
+  out += "\n";
+  return out;
+}
+template std::string MakeReplyFrame<BestReply>(const Request&, const BestReply&);
+
 json MakeErrorReply(int64_t id, const ErrorReply& reply) {
   json out = ErrorResponse(id, reply.error);
   wire::DomWriter w(out);

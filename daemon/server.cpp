@@ -413,13 +413,13 @@ asio::awaitable<bool> Server::StreamWatch(Connection& c, const Request& req) {
 }
 
 asio::awaitable<bool> Server::Answer(Connection& c, Request& req) {
-  json response;
+  std::string response;  // the frame, its id the request's
   try {
     response = co_await service_.Handle(req, c.who);
   } catch (const std::exception& e) {
     spdlog::error("request {} from uid {} failed: {}", RequestTypeName(req.type), c.who.uid,
                   e.what());
-    response = ErrorResponse(req.id, std::string("internal error: ") + e.what());
+    response = Frame(ErrorResponse(req.id, std::string("internal error: ") + e.what()));
   }
   if (!*c.alive) co_return false;
   if (req.type == RequestType::kSubmit) {
@@ -428,8 +428,7 @@ asio::awaitable<bool> Server::Answer(Connection& c, Request& req) {
     std::string().swap(req.submit.content);
     ReturnFreedMemory();
   }
-  response["id"] = req.id;
-  co_return co_await c.Send(Frame(response));
+  co_return co_await c.Send(response);
 }
 
 }  // namespace ckprof

@@ -62,9 +62,12 @@ Service::Refusal Refuse(std::string why) { return Service::Refusal{std::move(why
 
 // The response frame of an answer: the reply, or the refusal.
 template <typename T>
-json Respond(const Request& r, const Service::Answer<T>& a) {
-  if (const T* reply = std::get_if<T>(&a)) return MakeReply(r, *reply);
-  return MakeErrorReply(r.id, std::get<Service::Refusal>(a));
+std::string Respond(const Request& r, const Service::Answer<T>& a) {
+  if (const T* reply = std::get_if<T>(&a)) {
+    if constexpr (std::is_same_v<T, BestReply>) return MakeReplyFrame(r, *reply);
+    return Frame(MakeReply(r, *reply));
+  }
+  return Frame(MakeErrorReply(r.id, std::get<Service::Refusal>(a)));
 }
 
 }  // namespace
@@ -125,11 +128,11 @@ asio::awaitable<void> Service::ToIo() {
   co_await asio::post(asio::bind_executor(io_, asio::use_awaitable));
 }
 
-asio::awaitable<json> Service::Handle(const Request& r, const Identity& who) {
+asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& who) {
   switch (r.type) {
     case RequestType::kHello:
     case RequestType::kPing:
-      co_return MakeReply(r, HandleHello(who));
+      co_return Frame(MakeReply(r, HandleHello(who)));
     case RequestType::kSubmit:
       co_return Respond(r, co_await HandleSubmit(r, who));
     case RequestType::kStatus:
@@ -144,7 +147,7 @@ asio::awaitable<json> Service::Handle(const Request& r, const Identity& who) {
     case RequestType::kBoost:
       co_return Respond(r, HandleBoost(r, who));
     case RequestType::kGpus:
-      co_return MakeReply(r, HandleGpus());
+      co_return Frame(MakeReply(r, HandleGpus()));
     case RequestType::kDrain:
       co_return Respond(r, HandleDrain(r, who, true));
     case RequestType::kResume:
@@ -160,7 +163,7 @@ asio::awaitable<json> Service::Handle(const Request& r, const Identity& who) {
     case RequestType::kWatch:
       break;  // a subscription: Watch
   }
-  co_return ErrorResponse(r.id, "request type not handled here");
+  co_return Frame(ErrorResponse(r.id, "request type not handled here"));
 }
 
 HelloReply Service::HandleHello(const Identity& who) const {

@@ -34,7 +34,8 @@ class Service {
   ~Service();
 
   // The response frame's JSON to one request (not watch).
-  asio::awaitable<nlohmann::json> Handle(const Request& request, const Identity& who);
+  // The response frame (its JSON text and newline).
+  asio::awaitable<std::string> Handle(const Request& request, const Identity& who);
 
   // A stream's subscription (watch, log --follow): its watcher is told events until it is
   // destroyed (also after the Service is gone).
