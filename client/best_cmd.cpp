@@ -9,6 +9,7 @@
 #include "common/file_util.h"
 #include "common/results_file.h"
 #include "common/text_table.h"
+#include "common/wire_fields.h"
 
 namespace ckprof {
 namespace {
@@ -62,9 +63,9 @@ int RunBestCommand(const GlobalOptions& global, const Args& args) {
               "and every profiler argument that changes the work), per profiler build and GPU "
               "model, its fastest kernel instance, time, TFlops, GB/s and split_k, how many "
               "times it was measured and when.",
-              "Rows come from successful runs with a best kernel and no foreign process on the "
-              "GPU; reused results are not counted again. Where the daemon sets share_results: "
-              "false, each user sees their own measurements (admins: all).\n\n"
+              "Rows come from successful runs with a best kernel and no foreign process on\n"
+              "the GPU; reused results are not counted again. Where the daemon sets\n"
+              "share_results: false, each user sees their own measurements (admins: all).\n\n"
               "example:\n  ckprof best --op fwd --gpu-model MI300X\n"
               "  ckprof best --profiler /opt/ck/build/bin --format csv --output tuning.csv");
   p.Option("--op", &op, "OP", "fwd, bwd_data or bwd_weight (default: all)");
@@ -96,7 +97,14 @@ int RunBestCommand(const GlobalOptions& global, const Args& args) {
   if (int code = Ask(global, "best", r, &a)) return code;
   std::string text;
   if (format == "json") {
-    text = ReplyJson(a).dump(2) + "\n";
+    // One row per line, written straight as text: tens of thousands of rows through a DOM and
+    // its indentation cost more than the daemon's answer.
+    text = std::string("{\"shared\": ") + (a.shared ? "true" : "false") + ", \"rows\": [";
+    for (size_t i = 0; i < a.rows.size(); ++i) {
+      text += i ? ",\n  " : "\n  ";
+      AppendObject(text, a.rows[i]);
+    }
+    text += a.rows.empty() ? "]}\n" : "\n]}\n";
   } else if (format == "csv") {
     text = BestCsv(a.rows);
   } else if (a.rows.empty()) {
