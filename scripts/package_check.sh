@@ -201,12 +201,12 @@ loader='source /usr/share/bash-completion/bash_completion && _completion_loader 
 got=$(cd "$work" && HOME=$work bash --norc --noprofile -i -c "$loader
   complete -p ckprof
   COMP_WORDS=(ckprof su); COMP_CWORD=1; _ckprof ckprof su ckprof; echo \"\${COMPREPLY[*]}\"
-  COMP_WORDS=(ckprof submit --re); COMP_CWORD=2; _ckprof ckprof --re submit
+  COMP_WORDS=(ckprof submit --rep); COMP_CWORD=2; _ckprof ckprof --rep submit
   echo \"\${COMPREPLY[*]}\"" 2>/dev/null)
 expected_completion=$'complete -F _ckprof ckprof\nsubmit\n--repeat'
 [ "$got" = "$expected_completion" ] ||
   fail "the installed bash completion: expected '$expected_completion', got '$got'"
-echo "ok: $loader: ckprof su -> submit, ckprof submit --re -> --repeat"
+echo "ok: $loader: ckprof su -> submit, ckprof submit --rep -> --repeat"
 if command -v zsh >/dev/null; then
   got=$(HOME=$work zsh -f -c 'autoload -Uz compinit && compinit -u -D -d /dev/null 2>/dev/null
     print -r -- ${_comps[ckprof]}')
