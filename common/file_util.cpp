@@ -206,14 +206,14 @@ Status WriteFileAtomic(const std::string& path, std::string_view content) {
 AtomicFileWriter::~AtomicFileWriter() {
   if (fd_ >= 0) {
     ::close(fd_);
-    ::unlink(tmp_.c_str());
+    if (!in_place_) ::unlink(tmp_.c_str());
   }
 }
 
 Status AtomicFileWriter::Fail(const std::string& what, int err) {
   if (fd_ >= 0) {
     ::close(fd_);
-    ::unlink(tmp_.c_str());
+    if (!in_place_) ::unlink(tmp_.c_str());
     fd_ = -1;
   }
   status_ = MakeError("cannot write " + path_ + ": " + what + ": " + ErrnoText(err));
@@ -223,6 +223,13 @@ Status AtomicFileWriter::Fail(const std::string& what, int err) {
 Status AtomicFileWriter::Open(const std::string& path) {
   path_ = path;
   if (path.empty()) return status_ = MakeError("cannot write: empty output path");
+  struct stat target;
+  if (::stat(path.c_str(), &target) == 0 && !S_ISREG(target.st_mode) && !S_ISDIR(target.st_mode)) {
+    in_place_ = true;
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) return status_ = MakeError("cannot write " + path + ": " + ErrnoText(errno));
+    return status_;
+  }
   std::string templ = path + ".tmp.XXXXXX";
   std::vector<char> name(templ.begin(), templ.end());
   name.push_back('\0');
@@ -256,6 +263,13 @@ Status AtomicFileWriter::Write(std::string_view data) {
 
 Status AtomicFileWriter::Commit() {
   if (Status s = Flush(); !s) return s;
+  if (in_place_) {  // a device or a pipe: nothing to make durable, nothing to rename
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0)
+      return status_ = MakeError("cannot write " + path_ + ": close: " + ErrnoText(errno));
+    return status_;
+  }
   if (::fsync(fd_) != 0) return Fail("fsync", errno);
   int fd = fd_;
   fd_ = -1;

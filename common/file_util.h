@@ -48,7 +48,9 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   // Creates the temporary file. Errors: "cannot write PATH: cannot create a temporary file
-  // in DIR: <reason>".
+  // in DIR: <reason>". A path that is a device, a FIFO or a socket (/dev/null, /dev/stdout,
+  // a named pipe) is written in place: renaming a file over it would replace it (as root,
+  // /dev/null itself).
   Status Open(const std::string& path);
   // Appends data (buffered). After an error, further calls return the same error.
   Status Write(std::string_view data);
@@ -61,6 +63,7 @@ class AtomicFileWriter {
 
   std::string path_, tmp_;
   int fd_ = -1;
+  bool in_place_ = false;  // not a regular file: written directly, nothing renamed
   std::string buf_;
   Status status_;
 };

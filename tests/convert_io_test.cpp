@@ -1,7 +1,10 @@
 // Tests of reading inputs (plain, gzipped, broken), atomic writing, and the `ckprof convert`
 // command as a user runs it: output file, console report, exit codes and messages.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -97,6 +100,32 @@ TEST(FileUtil, ReadErrorsNameTheFileAndReason) {
     auto r = ReadInputFile(tc.path);
     ASSERT_FALSE(r.ok()) << tc.path;
     EXPECT_EQ(r.error().rfind(tc.error, 0), 0u) << r.error();
+  }
+}
+
+TEST(FileUtil, WriteFileAtomicWritesDevicesAndPipesInPlace) {
+  // `ckprof convert in.json /dev/null` (or --output /dev/null) as root once renamed a regular
+  // file over /dev/null. A device or a FIFO is written in place and stays what it is.
+  TempDir dir;
+  const std::string fifo = dir.File("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // so that the write opens
+  ASSERT_GE(reader, 0);
+  ASSERT_TRUE(WriteFileAtomic(fifo, "through the pipe").ok());
+  char buf[64] = {};
+  EXPECT_EQ(::read(reader, buf, sizeof buf), 16);
+  EXPECT_EQ(std::string(buf), "through the pipe");
+  ::close(reader);
+  struct stat st;
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(DirEntries(dir.path()), std::vector<std::string>{"pipe"});  // no temp left
+  if (getuid() == 0) {
+    const std::string null = dir.File("null");
+    ASSERT_EQ(::mknod(null.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+    ASSERT_TRUE(WriteFileAtomic(null, "gone").ok());
+    ASSERT_EQ(::stat(null.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device was replaced by a file";
   }
 }
 
