@@ -2,7 +2,7 @@
 # Sets up and runs a one-node Slurm cluster on this Debian 12 machine, for the Slurm executor's
 # tests (issue 22): Debian's slurm-wlm and munge, a partition "gpu" on this host with FAKE GPUs
 # (GRES gpu:4 backed by character devices made with mknod, c 1 3 as /dev/null: slurmd refuses
-# plain files; no GPU is needed), select/cons_tres, and finished jobs
+# plain files; no GPU is needed), select/cons_tres, and finished jobs'
 # states kept in a jobcomp file that `sacct -c` reads (no slurmdbd, no database).
 # Must run as root. docs/slurm-notes.md says what was tried and why this config.
 #   slurm-local.sh start    install what is missing, write the config, start the daemons and
