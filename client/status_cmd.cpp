@@ -239,12 +239,54 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   return worst;
 }
 
+namespace {
+
+// Under the Slurm executor: the cluster's GPU nodes, then our tasks in Slurm (node, GPU).
+void PrintClusterGpus(const GpusReply& a, bool wide) {
+  std::cout << "executor: slurm (" << a.gpus.size() << " tasks in flight at most)\n";
+  TextTable nodes({{"NODE"}, {"STATE"}, {"PARTITIONS"}, {"GPUS"}, {"IN USE"}, {"OURS", true}});
+  for (const ClusterNode& n : a.cluster) {
+    int ours = 0;
+    for (const GpuInfo& g : a.gpus) ours += g.task_id && g.node == n.name ? 1 : 0;
+    nodes.AddRow({n.name, n.state, n.partitions, n.gres, n.gres_used, std::to_string(ours)});
+  }
+  if (a.cluster.empty()) {
+    std::cout << "(sinfo has not answered yet)\n";
+  } else {
+    std::cout << nodes.Render(TerminalWidth(wide));
+  }
+  TextTable runs({{"SLURM JOB", true},
+                  {"STATE"},
+                  {"NODE"},
+                  {"GPU"},
+                  {"JOB", true},
+                  {"TASK", true},
+                  {"OWNER", false, true, 8},
+                  {"FOR", true}});
+  size_t n = 0;
+  for (const GpuInfo& g : a.gpus) {
+    if (!g.task_id) continue;
+    ++n;
+    runs.AddRow({g.slurm_job_id ? std::to_string(g.slurm_job_id) : "-",
+                 g.slurm_state.empty() ? "-" : g.slurm_state, g.node.empty() ? "-" : g.node,
+                 g.granted.empty() ? "-" : g.granted, std::to_string(g.job_id),
+                 "#" + std::to_string(g.position),
+                 g.owner.empty() ? std::to_string(g.owner_uid) : g.owner, FormatAge(g.busy_since)});
+  }
+  std::cout << "\n" << n << " of our tasks in Slurm" << (n ? ":\n" : "\n");
+  if (n) std::cout << runs.Render(TerminalWidth(wide));
+}
+
+}  // namespace
+
 int RunGpusCommand(const GlobalOptions& global, const Args& args) {
   bool json_out = false, wide = false;
   ArgParser p("ckprof gpus",
               "Show the daemon's GPUs: which task each one runs, drained or not (and why), and the "
               "processes that are none of the daemon's on them (foreign: such a GPU waits for "
-              "them to leave, under the daemon's foreign_gpu_use \"wait\").",
+              "them to leave, under the daemon's foreign_gpu_use \"wait\"). Under the Slurm "
+              "executor: the cluster's GPU nodes (sinfo) and where each of our tasks runs "
+              "(Slurm job, node, GPU).",
               "MODEL, UTIL (utilisation) and TEMP are shown where the daemon reads GPU state (its "
               "GPU watch: the AMD KFD's sysfs, or nvidia-smi); OWNER is the running task's.\n\n"
               "example:\n  ckprof gpus --json");
@@ -255,10 +297,28 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
   r.type = RequestType::kGpus;
   GpusReply a;
   if (int code = Ask(global, "gpus", r, &a)) return code;
+  if (json_out && a.executor == "slurm") {
+    // The slots and the cluster: an object (the local executor's JSON stays a list of GPUs).
+    json out = {{"executor", a.executor}, {"gpus", json::array()}, {"cluster", json::array()}};
+    for (const auto& g : a.gpus) out["gpus"].push_back(ToJson(g));
+    for (const auto& n : a.cluster) {
+      out["cluster"].push_back({{"name", n.name},
+                                {"state", n.state},
+                                {"partitions", n.partitions},
+                                {"gres", n.gres},
+                                {"gres_used", n.gres_used}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
   if (json_out) {
     json out = json::array();
     for (const auto& g : a.gpus) out.push_back(ToJson(g));
     std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  if (a.executor == "slurm") {
+    PrintClusterGpus(a, wide);
     return 0;
   }
   // MODEL and UTIL/TEMP where the daemon reads GPU state (a GPU watch); notes after the row.

@@ -258,6 +258,24 @@ void VisitFields(S& u, V& v) {
   v("command", u.command);
 }
 
+// A node of the cluster a remote executor (Slurm) runs on, as `sinfo` lists it.
+struct ClusterNode {
+  std::string name;
+  std::string state;       // idle, mixed, allocated, down, drained, ...
+  std::string partitions;  // "gpu" or "gpu,debug" (the default one marked '*')
+  std::string gres;        // configured, e.g. "gpu:8" or "gpu:mi300x:8"
+  std::string gres_used;   // in use, e.g. "gpu:2(IDX:0-1)"
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, ClusterNode>
+void VisitFields(S& n, V& v) {
+  v("name", n.name);
+  v("state", n.state);
+  v("partitions", n.partitions);
+  v("gres", n.gres);
+  v("gres_used", n.gres_used);
+}
+
 // One reading of a GPU's clocks, temperature and power. A value the GPU does not give is
 // nullopt: JSON null, never 0.
 struct GpuReading {
@@ -392,6 +410,9 @@ struct TaskResult {
   // Not run: the stored success of the same problem, profiler build and GPU model that this
   // result copies (submit --reuse auto); nullopt when it was measured (JSON null).
   std::optional<ReusedFrom> reused_from;
+  // Run through Slurm: its job id and node (gpu is then the GPU Slurm granted); 0 / "" else.
+  int64_t slurm_job_id = 0;
+  std::string node;
   // Trace GPU time per call in ms; nullopt when unknown.
   std::optional<double> trace_ms_per_call() const {
     if (!trace_gpu_us) return std::nullopt;
@@ -438,6 +459,8 @@ void VisitFields(S& t, V& v) {
   v("trace_gpu_time_us", t.trace_gpu_us);
   v("trace_count", t.trace_count);
   v("reused_from", t.reused_from);
+  v.Omittable("slurm_job_id", t.slurm_job_id, t.slurm_job_id > 0);
+  v.Omittable("node", t.node, !t.node.empty());
 }
 nlohmann::json ToJson(const TaskResult& t);
 // The same objects as ToJson, written straight into `out` without the DOM (the daemon's
@@ -465,6 +488,10 @@ struct GpuInfo {
   std::optional<GpuReading> reading;  // how it is now, where the daemon reads GPU state
   // Why it is drained ("drained by alice", its device errors); "" when it is not.
   std::string drain_reason;
+  // Under a remote executor (Slurm) the index is a slot (one task handed to the cluster); its
+  // task's cluster job, its state there, and the node and GPUs Slurm granted ("" until known).
+  int64_t slurm_job_id = 0;
+  std::string slurm_state, node, granted;
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, GpuInfo>
@@ -484,6 +511,10 @@ void VisitFields(S& g, V& v) {
   v.Omittable("drain_reason", g.drain_reason, !g.drain_reason.empty());
   v.Nullable("owner", g.owner, busy);
   v("reading", g.reading);
+  v.Omittable("slurm_job_id", g.slurm_job_id, g.slurm_job_id > 0);
+  v.Omittable("slurm_state", g.slurm_state, !g.slurm_state.empty());
+  v.Omittable("node", g.node, !g.node.empty());
+  v.Omittable("granted", g.granted, !g.granted.empty());
 }
 nlohmann::json ToJson(const GpuInfo& g);
 Result<GpuInfo> GpuInfoFromJson(const nlohmann::json& j);
@@ -620,14 +651,18 @@ void VisitFields(S& r, V& v) {
 
 // gpus: what each GPU does, and the variables that pin a profiler to it.
 struct GpusReply {
-  std::vector<GpuInfo> gpus;
+  std::vector<GpuInfo> gpus;  // under Slurm: the slots, one per task in flight at most
   std::vector<std::string> pin_env;
+  std::string executor = "local";    // "local" or "slurm"
+  std::vector<ClusterNode> cluster;  // under Slurm: its GPU nodes (sinfo)
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, GpusReply>
 void VisitFields(S& r, V& v) {
   v("gpus", r.gpus);
   v("pin_env", r.pin_env);
+  v.Omittable("executor", r.executor, r.executor != "local");
+  v.Omittable("cluster", r.cluster, r.executor != "local");
 }
 
 // watch's first frame: the job and the GPUs running its tasks now. Events follow.

@@ -9,6 +9,7 @@
 
 #include "common/gpu_list.h"
 #include "common/result.h"
+#include "daemon/slurm_executor.h"
 
 namespace ckprof {
 
@@ -52,6 +53,10 @@ struct DaemonConfig {
   // false = process groups alone. Falls back to them where cgroups cannot be written.
   bool task_cgroups = true;
   uint64_t task_memory_max = 0;  // bytes a profiler may use (memory controller); 0 = no limit
+  // Where tasks run: "local" (this host's GPUs, `gpus`) or "slurm" (each task a Slurm job;
+  // `slurm` says how).
+  std::string executor = "local";
+  SlurmSettings slurm;
 };
 
 // Reads a config file (JSON, '//' comment lines allowed) on top of `base`.

@@ -141,6 +141,14 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
                       : c.foreign_gpu_use == "ignore" ? ForeignGpuUse::kIgnore
                                                       : ForeignGpuUse::kWait;
   o.foreign_poll_s = c.foreign_poll_ms / 1000;
+  if (c.executor == "slurm") {
+    // Slurm allocates, pins and shares the GPUs: no host locks, no per-slot health.
+    o.lock_dir.clear();
+    o.health_failures = 0;
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    o.remote_tag = std::string(host) + ":" + c.state_dir;
+  }
   return o;
 }
 
@@ -204,7 +212,12 @@ int Run(DaemonConfig config) {
 
   std::string gpu_note;
   std::vector<int> gpus;
-  if (config.gpus == "auto") {
+  const bool slurm = config.executor == "slurm";
+  if (slurm) {
+    // Slots, one per task handed to Slurm at once; Slurm picks the GPUs.
+    for (int i = 0; i < config.slurm.max_in_flight; ++i) gpus.push_back(i);
+    config.lock_dir.clear();
+  } else if (config.gpus == "auto") {
     gpus = DetectGpus(&gpu_note, config.sysfs_root);
     spdlog::info("--gpus auto: {}", gpu_note);
     if (gpus.empty()) {
@@ -230,7 +243,9 @@ int Run(DaemonConfig config) {
     spdlog::error("cannot start: {}", state_lock.error());
     return 1;
   }
-  if (!config.lock_dir.empty()) {
+  if (slurm) {
+    // (No host GPU locks: Slurm allocates the GPUs.)
+  } else if (!config.lock_dir.empty()) {
     if (Status s = PrepareLockDir(config.lock_dir); !s) {
       spdlog::error(
           "cannot start: {} (set lock_dir/--lock-dir to a directory every ckprofd of "
@@ -266,11 +281,27 @@ int Run(DaemonConfig config) {
           opened.error());
     }
   }
-  ProcessLauncher launcher(io.get_executor(), cgroups.get());
-  Scheduler scheduler(io.get_executor(), **store, launcher, SchedulerOptionsFrom(config, gpus));
+  std::unique_ptr<Launcher> launcher;
+  if (slurm) {
+    auto slurm_launcher = std::make_unique<SlurmLauncher>(
+        io.get_executor(), config.slurm, SchedulerOptionsFrom(config, gpus).remote_tag,
+        config.pin_env);
+    if (Status s = slurm_launcher->Check(); !s) {
+      spdlog::error("cannot start: {}", s.error());
+      return 1;
+    }
+    spdlog::info("executor slurm: partition {}, gres {}, at most {} task(s) in flight, work dir {}",
+                 config.slurm.partition.empty() ? "(default)" : config.slurm.partition,
+                 config.slurm.gres.empty() ? "(none)" : config.slurm.gres,
+                 config.slurm.max_in_flight, config.slurm.work_dir);
+    launcher = std::move(slurm_launcher);
+  } else {
+    launcher = std::make_unique<ProcessLauncher>(io.get_executor(), cgroups.get());
+  }
+  Scheduler scheduler(io.get_executor(), **store, *launcher, SchedulerOptionsFrom(config, gpus));
   // The GPUs watched from outside: foreign processes and each task's GPU state.
   std::unique_ptr<GpuWatch> watch;
-  {
+  if (!slurm) {
     std::string note;
     auto probe = MakeGpuProbe(config.sysfs_root, config.pin_env, config.nvidia_smi,
                               "CKPROFD_STATE=" + config.state_dir, &note);
@@ -304,6 +335,7 @@ int Run(DaemonConfig config) {
   }
   std::string gpu_list;
   for (int g : gpus) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);
+  if (slurm) gpu_list = "from Slurm (" + std::to_string(gpus.size()) + " slots)";
   std::string pins;
   for (const auto& v : config.pin_env) pins += (pins.empty() ? "" : ",") + v;
   spdlog::info("ckprofd {} listening on {} (uid {}), GPUs {}, pin {}, state {}", kVersion,
@@ -400,6 +432,9 @@ int Run(DaemonConfig config) {
           next.state_dir = config.state_dir;
           next.gpus = config.gpus;
           next.lock_dir = config.lock_dir;
+          // (The executor is chosen once, at start: its runs are in flight.)
+          next.executor = config.executor;
+          next.slurm = config.slurm;
           // Containment is set up once, at start.
           next.task_cgroups = config.task_cgroups;
           next.task_memory_max = config.task_memory_max;

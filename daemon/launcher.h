@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 
+#include "common/protocol.h"
 #include "daemon/runner.h"
 
 namespace ckprof {
@@ -23,6 +24,24 @@ class Launcher {
   virtual size_t running() const = 0;
   // What a run has written so far (see ProcessRunner::Output); nullopt when unknown.
   virtual std::optional<RunOutput> Output(RunId id) const = 0;
+
+  // A remote launcher (a cluster's: SlurmLauncher) pins the GPU itself (RunSpec::set_env
+  // holds no pin variable for it), takes no host lock, and its runs outlive the daemon: a
+  // stopping daemon leaves them running, and the next one follows them with Adopt.
+  virtual bool Remote() const { return false; }
+  // Follows a run a previous daemon started: `handle` is what its on_started gave (the
+  // cluster's job id; 0 when it was not stored: the launcher looks for it). on_done as Start's.
+  virtual RunId Adopt(RunSpec spec, int64_t handle, std::function<void(RunResult)> on_done) {
+    (void)handle;
+    return Start(std::move(spec), std::move(on_done));
+  }
+  // Where a remote run is now; nullopt for local runs or when unknown.
+  virtual std::optional<RemoteRun> Where(RunId id) const {
+    (void)id;
+    return std::nullopt;
+  }
+  // The cluster's GPU nodes, as last seen (empty for local runs).
+  virtual std::vector<ClusterNode> Cluster() { return {}; }
 };
 
 class ProcessLauncher final : public Launcher {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 
 #include "common/outcome.h"
@@ -92,9 +93,15 @@ Status Scheduler::Recover() {
     return s;
   }
   // Leftover profilers first: no GPU may be handed out while a dead daemon's run goes on.
+  // A cluster's runs are not ours to stop: they are followed again.
   const auto grace = std::chrono::milliseconds(static_cast<int64_t>(options_.grace_s * 1000));
-  if (Status s = StopLeftoverProfilers(options_.state_dir, was_running, grace); !s) return s;
+  if (launcher_.Remote()) {
+    if (Status s = AdoptRunning(was_running); !s) return s;
+  } else if (Status s = StopLeftoverProfilers(options_.state_dir, was_running, grace); !s) {
+    return s;
+  }
   for (const auto& r : was_running) {
+    if (launcher_.Remote()) break;
     Task& t = tasks_.at(r.id);
     Job& job = jobs_.at(r.job_id);
     Outcome o{Kind::kInterrupted, 0, 0, "ckprofd stopped while it ran"};
@@ -117,6 +124,9 @@ Status Scheduler::Recover() {
   // two commits) are cancelled now.
   std::map<int64_t, std::vector<int64_t>> cancel;
   for (auto& [id, t] : tasks_) {
+    if (t.gpu >= 0 && launcher_.Remote() && FindGpu(t.gpu) && FindGpu(t.gpu)->task_id == id) {
+      continue;  // followed in Slurm
+    }
     if (jobs_.at(t.job_id).rec.cancelled) {
       cancel[t.job_id].push_back(id);
     } else {
@@ -140,6 +150,35 @@ Status Scheduler::Recover() {
   spdlog::info("recovered {} job(s): {} task(s) queued, {} were running", jobs_.size(),
                policy_.queued_total(), was_running.size());
   Dispatch();
+  return Status::Ok();
+}
+
+Status Scheduler::AdoptRunning(const std::vector<TaskRecord>& was_running) {
+  for (const auto& r : was_running) {
+    Task& t = tasks_.at(r.id);
+    auto free_slot =
+        std::find_if(gpus_.begin(), gpus_.end(), [](const Gpu& g) { return g.task_id == 0; });
+    if (free_slot == gpus_.end()) {
+      // max_in_flight was lowered below what the last daemon had in flight: a slot more.
+      Gpu extra;
+      extra.index = gpus_.empty() ? 0 : gpus_.back().index + 1;
+      gpus_.push_back(std::move(extra));
+      free_slot = gpus_.end() - 1;
+    }
+    t.gpu = -1;
+    t.attempts = r.attempts - 1;  // PrepareStart counts the attempt that runs
+    Enqueue(t);
+    Start start = PrepareStart(t, *free_slot);
+    start.attempt = r.attempts;
+    start.now = r.started_at > 0 ? r.started_at : UnixNow();
+    if (!start.error.empty()) {
+      // Its command cannot be built again (it was, when it started): follow it all the same.
+      spdlog::warn("task {} (job {}): {}", r.id, r.job_id, start.error);
+    }
+    spdlog::info("task {} (job {}) was in Slurm when ckprofd stopped ({}): followed again", r.id,
+                 r.job_id, r.pgid > 0 ? "job " + std::to_string(r.pgid) : "no job id stored");
+    LaunchStart(std::move(start), r.pgid > 0 ? r.pgid : 0);
+  }
   return Status::Ok();
 }
 

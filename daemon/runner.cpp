@@ -39,44 +39,6 @@ constexpr size_t kWatchAfterBytes = 4096;
 // Reads per wakeup at most, so that one chatty profiler cannot hold the thread.
 constexpr int kReadsPerWakeup = 4;
 
-// Keeps the first `head` and the last `tail` bytes of a stream and counts the rest.
-class Capture {
- public:
-  Capture(size_t head, size_t tail) : head_max_(head), tail_max_(tail) {}
-
-  void Add(std::string_view d) {
-    total_ += d.size();
-    if (head_.size() < head_max_) {
-      size_t take = std::min(d.size(), head_max_ - head_.size());
-      head_.append(d.substr(0, take));
-      d.remove_prefix(take);
-    }
-    if (d.empty() || tail_max_ == 0) return;
-    if (d.size() >= tail_max_) {
-      tail_.assign(d.substr(d.size() - tail_max_));
-      return;
-    }
-    tail_.append(d);
-    if (tail_.size() > 2 * tail_max_) tail_.erase(0, tail_.size() - tail_max_);
-  }
-
-  uint64_t total() const { return total_; }
-
-  std::string Text() const {
-    size_t keep = std::min(tail_.size(), tail_max_);
-    uint64_t omitted = total_ - head_.size() - keep;
-    std::string s = head_;
-    if (omitted > 0) s += "\n[... " + std::to_string(omitted) + " bytes omitted ...]\n";
-    s.append(tail_, tail_.size() - keep, keep);
-    return s;
-  }
-
- private:
-  size_t head_max_, tail_max_;
-  std::string head_, tail_;
-  uint64_t total_ = 0;
-};
-
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
 // True when `pid` (our child) has exited; does not reap it.
@@ -90,6 +52,31 @@ bool HasExited(pid_t pid) {
 }
 
 }  // namespace
+
+void Capture::Add(std::string_view d) {
+  total_ += d.size();
+  if (head_.size() < head_max_) {
+    size_t take = std::min(d.size(), head_max_ - head_.size());
+    head_.append(d.substr(0, take));
+    d.remove_prefix(take);
+  }
+  if (d.empty() || tail_max_ == 0) return;
+  if (d.size() >= tail_max_) {
+    tail_.assign(d.substr(d.size() - tail_max_));
+    return;
+  }
+  tail_.append(d);
+  if (tail_.size() > 2 * tail_max_) tail_.erase(0, tail_.size() - tail_max_);
+}
+
+std::string Capture::Text() const {
+  size_t keep = std::min(tail_.size(), tail_max_);
+  uint64_t omitted = total_ - head_.size() - keep;
+  std::string s = head_;
+  if (omitted > 0) s += "\n[... " + std::to_string(omitted) + " bytes omitted ...]\n";
+  s.append(tail_, tail_.size() - keep, keep);
+  return s;
+}
 
 // One of a run's output pipes (our read end). It starts quiet: no wakeup watches it; the
 // runner's output poll reads it every kOutputPollStep and the leader's exit drains it, so a

@@ -59,6 +59,18 @@ struct RunSpec {
   // Called on the io thread with what the profiler writes, as it is read (`is_stderr`: from its
   // stderr), before on_done; may be empty.
   std::function<void(bool is_stderr, std::string_view data)> on_output;
+  // For a launcher that submits to a cluster (SlurmLauncher): the job's name, its comment
+  // (what it is; also how it is found again) and its files' path under the work dir, without
+  // suffix ("alice/job-12/t45.a1"). Ignored by ProcessRunner.
+  std::string name, comment, stem;
+};
+
+// Where a remote run (Slurm) runs: its cluster job, node and the GPUs granted to it.
+struct RemoteRun {
+  int64_t job_id = 0;
+  std::string state;  // the cluster's word for it (PENDING, RUNNING, ...)
+  std::string node;   // "" until known
+  std::string gpus;   // the granted GPU indexes on the node ("3", "0,1"); "" until known
 };
 
 // What a run has written so far: the bounded head+tail captures, as RunResult will hold them.
@@ -80,7 +92,24 @@ struct RunResult {
   // of the leader and those children. nullopt when nothing says.
   std::optional<double> cpu_s;
   std::optional<uint64_t> peak_memory_bytes;
-  std::string usage_from;  // "cgroup", "rusage" or ""
+  std::string usage_from;           // "cgroup", "rusage" or ""
+  std::optional<RemoteRun> remote;  // a remote run's job, node and GPUs
+};
+
+// Keeps the first `head` and the last `tail` bytes of a stream and counts the rest (a run's
+// bounded captures).
+class Capture {
+ public:
+  Capture(size_t head, size_t tail) : head_max_(head), tail_max_(tail) {}
+  void Add(std::string_view d);
+  uint64_t total() const { return total_; }
+  // head + "\n[... N bytes omitted ...]\n" + tail
+  std::string Text() const;
+
+ private:
+  size_t head_max_, tail_max_;
+  std::string head_, tail_;
+  uint64_t total_ = 0;
 };
 
 // Runs profiler processes; all methods and callbacks on the io_context's thread (one thread).

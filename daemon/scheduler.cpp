@@ -492,7 +492,7 @@ void Scheduler::StartTask(Task& task, Gpu& gpu, double now) {
   LaunchStart(std::move(start));
 }
 
-void Scheduler::LaunchStart(Start start) {
+void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
   const double now = start.now;
   Task& task = tasks_.at(start.task_id);
   Gpu& gpu = *FindGpu(start.gpu_index);
@@ -508,8 +508,11 @@ void Scheduler::LaunchStart(Start start) {
 
   RunSpec spec;
   spec.argv = std::move(start.argv);
-  for (const auto& var : options_.pin_env)
-    spec.set_env.emplace_back(var, std::to_string(gpu.index));
+  // A remote launcher (Slurm) pins the GPU its cluster grants; `gpu` is only a slot then.
+  const bool remote = launcher_.Remote();
+  for (const auto& var : options_.pin_env) {
+    if (!remote) spec.set_env.emplace_back(var, std::to_string(gpu.index));
+  }
   // CUDA numbers GPUs fastest first unless told otherwise; nvidia-smi (the GPU watch) and
   // every other tool number them by PCI bus.
   if (std::find(options_.pin_env.begin(), options_.pin_env.end(), "CUDA_VISIBLE_DEVICES") !=
@@ -533,6 +536,13 @@ void Scheduler::LaunchStart(Start start) {
   // The profiler shares the GPU's host lock: held while any process of the run lives, even
   // one this daemon (killed) leaves behind.
   if (gpu.host_lock) spec.keep_fd = gpu.host_lock->fd();
+  if (remote) {
+    spec.name = job.rec.name.empty() ? "ckprof-" + std::to_string(job.rec.id) : job.rec.name;
+    spec.comment = fmt::format("ckprof job {} #{} task {} attempt {} from {}", job.rec.id,
+                               task.position, task.id, attempt, options_.remote_tag);
+    const std::string owner = job.rec.owner.empty() ? std::to_string(job.rec.uid) : job.rec.owner;
+    spec.stem = fmt::format("{}/job-{}/t{}.a{}", owner, job.rec.id, task.id, attempt);
+  }
 
   gpu.task_id = task.id;
   gpu.busy_since = now;
@@ -553,10 +563,11 @@ void Scheduler::LaunchStart(Start start) {
     started.attempt = attempt;
     EmitLogEvent(task_id, std::move(started), false);
   }
-  gpu.run = launcher_.Start(
-      std::move(spec), [this, task_id, gpu_index, attempt, command, description](RunResult r) {
-        OnRunDone(task_id, gpu_index, attempt, command, description, std::move(r));
-      });
+  auto on_done = [this, task_id, gpu_index, attempt, command, description](RunResult r) {
+    OnRunDone(task_id, gpu_index, attempt, command, description, std::move(r));
+  };
+  gpu.run = adopt ? launcher_.Adopt(std::move(spec), *adopt, std::move(on_done))
+                  : launcher_.Start(std::move(spec), std::move(on_done));
   spdlog::info("start job {} task {} (#{}, rank {}) on GPU {}, attempt {}: {}", job.rec.id, task.id,
                task.position, task.rank, gpu.index, attempt, command);
   Emit(job, EventKind::kTaskStarted, [&](JobEventFrame& e) {
@@ -577,6 +588,14 @@ void Scheduler::RecordPgid(int64_t task_id, int attempt, int64_t pid) {
     if (g.task_id == task_id) g.pgid = pid;
   }
   store_.SetPgidLater(task_id, attempt, pid);
+  if (launcher_.Remote()) {
+    // A cluster's job id: stored now, so that a restart follows the job instead of submitting
+    // the task again.
+    if (Status s = store_.FlushPgids(); !s) {
+      spdlog::error("cannot record the Slurm job of task {}: {}", task_id, s.error());
+    }
+    return;
+  }
   if (pgid_flush_armed_) return;
   pgid_flush_armed_ = true;
   pgid_flush_timer_.expires_after(std::chrono::milliseconds(100));
@@ -891,7 +910,7 @@ bool Scheduler::ReleaseHeldGpus() {
 }
 
 void Scheduler::MaybeFinishShutdown() {
-  if (!shutdown_done_ || running_count() > pending_ends_.size()) return;
+  if (!shutdown_done_ || (!launcher_.Remote() && running_count() > pending_ends_.size())) return;
   // Only ends that cannot be recorded are left: one last try, then they stay "running" in
   // the store and the next start requeues them as interrupted.
   FlushPendingEnds();
@@ -1303,6 +1322,14 @@ std::vector<GpuInfo> Scheduler::Gpus() const {
     i.foreign = g.foreign;
     i.model = g.identity.name;
     i.reading = g.reading;
+    if (g.task_id && g.run) {
+      if (auto where = launcher_.Where(g.run)) {
+        i.slurm_job_id = where->job_id;
+        i.slurm_state = where->state;
+        i.node = where->node;
+        i.granted = where->gpus;
+      }
+    }
     out.push_back(i);
   }
   return out;
@@ -1321,8 +1348,14 @@ void Scheduler::Shutdown(std::function<void()> done) {
   end_retry_timer_.cancel();
   host_lock_timer_.cancel();
   shutdown_done_ = std::move(done);
-  for (auto& g : gpus_) {
-    if (g.task_id && g.run) launcher_.Interrupt(g.run);
+  if (launcher_.Remote()) {
+    // The cluster's jobs go on; the next start follows them (Recover).
+    spdlog::info("{} task(s) left running in Slurm; the next ckprofd follows them",
+                 running_count());
+  } else {
+    for (auto& g : gpus_) {
+      if (g.task_id && g.run) launcher_.Interrupt(g.run);
+    }
   }
   MaybeFinishShutdown();
 }

@@ -80,6 +80,9 @@ struct SchedulerOptions {
   // share_results (then each user reuses their own).
   double reuse_max_age_s = 30 * 86400.0;
   bool share_results = true;
+  // A remote launcher's (Slurm's) name for this daemon in its jobs' comments: host and state
+  // dir.
+  std::string remote_tag;
 };
 
 // A job's progress event, as the frame a watcher sends: one JSON object and its newline.
@@ -179,6 +182,9 @@ class Scheduler {
   // The job's noise threshold (what its repeated configs' results are merged with).
   double NoiseThreshold(int64_t job_id) const;
   std::vector<GpuInfo> Gpus() const;
+  // The cluster's GPU nodes under a remote executor (empty for local GPUs).
+  std::vector<ClusterNode> Cluster() { return launcher_.Cluster(); }
+  bool remote() const { return launcher_.Remote(); }
   bool JobExists(int64_t job_id) const { return jobs_.count(job_id) > 0; }
   bool JobEnded(int64_t job_id) const;
 
@@ -292,7 +298,11 @@ class Scheduler {
   Start PrepareStart(Task& task, Gpu& gpu);
   // A start recorded in the Store: the task leaves its queue, takes its GPU and its process
   // is launched.
-  void LaunchStart(Start start);
+  // `adopt`: a remote run a previous daemon started (its stored handle, 0 when none was
+  // stored), followed instead of started (Recover).
+  void LaunchStart(Start start, std::optional<int64_t> adopt = std::nullopt);
+  // Recover's part for a remote launcher: the tasks that were running are followed again.
+  Status AdoptRunning(const std::vector<TaskRecord>& was_running);
   void RecordPgid(int64_t task_id, int attempt, int64_t pid);
   void OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
                  const std::string& description, RunResult result);

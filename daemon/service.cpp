@@ -514,7 +514,14 @@ Service::Answer<BestReply> Service::HandleBest(const Request& r, const Identity&
 
 GpusReply Service::HandleGpus() {
   scheduler_.RefreshGpus();
-  return GpusReply{scheduler_.Gpus(), config_.pin_env};
+  GpusReply reply;
+  reply.gpus = scheduler_.Gpus();
+  reply.pin_env = config_.pin_env;
+  if (scheduler_.remote()) {
+    reply.executor = "slurm";
+    reply.cluster = scheduler_.Cluster();
+  }
+  return reply;
 }
 
 Service::Answer<EmptyReply> Service::HandleDrain(const Request& r, const Identity& who,

@@ -1,5 +1,6 @@
 #include "daemon/task_result_codec.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "common/ck_config.h"
@@ -60,6 +61,13 @@ std::string ResultJson(const Outcome& o, const std::string& command, int gpu, co
         .Field("stderr_bytes", r->stderr_bytes)
         .Field("stdout", r->stdout_capture)
         .Field("stderr", r->stderr_capture);
+  }
+  if (r && r->remote) {
+    JsonObjectWriter slurm(w.Key("slurm"));
+    slurm.Field("job_id", r->remote->job_id)
+        .Field("state", r->remote->state)
+        .Field("node", r->remote->node)
+        .Field("gpus", r->remote->gpus);
   }
   if (context) {
     if (!context->contended.empty()) wire::AppendValue(w.Key("contended"), context->contended);
@@ -131,6 +139,17 @@ TaskResult TaskResultFromRecord(const TaskRecord& t, bool with_output) {
     if (auto c = j.find("contended"); c != j.end()) wire::ReadValue(*c, &r.contended);
     if (auto g = j.find("gpu_state"); g != j.end()) wire::ReadValue(*g, &r.gpu_state);
     if (auto u = j.find("reused_from"); u != j.end()) wire::ReadValue(*u, &r.reused_from);
+    if (auto sl = j.find("slurm"); sl != j.end() && sl->is_object()) {
+      // Run through Slurm: the GPU is the one Slurm granted (the first, should it grant more).
+      r.slurm_job_id = sl->value("job_id", int64_t{0});
+      r.node = sl->value("node", "");
+      const std::string gpus = sl->value("gpus", "");
+      int g = -1;
+      if (!gpus.empty() &&
+          std::from_chars(gpus.data(), gpus.data() + gpus.size(), g).ec == std::errc()) {
+        r.gpu = g;
+      }
+    }
     if (r.reused_from) {  // it cost nothing: the figures of the run are the original's
       r.elapsed_s = 0;
       r.cpu_s.reset();

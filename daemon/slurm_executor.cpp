@@ -1,0 +1,859 @@
+#include "daemon/slurm_executor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <asio/post.hpp>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "common/ck_output.h"
+#include "common/text_table.h"
+
+namespace ckprof {
+namespace {
+
+using Kind = Outcome::Kind;
+using SystemClock = std::chrono::system_clock;
+
+// Slurm commands in flight at once (sbatch takes ~7 ms; slurmctld launches ~10 jobs/s on a
+// small machine, so a few at a time keep it fed without a crowd of processes).
+constexpr int kSubmitsAtOnce = 4;
+// Polls in a row that find neither the job in squeue/sacct nor its end file, before the run is
+// given up as lost (and requeued).
+constexpr int kMissingPolls = 3;
+constexpr double kClusterMaxAge_s = 2;
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> SplitBar(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    size_t bar = line.find('|', start);
+    out.push_back(line.substr(start, bar == std::string_view::npos ? bar : bar - start));
+    if (bar == std::string_view::npos) break;
+    start = bar + 1;
+  }
+  return out;
+}
+
+template <typename OnLine>
+void ForEachLine(std::string_view text, OnLine on_line) {
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!Trim(line).empty()) on_line(line);
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+}
+
+std::optional<int64_t> ParseId(std::string_view s) {
+  s = Trim(s);
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || v <= 0) return std::nullopt;
+  // "123;cluster" (--parsable on a multi-cluster setup) is fine; "123_4" (an array) is not ours.
+  if (end != s.data() + s.size() && *end != ';') return std::nullopt;
+  return v;
+}
+
+// "CANCELLED by 0" -> "CANCELLED"; "COMPLETED+" (sacct's truncation) -> "COMPLETED".
+std::string StateWord(std::string_view s) {
+  s = Trim(s);
+  size_t sp = s.find_first_of(" +");
+  return std::string(s.substr(0, sp));
+}
+
+std::string LastLine(std::string_view s) {
+  s = Trim(s);
+  size_t nl = s.find_last_of('\n');
+  if (nl != std::string_view::npos) s = Trim(s.substr(nl + 1));
+  return std::string(s.substr(0, 300));
+}
+
+std::string FindInPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string p = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::stringstream ss(p);
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    if (dir.empty()) continue;
+    std::string full = dir + "/" + name;
+    if (access(full.c_str(), X_OK) == 0) return full;
+  }
+  return "";
+}
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+SystemClock::time_point FromUnix(double t) {
+  return SystemClock::time_point(std::chrono::duration_cast<SystemClock::duration>(
+      std::chrono::duration<double>(t)));
+}
+
+double UnixNowSeconds() {
+  return std::chrono::duration<double>(SystemClock::now().time_since_epoch()).count();
+}
+
+// Opens a file a run wrote (under a directory its user owns) for reading without following a
+// link, and only when it is a plain file of that user (a root daemon must not read, into the
+// user's results, a file the user may not read).
+int OpenRunFile(const std::string& path, std::optional<uid_t> owner) {
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      (owner && st.st_uid != *owner && st.st_uid != geteuid())) {
+    close(fd);
+    errno = EPERM;
+    return -1;
+  }
+  return fd;
+}
+
+// Reads a run's file in chunks into `sink`; false when it cannot be opened.
+template <typename Sink>
+bool ReadRunFile(const std::string& path, std::optional<uid_t> owner, Sink sink) {
+  int fd = OpenRunFile(path, owner);
+  if (fd < 0) return false;
+  std::vector<char> buf(64 * 1024);
+  while (true) {
+    ssize_t n = read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    sink(std::string_view(buf.data(), static_cast<size_t>(n)));
+  }
+  close(fd);
+  return true;
+}
+
+std::string SmallFile(const std::string& path, std::optional<uid_t> owner) {
+  std::string text;
+  ReadRunFile(path, owner, [&](std::string_view d) {
+    if (text.size() < 4096) text.append(d.substr(0, 4096 - text.size()));
+  });
+  return text;
+}
+
+// Creates `dir` (and its parents below `root`, which must exist) with `mode`; the last one
+// owned by `uid`/`gid` when given.
+Status MakeRunDir(const std::string& root, const std::string& rel, mode_t mode,
+                  std::optional<uid_t> uid, std::optional<gid_t> gid) {
+  std::string path = root;
+  std::stringstream ss(rel);
+  std::string part;
+  std::vector<std::string> parts;
+  while (std::getline(ss, part, '/'))
+    if (!part.empty()) parts.push_back(part);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    path += "/" + parts[i];
+    if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      return MakeError("cannot create " + path + ": " + std::strerror(errno));
+    }
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return MakeError(path + " is not a directory");
+    }
+    const bool last = i + 1 == parts.size();
+    if (last && uid && geteuid() == 0 && st.st_uid != *uid) {
+      if (chown(path.c_str(), *uid, gid.value_or(static_cast<gid_t>(-1))) != 0) {
+        return MakeError("cannot give " + path + " to uid " + std::to_string(*uid) + ": " +
+                         std::strerror(errno));
+      }
+      chmod(path.c_str(), mode);
+    }
+  }
+  return Status::Ok();
+}
+
+// Writes the batch script afresh (never through a link a user left there).
+Status WriteScript(const std::string& path, const std::string& text) {
+  unlink(path.c_str());
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return MakeError("cannot write " + path + ": " + std::strerror(errno));
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = errno;
+      close(fd);
+      return MakeError("cannot write " + path + ": " + std::strerror(e));
+    }
+    off += static_cast<size_t>(n);
+  }
+  close(fd);
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<SlurmJobRow> ParseSqueueRows(std::string_view text) {
+  std::vector<SlurmJobRow> rows;
+  ForEachLine(text, [&](std::string_view line) {
+    auto f = SplitBar(line);
+    if (f.size() < 2) return;
+    auto id = ParseId(f[0]);
+    if (!id) return;
+    SlurmJobRow r;
+    r.id = *id;
+    r.state = StateWord(f[1]);
+    if (f.size() > 2) r.node = std::string(Trim(f[2]));
+    if (f.size() > 3) r.reason = std::string(Trim(f[3]));
+    if (r.node == "(null)") r.node.clear();
+    rows.push_back(std::move(r));
+  });
+  return rows;
+}
+
+std::vector<SlurmJobRow> ParseSacctRows(std::string_view text) {
+  std::vector<SlurmJobRow> rows;
+  ForEachLine(text, [&](std::string_view line) {
+    auto f = SplitBar(line);
+    if (f.size() < 2) return;
+    auto id = ParseId(f[0]);
+    if (!id) return;
+    SlurmJobRow r;
+    r.id = *id;
+    r.state = StateWord(f[1]);
+    if (f.size() > 2) r.exit_code = std::string(Trim(f[2]));
+    if (f.size() > 3) r.node = std::string(Trim(f[3]));
+    if (r.node == "None assigned") r.node.clear();
+    rows.push_back(std::move(r));
+  });
+  return rows;
+}
+
+bool SlurmStateFinal(std::string_view state) {
+  static const std::set<std::string_view> kLive = {
+      "PENDING",  "CONFIGURING", "RUNNING",   "COMPLETING", "SUSPENDED", "RESIZING",
+      "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SIGNALING", "STAGE_OUT",
+      "STOPPED"};
+  return !state.empty() && !kLive.count(state);
+}
+
+std::optional<Outcome> SlurmEndOutcome(const SlurmJobRow& row) {
+  const std::string& s = row.state;
+  const std::string where = row.node.empty() ? "" : " on " + row.node;
+  if (s == "COMPLETED") return std::nullopt;
+  if (s == "TIMEOUT") {
+    return Outcome{Kind::kTimedOut, 0, 0,
+                   "Slurm ended job " + std::to_string(row.id) + " at its time limit (TIMEOUT)"};
+  }
+  if (s == "CANCELLED") {
+    return Outcome{Kind::kCancelled, 0, 0,
+                   "Slurm job " + std::to_string(row.id) + " was cancelled (CANCELLED)"};
+  }
+  if (s == "FAILED" || s == "OUT_OF_MEMORY" || s == "DEADLINE") {
+    Outcome o{Kind::kFailed, 1, 0, ""};
+    o.reason = "Slurm job " + std::to_string(row.id) + where + " ended " + s;
+    if (!row.exit_code.empty()) o.reason += " (exit " + row.exit_code + ")";
+    if (s == "OUT_OF_MEMORY") o.reason += ": it ran out of the memory Slurm allows it";
+    return o;
+  }
+  // NODE_FAIL, PREEMPTED, BOOT_FAIL, REVOKED, ...: not the task's fault; run it again.
+  return Outcome{Kind::kInterrupted, 0, 0,
+                 "Slurm job " + std::to_string(row.id) + where + " ended " + s};
+}
+
+void ParseSlurmStartLine(std::string_view text, SlurmRunFiles* f) {
+  std::stringstream ss{std::string(text)};
+  std::string word;
+  while (ss >> word) {
+    size_t eq = word.find('=');
+    if (eq == std::string::npos) continue;
+    std::string k = word.substr(0, eq), v = word.substr(eq + 1);
+    if (k == "node") f->node = v;
+    if (k == "gpus") f->gpus = v;
+    if (k == "start") f->start = std::atof(v.c_str());
+  }
+}
+
+void ParseSlurmEndLine(std::string_view text, SlurmRunFiles* f) {
+  std::stringstream ss{std::string(text)};
+  std::string word;
+  while (ss >> word) {
+    size_t eq = word.find('=');
+    if (eq == std::string::npos) continue;
+    std::string k = word.substr(0, eq), v = word.substr(eq + 1);
+    if (k == "rc") {
+      int rc = 0;
+      if (std::from_chars(v.data(), v.data() + v.size(), rc).ec == std::errc()) f->rc = rc;
+    }
+    if (k == "end") f->end = std::atof(v.c_str());
+  }
+}
+
+Outcome OutcomeFromScriptStatus(int rc, bool had_timeout, double timeout_s, const CkPerf& perf,
+                                std::string_view stderr_text) {
+  if (had_timeout && (rc == 124 || rc == 128 + SIGKILL)) {
+    Outcome o{Kind::kTimedOut, 0, rc == 124 ? SIGTERM : SIGKILL,
+              "timed out after " + FormatSeconds(timeout_s)};
+    if (rc != 124) o.reason += " (still running after SIGTERM: killed)";
+    return o;
+  }
+  if (rc == 126 || rc == 127) {
+    std::string why = LastLine(stderr_text);
+    return Outcome{Kind::kSpawnFailed, rc, 0,
+                   "cannot execute the profiler on the node" + (why.empty() ? "" : ": " + why)};
+  }
+  if (rc > 128 && rc < 128 + 65) return ClassifyExit(true, rc - 128, perf, stderr_text);
+  return ClassifyExit(false, rc, perf, stderr_text);
+}
+
+std::vector<ClusterNode> ParseSinfoNodes(std::string_view text) {
+  std::vector<ClusterNode> nodes;
+  ForEachLine(text, [&](std::string_view line) {
+    auto f = SplitBar(line);
+    if (f.size() < 5) return;
+    std::string name(Trim(f[0]));
+    if (name.empty()) return;
+    auto it = std::find_if(nodes.begin(), nodes.end(),
+                           [&](const ClusterNode& n) { return n.name == name; });
+    const std::string part(Trim(f[4]));
+    if (it != nodes.end()) {
+      if (!part.empty()) it->partitions += (it->partitions.empty() ? "" : ",") + part;
+      return;
+    }
+    ClusterNode n;
+    n.name = name;
+    n.state = std::string(Trim(f[1]));
+    n.gres = std::string(Trim(f[2]));
+    n.gres_used = std::string(Trim(f[3]));
+    n.partitions = part;
+    nodes.push_back(std::move(n));
+  });
+  return nodes;
+}
+
+std::string ShellQuote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+int64_t SlurmTimeLimitMinutes(double timeout_s, double grace_s) {
+  if (timeout_s <= 0) return 0;
+  return static_cast<int64_t>(std::ceil((timeout_s + grace_s) / 60.0)) + 1;
+}
+
+std::string SlurmBatchScript(const RunSpec& spec, const std::string& stem,
+                             const std::vector<std::string>& pin_env) {
+  std::string s = "#!/bin/sh\n";
+  s += "# " + spec.comment + "\n";
+  s += "# Written by ckprofd; Slurm runs it on a node. The profiler's output goes to the files "
+       "beside it.\n";
+  s += "b=" + ShellQuote(stem) + "\n";
+  // Slurm pins the GPUs it grants; SLURM_JOB_GPUS says which they are on the node.
+  s += "gpus=\"${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-${ROCR_VISIBLE_DEVICES:-"
+       "${GPU_DEVICE_ORDINAL:-}}}}\"\n";
+  s += "pin=\"${ROCR_VISIBLE_DEVICES:-${CUDA_VISIBLE_DEVICES:-${GPU_DEVICE_ORDINAL:-}}}\"\n";
+  static const std::set<std::string> kSlurmSets = {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                                                   "GPU_DEVICE_ORDINAL"};
+  for (const auto& var : pin_env) {
+    if (kSlurmSets.count(var)) continue;
+    // HIP_VISIBLE_DEVICES (Slurm never sets it): the GPUs Slurm pinned, as ROCm numbers them.
+    s += "[ -n \"$pin\" ] && export " + var + "=\"$pin\"\n";
+  }
+  for (const auto& [k, v] : spec.set_env) s += "export " + k + "=" + ShellQuote(v) + "\n";
+  s += "printf 'node=%s gpus=%s start=%s\\n' \"${SLURMD_NODENAME:-$(hostname)}\" \"$gpus\" "
+       "\"$(date +%s.%N)\" >\"$b.start\"\n";
+  std::string cmd;
+  const double timeout_s = std::chrono::duration<double>(spec.timeout).count();
+  if (timeout_s > 0) {
+    const double grace_s = std::chrono::duration<double>(spec.grace).count();
+    cmd = "timeout -k " + Num(std::max(grace_s, 0.001)) + " " + Num(timeout_s) + " ";
+  }
+  for (size_t i = 0; i < spec.argv.size(); ++i) cmd += (i ? " " : "") + ShellQuote(spec.argv[i]);
+  s += cmd + " </dev/null >\"$b.out\" 2>\"$b.err\"\n";
+  s += "rc=$?\n";
+  s += "printf 'rc=%s end=%s\\n' \"$rc\" \"$(date +%s.%N)\" >\"$b.end.tmp\" && "
+       "mv -f \"$b.end.tmp\" \"$b.end\"\n";
+  s += "exit 0\n";
+  return s;
+}
+
+struct SlurmLauncher::Run {
+  RunId id = 0;
+  RunSpec spec;
+  std::function<void(RunResult)> on_done;
+  std::string stem;  // absolute, without suffix
+  int64_t job_id = 0;
+  std::string state = "SUBMITTING";
+  std::string node;
+  mutable std::string gpus;  // read from the .start file when first asked
+  bool submitting = false;
+  bool cancel_requested = false;
+  bool done = false;
+  int missing = 0;
+  double submitted_at = 0;
+};
+
+SlurmLauncher::SlurmLauncher(asio::any_io_executor ex, SlurmSettings settings, std::string tag,
+                             std::vector<std::string> pin_env)
+    : ex_(ex),
+      settings_(std::move(settings)),
+      tag_(std::move(tag)),
+      pin_env_(std::move(pin_env)),
+      tools_(std::make_unique<ProcessRunner>(ex)),
+      poll_timer_(ex),
+      alive_(std::make_shared<bool>(true)) {}
+
+SlurmLauncher::~SlurmLauncher() {
+  *alive_ = false;
+  poll_timer_.cancel();
+  tools_.reset();  // kills a Slurm command still running; its callback is not called
+}
+
+std::string SlurmLauncher::Bin(const std::string& name) const {
+  if (!settings_.bin_dir.empty()) return settings_.bin_dir + "/" + name;
+  std::string found = FindInPath(name);
+  return found.empty() ? name : found;
+}
+
+Status SlurmLauncher::Check() {
+  for (const char* tool : {"sbatch", "squeue", "scancel", "sinfo"}) {
+    const std::string path = Bin(tool);
+    if (path.find('/') == std::string::npos || access(path.c_str(), X_OK) != 0) {
+      return MakeError(std::string("executor slurm: ") + tool + " is not found (" +
+                       (settings_.bin_dir.empty() ? "in PATH" : "in " + settings_.bin_dir) +
+                       "); install Slurm's client commands or set executor.bin_dir");
+    }
+  }
+  if (settings_.work_dir.empty() || settings_.work_dir[0] != '/') {
+    return MakeError(
+        "executor slurm: work_dir must be an absolute path on a filesystem the nodes share");
+  }
+  struct stat st {};
+  if (stat(settings_.work_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return MakeError("executor slurm: work_dir " + settings_.work_dir + " is not a directory");
+  }
+  if (access(settings_.work_dir.c_str(), W_OK | X_OK) != 0) {
+    return MakeError("executor slurm: work_dir " + settings_.work_dir + " cannot be written: " +
+                     std::strerror(errno));
+  }
+  RefreshCluster();
+  return Status::Ok();
+}
+
+void SlurmLauncher::Tool(const std::string& name, std::vector<std::string> args,
+                         std::function<void(RunResult)> done) {
+  RunSpec spec;
+  spec.argv.push_back(Bin(name));
+  for (auto& a : args) spec.argv.push_back(std::move(a));
+  spec.timeout = std::chrono::seconds(60);
+  spec.grace = std::chrono::seconds(2);
+  spec.capture_head = 4u << 20;
+  spec.capture_tail = 4096;
+  tools_->Start(std::move(spec), std::move(done));
+}
+
+Launcher::RunId SlurmLauncher::Start(RunSpec spec, std::function<void(RunResult)> on_done) {
+  auto run = std::make_shared<Run>();
+  run->id = next_id_++;
+  run->stem = settings_.work_dir + "/" + spec.stem;
+  run->spec = std::move(spec);
+  run->on_done = std::move(on_done);
+  runs_[run->id] = run;
+  to_submit_.push_back(run);
+  asio::post(ex_, [this, alive = alive_] {
+    if (*alive) PumpSubmits();
+  });
+  return run->id;
+}
+
+void SlurmLauncher::PumpSubmits() {
+  while (submitting_ < kSubmitsAtOnce && !to_submit_.empty()) {
+    RunPtr run = to_submit_.front();
+    to_submit_.pop_front();
+    if (run->done) continue;
+    Submit(run);
+  }
+}
+
+void SlurmLauncher::Submit(const RunPtr& run) {
+  const RunSpec& spec = run->spec;
+  RunResult failed;
+  failed.outcome = Outcome{Kind::kSpawnFailed, 0, 0, ""};
+  failed.started_at = failed.ended_at = SystemClock::now();
+  if (run->cancel_requested) {
+    failed.outcome = Outcome{Kind::kCancelled, 0, 0, "cancelled before it reached Slurm"};
+    Finish(run, std::move(failed));
+    return;
+  }
+  const std::string rel_dir = spec.stem.substr(0, spec.stem.rfind('/'));
+  if (Status s = MakeRunDir(settings_.work_dir, rel_dir, 0700, spec.uid, spec.gid); !s) {
+    failed.outcome.reason = "cannot prepare its Slurm job: " + s.error();
+    Finish(run, std::move(failed));
+    return;
+  }
+  const std::string script = run->stem + ".sh";
+  if (Status s = WriteScript(script, SlurmBatchScript(spec, run->stem, pin_env_)); !s) {
+    failed.outcome.reason = "cannot prepare its Slurm job: " + s.error();
+    Finish(run, std::move(failed));
+    return;
+  }
+  std::vector<std::string> args = {"--parsable", "--no-requeue",
+                                   "--job-name=" + spec.name, "--comment=" + spec.comment,
+                                   "--output=" + run->stem + ".slurm", "--export=NONE"};
+  if (!settings_.gres.empty()) args.push_back("--gres=" + settings_.gres);
+  if (!settings_.partition.empty()) args.push_back("--partition=" + settings_.partition);
+  const int64_t minutes =
+      SlurmTimeLimitMinutes(std::chrono::duration<double>(spec.timeout).count(),
+                            std::chrono::duration<double>(spec.grace).count());
+  if (minutes > 0) args.push_back("--time=" + std::to_string(minutes));
+  if (!spec.cwd.empty()) args.push_back("--chdir=" + spec.cwd);
+  // A root daemon submits for the task's owner: Slurm's accounting, limits and fair share see
+  // the real user.
+  if (spec.uid && geteuid() == 0) {
+    args.push_back("--uid=" + std::to_string(*spec.uid));
+    if (spec.gid) args.push_back("--gid=" + std::to_string(*spec.gid));
+  }
+  for (const auto& a : settings_.sbatch_args) args.push_back(a);
+  args.push_back(script);
+  run->submitting = true;
+  run->submitted_at = UnixNowSeconds();
+  ++submitting_;
+  Tool("sbatch", std::move(args), [this, run](RunResult r) {
+    --submitting_;
+    run->submitting = false;
+    OnSubmitted(run, std::move(r));
+    PumpSubmits();
+  });
+}
+
+void SlurmLauncher::OnSubmitted(const RunPtr& run, RunResult tool) {
+  if (run->done) return;
+  std::optional<int64_t> id;
+  if (tool.outcome.kind == Kind::kSucceeded || tool.outcome.kind == Kind::kUnsupported) {
+    ForEachLine(tool.stdout_capture, [&](std::string_view line) {
+      if (!id) id = ParseId(line);
+    });
+  }
+  if (!id) {
+    RunResult failed;
+    failed.outcome = Outcome{Kind::kSpawnFailed, 0, 0, ""};
+    std::string why = LastLine(tool.stderr_capture);
+    if (why.empty()) why = tool.outcome.Summary();
+    failed.outcome.reason = "sbatch refused it: " + why;
+    failed.started_at = failed.ended_at = SystemClock::now();
+    spdlog::warn("Slurm: {} ({})", failed.outcome.reason, run->spec.comment);
+    Finish(run, std::move(failed));
+    return;
+  }
+  run->job_id = *id;
+  run->state = "PENDING";
+  if (run->spec.on_started) run->spec.on_started(static_cast<pid_t>(*id));
+  spdlog::debug("Slurm job {}: {}", *id, run->spec.comment);
+  if (run->cancel_requested) SendCancel(run);
+  ArmPoll();
+}
+
+Launcher::RunId SlurmLauncher::Adopt(RunSpec spec, int64_t handle,
+                                     std::function<void(RunResult)> on_done) {
+  auto run = std::make_shared<Run>();
+  run->id = next_id_++;
+  run->stem = settings_.work_dir + "/" + spec.stem;
+  run->spec = std::move(spec);
+  run->on_done = std::move(on_done);
+  run->job_id = handle;
+  run->state = handle > 0 ? "PENDING" : "SUBMITTING";
+  runs_[run->id] = run;
+  asio::post(ex_, [this, run, alive = alive_] {
+    if (!*alive || run->done) return;
+    if (run->job_id > 0) {
+      spdlog::info("Slurm job {} followed again: {}", run->job_id, run->spec.comment);
+      ArmPoll();
+    } else {
+      Find(run);
+    }
+  });
+  return run->id;
+}
+
+void SlurmLauncher::Find(const RunPtr& run) {
+  // The previous daemon may have stopped between sbatch and storing the job id: the job's
+  // comment names the task and the attempt.
+  Tool("squeue", {"-h", "-t", "all", "-o", "%i|%k"}, [this, run](RunResult r) {
+    if (run->done) return;
+    std::optional<int64_t> found;
+    if (r.outcome.kind == Kind::kSucceeded || r.outcome.kind == Kind::kUnsupported) {
+      ForEachLine(r.stdout_capture, [&](std::string_view line) {
+        size_t bar = line.find('|');
+        if (bar == std::string_view::npos || found) return;
+        if (line.substr(bar + 1) == run->spec.comment) found = ParseId(line.substr(0, bar));
+      });
+    } else {
+      spdlog::warn("Slurm: squeue failed ({}); looking for {} again later",
+                   LastLine(r.stderr_capture), run->spec.comment);
+      asio::post(ex_, [this, run, alive = alive_] {
+        if (*alive && !run->done) Find(run);
+      });
+      return;
+    }
+    if (found) {
+      run->job_id = *found;
+      run->state = "PENDING";
+      spdlog::info("Slurm job {} found again by its comment: {}", *found, run->spec.comment);
+      if (run->spec.on_started) run->spec.on_started(static_cast<pid_t>(*found));
+      if (run->cancel_requested) SendCancel(run);
+      ArmPoll();
+      return;
+    }
+    if (access((run->stem + ".end").c_str(), F_OK) == 0) {
+      Collect(run, std::nullopt, "");
+      return;
+    }
+    RunResult lost;
+    lost.outcome = Outcome{Kind::kInterrupted, 0, 0,
+                           "not found in Slurm after the restart (the submission never reached it)"};
+    lost.started_at = lost.ended_at = SystemClock::now();
+    Finish(run, std::move(lost));
+  });
+}
+
+bool SlurmLauncher::Cancel(RunId id) {
+  auto it = runs_.find(id);
+  if (it == runs_.end() || it->second->cancel_requested || it->second->done) return false;
+  RunPtr run = it->second;
+  run->cancel_requested = true;
+  if (run->job_id > 0) {
+    SendCancel(run);
+  } else if (!run->submitting) {
+    // Still waiting for its sbatch: it never reaches Slurm.
+    asio::post(ex_, [this, run, alive = alive_] {
+      if (!*alive || run->done || run->submitting || run->job_id > 0) return;
+      RunResult r;
+      r.outcome = Outcome{Kind::kCancelled, 0, 0, "cancelled before it reached Slurm"};
+      r.started_at = r.ended_at = SystemClock::now();
+      Finish(run, std::move(r));
+    });
+  }
+  return true;
+}
+
+void SlurmLauncher::SendCancel(const RunPtr& run) {
+  const int64_t job = run->job_id;
+  Tool("scancel", {std::to_string(job)}, [job](RunResult r) {
+    if (r.outcome.kind != Kind::kSucceeded && r.outcome.kind != Kind::kUnsupported) {
+      spdlog::warn("Slurm: scancel {} failed: {}", job, LastLine(r.stderr_capture));
+    }
+  });
+  ArmPoll();
+}
+
+bool SlurmLauncher::Interrupt(RunId) { return false; }
+
+std::optional<RunOutput> SlurmLauncher::Output(RunId id) const {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return std::nullopt;
+  const Run& run = *it->second;
+  RunOutput out;
+  out.stdout_text = SmallFile(run.stem + ".out", run.spec.uid);
+  out.stderr_text = SmallFile(run.stem + ".err", run.spec.uid);
+  return out;
+}
+
+std::optional<RemoteRun> SlurmLauncher::Where(RunId id) const {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return std::nullopt;
+  const Run& run = *it->second;
+  if (run.gpus.empty() && run.state == "RUNNING") {
+    SlurmRunFiles f;
+    ParseSlurmStartLine(SmallFile(run.stem + ".start", run.spec.uid), &f);
+    run.gpus = f.gpus;
+  }
+  return RemoteRun{run.job_id, run.state, run.node, run.gpus};
+}
+
+std::vector<ClusterNode> SlurmLauncher::Cluster() {
+  if (UnixNowSeconds() - cluster_at_ > kClusterMaxAge_s) RefreshCluster();
+  return cluster_;
+}
+
+void SlurmLauncher::RefreshCluster() {
+  if (cluster_asked_) return;
+  cluster_asked_ = true;
+  std::vector<std::string> args = {"-h", "-N", "-O",
+                                   "NodeList:|,StateLong:|,Gres:|,GresUsed:|,Partition:|"};
+  if (!settings_.partition.empty()) args.push_back("--partition=" + settings_.partition);
+  Tool("sinfo", std::move(args), [this](RunResult r) {
+    cluster_asked_ = false;
+    cluster_at_ = UnixNowSeconds();
+    if (r.outcome.kind == Kind::kSucceeded || r.outcome.kind == Kind::kUnsupported) {
+      cluster_ = ParseSinfoNodes(r.stdout_capture);
+    } else {
+      spdlog::warn("Slurm: sinfo failed: {}", LastLine(r.stderr_capture));
+    }
+  });
+}
+
+void SlurmLauncher::ArmPoll() {
+  if (poll_armed_ || polling_) return;
+  poll_armed_ = true;
+  poll_timer_.expires_after(
+      std::chrono::milliseconds(static_cast<int64_t>(std::max(settings_.poll_ms, 10.0))));
+  poll_timer_.async_wait([this, alive = alive_](const asio::error_code& ec) {
+    if (ec || !*alive) return;
+    poll_armed_ = false;
+    Poll();
+  });
+}
+
+void SlurmLauncher::Poll() {
+  std::string ids;
+  for (const auto& [id, run] : runs_) {
+    if (run->job_id > 0 && !run->done) ids += (ids.empty() ? "" : ",") + std::to_string(run->job_id);
+  }
+  if (ids.empty()) return;
+  polling_ = true;
+  Tool("squeue", {"-h", "-t", "all", "-o", "%i|%T|%N|%r", "-j", ids},
+       [this, ids](RunResult r) {
+         // Exit 1 with "Invalid job id specified" when none of them is known any more.
+         OnRows(ParseSqueueRows(r.stdout_capture), false);
+         std::string missing;
+         for (const auto& [id, run] : runs_) {
+           if (run->job_id > 0 && !run->done && run->state != "SEEN")
+             missing += (missing.empty() ? "" : ",") + std::to_string(run->job_id);
+         }
+         for (auto& [id, run] : runs_)
+           if (run->state == "SEEN") run->state = "RUNNING";
+         if (missing.empty() || access(Bin("sacct").c_str(), X_OK) != 0) {
+           OnRows({}, true);
+           return;
+         }
+         Tool("sacct", {"-X", "-n", "-P", "-o", "JobID,State,ExitCode,NodeList", "-j", missing},
+              [this](RunResult a) { OnRows(ParseSacctRows(a.stdout_capture), true); });
+       });
+}
+
+void SlurmLauncher::OnRows(std::vector<SlurmJobRow> rows, bool from_sacct) {
+  std::map<int64_t, RunPtr> by_job;
+  for (const auto& [id, run] : runs_) {
+    if (run->job_id > 0 && !run->done) by_job[run->job_id] = run;
+  }
+  std::set<int64_t> seen;
+  for (const auto& row : rows) {
+    auto it = by_job.find(row.id);
+    if (it == by_job.end()) continue;
+    seen.insert(row.id);
+    RunPtr run = it->second;
+    run->missing = 0;
+    if (!row.node.empty()) run->node = row.node;
+    if (SlurmStateFinal(row.state)) {
+      run->state = row.state;
+      Collect(run, SlurmEndOutcome(row), row.state);
+    } else {
+      // squeue's pass marks what it saw so that its sacct pass asks only for the rest.
+      run->state = from_sacct ? row.state : (row.state == "RUNNING" ? "SEEN" : row.state);
+    }
+  }
+  if (!from_sacct) return;
+  for (auto& [job, run] : by_job) {
+    if (seen.count(job) || run->done || run->state == "RUNNING" || run->state == "PENDING" ||
+        run->state == "COMPLETING" || run->state == "CONFIGURING") {
+      continue;
+    }
+    // Neither squeue nor sacct knows it (past MinJobAge, no accounting): its end file decides.
+    if (access((run->stem + ".end").c_str(), F_OK) == 0) {
+      Collect(run, std::nullopt, "");
+    } else if (++run->missing >= kMissingPolls) {
+      SlurmJobRow gone{job, "LOST", run->node, "", ""};
+      Collect(run, Outcome{Kind::kInterrupted, 0, 0,
+                           "Slurm no longer knows job " + std::to_string(job) +
+                               " and it left no end file"},
+              "LOST");
+    }
+  }
+  polling_ = false;
+  ArmPoll();
+}
+
+void SlurmLauncher::Collect(const RunPtr& run, std::optional<Outcome> slurm_outcome,
+                            const std::string& state) {
+  if (run->done) return;
+  const RunSpec& spec = run->spec;
+  SlurmRunFiles files;
+  ParseSlurmStartLine(SmallFile(run->stem + ".start", spec.uid), &files);
+  ParseSlurmEndLine(SmallFile(run->stem + ".end", spec.uid), &files);
+  RunResult r;
+  CkOutputParser parser(spec.top_k);
+  Capture out(spec.capture_head, spec.capture_tail), err(spec.capture_head, spec.capture_tail);
+  ReadRunFile(run->stem + ".out", spec.uid, [&](std::string_view d) {
+    parser.Feed(d);
+    out.Add(d);
+  });
+  ReadRunFile(run->stem + ".err", spec.uid, [&](std::string_view d) {
+    parser.FeedStderr(d);
+    err.Add(d);
+  });
+  // What Slurm wrote (slurmstepd's "CANCELLED ... DUE TO TIME LIMIT") goes with stderr.
+  std::string slurm_text = SmallFile(run->stem + ".slurm", spec.uid);
+  if (!Trim(slurm_text).empty()) err.Add(slurm_text);
+  parser.Finish();
+  r.perf = parser.perf();
+  r.stdout_capture = out.Text();
+  r.stderr_capture = err.Text();
+  r.stdout_bytes = out.total();
+  r.stderr_bytes = err.total();
+  const double timeout_s = std::chrono::duration<double>(spec.timeout).count();
+  if (slurm_outcome) {
+    r.outcome = *slurm_outcome;
+    if (r.outcome.kind == Kind::kCancelled && run->cancel_requested) r.outcome.reason = "cancelled";
+  } else if (files.rc) {
+    r.outcome = OutcomeFromScriptStatus(*files.rc, timeout_s > 0, timeout_s, r.perf,
+                                        r.stderr_capture);
+  } else {
+    r.outcome = Outcome{Kind::kFailed, -1, 0,
+                        "Slurm job " + std::to_string(run->job_id) +
+                            " ended without the profiler's exit status (its batch script did "
+                            "not finish; see its .slurm file in the work dir)"};
+  }
+  const double now = UnixNowSeconds();
+  const double start = files.start > 0 ? files.start : run->submitted_at > 0 ? run->submitted_at : now;
+  const double end = files.end > 0 ? files.end : now;
+  r.started_at = FromUnix(start);
+  r.ended_at = FromUnix(end);
+  r.elapsed_s = files.start > 0 && end >= start ? end - start : 0;
+  r.pid = -1;
+  r.remote = RemoteRun{run->job_id, state.empty() ? "COMPLETED" : state,
+                       files.node.empty() ? run->node : files.node, files.gpus};
+  Finish(run, std::move(r));
+}
+
+void SlurmLauncher::Finish(const RunPtr& run, RunResult r) {
+  if (run->done) return;
+  run->done = true;
+  runs_.erase(run->id);
+  auto done = std::move(run->on_done);
+  if (done) done(std::move(r));
+}
+
+}  // namespace ckprof
