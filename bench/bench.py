@@ -38,7 +38,7 @@ def env_num(name, default, quick_default=None):
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 BIN = os.path.abspath(os.environ.get("BENCH_BIN", os.path.join(REPO, "build", "bin")))
 GPUS = env_num("BENCH_GPUS", 8)
-SECTIONS = set(os.environ.get("BENCH_SECTIONS", "1,2,3,4,5,6").replace(" ", "").split(","))
+SECTIONS = set(os.environ.get("BENCH_SECTIONS", "1,2,3,4,5,6,7").replace(" ", "").split(","))
 DISPATCH_TASKS = env_num("BENCH_DISPATCH_TASKS", 2000, 300)
 REPEAT = env_num("BENCH_REPEAT", 5, 1)          # limit and ckprofd runs in section 1
 ALT_REPEAT = env_num("BENCH_ALT_REPEAT", 1)     # GNU parallel, tsp and the Python loop
@@ -61,6 +61,13 @@ REUSE_TIME_SCALE = env_num("BENCH_REUSE_TIME_SCALE", 1.0)  # the ResNet sweep's 
 # A real ckProfiler run costs seconds before its first kernel (HIP start, loading hundreds of
 # instances' code objects): the emulator's slow start models it in section 6.
 REUSE_START_MS = env_num("BENCH_REUSE_START_MS", 1000, 300)
+
+# Section 7 (Slurm; skipped where no cluster answers): tasks through ckprofd's Slurm executor,
+# the same commands as one sbatch --array, and SLURM_SRUN_TASKS of them by srun one at a time.
+SLURM_TASKS = env_num("BENCH_SLURM_TASKS", 200, 40)
+SLURM_SRUN_TASKS = env_num("BENCH_SLURM_SRUN_TASKS", 20, 6)
+SLURM_TIME_SCALE = env_num("BENCH_SLURM_TIME_SCALE", 1.0)
+SLURM_POLL_MS = env_num("BENCH_SLURM_POLL_MS", 100)
 
 EMU = os.path.join(BIN, "ckprofiler-emu")
 
@@ -768,6 +775,128 @@ def section_reuse(work):
     ])
 
 
+def section_slurm(base, work):
+    """7. Through Slurm (a one-node cluster, scripts/slurm-local.sh): SLURM_TASKS ResNet commands
+    through ckprofd's Slurm executor (submit to end), beside the same commands as one raw
+    `sbatch --array` (submit to the last one's end, squeue polled as often as ckprofd polls) and
+    SLURM_SRUN_TASKS of them by `srun` one at a time; the GPU idle gap between two runs on a GPU
+    (the emulator's log, by the GPU Slurm pinned)."""
+    probe = subprocess.run(["sh", "-c", "sinfo -h -o '%G' 2>&1"], capture_output=True, text=True)
+    m = re.search(r"gpu:(?:[^:]+:)?(\d+)", probe.stdout)
+    if probe.returncode != 0 or not m:
+        log("section 7 skipped: no Slurm cluster answers (scripts/slurm-local.sh start)")
+        print("\n## 7. Through Slurm: skipped (no Slurm cluster answers sinfo; "
+              "CKPROF_SLURM_GPUS=8 scripts/slurm-local.sh start)")
+        return
+    cluster_gpus = int(m.group(1))
+    d = os.path.join(work, "slurm")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "work"))
+    os.chmod(d, 0o755)
+    os.chmod(os.path.join(d, "work"), 0o755)
+    configs = cycled(base, SLURM_TASKS)
+    configs_path = os.path.join(d, "configs.json")
+    write_configs(configs_path, configs)
+    cmds = commands_for(configs_path, os.path.join(d, "cmds.jsonl"))
+    sock = os.path.join(d, "s.sock")
+    ckprof = [os.path.join(BIN, "ckprof"), "--socket", sock]
+    config = os.path.join(d, "ckprofd.json")
+    with open(config, "w") as f:
+        json.dump({"reuse_max_age_days": 0, "executor": {
+            "kind": "slurm", "gres": "gpu:1", "max_in_flight": cluster_gpus,
+            "work_dir": os.path.join(d, "work"), "poll_ms": SLURM_POLL_MS,
+            "sbatch_args": ["--export=ALL"]}}, f)
+
+    def runs_in(path):
+        return emu_log(path) if os.path.exists(path) else []
+
+    # ckprofd
+    log(f"slurm: {SLURM_TASKS} tasks through ckprofd's Slurm executor ({cluster_gpus} GPUs)")
+    ck_log = os.path.join(d, "emu-ckprofd.log")
+    env = with_env(CKEMU_TIME_SCALE=SLURM_TIME_SCALE, CKEMU_LOG=ck_log)
+    p = subprocess.Popen([os.path.join(BIN, "ckprofd"), "--config", config, "--socket", sock,
+                          "--state-dir", os.path.join(d, "state"), "--profiler-path", EMU,
+                          "--log-level", "warn"], env=env,
+                         stderr=open(os.path.join(d, "ckprofd.log"), "a"))
+    try:
+        for _ in range(200):
+            if subprocess.run(ckprof + ["ping"], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        job = subprocess.run(ckprof + ["submit", configs_path], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        subprocess.run(ckprof + ["wait", job], check=True, capture_output=True)
+        ck_s = time.monotonic() - t0
+        res = json.loads(subprocess.run(ckprof + ["results", job, "--format", "json"],
+                                        capture_output=True, text=True, check=True).stdout)
+        ck_ok = sum(1 for r in res["results"] if r["status"] == "succeeded")
+    finally:
+        p.terminate()
+        p.wait(timeout=60)
+    # the raw array: the same command lines, one array task each
+    log(f"slurm: the same {SLURM_TASKS} commands as one sbatch --array")
+    arr_log = os.path.join(d, "emu-array.log")
+    lines = os.path.join(d, "cmds.txt")
+    with open(lines, "w") as f:
+        for argv in cmds:
+            f.write(shlex.join(argv) + "\n")
+    os.makedirs(os.path.join(d, "array"))
+    script = os.path.join(d, "array.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\n"
+                f"line=$(sed -n \"$((SLURM_ARRAY_TASK_ID + 1))p\" {shlex.quote(lines)})\n"
+                "export HIP_VISIBLE_DEVICES=\"$CUDA_VISIBLE_DEVICES\"\n"
+                f"eval \"$line\" </dev/null >{shlex.quote(d)}/array/$SLURM_ARRAY_TASK_ID.out "
+                "2>&1\n")
+    name = f"ckbench-array-{os.getpid()}"
+    aenv = with_env(CKEMU_TIME_SCALE=SLURM_TIME_SCALE, CKEMU_LOG=arr_log)
+    t0 = time.monotonic()
+    subprocess.run(["sbatch", "-Q", "--parsable", f"--array=0-{len(cmds) - 1}", "--gres=gpu:1",
+                    "--no-requeue", f"--job-name={name}", "--export=ALL", "-o", "/dev/null",
+                    script], env=aenv, check=True, capture_output=True)
+    while subprocess.run(["squeue", "-h", "-r", "-n", name], capture_output=True,
+                         text=True).stdout.strip():
+        time.sleep(SLURM_POLL_MS / 1000)
+    arr_s = time.monotonic() - t0
+    # srun, one at a time
+    log(f"slurm: {SLURM_SRUN_TASKS} of them by srun, one at a time")
+    srun_log = os.path.join(d, "emu-srun.log")
+    senv = with_env(CKEMU_TIME_SCALE=SLURM_TIME_SCALE, CKEMU_LOG=srun_log)
+    t0 = time.monotonic()
+    for argv in cmds[:SLURM_SRUN_TASKS]:
+        subprocess.run(["srun", "-Q", "--gres=gpu:1", "--export=ALL", "-o", "/dev/null"] + argv,
+                       env=senv, check=True)
+    srun_s = time.monotonic() - t0
+
+    ck_runs, arr_runs = runs_in(ck_log), runs_in(arr_log)
+    run_ms = median([(e - s) * 1e3 for _, _, s, e in ck_runs]) if ck_runs else float("nan")
+    ck_gaps, arr_gaps = emulator_gaps(ck_runs), emulator_gaps(arr_runs)
+    ck_rate, arr_rate = SLURM_TASKS / ck_s, SLURM_TASKS / arr_s
+    ratio = ck_rate / arr_rate
+    # The work in each task (its run) spread over the GPUs, against the wall time: what Slurm and
+    # the executor add per task.
+    busy = sum(e - s for _, _, s, e in ck_runs)
+    abusy = sum(e - s for _, _, s, e in arr_runs)
+    table(f"7. Through Slurm (one-node cluster, {cluster_gpus} fake GPUs, {SLURM_TASKS} ResNet "
+          f"commands, CKEMU_TIME_SCALE={SLURM_TIME_SCALE:g}, squeue every {SLURM_POLL_MS} ms)",
+          ["way", "wall", "tasks/s", "overhead per task", "GPU idle gap median / p90", "goal",
+           ""], [
+        ["ckprofd, executor slurm (submit to the job's end)",
+         f"{ck_s:.2f} s ({ck_ok} succeeded)", f"{ck_rate:.2f}",
+         f"{(ck_s * cluster_gpus - busy) / SLURM_TASKS * 1e3:.0f} ms GPU-time",
+         f"{median(ck_gaps):.0f} / {pct(ck_gaps, 90):.0f} ms" if ck_gaps else "-",
+         ">= 90% of the array's tasks/s", verdict(ratio, 0.9, lower_is_better=False)],
+        ["one sbatch --array of the same commands (the comparison)", f"{arr_s:.2f} s",
+         f"{arr_rate:.2f}", f"{(arr_s * cluster_gpus - abusy) / SLURM_TASKS * 1e3:.0f} ms GPU-time",
+         f"{median(arr_gaps):.0f} / {pct(arr_gaps, 90):.0f} ms" if arr_gaps else "-", "", ""],
+        [f"srun, one at a time ({SLURM_SRUN_TASKS} of them)", f"{srun_s:.2f} s",
+         f"{SLURM_SRUN_TASKS / srun_s:.2f}", f"{srun_s / SLURM_SRUN_TASKS * 1e3:.0f} ms wall", "-",
+         "", ""],
+    ], notes=[f"ckprofd's tasks/s is {ratio * 100:.0f}% of the array's; a run itself takes "
+              f"{run_ms:.0f} ms (median)"])
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--python-loop":
         python_loop_main(sys.argv[2])
@@ -801,6 +930,8 @@ def main():
             section_convert(work)
         if "6" in SECTIONS:
             section_reuse(work)
+        if "7" in SECTIONS:
+            section_slurm(base, work)
     finally:
         if keep:
             log(f"kept {work}")

@@ -568,8 +568,9 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
   };
   gpu.run = adopt ? launcher_.Adopt(std::move(spec), *adopt, std::move(on_done))
                   : launcher_.Start(std::move(spec), std::move(on_done));
-  spdlog::info("start job {} task {} (#{}, rank {}) on GPU {}, attempt {}: {}", job.rec.id, task.id,
-               task.position, task.rank, gpu.index, attempt, command);
+  spdlog::info("{} job {} task {} (#{}, rank {}) {} {}, attempt {}: {}", adopt ? "follow" : "start",
+               job.rec.id, task.id, task.position, task.rank, remote ? "in Slurm, slot" : "on GPU",
+               gpu.index, attempt, command);
   Emit(job, EventKind::kTaskStarted, [&](JobEventFrame& e) {
     e.task_id = task.id;
     e.position = task.position;
@@ -796,8 +797,11 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
   } else {
     CountFinal(job, outcome.kind, +1);
   }
-  spdlog::info("end job {} task {} (#{}) on GPU {}: {} in {:.3f} s{}", job.rec.id, task_id,
-               task.position, gpu_index, outcome.Summary(), elapsed,
+  spdlog::info("end job {} task {} (#{}) {}: {} in {:.3f} s{}", job.rec.id, task_id, task.position,
+               r.remote ? fmt::format("in Slurm job {} on {} GPU {}", r.remote->job_id,
+                                      r.remote->node, r.remote->gpus)
+                        : fmt::format("on GPU {}", gpu_index),
+               outcome.Summary(), elapsed,
                r.perf.has_best
                    ? fmt::format(", best {:.4g} ms {:.4g} TFlops", r.perf.avg_ms, r.perf.tflops)
                    : "");

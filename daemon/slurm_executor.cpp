@@ -109,8 +109,8 @@ std::string Num(double v) {
 }
 
 SystemClock::time_point FromUnix(double t) {
-  return SystemClock::time_point(std::chrono::duration_cast<SystemClock::duration>(
-      std::chrono::duration<double>(t)));
+  return SystemClock::time_point(
+      std::chrono::duration_cast<SystemClock::duration>(std::chrono::duration<double>(t)));
 }
 
 double UnixNowSeconds() {
@@ -210,7 +210,11 @@ Status WriteScript(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-std::vector<SlurmJobRow> ParseSqueueRows(std::string_view text) {
+namespace {
+
+// Rows of "ID|STATE|..." lines; the other columns by position (-1: not in these lines).
+std::vector<SlurmJobRow> ParseRows(std::string_view text, int node_col, int reason_col,
+                                   int exit_col) {
   std::vector<SlurmJobRow> rows;
   ForEachLine(text, [&](std::string_view line) {
     auto f = SplitBar(line);
@@ -220,37 +224,31 @@ std::vector<SlurmJobRow> ParseSqueueRows(std::string_view text) {
     SlurmJobRow r;
     r.id = *id;
     r.state = StateWord(f[1]);
-    if (f.size() > 2) r.node = std::string(Trim(f[2]));
-    if (f.size() > 3) r.reason = std::string(Trim(f[3]));
-    if (r.node == "(null)") r.node.clear();
+    auto col = [&](int i) {
+      return i >= 0 && static_cast<size_t>(i) < f.size() ? std::string(Trim(f[i])) : "";
+    };
+    r.node = col(node_col);
+    r.reason = col(reason_col);
+    r.exit_code = col(exit_col);
+    if (r.node == "(null)" || r.node == "None assigned") r.node.clear();
     rows.push_back(std::move(r));
   });
   return rows;
 }
 
-std::vector<SlurmJobRow> ParseSacctRows(std::string_view text) {
-  std::vector<SlurmJobRow> rows;
-  ForEachLine(text, [&](std::string_view line) {
-    auto f = SplitBar(line);
-    if (f.size() < 2) return;
-    auto id = ParseId(f[0]);
-    if (!id) return;
-    SlurmJobRow r;
-    r.id = *id;
-    r.state = StateWord(f[1]);
-    if (f.size() > 2) r.exit_code = std::string(Trim(f[2]));
-    if (f.size() > 3) r.node = std::string(Trim(f[3]));
-    if (r.node == "None assigned") r.node.clear();
-    rows.push_back(std::move(r));
-  });
-  return rows;
+}  // namespace
+
+std::vector<SlurmJobRow> ParseSqueueRows(std::string_view text) {
+  return ParseRows(text, 2, 3, -1);
 }
+
+std::vector<SlurmJobRow> ParseSacctRows(std::string_view text) { return ParseRows(text, 3, -1, 2); }
 
 bool SlurmStateFinal(std::string_view state) {
   static const std::set<std::string_view> kLive = {
-      "PENDING",  "CONFIGURING", "RUNNING",   "COMPLETING", "SUSPENDED", "RESIZING",
-      "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SIGNALING", "STAGE_OUT",
-      "STOPPED"};
+      "PENDING",   "CONFIGURING", "RUNNING",     "COMPLETING",   "SUSPENDED",
+      "RESIZING",  "REQUEUED",    "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
+      "SIGNALING", "STAGE_OUT",   "STOPPED"};
   return !state.empty() && !kLive.count(state);
 }
 
@@ -456,8 +454,8 @@ Status SlurmLauncher::Check() {
     return MakeError("executor slurm: work_dir " + settings_.work_dir + " is not a directory");
   }
   if (access(settings_.work_dir.c_str(), W_OK | X_OK) != 0) {
-    return MakeError("executor slurm: work_dir " + settings_.work_dir + " cannot be written: " +
-                     std::strerror(errno));
+    return MakeError("executor slurm: work_dir " + settings_.work_dir +
+                     " cannot be written: " + std::strerror(errno));
   }
   RefreshCluster();
   return Status::Ok();
@@ -520,14 +518,16 @@ void SlurmLauncher::Submit(const RunPtr& run) {
     Finish(run, std::move(failed));
     return;
   }
-  std::vector<std::string> args = {"--parsable", "--no-requeue",
-                                   "--job-name=" + spec.name, "--comment=" + spec.comment,
-                                   "--output=" + run->stem + ".slurm", "--export=NONE"};
+  std::vector<std::string> args = {"--parsable",
+                                   "--no-requeue",
+                                   "--job-name=" + spec.name,
+                                   "--comment=" + spec.comment,
+                                   "--output=" + run->stem + ".slurm",
+                                   "--export=NONE"};
   if (!settings_.gres.empty()) args.push_back("--gres=" + settings_.gres);
   if (!settings_.partition.empty()) args.push_back("--partition=" + settings_.partition);
-  const int64_t minutes =
-      SlurmTimeLimitMinutes(std::chrono::duration<double>(spec.timeout).count(),
-                            std::chrono::duration<double>(spec.grace).count());
+  const int64_t minutes = SlurmTimeLimitMinutes(std::chrono::duration<double>(spec.timeout).count(),
+                                                std::chrono::duration<double>(spec.grace).count());
   if (minutes > 0) args.push_back("--time=" + std::to_string(minutes));
   if (!spec.cwd.empty()) args.push_back("--chdir=" + spec.cwd);
   // A root daemon submits for the task's owner: Slurm's accounting, limits and fair share see
@@ -632,8 +632,9 @@ void SlurmLauncher::Find(const RunPtr& run) {
       return;
     }
     RunResult lost;
-    lost.outcome = Outcome{Kind::kInterrupted, 0, 0,
-                           "not found in Slurm after the restart (the submission never reached it)"};
+    lost.outcome =
+        Outcome{Kind::kInterrupted, 0, 0,
+                "not found in Slurm after the restart (the submission never reached it)"};
     lost.started_at = lost.ended_at = SystemClock::now();
     Finish(run, std::move(lost));
   });
@@ -730,28 +731,28 @@ void SlurmLauncher::ArmPoll() {
 void SlurmLauncher::Poll() {
   std::string ids;
   for (const auto& [id, run] : runs_) {
-    if (run->job_id > 0 && !run->done) ids += (ids.empty() ? "" : ",") + std::to_string(run->job_id);
+    if (run->job_id > 0 && !run->done)
+      ids += (ids.empty() ? "" : ",") + std::to_string(run->job_id);
   }
   if (ids.empty()) return;
   polling_ = true;
-  Tool("squeue", {"-h", "-t", "all", "-o", "%i|%T|%N|%r", "-j", ids},
-       [this, ids](RunResult r) {
-         // Exit 1 with "Invalid job id specified" when none of them is known any more.
-         OnRows(ParseSqueueRows(r.stdout_capture), false);
-         std::string missing;
-         for (const auto& [id, run] : runs_) {
-           if (run->job_id > 0 && !run->done && run->state != "SEEN")
-             missing += (missing.empty() ? "" : ",") + std::to_string(run->job_id);
-         }
-         for (auto& [id, run] : runs_)
-           if (run->state == "SEEN") run->state = "RUNNING";
-         if (missing.empty() || access(Bin("sacct").c_str(), X_OK) != 0) {
-           OnRows({}, true);
-           return;
-         }
-         Tool("sacct", {"-X", "-n", "-P", "-o", "JobID,State,ExitCode,NodeList", "-j", missing},
-              [this](RunResult a) { OnRows(ParseSacctRows(a.stdout_capture), true); });
-       });
+  Tool("squeue", {"-h", "-t", "all", "-o", "%i|%T|%N|%r", "-j", ids}, [this, ids](RunResult r) {
+    // Exit 1 with "Invalid job id specified" when none of them is known any more.
+    OnRows(ParseSqueueRows(r.stdout_capture), false);
+    std::string missing;
+    for (const auto& [id, run] : runs_) {
+      if (run->job_id > 0 && !run->done && run->state != "SEEN")
+        missing += (missing.empty() ? "" : ",") + std::to_string(run->job_id);
+    }
+    for (auto& [id, run] : runs_)
+      if (run->state == "SEEN") run->state = "RUNNING";
+    if (missing.empty() || access(Bin("sacct").c_str(), X_OK) != 0) {
+      OnRows({}, true);
+      return;
+    }
+    Tool("sacct", {"-X", "-n", "-P", "-o", "JobID,State,ExitCode,NodeList", "-j", missing},
+         [this](RunResult a) { OnRows(ParseSacctRows(a.stdout_capture), true); });
+  });
 }
 
 void SlurmLauncher::OnRows(std::vector<SlurmJobRow> rows, bool from_sacct) {
@@ -786,10 +787,11 @@ void SlurmLauncher::OnRows(std::vector<SlurmJobRow> rows, bool from_sacct) {
       Collect(run, std::nullopt, "");
     } else if (++run->missing >= kMissingPolls) {
       SlurmJobRow gone{job, "LOST", run->node, "", ""};
-      Collect(run, Outcome{Kind::kInterrupted, 0, 0,
-                           "Slurm no longer knows job " + std::to_string(job) +
-                               " and it left no end file"},
-              "LOST");
+      Collect(
+          run,
+          Outcome{Kind::kInterrupted, 0, 0,
+                  "Slurm no longer knows job " + std::to_string(job) + " and it left no end file"},
+          "LOST");
     }
   }
   polling_ = false;
@@ -828,8 +830,8 @@ void SlurmLauncher::Collect(const RunPtr& run, std::optional<Outcome> slurm_outc
     r.outcome = *slurm_outcome;
     if (r.outcome.kind == Kind::kCancelled && run->cancel_requested) r.outcome.reason = "cancelled";
   } else if (files.rc) {
-    r.outcome = OutcomeFromScriptStatus(*files.rc, timeout_s > 0, timeout_s, r.perf,
-                                        r.stderr_capture);
+    r.outcome =
+        OutcomeFromScriptStatus(*files.rc, timeout_s > 0, timeout_s, r.perf, r.stderr_capture);
   } else {
     r.outcome = Outcome{Kind::kFailed, -1, 0,
                         "Slurm job " + std::to_string(run->job_id) +
@@ -837,7 +839,9 @@ void SlurmLauncher::Collect(const RunPtr& run, std::optional<Outcome> slurm_outc
                             "not finish; see its .slurm file in the work dir)"};
   }
   const double now = UnixNowSeconds();
-  const double start = files.start > 0 ? files.start : run->submitted_at > 0 ? run->submitted_at : now;
+  const double start = files.start > 0         ? files.start
+                       : run->submitted_at > 0 ? run->submitted_at
+                                               : now;
   const double end = files.end > 0 ? files.end : now;
   r.started_at = FromUnix(start);
   r.ended_at = FromUnix(end);

@@ -47,7 +47,8 @@ std::string ClusterMissing() {
   }
   const size_t at = r.out.find("gpu:");
   if (std::atoi(r.out.c_str() + at + 4) < kClusterGpus) {
-    return "the Slurm node has fewer than 8 GPUs (" + r.out + "): CKPROF_SLURM_GPUS=8 "
+    return "the Slurm node has fewer than 8 GPUs (" + r.out +
+           "): CKPROF_SLURM_GPUS=8 "
            "scripts/slurm-local.sh stop/start";
   }
   if (geteuid() != 0) return "the Slurm tests run as root (jobs are submitted for other users)";
@@ -122,8 +123,8 @@ class SlurmTest : public testing::EmulatorDaemonTest {
     return false;
   }
   std::string SlurmField(int64_t slurm_job, const std::string& format) {
-    auto r = RunCommand({"squeue", "-h", "-t", "all", "-j", std::to_string(slurm_job), "-o",
-                         format});
+    auto r =
+        RunCommand({"squeue", "-h", "-t", "all", "-j", std::to_string(slurm_job), "-o", format});
     std::string out = r.out;
     while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
     return out;

@@ -1,15 +1,15 @@
 // The Slurm executor's pure parts (daemon/slurm_executor.h): what squeue, sacct and sinfo print,
 // how Slurm's states and the batch script's exit status become outcomes, the batch script
 // itself, and the `executor` config key.
+#include "daemon/slurm_executor.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
-
 #include <sys/stat.h>
 
 #include <fstream>
 
 #include "daemon/daemon_config.h"
-#include "daemon/slurm_executor.h"
 #include "tests/util/commands.h"
 #include "tests/util/files.h"
 
@@ -55,9 +55,9 @@ TEST(SlurmStates, MapOntoOutcomes) {
   struct Case {
     const char* state;
     std::optional<Kind> kind;  // nullopt: by the output
-  } cases[] = {{"COMPLETED", std::nullopt},     {"TIMEOUT", Kind::kTimedOut},
-               {"CANCELLED", Kind::kCancelled}, {"FAILED", Kind::kFailed},
-               {"OUT_OF_MEMORY", Kind::kFailed}, {"NODE_FAIL", Kind::kInterrupted},
+  } cases[] = {{"COMPLETED", std::nullopt},       {"TIMEOUT", Kind::kTimedOut},
+               {"CANCELLED", Kind::kCancelled},   {"FAILED", Kind::kFailed},
+               {"OUT_OF_MEMORY", Kind::kFailed},  {"NODE_FAIL", Kind::kInterrupted},
                {"PREEMPTED", Kind::kInterrupted}, {"BOOT_FAIL", Kind::kInterrupted}};
   for (const auto& c : cases) {
     SlurmJobRow row{7, c.state, "vm", "", "1:0"};
@@ -108,8 +108,9 @@ TEST(SlurmScript, TimeLimitCoversTimeoutAndGrace) {
 TEST(SlurmScript, RunsTheProfilerWithSlurmsPin) {
   testing::TempDir dir;
   const std::string prof = dir.File("prof.sh");
-  testing::WriteFile(prof, "#!/bin/sh\necho \"hip=$HIP_VISIBLE_DEVICES args=$#:$1|$2\"\n"
-                           "echo oops >&2\nexit 3\n");
+  testing::WriteFile(prof,
+                     "#!/bin/sh\necho \"hip=$HIP_VISIBLE_DEVICES args=$#:$1|$2\"\n"
+                     "echo oops >&2\nexit 3\n");
   chmod(prof.c_str(), 0755);
   RunSpec spec;
   spec.argv = {prof, "it's", "a b"};
@@ -157,8 +158,7 @@ TEST(SlurmConfig, ExecutorKey) {
       {R"({"executor": {"kind": "pbs"}})", "must be \"slurm\" or \"local\""},
       {R"({"executor": {"kind": "slurm"}})", "needs 'work_dir'"},
       {R"({"executor": {"kind": "slurm", "work_dir": "rel"}})", "absolute path"},
-      {R"({"executor": {"kind": "slurm", "work_dir": "/w", "max_in_flight": 0}})",
-       "max_in_flight"},
+      {R"({"executor": {"kind": "slurm", "work_dir": "/w", "max_in_flight": 0}})", "max_in_flight"},
       {R"({"executor": {"kind": "slurm", "work_dir": "/w", "gress": "gpu:1"}})",
        "no field 'gress'"},
       {R"({"executor": {"kind": "slurm", "work_dir": "/w", "sbatch_args": "-A x"}})",
