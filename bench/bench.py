@@ -68,6 +68,7 @@ SLURM_TASKS = env_num("BENCH_SLURM_TASKS", 200, 40)
 SLURM_SRUN_TASKS = env_num("BENCH_SLURM_SRUN_TASKS", 20, 6)
 SLURM_TIME_SCALE = env_num("BENCH_SLURM_TIME_SCALE", 1.0)
 SLURM_POLL_MS = env_num("BENCH_SLURM_POLL_MS", 100)
+SLURM_IN_FLIGHT = env_num("BENCH_SLURM_IN_FLIGHT", 64)  # the executor's max_in_flight
 
 EMU = os.path.join(BIN, "ckprofiler-emu")
 
@@ -803,7 +804,7 @@ def section_slurm(base, work):
     config = os.path.join(d, "ckprofd.json")
     with open(config, "w") as f:
         json.dump({"reuse_max_age_days": 0, "executor": {
-            "kind": "slurm", "gres": "gpu:1", "max_in_flight": cluster_gpus,
+            "kind": "slurm", "gres": "gpu:1", "max_in_flight": SLURM_IN_FLIGHT,
             "work_dir": os.path.join(d, "work"), "poll_ms": SLURM_POLL_MS,
             "sbatch_args": ["--export=ALL"]}}, f)
 
@@ -811,7 +812,8 @@ def section_slurm(base, work):
         return emu_log(path) if os.path.exists(path) else []
 
     # ckprofd
-    log(f"slurm: {SLURM_TASKS} tasks through ckprofd's Slurm executor ({cluster_gpus} GPUs)")
+    log(f"slurm: {SLURM_TASKS} tasks through ckprofd's Slurm executor ({cluster_gpus} GPUs, "
+        f"max_in_flight {SLURM_IN_FLIGHT})")
     ck_log = os.path.join(d, "emu-ckprofd.log")
     env = with_env(CKEMU_TIME_SCALE=SLURM_TIME_SCALE, CKEMU_LOG=ck_log)
     p = subprocess.Popen([os.path.join(BIN, "ckprofd"), "--config", config, "--socket", sock,
@@ -882,7 +884,7 @@ def section_slurm(base, work):
           f"commands, CKEMU_TIME_SCALE={SLURM_TIME_SCALE:g}, squeue every {SLURM_POLL_MS} ms)",
           ["way", "wall", "tasks/s", "overhead per task", "GPU idle gap median / p90", "goal",
            ""], [
-        ["ckprofd, executor slurm (submit to the job's end)",
+        [f"ckprofd, executor slurm, max_in_flight {SLURM_IN_FLIGHT} (submit to the job's end)",
          f"{ck_s:.2f} s ({ck_ok} succeeded)", f"{ck_rate:.2f}",
          f"{(ck_s * cluster_gpus - busy) / SLURM_TASKS * 1e3:.0f} ms GPU-time",
          f"{median(ck_gaps):.0f} / {pct(ck_gaps, 90):.0f} ms" if ck_gaps else "-",

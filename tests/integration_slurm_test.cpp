@@ -9,6 +9,7 @@
 // Skipped, saying why, where no such cluster runs; CKPROF_SLURM_REQUIRED=1 (CI's Slurm stage)
 // makes that a failure. The cases change the one cluster (a node down): run serially.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -130,6 +131,8 @@ class SlurmTest : public testing::EmulatorDaemonTest {
     return out;
   }
 
+  void RestartMidSweep(int sig);
+
   std::string work_;
   int files_ = 0;
   bool node_down_ = false;
@@ -249,14 +252,15 @@ TEST_F(SlurmTest, NodeFailureRequeuesTheTasks) {
   EXPECT_NE(testing::ReadFile(daemon_.log_path()).find("NODE_FAIL"), std::string::npos);
 }
 
-// kill -9 of ckprofd mid-sweep, then a restart: the jobs in Slurm are followed again, the
-// queued tasks submitted, and no task runs twice.
-TEST_F(SlurmTest, KillNineMidSweepRunsNothingTwice) {
+// A stop mid-sweep (kill -9, or SIGTERM: a stopping ckprofd leaves its jobs to Slurm), then a
+// restart: the jobs in Slurm are followed again, the queued tasks submitted, and no task runs
+// twice.
+void SlurmTest::RestartMidSweep(int sig) {
   StartSlurmDaemon(/*time_scale=*/2);
   daemon_.KeepLeftovers();
   const std::string job = Submit(testing::FwdConfigsText(40));
   ASSERT_TRUE(WaitForStarts(10)) << testing::ReadFile(daemon_.log_path());
-  daemon_.Stop(SIGKILL);
+  daemon_.Stop(sig);
   auto o = EmulatorOptions("0-3", ConfigJson());
   o.env.push_back("CKEMU_TIME_SCALE=2");
   Start(o);
@@ -279,6 +283,10 @@ TEST_F(SlurmTest, KillNineMidSweepRunsNothingTwice) {
   for (const auto& [config, n] : per_config) EXPECT_EQ(n, 1) << config;
   EXPECT_NE(testing::ReadFile(daemon_.log_path()).find("followed again"), std::string::npos);
 }
+
+TEST_F(SlurmTest, KillNineMidSweepRunsNothingTwice) { RestartMidSweep(SIGKILL); }
+
+TEST_F(SlurmTest, StopMidSweepLeavesTheJobsToSlurmAndFollowsThemAfter) { RestartMidSweep(SIGTERM); }
 
 }  // namespace
 }  // namespace ckprof
