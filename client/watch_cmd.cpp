@@ -32,7 +32,9 @@ class ProgressView {
   // The first answer: the job as it stands, and what runs now.
   void OnStart(const WatchReply& w) {
     if (w.job) job_ = *w.job;
-    for (const auto& g : w.running) running_[g.index] = "#" + std::to_string(g.position);
+    for (const auto& g : w.running) {
+      running_[g.task_id] = {g.slurm_job_id > 0 ? -1 : g.index, "#" + std::to_string(g.position)};
+    }
     if (!live_) {
       std::cout << "job " << job_id_ << " \"" << job_.name << "\": " << job_.done() << "/"
                 << job_.total << " done, " << job_.running << " running, " << job_.queued
@@ -49,8 +51,12 @@ class ProgressView {
       case EventKind::kTaskStarted: {
         const std::string what = "#" + std::to_string(e.position) + " " + ShortOp(e.operation) +
                                  " (rank " + std::to_string(e.priority_rank) + ")";
-        running_[e.gpu] = what;
-        if (!live_) std::cout << "started  " << what << " on GPU " << e.gpu << std::endl;
+        running_[e.task_id] = {e.gpu, what};
+        // (A task handed to Slurm has no GPU until Slurm grants one: its end says which.)
+        if (!live_) {
+          std::cout << "started  " << what
+                    << (e.gpu >= 0 ? " on GPU " + std::to_string(e.gpu) : " in Slurm") << std::endl;
+        }
         break;
       }
       case EventKind::kTaskFinished:
@@ -89,7 +95,7 @@ class ProgressView {
   }
 
   void Finished(const TaskResult& t) {
-    if (running_.count(t.gpu)) running_.erase(t.gpu);
+    running_.erase(t.task_id);
     // Already listed among the earlier failures (it ended while the watch began).
     if (!shown_.insert({t.task_id, t.attempts}).second) return;
     std::string line;
@@ -164,8 +170,9 @@ class ProgressView {
                   static_cast<long long>(done), static_cast<long long>(job_.total),
                   static_cast<int>(100 * done / total), rate, FormatDuration(eta).c_str());
     std::string line = head;
-    for (const auto& [gpu, what] : running_) {
-      line += "  GPU" + std::to_string(gpu) + ": " + what;
+    for (const auto& [task, where] : running_) {
+      const auto& [gpu, what] = where;
+      line += gpu >= 0 ? "  GPU" + std::to_string(gpu) + ": " + what : "  " + what;
     }
     if (line.size() > 200) line = line.substr(0, 197) + "...";
     std::cout << "\r\033[K" << line << std::flush;
@@ -178,7 +185,7 @@ class ProgressView {
   Clock::time_point start_;
   int64_t start_done_ = 0;
   JobSummary job_;
-  std::map<int, std::string> running_;
+  std::map<int64_t, std::pair<int, std::string>> running_;  // task -> (GPU, what); -1: Slurm's
   bool ended_ = false;
 };
 

@@ -55,8 +55,8 @@ std::string ParseExecutor(const json& v, DaemonConfig* c) {
     } else if (k == "bin_dir") {
       err = text(&s.bin_dir);
     } else if (k == "max_in_flight") {
-      if (!e.is_number_integer() || e.get<int64_t>() < 1 || e.get<int64_t>() > 100000) {
-        err = "field 'max_in_flight' must be an integer from 1 to 100000";
+      if (!e.is_number_integer() || e.get<int64_t>() < 1 || e.get<int64_t>() > 10000) {
+        err = "field 'max_in_flight' must be an integer from 1 to 10000";
       } else {
         s.max_in_flight = static_cast<int>(e.get<int64_t>());
       }

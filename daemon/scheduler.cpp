@@ -577,7 +577,7 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
     e.priority_rank = task.rank;
     e.operation = OperationTypeName(task.op);
     e.description = description;
-    e.gpu = gpu.index;
+    e.gpu = remote ? -1 : gpu.index;  // Slurm grants the GPU later
     e.attempt = attempt;
   });
 }
@@ -1202,6 +1202,11 @@ Status Scheduler::Boost(int64_t job_id, int priority, const Identity& who) {
 
 Status Scheduler::SetDrained(int gpu_index, bool drained, const Identity& who) {
   if (!who.admin) return MakeError("only an admin may drain or resume a GPU");
+  if (launcher_.Remote()) {
+    return MakeError(
+        "the GPUs are Slurm's (executor slurm): drain a node in Slurm (scontrol update "
+        "nodename=NODE state=drain reason=...), or lower max_in_flight");
+  }
   Gpu* g = FindGpu(gpu_index);
   if (!g) return MakeError("this daemon drives no GPU " + std::to_string(gpu_index));
   if (!drained && !policy_.Drained(gpu_index)) {
@@ -1238,7 +1243,10 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.cancelled = job.cancelled;
   s.reused = job.reused;
   for (const auto& g : gpus_) {
-    if (g.task_id && tasks_.at(g.task_id).job_id == job.rec.id) s.gpus_in_use.push_back(g.index);
+    // (Under Slurm the indexes are slots, not GPUs: none is named.)
+    if (g.task_id && tasks_.at(g.task_id).job_id == job.rec.id && !launcher_.Remote()) {
+      s.gpus_in_use.push_back(g.index);
+    }
   }
   s.allowed_gpus = job.rec.gpus;
   s.max_gpus = job.rec.max_gpus;

@@ -369,6 +369,8 @@ std::string SlurmBatchScript(const RunSpec& spec, const std::string& stem,
   s += "# Written by ckprofd; Slurm runs it on a node. The profiler's output goes to the files "
        "beside it.\n";
   s += "b=" + ShellQuote(stem) + "\n";
+  // (--export=NONE gives the user's own environment; a PATH for the tools used here at least.)
+  s += "PATH=\"${PATH:-/usr/local/bin:/usr/bin:/bin}\"; export PATH\n";
   // Slurm pins the GPUs it grants; SLURM_JOB_GPUS says which they are on the node.
   s += "gpus=\"${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-${ROCR_VISIBLE_DEVICES:-"
        "${GPU_DEVICE_ORDINAL:-}}}}\"\n";
@@ -450,6 +452,14 @@ Status SlurmLauncher::Check() {
         "executor slurm: work_dir must be an absolute path on a filesystem the nodes share");
   }
   struct stat st {};
+  if (stat(settings_.work_dir.c_str(), &st) != 0 && errno == ENOENT) {
+    // Made here (its parent must exist): the scripts and outputs go below it.
+    if (mkdir(settings_.work_dir.c_str(), 0755) != 0) {
+      return MakeError("executor slurm: work_dir " + settings_.work_dir +
+                       " cannot be created: " + std::strerror(errno));
+    }
+    chmod(settings_.work_dir.c_str(), 0755);
+  }
   if (stat(settings_.work_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return MakeError("executor slurm: work_dir " + settings_.work_dir + " is not a directory");
   }

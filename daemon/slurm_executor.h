@@ -38,7 +38,7 @@ namespace ckprof {
 struct SlurmSettings {
   std::string partition;  // "" = the cluster's default partition
   std::string gres = "gpu:1";
-  int max_in_flight = 64;                // tasks handed to Slurm at once
+  int max_in_flight = 64;                // tasks handed to Slurm at once (1..10000)
   std::vector<std::string> sbatch_args;  // appended to ours (a later option wins)
   std::string work_dir;                  // shared with the nodes; required
   double poll_ms = 1000;                 // how often squeue is asked while runs are in flight
