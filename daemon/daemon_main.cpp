@@ -39,7 +39,9 @@ ckprofd is the ckprof queue daemon of a shared GPU server. Users submit conversi
 with `ckprof submit`; ckprofd converts them, queues their CK profiler runs per GPU, runs one
 profiler per GPU at a time (pinned with HIP_VISIBLE_DEVICES), shares the GPUs fairly between
 users, and keeps every job and result in SQLite so that a crash or restart loses nothing.
-It stays in the foreground and logs to stderr.
+It stays in the foreground and logs to stderr. With the config key "executor" set to
+{"kind": "slurm", ...} it runs each task as a Slurm job instead, on the GPUs Slurm grants (see
+config/ckprofd.json and the README's "Running on a Slurm cluster").
 
 options (each is also a key of the JSON config file; flags override the file):
   --config FILE            JSON config file (see config/ckprofd.json for every key)
