@@ -177,7 +177,10 @@ Status Scheduler::AdoptRunning(const std::vector<TaskRecord>& was_running) {
     }
     spdlog::info("task {} (job {}) was in Slurm when ckprofd stopped ({}): followed again", r.id,
                  r.job_id, r.pgid > 0 ? "job " + std::to_string(r.pgid) : "no job id stored");
+    Gpu& slot = *free_slot;
     LaunchStart(std::move(start), r.pgid > 0 ? r.pgid : 0);
+    // A cancel that was stored but not carried out (ckprofd stopped in between): scancel now.
+    if (jobs_.at(r.job_id).rec.cancelled) launcher_.Cancel(slot.run);
   }
   return Status::Ok();
 }
