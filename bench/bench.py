@@ -782,7 +782,8 @@ def section_slurm(base, work):
     `sbatch --array` (submit to the last one's end, squeue polled as often as ckprofd polls) and
     SLURM_SRUN_TASKS of them by `srun` one at a time; the GPU idle gap between two runs on a GPU
     (the emulator's log, by the GPU Slurm pinned)."""
-    probe = subprocess.run(["sh", "-c", "sinfo -h -o '%G' 2>&1"], capture_output=True, text=True)
+    probe = subprocess.run(["sh", "-c", "timeout 5 sinfo -h -o '%G' 2>&1"], capture_output=True,
+                           text=True)
     m = re.search(r"gpu:(?:[^:]+:)?(\d+)", probe.stdout)
     if probe.returncode != 0 or not m:
         log("section 7 skipped: no Slurm cluster answers (scripts/slurm-local.sh start)")

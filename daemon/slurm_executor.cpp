@@ -276,32 +276,37 @@ std::optional<Outcome> SlurmEndOutcome(const SlurmJobRow& row) {
                  "Slurm job " + std::to_string(row.id) + where + " ended " + s};
 }
 
-void ParseSlurmStartLine(std::string_view text, SlurmRunFiles* f) {
+namespace {
+
+// Calls on(key, value) for each "key=value" word of `text`.
+template <typename On>
+void ForEachKeyValue(std::string_view text, On on) {
   std::stringstream ss{std::string(text)};
   std::string word;
   while (ss >> word) {
     size_t eq = word.find('=');
-    if (eq == std::string::npos) continue;
-    std::string k = word.substr(0, eq), v = word.substr(eq + 1);
-    if (k == "node") f->node = v;
-    if (k == "gpus") f->gpus = v;
-    if (k == "start") f->start = std::atof(v.c_str());
+    if (eq != std::string::npos) on(word.substr(0, eq), word.substr(eq + 1));
   }
 }
 
+}  // namespace
+
+void ParseSlurmStartLine(std::string_view text, SlurmRunFiles* f) {
+  ForEachKeyValue(text, [&](const std::string& k, const std::string& v) {
+    if (k == "node") f->node = v;
+    if (k == "gpus") f->gpus = v;
+    if (k == "start") f->start = std::atof(v.c_str());
+  });
+}
+
 void ParseSlurmEndLine(std::string_view text, SlurmRunFiles* f) {
-  std::stringstream ss{std::string(text)};
-  std::string word;
-  while (ss >> word) {
-    size_t eq = word.find('=');
-    if (eq == std::string::npos) continue;
-    std::string k = word.substr(0, eq), v = word.substr(eq + 1);
-    if (k == "rc") {
-      int rc = 0;
-      if (std::from_chars(v.data(), v.data() + v.size(), rc).ec == std::errc()) f->rc = rc;
+  ForEachKeyValue(text, [&](const std::string& k, const std::string& v) {
+    int rc = 0;
+    if (k == "rc" && std::from_chars(v.data(), v.data() + v.size(), rc).ec == std::errc()) {
+      f->rc = rc;
     }
     if (k == "end") f->end = std::atof(v.c_str());
-  }
+  });
 }
 
 Outcome OutcomeFromScriptStatus(int rc, bool had_timeout, double timeout_s, const CkPerf& perf,

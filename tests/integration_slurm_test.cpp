@@ -40,7 +40,8 @@ constexpr int kClusterGpus = 8;
 
 // Why the cluster cannot be used here; "" when it can.
 std::string ClusterMissing() {
-  CommandResult r = RunCommand({"/bin/sh", "-c", "sinfo -h -o '%G %T' 2>&1"});
+  // (Where the Slurm commands are installed but no slurmctld runs, sinfo retries for ~10 s.)
+  CommandResult r = RunCommand({"/bin/sh", "-c", "timeout 3 sinfo -h -o '%G %T' 2>&1"});
   if (r.exit_code != 0 || r.out.find("gpu:") == std::string::npos) {
     return "no Slurm cluster with GPUs answers (sinfo: " + r.out +
            "); start the one-node cluster with CKPROF_SLURM_GPUS=8 scripts/slurm-local.sh start "
@@ -74,11 +75,11 @@ class SlurmTest : public testing::EmulatorDaemonTest {
     if (node_down_) RunCommand({"/bin/sh", "-c", "scontrol update nodename=ALL state=resume"});
   }
 
-  std::string ConfigJson(int max_in_flight = kClusterGpus) const {
+  std::string ConfigJson(const std::string& partition = "gpu") const {
     json exec = {{"kind", "slurm"},
-                 {"partition", "gpu"},
+                 {"partition", partition},
                  {"gres", "gpu:1"},
-                 {"max_in_flight", max_in_flight},
+                 {"max_in_flight", kClusterGpus},
                  {"work_dir", work_},
                  {"poll_ms", 100},
                  // The daemon's environment (CKEMU_LOG, CKEMU_TIME_SCALE) reaches the emulator.
@@ -250,6 +251,23 @@ TEST_F(SlurmTest, NodeFailureRequeuesTheTasks) {
     EXPECT_EQ(r["attempts"], 2) << r.dump();
   }
   EXPECT_NE(testing::ReadFile(daemon_.log_path()).find("NODE_FAIL"), std::string::npos);
+}
+
+// A submission Slurm refuses (here: no such partition) ends the task spawn_failed with sbatch's
+// own words; nothing waits for it.
+TEST_F(SlurmTest, ASubmissionSlurmRefusesSaysWhy) {
+  Start(EmulatorOptions("0-3", ConfigJson("no-such-partition")));
+  const std::string job = Submit(testing::FwdConfigsText(2));
+  Ckprof({"wait", job});
+  json results = Results(job);
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& r : results) {
+    EXPECT_EQ(r["status"], "spawn_failed") << r.dump();
+    EXPECT_NE(r["error"].get<std::string>().find("sbatch refused it"), std::string::npos)
+        << r.dump();
+    EXPECT_NE(r["error"].get<std::string>().find("partition"), std::string::npos) << r.dump();
+  }
+  EXPECT_TRUE(testing::ReadEmuRuns(emu_log_).empty());
 }
 
 // A stop mid-sweep (kill -9, or SIGTERM: a stopping ckprofd leaves its jobs to Slurm), then a
