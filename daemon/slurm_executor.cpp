@@ -572,6 +572,14 @@ void SlurmLauncher::OnSubmitted(const RunPtr& run, RunResult tool) {
       if (!id) id = ParseId(line);
     });
   }
+  if (!id && (tool.outcome.kind == Kind::kTimedOut || tool.outcome.kind == Kind::kCrashed)) {
+    // sbatch hung or died: slurmctld may have the job all the same. Look for it by its comment
+    // before anything is concluded (not found: it is requeued, never run twice).
+    spdlog::warn("Slurm: sbatch {} ({}); looking for the job by its comment",
+                 tool.outcome.Summary(), run->spec.comment);
+    Find(run);
+    return;
+  }
   if (!id) {
     RunResult failed;
     failed.outcome = Outcome{Kind::kSpawnFailed, 0, 0, ""};
@@ -648,8 +656,7 @@ void SlurmLauncher::Find(const RunPtr& run) {
     }
     RunResult lost;
     lost.outcome =
-        Outcome{Kind::kInterrupted, 0, 0,
-                "not found in Slurm after the restart (the submission never reached it)"};
+        Outcome{Kind::kInterrupted, 0, 0, "not found in Slurm (its submission never reached it)"};
     lost.started_at = lost.ended_at = SystemClock::now();
     Finish(run, std::move(lost));
   });
