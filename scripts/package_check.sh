@@ -208,7 +208,7 @@ expected_completion=$'complete -F _ckprof ckprof\nsubmit\n--repeat'
   fail "the installed bash completion: expected '$expected_completion', got '$got'"
 echo "ok: $loader: ckprof su -> submit, ckprof submit --rep -> --repeat"
 if command -v zsh >/dev/null; then
-  got=$(HOME=$work zsh -f -c 'autoload -Uz compinit && compinit -u -D -d /dev/null 2>/dev/null
+  got=$(HOME=$work zsh -f -c 'autoload -Uz compinit && compinit -u -D -d "$HOME/.zcompdump" 2>/dev/null
     print -r -- ${_comps[ckprof]}')
   [ "$got" = _ckprof ] || fail "zsh's compinit does not find _ckprof in its fpath (got '$got')"
   echo "ok: zsh's compinit finds _ckprof"

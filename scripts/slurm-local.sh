@@ -146,6 +146,9 @@ EOF
 }
 
 start() {
+  # munged (as user munge) opens /dev/null; a /dev/null that some program replaced by a regular
+  # file (root's `cmd -o /dev/null` writing a temp file and renaming it) stops it cold.
+  [ -c /dev/null ] || die "/dev/null is not a character device ($(stat -c %F /dev/null)); restore it: rm /dev/null && mknod -m 666 /dev/null c 1 3"
   install_packages
   local changed=0
   write_config && changed=1
