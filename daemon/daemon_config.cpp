@@ -183,6 +183,10 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
       num(&c.timeout_s, 0);
     else if (k == "kill_grace")
       num(&c.kill_grace_s, 0);
+    else if (k == "start_timeout")
+      num(&c.start_timeout_s, 0.001);
+    else if (k == "pass_env")
+      strlist(&c.pass_env);
     else if (k == "log_level")
       str(&c.log_level);
     else if (k == "admin_group")

@@ -26,6 +26,11 @@ struct DaemonConfig {
   std::vector<std::string> pin_env = {"HIP_VISIBLE_DEVICES"};
   double timeout_s = 0;     // default per-task timeout; 0 = none
   double kill_grace_s = 5;  // SIGTERM -> SIGKILL
+  // A profiler that has not started (exec'd) this many seconds after its spawn is killed.
+  double start_timeout_s = 10;
+  // Variables of ckprofd's own environment that other users' profilers and job-end commands
+  // get (a trailing * matches a prefix: "ROCM_*"); they get a clean environment otherwise.
+  std::vector<std::string> pass_env;
   std::string log_level = "info";
   std::string admin_group;                          // members may act on any job ("" = root only)
   std::vector<std::string> allowed_profiler_roots;  // non-root daemon: other users' profilers

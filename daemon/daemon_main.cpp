@@ -27,6 +27,7 @@
 #include "daemon/scheduler.h"
 #include "daemon/server.h"
 #include "daemon/service.h"
+#include "daemon/spawn.h"
 #include "daemon/store.h"
 #include "daemon/systemd_notify.h"
 
@@ -59,6 +60,10 @@ options (each is also a key of the JSON config file; flags override the file):
   --pin-env VAR[,VAR...]   variables set to the task's GPU index (default HIP_VISIBLE_DEVICES;
                            CUDA_VISIBLE_DEVICES on NVIDIA)
   --timeout SECONDS        default per-task time limit; 0 = none (default 0)
+  --pass-env VAR[,VAR...]  variables of ckprofd's environment that other users' profilers and
+                           --on-end commands get ("ROCM_*": a prefix); they get a clean one:
+                           their HOME, USER, LOGNAME, SHELL, a standard PATH, LANG, the pin
+                           variables (default: none passed)
   --log-level LEVEL        trace, debug, info, warn, error (default info; also SPDLOG_LEVEL)
   -h, --help               show this help
   --version                print the version
@@ -72,7 +77,7 @@ example:
 )";
 
 struct Flags {
-  std::string config, socket, state_dir, gpus, profiler_path, pin_env, timeout, log_level;
+  std::string config, socket, state_dir, gpus, profiler_path, pin_env, timeout, log_level, pass_env;
   std::optional<std::string> lock_dir;  // "" is a value: no host locks
 };
 
@@ -105,6 +110,14 @@ Result<DaemonConfig> BuildConfig(const Flags& f) {
     c.timeout_s = t;
   }
   if (!f.log_level.empty()) c.log_level = f.log_level;
+  if (!f.pass_env.empty()) {
+    c.pass_env.clear();
+    std::stringstream ss(f.pass_env);
+    std::string var;
+    while (std::getline(ss, var, ',')) {
+      if (!var.empty()) c.pass_env.push_back(var);
+    }
+  }
   for (const auto& var : c.pin_env) {
     if (var.empty() || var.find('=') != std::string::npos) {
       return MakeError("pin variable '" + var + "' is not a valid environment variable name");
@@ -128,6 +141,8 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
   o.pin_env = c.pin_env;
   o.default_timeout_s = c.timeout_s;
   o.grace_s = c.kill_grace_s;
+  o.start_timeout_s = c.start_timeout_s;
+  o.pass_env = c.pass_env;
   o.half_life_s = c.fair_share_half_life_s;
   o.max_attempts = c.max_attempts;
   o.health_failures = c.health_failures;
@@ -259,6 +274,13 @@ int Run(DaemonConfig config) {
     spdlog::warn("lock_dir is \"\": no host GPU locks; another ckprofd may drive these GPUs too");
   }
   WarnAboutProfiler(config);
+  // A root daemon starts other users' profilers through ckprofd-exec (daemon/spawn.h).
+  if (!slurm && geteuid() == 0 && FindExecHelper().empty()) {
+    spdlog::error(
+        "cannot start: ckprofd-exec, the helper that starts profilers as their users, is not "
+        "beside ckprofd nor in ../libexec/ckprof/ (install ckprofd whole)");
+    return 1;
+  }
 
   auto store = Store::Open(config.state_dir, config.full_sync);
   if (!store) {
@@ -494,6 +516,7 @@ int DaemonMain(int argc, char** argv) {
                    {"--pin-env", &f.pin_env},
                    {"--timeout", &f.timeout},
                    {"--log-level", &f.log_level},
+                   {"--pass-env", &f.pass_env},
                    {"--lock-dir", nullptr}};
     bool matched = false;
     for (auto& o : options) {

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/process_util.h"
+
 namespace ckprof {
 namespace {
 
@@ -29,31 +31,34 @@ std::string UserName(int64_t uid) {
   return "uid " + std::to_string(uid);
 }
 
-LockHolder ReadHolder(int fd) {
+LockHolder HolderOf(int fd) {
   LockHolder h;
-  char buf[64] = {};
-  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-  if (n <= 0) return h;
-  long long pid = 0, uid = -1;
-  if (std::sscanf(buf, "%lld %lld", &pid, &uid) >= 1 && pid > 0) {
-    h.pid = static_cast<pid_t>(pid);
-    h.uid = uid;
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return h;
+  if (auto pid = FlockHolder(st.st_dev, st.st_ino); pid && *pid > 0) {
+    h.pid = *pid;
+    if (auto owner = ReadProcOwner(*pid)) h.uid = owner->uid;
   }
   return h;
 }
 
-// Opens the lock file for reading and writing, creating it when missing.
+// Opens the lock file read-only (enough for flock), creating it when missing. Our own file
+// with write bits beyond `mode` (an older ckprofd made them 0666) is set to `mode`.
 int OpenLockFile(const std::string& path, mode_t mode, std::string* error) {
   for (int tries = 0; tries < 3; ++tries) {
-    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0) return fd;
-    if (errno == EACCES || errno == EPERM) {
-      // A file we may not write (another user's, made without the write bits): still lockable.
-      fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-      if (fd >= 0) return fd;
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd >= 0) {
+      struct stat st {};
+      if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        *error = "the lock file " + path + " is not a regular file";
+        return -1;
+      }
+      if (st.st_uid == geteuid() && (st.st_mode & 0022 & ~mode) != 0) fchmod(fd, mode);
+      return fd;
     }
     if (errno != ENOENT) break;
-    fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    fd = open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd >= 0) {
       fchmod(fd, mode);  // whatever the umask
       return fd;
@@ -86,18 +91,12 @@ LockAttempt FileLock::TryAcquire(const std::string& path, mode_t mode) {
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
       a.busy = true;
-      a.holder = ReadHolder(fd);
+      a.holder = HolderOf(fd);
     } else {
       a.error = "cannot lock " + path + ": " + std::strerror(errno);
     }
     close(fd);
     return a;
-  }
-  // Say who holds it (a read-only descriptor cannot: the holder is then "another process").
-  const std::string who = std::to_string(getpid()) + " " + std::to_string(getuid()) + "\n";
-  if (ftruncate(fd, 0) == 0) {
-    ssize_t ignored = pwrite(fd, who.data(), who.size(), 0);
-    (void)ignored;
   }
   a.lock = FileLock(fd, path);
   return a;

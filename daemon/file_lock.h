@@ -3,12 +3,13 @@
 // ckprofd takes two kinds: one on its state dir for its whole life (two daemons on one state
 // dir would take each other's running tasks for crash leftovers), and one per GPU on the host
 // (lock_dir) while a profiler runs there, so that daemons with different state dirs — the
-// system's and a user's `ckprof run --local` — never drive one GPU at once. The holder writes
-// "pid uid" into the file, so that one who finds it taken can say who holds it.
+// system's and a user's `ckprof run --local` — never drive one GPU at once. Who holds a lock
+// is read from the kernel's lock table (/proc/locks), never from the file: lock files hold no
+// text, are made 0644 (a read-only descriptor can take a flock, so every user's daemon can
+// still lock them) and are never handed to a profiler (a process that held the descriptor
+// could release the lock with `flock -u`).
 //
-// The lock belongs to the open file description: a child that inherits the descriptor (see
-// RunSpec::keep_fd) keeps the lock held after the daemon is gone. Plain blocking calls that
-// do not wait (LOCK_NB); any thread; a FileLock is a move-only value.
+// Plain blocking calls that do not wait (LOCK_NB); any thread; a FileLock is a move-only value.
 #pragma once
 
 #include <sys/types.h>
@@ -22,10 +23,10 @@
 
 namespace ckprof {
 
-// Who holds a lock, as its file says; pid 0 when the file does not say.
+// Who holds a lock, as the kernel's lock table says; pid 0 when it does not say.
 struct LockHolder {
   pid_t pid = 0;
-  int64_t uid = -1;
+  int64_t uid = -1;  // the holder's real uid; -1 when unknown (it exited)
   // "ckprofd pid 4242 (alice)", "pid 4242 (alice, exited; a process it started holds it)" or
   // "another process".
   std::string Describe() const;
@@ -35,9 +36,10 @@ struct LockAttempt;
 
 class FileLock {
  public:
-  // Opens (creating it with `mode`, whatever the umask) and tries to lock `path` without
-  // waiting. A file another user created is opened without O_CREAT first, since the kernel's
-  // protected_regular refuses O_CREAT on it in a sticky world-writable directory.
+  // Opens (creating it with `mode`, whatever the umask; a file of ours with more write bits
+  // than `mode` gets `mode`) and tries to lock `path` without waiting. A file another user
+  // created is opened without O_CREAT first, since the kernel's protected_regular refuses
+  // O_CREAT on it in a sticky world-writable directory. Never follows a symlink.
   static LockAttempt TryAcquire(const std::string& path, mode_t mode = 0644);
 
   FileLock(FileLock&& other) noexcept;

@@ -1,10 +1,13 @@
 // The Scheduler's notifications (ckprof submit --on-end, the config's on_job_end): a shell
 // command run when a job ends, through the Launcher like a profiler (its own process group,
 // a time limit, nothing left behind), never waited for.
-#include <pwd.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include "daemon/scheduler.h"
+#include "daemon/spawn.h"
+
+extern char** environ;
 
 namespace ckprof {
 namespace {
@@ -35,6 +38,12 @@ std::vector<std::pair<std::string, std::string>> Scheduler::OnEndEnvironment(con
           {"CKPROF_COUNTS", c.Describe()}};
 }
 
+std::vector<std::string> Scheduler::OwnerEnvironment(uint32_t uid) const {
+  std::vector<std::string> ours;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) ours.emplace_back(*e);
+  return UserEnvironment(uid, ours, options_.pass_env);
+}
+
 void Scheduler::RunOnEnd(const Job& job) {
   struct Callback {
     std::string command;
@@ -54,11 +63,7 @@ void Scheduler::RunOnEnd(const Job& job) {
         spec.uid = job.rec.uid;
         spec.gid = job.rec.gid;
         spec.groups = std::vector<gid_t>(job.rec.groups.begin(), job.rec.groups.end());
-        spec.set_env.emplace_back("USER", job.rec.owner);
-        spec.set_env.emplace_back("LOGNAME", job.rec.owner);
-        if (const passwd* pw = getpwuid(job.rec.uid); pw && pw->pw_dir) {
-          spec.set_env.emplace_back("HOME", pw->pw_dir);
-        }
+        if (job.rec.uid != geteuid()) spec.base_env = OwnerEnvironment(job.rec.uid);
       }
     } else {
       spec.cwd = "/";

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -103,6 +104,30 @@ std::vector<pid_t> ProcessesWithEnv(const std::string& entry) {
     if (ProcessHasEnv(pid, entry)) out.push_back(pid);
   });
   return out;
+}
+
+std::optional<pid_t> FlockHolder(dev_t device, ino_t inode) {
+  // "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF"; a waiter's line has "->" after the
+  // number. Device numbers are hex major:minor.
+  const std::string table = ReadKernelFile("/proc/locks");
+  size_t pos = 0;
+  while (pos < table.size()) {
+    size_t end = table.find('\n', pos);
+    if (end == std::string::npos) end = table.size();
+    const std::string line = table.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.find("->") != std::string::npos || line.find("FLOCK") == std::string::npos) continue;
+    char kind[16], mode[16], access[16];
+    long long pid = 0;
+    unsigned major = 0, minor = 0;
+    unsigned long long ino = 0;
+    if (std::sscanf(line.c_str(), "%*d: %15s %15s %15s %lld %x:%x:%llu", kind, mode, access, &pid,
+                    &major, &minor, &ino) != 7) {
+      continue;
+    }
+    if (ino == inode && makedev(major, minor) == device) return static_cast<pid_t>(pid);
+  }
+  return std::nullopt;
 }
 
 std::optional<ProcOwner> ReadProcOwner(pid_t pid) {

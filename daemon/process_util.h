@@ -53,6 +53,12 @@ struct ProcOwner {
 };
 std::optional<ProcOwner> ReadProcOwner(pid_t pid);
 
+// The process that holds a flock(2) lock on the file (device, inode), from the kernel's lock
+// table (/proc/locks: what a process says in the file itself proves nothing); nullopt when
+// none does, or the table cannot be read. A lock taken by a process that has since exited
+// while a child it started keeps the descriptor open names the process that took it.
+std::optional<pid_t> FlockHolder(dev_t device, ino_t inode);
+
 // The live (not zombie) processes whose process group is `pgid`, read from /proc. When /proc
 // cannot be read, falls back to kill(-pgid, 0) and returns {pgid} if the group exists.
 std::vector<pid_t> LiveProcessesInGroup(pid_t pgid);

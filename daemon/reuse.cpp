@@ -2,6 +2,8 @@
 // run's end) and Scheduler::Best. The Store holds the measurements (its `measurements` table);
 // the profiler builds come from ProfilerIdentities.
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -60,7 +62,8 @@ int64_t Scheduler::ApplyReuse(const JobRecord& job, std::vector<TaskRecord>& rec
   std::map<ConvOp, std::string> builds;
   for (ConvOp op : {ConvOp::kFwd, ConvOp::kBwdData, ConvOp::kBwdWeight}) {
     if (!target->Supports(op)) continue;
-    if (auto id = identities_.Of(target->ExecutableFor(op))) builds[op] = *id;
+    // Hashed on the conversion pool before this (Service::HandleSubmit): never here.
+    if (auto id = identities_.Cached(target->ExecutableFor(op))) builds[op] = *id;
   }
   const double now = UnixNow();
   const double since = now - options_.reuse_max_age_s;
@@ -101,9 +104,33 @@ std::optional<MeasurementRecord> Scheduler::MeasurementOf(const Task& task, cons
       !context.contended.empty() || !job.target) {
     return std::nullopt;
   }
-  auto build = identities_.Of(job.target->ExecutableFor(task.op));
-  if (!build) {
-    spdlog::warn("task {}: its result is not kept for reuse: {}", task.id, build.error());
+  // The build is the file that ran (the runner executed the descriptor opened at its start),
+  // not whatever its path names now: identified at submit and unchanged since, and not one its
+  // submitter could have changed (a root daemon's users' own builds stay in their results).
+  // A remote run's file is on its node: its path is all there is.
+  const std::string path = job.target->ExecutableFor(task.op);
+  std::optional<std::string> build;
+  struct stat st {};
+  bool stat_ok = false;
+  if (launcher_.Remote()) {
+    build = identities_.Cached(path);
+    stat_ok = stat(path.c_str(), &st) == 0;
+  } else {
+    const int fd = gpu ? gpu->exec_fd.get() : -1;
+    build = identities_.OfOpenFile(fd);
+    stat_ok = fd >= 0 && fstat(fd, &st) == 0;
+  }
+  if (!build || !stat_ok) {
+    spdlog::info(
+        "task {}: its result is not kept for reuse: the file that ran is not a build "
+        "identified at submit (replaced, rebuilt or too large since)",
+        task.id);
+    return std::nullopt;
+  }
+  const bool trusted_user = job.rec.uid == 0 || job.rec.uid == geteuid();
+  if (!trusted_user && WritableBy(st, job.rec.uid, job.rec.gid, job.rec.groups)) {
+    spdlog::info("task {}: its result is not shared: {} may change the build it ran ({})", task.id,
+                 job.rec.owner, path);
     return std::nullopt;
   }
   MeasurementRecord m;

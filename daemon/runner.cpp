@@ -13,6 +13,7 @@
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
+#include <asio/read.hpp>
 #include <asio/steady_timer.hpp>
 #include <cerrno>
 #include <cstring>
@@ -143,6 +144,8 @@ struct ProcessRunner::Run {
         grace_timer(ex),
         drain_timer(ex),
         exit_poll_timer(ex),
+        exec_status(ex),
+        exec_timer(ex),
         parser(spec.top_k),
         out_cap(spec.capture_head, spec.capture_tail),
         err_cap(spec.capture_head, spec.capture_tail) {}
@@ -155,6 +158,13 @@ struct ProcessRunner::Run {
   OutPipe out, err;
   asio::posix::stream_descriptor pidfd;
   asio::steady_timer timeout_timer, grace_timer, drain_timer, exit_poll_timer;
+  // The status pipe, until the profiler's exec closes it (or a failure arrives on it), and
+  // the deadline for that (RunSpec::start_timeout).
+  asio::posix::stream_descriptor exec_status;
+  asio::steady_timer exec_timer;
+  SpawnError exec_report;
+  // A failure after the clone: reported by the child (or ckprofd-exec), or its deadline.
+  std::optional<std::string> start_error;
   CkOutputParser parser;
   Capture out_cap, err_cap;
   // Where the run is: spawning, running, its leader exited (pipes draining), its group settling
@@ -180,9 +190,11 @@ struct ProcessRunner::Run {
     grace_timer.cancel();
     drain_timer.cancel();
     exit_poll_timer.cancel();
+    exec_timer.cancel();
     out.Close();
     err.Close();
     pidfd.close(ec);
+    exec_status.close(ec);
   }
 };
 
@@ -202,6 +214,9 @@ class RunSteps {
   static void MaybeFinish(const RunPtr& run);
   static RunResult MakeResult(ProcessRunner::Run& run);
   static void OnSpawned(const RunPtr& run);
+  // Watches the status pipe until the profiler's exec closes it, or a failure or the start
+  // deadline comes first.
+  static void WatchStart(const RunPtr& run, int status_read);
   static void FailSpawn(const RunPtr& run, std::string why);
   static void SendStop(const RunPtr& run);
 };
@@ -213,8 +228,11 @@ struct ProcessRunner::SpawnRequest {
   std::vector<std::string> env, args;
   std::vector<char*> envp, argv;
   std::vector<gid_t> groups;
-  int out_read = -1, err_read = -1;  // ours: closed here unless taken by the run's streams
-  int cgroup_fd = -1;                // the run's cgroup.procs, for the child; closed here
+  int out_read = -1, err_read = -1;      // ours: closed here unless taken by the run's streams
+  int cgroup_fd = -1;                    // the run's cgroup.procs, for the child; closed here
+  int status_read = -1;                  // the status pipe's read end; closed here unless taken
+  std::vector<std::string> helper_args;  // ckprofd-exec's, when the child switches uid
+  std::vector<char*> helper_argv;
   ChildArgs child{};
   // Keeps the io_context running until the spawn is reported back: while a spawn is in flight
   // nothing else may be pending on it (no pipe nor pidfd is watched yet), and a daemon stopping
@@ -227,6 +245,7 @@ struct ProcessRunner::SpawnRequest {
     if (out_read >= 0) close(out_read);
     if (err_read >= 0) close(err_read);
     if (cgroup_fd >= 0) close(cgroup_fd);
+    if (status_read >= 0) close(status_read);
   }
 };
 
@@ -240,9 +259,11 @@ struct ProcessRunner::OutputPoll {
   bool armed = false;
 };
 
-ProcessRunner::ProcessRunner(asio::any_io_executor ex, TaskCgroups* cgroups)
+ProcessRunner::ProcessRunner(asio::any_io_executor ex, TaskCgroups* cgroups,
+                             std::string exec_helper)
     : ex_(ex),
       cgroups_(cgroups),
+      exec_helper_(exec_helper.empty() ? FindExecHelper() : std::move(exec_helper)),
       read_buf_(kReadChunk),
       poll_(std::make_shared<OutputPoll>(ex)),
       spawner_(std::make_unique<SpawnThread>()) {
@@ -463,9 +484,9 @@ RunResult RunSteps::MakeResult(ProcessRunner::Run& run) {
   r.stdout_capture = run.out_cap.Text();
   r.stderr_capture = run.err_cap.Text();
   const bool signaled = run.status_known && WIFSIGNALED(run.wait_status);
-  if (run.spawn_error) {
+  if (run.spawn_error || run.start_error) {
     r.outcome.kind = Outcome::Kind::kSpawnFailed;
-    r.outcome.reason = *run.spawn_error;
+    r.outcome.reason = run.spawn_error ? *run.spawn_error : *run.start_error;
   } else if (run.stop_kind) {
     r.outcome.kind = *run.stop_kind;
     if (signaled) r.outcome.signal = WTERMSIG(run.wait_status);
@@ -499,7 +520,10 @@ RunResult RunSteps::MakeResult(ProcessRunner::Run& run) {
 }
 
 void RunSteps::MaybeFinish(const RunPtr& run) {
-  if (!run->Alive() || !run->Exited() || run->out.open() || run->err.open()) return;
+  if (!run->Alive() || !run->Exited() || run->out.open() || run->err.open() ||
+      run->exec_status.is_open()) {
+    return;
+  }
   // Members of the group (and of the cgroup) killed after the leader may still be dying: wait
   // until none is live.
   TaskCgroups* cgroups = run->owner->cgroups_;
@@ -578,7 +602,11 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   // async-signal-safe calls).
   auto req = std::make_shared<SpawnRequest>();
   std::vector<std::string> base;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) base.emplace_back(*e);
+  if (s.base_env) {
+    base = *s.base_env;
+  } else {
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) base.emplace_back(*e);
+  }
   req->env = BuildChildEnvironment(base, s.set_env);
   for (auto& e : req->env) req->envp.push_back(e.data());
   req->envp.push_back(nullptr);
@@ -597,8 +625,15 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
     close(out_pipe[1]);
     return fail_spawn(std::string("pipe: ") + strerror(e));
   }
+  int status_pipe[2];
+  if (pipe2(status_pipe, O_CLOEXEC) != 0) {
+    const int e = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    return fail_spawn(std::string("pipe: ") + strerror(e));
+  }
   req->out_read = out_pipe[0];
   req->err_read = err_pipe[0];
+  req->status_read = status_pipe[0];
   req->work = asio::prefer(ex_, asio::execution::outstanding_work.tracked);
   ChildArgs& child = req->child;
   child.out_fd = out_pipe[1];
@@ -612,8 +647,25 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   child.gid = s.gid ? static_cast<int64_t>(*s.gid) : -1;
   child.uid = s.uid ? static_cast<int64_t>(*s.uid) : -1;
   child.cwd = s.cwd.c_str();
-  child.keep_fd = s.keep_fd;
+  child.exec_fd = s.exec_fd;
+  child.status_fd = status_pipe[1];
   child.reset_nice = OwnNiceIsRaised();
+  if (s.uid && *s.uid != geteuid()) {
+    // Another user's process: started through ckprofd-exec (spawn.h), never switched here.
+    if (exec_helper_.empty()) {
+      close(status_pipe[1]);
+      close(out_pipe[1]);
+      close(err_pipe[1]);
+      return fail_spawn(
+          "ckprofd-exec was not found beside ckprofd (nor in ../libexec/ckprof/): a profiler "
+          "cannot be started as another user without it; reinstall ckprofd");
+    }
+    req->helper_args = HelperArguments(exec_helper_, child);
+    for (auto& a : req->helper_args) req->helper_argv.push_back(a.data());
+    req->helper_argv.push_back(nullptr);
+    child.helper = exec_helper_.c_str();
+    child.helper_argv = req->helper_argv.data();
+  }
   if (cgroups_) {
     // Without its cgroup a run still runs, in its process group alone (and says so).
     auto dir = cgroups_->Create("run-" + std::to_string(getpid()) + "-" + std::to_string(id));
@@ -665,6 +717,7 @@ void RunSteps::OnSpawned(const RunPtr& run) {
   asio::error_code ec;
   run->out.OpenQuiet(std::exchange(req->out_read, -1));
   run->err.OpenQuiet(std::exchange(req->err_read, -1));
+  WatchStart(run, std::exchange(req->status_read, -1));
   run->owner->ArmOutputPoll();
   int pidfd = PidfdOpen(run->pid);
   if (pidfd >= 0) {
@@ -681,6 +734,49 @@ void RunSteps::OnSpawned(const RunPtr& run) {
   }
   if (s.on_started) s.on_started(run->pid);
   if (run->Alive() && run->stop_kind && !run->Exited()) SendStop(run);  // asked before it existed
+}
+
+void RunSteps::WatchStart(const RunPtr& run, int status_read) {
+  if (status_read < 0) return;
+  asio::error_code ec;
+  run->exec_status.assign(status_read, ec);
+  if (ec) {
+    close(status_read);
+    return;
+  }
+  run->exec_timer.expires_after(run->spec.start_timeout);
+  run->exec_timer.async_wait([run](const asio::error_code& ec) {
+    if (ec || !run->Alive() || run->Exited() || !run->exec_status.is_open()) return;
+    run->start_error =
+        "did not start within " +
+        FormatSeconds(std::chrono::duration<double>(run->spec.start_timeout).count()) +
+        ": stopped (SIGSTOP) or stuck before it could run the profiler (a working directory "
+        "that does not answer?); killed";
+    asio::error_code ignored;
+    run->exec_status.close(ignored);
+    kill(-run->pid, SIGKILL);
+    if (!run->cgroup.empty()) run->owner->cgroups_->Kill(run->cgroup);
+  });
+  asio::async_read(
+      run->exec_status, asio::buffer(&run->exec_report, sizeof run->exec_report),
+      [run](const asio::error_code& ec, size_t n) {
+        if (!run->Alive() || !run->exec_status.is_open()) return;
+        run->exec_timer.cancel();
+        if (!ec && n == sizeof run->exec_report && run->exec_report.stage != SpawnStage::kNone) {
+          // The child or ckprofd-exec said why it could not run the profiler (it exits 127).
+          ChildArgs said{};
+          said.error = run->exec_report;
+          said.path = run->spec.argv[0].c_str();
+          said.cwd = run->spec.cwd.c_str();
+          said.uid = run->spec.uid ? static_cast<int64_t>(*run->spec.uid) : -1;
+          said.gid = run->spec.gid ? static_cast<int64_t>(*run->spec.gid) : -1;
+          run->start_error = SpawnErrorText(said);
+        }
+        // Else EOF: the profiler's exec closed the pipe; it runs.
+        asio::error_code ignored;
+        run->exec_status.close(ignored);
+        MaybeFinish(run);
+      });
 }
 
 void RunSteps::FailSpawn(const RunPtr& run, std::string why) {

@@ -39,6 +39,9 @@ namespace ckprof {
 struct RunSpec {
   std::vector<std::string> argv;  // argv[0]: the executable's path (absolute); never a shell
   std::vector<std::pair<std::string, std::string>> set_env;  // e.g. {"HIP_VISIBLE_DEVICES","3"}
+  // The environment set_env is applied to (KEY=VALUE); unset: the daemon's own. Another user's
+  // runs get UserEnvironment (spawn.h).
+  std::optional<std::vector<std::string>> base_env;
   std::optional<uid_t> uid;                  // switch to this uid in the child; unset: keep ours
   std::optional<gid_t> gid;                  // switch to this gid; unset: keep ours
   std::optional<std::vector<gid_t>> groups;  // supplementary groups; unset: keep ours
@@ -50,9 +53,14 @@ struct RunSpec {
   std::chrono::milliseconds drain{500};
   size_t capture_head = 16384, capture_tail = 16384;  // bytes kept per stream
   size_t top_k = 5;                                   // CkPerf::top size
-  // A descriptor the profiler inherits (the GPU's host lock, see FileLock); -1 = none. It
-  // must stay open until on_done.
-  int keep_fd = -1;
+  // The profiler's executable, open (read-only): executed instead of argv[0]'s path, so that
+  // what runs is the file the daemon identified, whatever the path names meanwhile; -1 = the
+  // path. It must stay open until on_done; the profiler inherits it (scripts need it).
+  int exec_fd = -1;
+  // How long the child may take from its clone to the profiler's exec (switching to the user,
+  // changing directory); one that has not exec'd by then (stopped by its user, or a directory
+  // that does not answer) is killed and the run ends kSpawnFailed saying so.
+  std::chrono::milliseconds start_timeout{10000};
   // Called once the process exists (before on_done, on the io thread) with its pid, which is
   // also its process group id; not called when the spawn fails.
   std::function<void(pid_t)> on_started;
@@ -118,8 +126,11 @@ class ProcessRunner {
   using RunId = uint64_t;
 
   // `cgroups` (may be null: process groups alone) gives each run a cgroup of its own; it must
-  // outlive the runner.
-  explicit ProcessRunner(asio::any_io_executor ex, TaskCgroups* cgroups = nullptr);
+  // outlive the runner. `exec_helper`: ckprofd-exec (spawn.h), through which a run that
+  // switches to another uid starts; "" = FindExecHelper(). A run that must switch uid fails
+  // (kSpawnFailed) when there is none.
+  explicit ProcessRunner(asio::any_io_executor ex, TaskCgroups* cgroups = nullptr,
+                         std::string exec_helper = "");
   // Kills (SIGKILL) and reaps every run still going; their on_done is not called.
   ~ProcessRunner();
   ProcessRunner(const ProcessRunner&) = delete;
@@ -156,6 +167,7 @@ class ProcessRunner {
 
   asio::any_io_executor ex_;
   TaskCgroups* cgroups_;
+  std::string exec_helper_;
   RunId next_id_ = 1;
   std::unordered_map<RunId, std::shared_ptr<Run>> runs_;
   std::vector<char> read_buf_;            // what a run's handler reads its pipe into (one thread)

@@ -1,7 +1,9 @@
 #include "daemon/scheduler.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -361,7 +363,7 @@ void Scheduler::Dispatch() {
 bool Scheduler::HoldHostLock(Gpu& gpu) {
   if (options_.lock_dir.empty() || gpu.host_lock) return true;
   const std::string path = options_.lock_dir + "/gpu" + std::to_string(gpu.index) + ".lock";
-  LockAttempt a = FileLock::TryAcquire(path, 0666);
+  LockAttempt a = FileLock::TryAcquire(path, 0644);
   if (a.lock) {
     if (!gpu.held_by.empty())
       spdlog::info("GPU {}: free again ({} let it go)", gpu.index, gpu.held_by);
@@ -370,6 +372,20 @@ bool Scheduler::HoldHostLock(Gpu& gpu) {
     return true;
   }
   std::string held_by = a.busy ? a.holder.Describe() : "unknown: " + a.error;
+  // A root daemon serves everyone: a lock that a plain user's process holds (any account may
+  // open the file and flock it) must not hold everyone's work back. It is not waited for; the
+  // user's profiler on that GPU is a foreign process (foreign_gpu_use) like any other.
+  if (a.busy && geteuid() == 0 && a.holder.uid > 0) {
+    if (held_by != gpu.lock_ignored) {
+      spdlog::warn(
+          "GPU {}: its host lock {} is held by {}, not by an admin's daemon: not waited "
+          "for (a user's lock never holds the system daemon back)",
+          gpu.index, path, held_by);
+      gpu.lock_ignored = std::move(held_by);
+    }
+    gpu.held_by.clear();
+    return true;
+  }
   if (held_by != gpu.held_by) {
     if (a.busy) {
       spdlog::warn("GPU {} is in use by another ckprofd or profiler ({} holds {}): its tasks wait",
@@ -526,6 +542,8 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
     spec.uid = job.rec.uid;
     spec.gid = job.rec.gid;
     spec.groups = std::vector<gid_t>(job.rec.groups.begin(), job.rec.groups.end());
+    // Another user's profiler gets their environment, not the daemon's (spawn.h).
+    if (job.rec.uid != geteuid()) spec.base_env = OwnerEnvironment(job.rec.uid);
   }
   spec.cwd = job.rec.cwd;
   double timeout = job.rec.timeout_s >= 0 ? job.rec.timeout_s : options_.default_timeout_s;
@@ -533,9 +551,21 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
   spec.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
   spec.grace = std::chrono::milliseconds(static_cast<int64_t>(options_.grace_s * 1000));
   spec.capture_head = spec.capture_tail = options_.capture_bytes;
-  // The profiler shares the GPU's host lock: held while any process of the run lives, even
-  // one this daemon (killed) leaves behind.
-  if (gpu.host_lock) spec.keep_fd = gpu.host_lock->fd();
+  spec.start_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(options_.start_timeout_s * 1000));
+  // The profiler is opened once, here: the run executes this file and its measurement is
+  // identified by it, whatever the path (a symlink its user controls) names meanwhile.
+  gpu.exec_fd.reset();
+  if (!remote && !spec.argv.empty()) {
+    const int fd = open(spec.argv[0].c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st {};
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      gpu.exec_fd.reset(fd);
+      spec.exec_fd = fd;
+    } else if (fd >= 0) {
+      close(fd);  // not a regular file: the exec says what it is
+    }
+  }
   if (remote) {
     spec.name = job.rec.name.empty() ? "ckprof-" + std::to_string(job.rec.id) : job.rec.name;
     spec.comment = fmt::format("ckprof job {} #{} task {} attempt {} from {}", job.rec.id,
@@ -698,6 +728,7 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   }
   end.result_json = ResultJson(r.outcome, command, gpu_index, &r, &context);
   if (!end.requeue) end.measurement = MeasurementOf(task, job, FindGpu(gpu_index), r, context);
+  if (Gpu* g = FindGpu(gpu_index)) g->exec_fd.reset();
   end.run = std::move(r);
   // The end and the start of the GPU's next task: recorded in one transaction, applied to memory
   // once it committed.

@@ -39,6 +39,7 @@
 #include "daemon/queue_policy.h"
 #include "daemon/store.h"
 #include "daemon/task_result_codec.h"
+#include "daemon/unique_fd.h"
 
 namespace ckprof {
 
@@ -60,6 +61,9 @@ struct SchedulerOptions {
   std::vector<std::string> pin_env = {"HIP_VISIBLE_DEVICES"};
   double default_timeout_s = 0;  // per task; 0 = none
   double grace_s = 5;            // SIGTERM -> SIGKILL
+  double start_timeout_s = 10;   // from spawn to the profiler's exec (RunSpec::start_timeout)
+  // ckprofd's variables that other users' profilers get (ChildEnvironment's allow-list).
+  std::vector<std::string> pass_env;
   double half_life_s = 3600;     // fair-share decay
   int max_attempts = 3;          // automatic requeues after interruption
   bool run_as_owner = false;     // root daemon: tasks run as the submitter
@@ -254,7 +258,11 @@ class Scheduler {
     int64_t tasks_run = 0;
     std::optional<FileLock> host_lock;  // held while it runs our tasks (options_.lock_dir)
     std::string held_by;                // who holds the host lock while we wait for it
+    std::string lock_ignored;           // a user's process holding it that we did not wait for
     int64_t pgid = 0;                   // the running task's process group, once known
+    // The running task's profiler, open: what the runner executes (RunSpec::exec_fd), and
+    // what its measurement is identified by.
+    UniqueFd exec_fd;
     std::vector<GpuUser> foreign;       // processes none of ours on it now (watched GPUs)
     std::vector<GpuUser> contended;     // foreign processes seen during the running task
     GpuState identity;                  // what it is (watched GPUs)
@@ -388,6 +396,8 @@ class Scheduler {
   // not waited for (daemon/on_end.cpp); their environment: CKPROF_JOB_ID, _NAME, _STATE, ...
   void RunOnEnd(const Job& job);
   std::vector<std::pair<std::string, std::string>> OnEndEnvironment(const Job& job) const;
+  // The environment another user's run starts from (UserEnvironment with pass_env).
+  std::vector<std::string> OwnerEnvironment(uint32_t uid) const;
   // `result` is asked only when a watcher wants the task's result.
   void EmitTaskFinished(Job& job, const std::function<TaskResult()>& result);
   // The task_finished event's task, as `results` will read it from the Store.

@@ -1,6 +1,7 @@
 #include "daemon/spawn.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -35,8 +36,8 @@ int ChildMain(void* p) {
   auto fail = [a](SpawnStage stage) {
     const SpawnError e{stage, errno};
     a->error = e;
-    if (a->report_fd >= 0) {
-      ssize_t ignored = write(a->report_fd, &e, sizeof e);
+    if (a->status_fd >= 0) {
+      ssize_t ignored = write(a->status_fd, &e, sizeof e);
       (void)ignored;
     }
     _exit(127);
@@ -74,16 +75,27 @@ int ChildMain(void* p) {
     fail(SpawnStage::kGroups);
   }
   if (a->gid >= 0 && syscall(SYS_setgid, static_cast<gid_t>(a->gid)) != 0) fail(SpawnStage::kGid);
-  if (a->uid >= 0 && syscall(SYS_setuid, static_cast<uid_t>(a->uid)) != 0) fail(SpawnStage::kUid);
-  if (a->cwd != nullptr && a->cwd[0] != '\0' && chdir(a->cwd) != 0) fail(SpawnStage::kChdir);
   // Everything above 2 closes at exec.
   if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
     long max_fd = sysconf(_SC_OPEN_MAX);
     if (max_fd < 0 || max_fd > 65536) max_fd = 65536;
     for (int fd = 3; fd < max_fd; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
-  if (a->keep_fd >= 0 && fcntl(a->keep_fd, F_SETFD, 0) != 0) fail(SpawnStage::kStdio);
-  execve(a->path, a->argv, a->envp);
+  // The profiler's own file stays open for it: a script's interpreter reads it as /dev/fd/N.
+  if (a->exec_fd >= 0 && fcntl(a->exec_fd, F_SETFD, 0) != 0) fail(SpawnStage::kStdio);
+  if (a->helper != nullptr) {
+    // Still root: the helper switches to the user; until it has, no user may signal it.
+    if (a->status_fd >= 0 && fcntl(a->status_fd, F_SETFD, 0) != 0) fail(SpawnStage::kStdio);
+    execve(a->helper, a->helper_argv, a->envp);
+    fail(SpawnStage::kHelper);
+  }
+  if (a->uid >= 0 && syscall(SYS_setuid, static_cast<uid_t>(a->uid)) != 0) fail(SpawnStage::kUid);
+  if (a->cwd != nullptr && a->cwd[0] != '\0' && chdir(a->cwd) != 0) fail(SpawnStage::kChdir);
+  if (a->exec_fd >= 0) {
+    execveat(a->exec_fd, "", a->argv, a->envp, AT_EMPTY_PATH);
+  } else {
+    execve(a->path, a->argv, a->envp);
+  }
   fail(SpawnStage::kExec);
   return 127;  // not reached
 }
@@ -108,10 +120,86 @@ std::string SpawnErrorText(const ChildArgs& child) {
       return "cannot change directory to " + std::string(child.cwd) + ": " + why;
     case SpawnStage::kExec:
       return "cannot execute " + std::string(child.path) + ": " + why;
+    case SpawnStage::kHelper:
+      return "cannot execute " + std::string(child.helper ? child.helper : "ckprofd-exec") +
+             " (ckprofd's helper that starts profilers as their users; is ckprofd installed "
+             "whole?): " +
+             why;
     case SpawnStage::kNone:
       break;
   }
   return why;
+}
+
+std::vector<std::string> UserEnvironment(uint32_t uid, const std::vector<std::string>& ours,
+                                         const std::vector<std::string>& pass) {
+  std::vector<std::string> env;
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  const bool known =
+      getpwuid_r(static_cast<uid_t>(uid), &pw, buf.data(), buf.size(), &found) == 0 &&
+      found != nullptr;
+  const std::string name = known && pw.pw_name ? pw.pw_name : std::to_string(uid);
+  env.push_back("HOME=" + std::string(known && pw.pw_dir && *pw.pw_dir ? pw.pw_dir : "/"));
+  env.push_back("USER=" + name);
+  env.push_back("LOGNAME=" + name);
+  env.push_back("SHELL=" +
+                std::string(known && pw.pw_shell && *pw.pw_shell ? pw.pw_shell : "/bin/sh"));
+  env.push_back(uid == 0 ? "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+                         : "PATH=/usr/local/bin:/usr/bin:/bin");
+  std::string lang = "LANG=C.UTF-8";
+  for (const auto& e : ours) {
+    if (e.rfind("LANG=", 0) == 0) lang = e;
+  }
+  env.push_back(lang);
+  auto passed = [&pass](std::string_view name) {
+    for (const auto& p : pass) {
+      if (!p.empty() && p.back() == '*') {
+        if (name.substr(0, p.size() - 1) == std::string_view(p).substr(0, p.size() - 1))
+          return true;
+      } else if (name == p) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (const auto& e : ours) {
+    const std::string_view name = std::string_view(e).substr(0, e.find('='));
+    if (name == "LANG" || !passed(name)) continue;
+    // One entry per name: a passed variable replaces the standard one (PATH, HOME, ...).
+    std::erase_if(env, [&](const std::string& have) {
+      return std::string_view(have).substr(0, have.find('=')) == name;
+    });
+    env.push_back(e);
+  }
+  return env;
+}
+
+std::string FindExecHelper() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "";
+  self[n] = '\0';
+  std::string dir(self);
+  dir.erase(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+  for (const std::string& candidate :
+       {dir + "/ckprofd-exec", dir + "/../libexec/ckprof/ckprofd-exec"}) {
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+std::vector<std::string> HelperArguments(const std::string& helper, const ChildArgs& child) {
+  std::vector<std::string> args = {helper,
+                                   std::to_string(child.status_fd),
+                                   std::to_string(child.uid),
+                                   child.cwd ? child.cwd : "",
+                                   std::to_string(child.exec_fd),
+                                   child.path ? child.path : "",
+                                   "--"};
+  for (char* const* a = child.argv; a && *a; ++a) args.emplace_back(*a);
+  return args;
 }
 
 bool OwnNiceIsRaised() {
@@ -188,21 +276,10 @@ pid_t SpawnThread::Clone(ChildArgs& child, int* clone_errno) {
   pthread_sigmask(SIG_SETMASK, &all, &old_mask);
 #if CKPROF_SANITIZED
   // The sanitizers cannot follow a child running on a stack of ours: vfork, which they
-  // intercept. TSan turns it into fork (no shared memory), so the child also reports a
-  // failure through a CLOEXEC pipe, read until the exec closes it.
-  int report_pipe[2];
-  if (pipe2(report_pipe, O_CLOEXEC) == 0) child.report_fd = report_pipe[1];
+  // intercept. TSan turns it into fork (no shared memory): the child's failure then reaches
+  // the runner through the status pipe alone.
   pid_t pid = vfork();
   if (pid == 0) _exit(ChildMain(&child));
-  if (child.report_fd >= 0) {
-    close(report_pipe[1]);
-    SpawnError report;
-    ssize_t got;
-    while ((got = read(report_pipe[0], &report, sizeof report)) < 0 && errno == EINTR) {
-    }
-    if (got == static_cast<ssize_t>(sizeof report)) child.error = report;
-    close(report_pipe[0]);
-  }
 #else
   pid_t pid =
       clone(ChildMain, stack_.get() + kChildStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
@@ -211,6 +288,7 @@ pid_t SpawnThread::Clone(ChildArgs& child, int* clone_errno) {
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   close(child.out_fd);
   close(child.err_fd);
+  if (child.status_fd >= 0) close(child.status_fd);
   return pid;
 }
 

@@ -27,7 +27,9 @@ using testing::BinPath;
 // A runner on its own io_context, driven by this thread.
 class Harness {
  public:
-  Harness() : work_(io_.get_executor()), runner_(io_.get_executor()) {}
+  // `exec_helper`: the runner's ckprofd-exec ("" = the built one).
+  explicit Harness(const std::string& exec_helper = "")
+      : work_(io_.get_executor()), runner_(io_.get_executor(), nullptr, exec_helper) {}
 
   // Runs the io_context until `done` or 20 s pass (a failing test must not hang).
   template <typename Pred>
@@ -422,6 +424,51 @@ TEST(ProcessRunner, SpawnFailuresArePostedNotCalledInline) {
     EXPECT_EQ(result->outcome.reason, c.reason);
     EXPECT_EQ(h.runner().running(), 0u);
   }
+}
+
+// A run as another user starts through ckprofd-exec, which switches uid and directory: its
+// failures come back through the status pipe with the same words as a direct start's.
+TEST(ProcessRunner, AnotherUsersRunFailsThroughTheHelperWithItsReason) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  Harness h;
+  testing::TempDir dir;
+  RunSpec spec = Spec({"/bin/true"});
+  spec.uid = 65534;
+  spec.gid = 65534;
+  spec.cwd = dir.File("missing");
+  RunResult r = h.Run(spec);
+  EXPECT_EQ(r.outcome.kind, Outcome::Kind::kSpawnFailed);
+  EXPECT_EQ(r.outcome.reason,
+            "cannot change directory to " + dir.File("missing") + ": No such file or directory");
+  spec.cwd = "";
+  spec.argv = {dir.File("ckProfiler")};
+  r = h.Run(spec);
+  EXPECT_EQ(r.outcome.reason,
+            "cannot execute " + dir.File("ckProfiler") + ": No such file or directory");
+}
+
+// A child stopped before it ran its profiler (its user's SIGSTOP between the uid switch and the
+// exec, here a helper that stops itself) blocks nothing: other runs start and end meanwhile,
+// and it is killed at its start deadline with a reason that says so.
+TEST(ProcessRunner, AChildStoppedBeforeItsExecBlocksNothing) {
+  testing::TempDir dir;
+  const std::string helper = dir.File("stopping-helper");
+  testing::WriteFile(helper, "#!/bin/sh\nkill -STOP $$\n");
+  chmod(helper.c_str(), 0755);
+  Harness h(helper);
+  RunSpec stopped = Shell("echo never");
+  stopped.uid = geteuid() + 1;  // another user: started through the helper
+  stopped.start_timeout = 300ms;
+  std::optional<RunResult> stopped_result;
+  h.runner().Start(stopped, [&](RunResult r) { stopped_result = std::move(r); });
+  RunResult other = h.Run(Shell("echo fine"));
+  EXPECT_NE(other.outcome.kind, Outcome::Kind::kSpawnFailed) << other.outcome.reason;
+  EXPECT_EQ(other.stdout_capture, "fine\n");
+  h.RunUntil([&] { return stopped_result.has_value(); });
+  EXPECT_EQ(stopped_result->outcome.kind, Outcome::Kind::kSpawnFailed);
+  EXPECT_NE(stopped_result->outcome.reason.find("did not start within 0.3 s"), std::string::npos)
+      << stopped_result->outcome.reason;
+  EXPECT_TRUE(GroupGone(stopped_result->pid));
 }
 
 TEST(ProcessRunner, ManyRunsAtOnceOnOneThread) {

@@ -30,7 +30,8 @@ class SharedBinDir {
     if (!mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed for the shared binaries");
     path_ = templ;
     chmod(path_.c_str(), 0755);
-    for (const char* name : {"ckprof", "ckprofd", "ckprofiler-emu", "status_probe"}) {
+    for (const char* name :
+         {"ckprof", "ckprofd", "ckprofd-exec", "ckprofiler-emu", "status_probe"}) {
       const std::string from = BinPath(name), to = path_ + "/" + name;
       std::error_code ec;
       if (link(from.c_str(), to.c_str()) != 0) {

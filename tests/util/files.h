@@ -10,8 +10,8 @@ namespace ckprof::testing {
 std::string DataPath(const std::string& name);
 // Path of a built binary under build/bin.
 std::string BinPath(const std::string& name);
-// The same binary (ckprof, ckprofd, ckprofiler-emu or status_probe) where every user may run it, for what
-// tests run as other users: the build tree may sit under a directory they cannot enter (a
+// The same binary (ckprof, ckprofd, ckprofiler-emu or status_probe) where every user may run it,
+// for what tests run as other users: the build tree may sit under a directory they cannot enter (a
 // clone in a 0700 home). A hard link (else a copy) in a world-readable temporary directory,
 // made once per test process with its companions, removed at exit.
 std::string SharedBinPath(const std::string& name);

@@ -95,6 +95,17 @@ pid_t LaunchedDaemon::Spawn(const std::string& notify_path) {
                    [](const std::string& a) { return a.rfind("--lock-dir=", 0) == 0; }) &&
       o.config_json.find("\"lock_dir\"") == std::string::npos;
   if (own_lock_dir) argv.insert(argv.end(), {"--lock-dir", o.dir + "/locks"});
+  // Other users' profilers get a clean environment: the emulator's settings, the fake torch's
+  // and the sanitizers' reach them only when passed.
+  const bool own_pass_env =
+      std::none_of(o.args.begin(), o.args.end(),
+                   [](const std::string& a) { return a.rfind("--pass-env", 0) == 0; }) &&
+      o.config_json.find("\"pass_env\"") == std::string::npos;
+  if (own_pass_env) {
+    argv.insert(argv.end(), {"--pass-env",
+                             "CKEMU_*,TORCH_*,PYTHONPATH,ASAN_OPTIONS,UBSAN_OPTIONS,LSAN_OPTIONS,"
+                             "TSAN_OPTIONS"});
+  }
   argv.insert(argv.end(), o.args.begin(), o.args.end());
   DaemonProcessSpec spec;
   spec.argv = std::move(argv);

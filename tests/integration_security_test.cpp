@@ -1,0 +1,307 @@
+// Security (docs/security.md): a hostile lab member against a root ckprofd, as real Linux
+// users. Each test runs the attack as one user while another real user's `status` is measured
+// (VictimProbe), and checks that the victim was served and nothing of theirs was lost or
+// forged: a user stopping her profiler's start, holding or faking GPU host locks, swapping her
+// profiler under a run to forge shared results, a profiler too large to identify, and the
+// daemon's environment.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "tests/util/commands.h"
+#include "tests/util/daemon_fixture.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
+#include "tests/util/requests.h"
+#include "tests/util/users.h"
+#include "tests/util/victim_probe.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::json;
+using testing::CommandResult;
+using testing::LaunchedDaemon;
+using testing::SystemUser;
+using testing::VictimFigures;
+using testing::VictimProbe;
+
+std::string Name(const std::string& role) {
+  return "cks" + role + std::to_string(getpid() % 1000000);
+}
+
+class SecurityTest : public testing::EmulatorDaemonTest {
+ protected:
+  void SetUp() override {
+    if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
+    EmulatorDaemonTest::SetUp();
+    lab_ = std::make_unique<testing::SystemGroup>(Name("g"));
+    ASSERT_TRUE(lab_->ok());
+    eve_ = std::make_unique<SystemUser>(Name("e"), std::vector<std::string>{lab_->name()});
+    bob_ = std::make_unique<SystemUser>(Name("b"), std::vector<std::string>{lab_->name()});
+    ASSERT_TRUE(eve_->ok() && bob_->ok());
+    // A directory of eve's own, as her home would be.
+    eve_dir_ = dir_.File("eve");
+    std::filesystem::create_directories(eve_dir_);
+    ASSERT_EQ(chown(eve_dir_.c_str(), eve_->uid(), eve_->gid()), 0);
+  }
+
+  // A lab's daemon: its socket for the lab group (0660), with `keys` ("\"timeout\": 3") more.
+  LaunchedDaemon::Options LabOptions(const std::string& gpus, const std::string& keys = "") {
+    std::string json = R"({"socket_mode": "0660", "socket_group": ")" + lab_->name() + "\"";
+    if (!keys.empty()) json += ", " + keys;
+    return EmulatorOptions(gpus, json + "}");
+  }
+
+  CommandResult Ckprof(const SystemUser* user, const std::vector<std::string>& args,
+                       const std::string& cwd = "") {
+    std::vector<std::string> argv = user ? user->As() : std::vector<std::string>{};
+    argv.insert(argv.end(), {testing::SharedBinPath("ckprof"), "--socket", daemon_.socket()});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::RunCommand(argv, {}, cwd.empty() ? dir_.path() : cwd);
+  }
+
+  int64_t SubmitAs(const SystemUser* user, const std::string& text,
+                   std::vector<std::string> extra = {}, const std::string& cwd = "") {
+    const std::string file = dir_.File("configs-" + std::to_string(++files_) + ".json");
+    testing::WriteFile(file, text);
+    chmod(file.c_str(), 0644);
+    std::vector<std::string> args = {"submit", file};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CommandResult r = Ckprof(user, args, cwd);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (r.exit_code != 0) return 0;
+    return std::stoll(r.out);
+  }
+
+  // Writes an executable script owned by `user` (mode 0755).
+  void Script(const std::string& path, const std::string& text, const SystemUser& user) {
+    testing::WriteFile(path, text);
+    chmod(path.c_str(), 0755);
+    ASSERT_EQ(chown(path.c_str(), user.uid(), user.gid()), 0);
+  }
+
+  static void ExpectServed(const VictimFigures& f, const std::string& what) {
+    std::cout << "victim status during " << what << ": " << f.requests << " requests, p50 "
+              << f.p50_ms << " ms, p99 " << f.p99_ms << " ms, max " << f.max_ms << " ms\n";
+    ::testing::Test::RecordProperty("victim_p99_ms_" + what, std::to_string(f.p99_ms));
+    EXPECT_EQ(f.errors, 0) << f.first_error << " " << f.text;
+    EXPECT_GT(f.requests, 0) << f.text;
+    EXPECT_LT(f.max_ms, 5000) << "the victim waited: " << f.text;
+  }
+
+  std::unique_ptr<testing::SystemGroup> lab_;
+  std::unique_ptr<SystemUser> eve_, bob_;
+  std::string eve_dir_;
+  int files_ = 0;
+};
+
+// Item 1: eve stops every process of hers as it appears (kill -STOP -1 in a loop), so any
+// child of the daemon that switched to her uid before its exec would stop, and with a spawn
+// thread waiting on it, every start, cancel and shutdown. Bob's job runs to its end meanwhile,
+// eve's tasks end by themselves, and SIGTERM stops the daemon cleanly.
+TEST_F(SecurityTest, AUserStoppingHerProfilersStartsStopsOnlyHerTasks) {
+  auto o = LabOptions("0-1", R"("start_timeout": 1, "timeout": 3, "kill_grace": 0.2)");
+  Start(o);
+  daemon_.ExpectCleanStop();
+  VictimProbe probe(*bob_, daemon_.socket());
+  // Both GPUs busy while eve submits (her loop would stop her own client too), then freed.
+  const int64_t hang = SubmitAs(bob_.get(), testing::FwdConfigsText(2, /*hang*/ 9001));
+  ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
+                return s.running >= 2;
+              }).ok());
+  // Submitted from a deep directory of hers: the start's chdir, as her, takes a while (the
+  // window in which the old spawn could be stopped).
+  std::string deep = eve_dir_;
+  for (int i = 0; i < 900; ++i) deep += "/d";
+  std::filesystem::create_directories(deep);
+  for (std::string d = deep; d != eve_dir_; d = d.substr(0, d.rfind('/'))) {
+    ASSERT_EQ(chown(d.c_str(), eve_->uid(), eve_->gid()), 0);
+  }
+  const int64_t evil = SubmitAs(eve_.get(), testing::FwdConfigsText(4), {}, deep);
+  const int64_t job = SubmitAs(bob_.get(), testing::FwdConfigsText(6));
+  ASSERT_GT(evil, 0);
+  ASSERT_GT(job, 0);
+  std::vector<std::string> loop = eve_->As();
+  loop.insert(loop.end(),
+              {"/bin/sh", "-c", "echo looping; exec 2>/dev/null; while :; do kill -STOP -1; done"});
+  testing::BackgroundCommand stopper(loop);
+  ASSERT_TRUE(stopper.WaitForOutput("looping", 30));
+  ASSERT_EQ(Ckprof(bob_.get(), {"cancel", std::to_string(hang)}).exit_code, 0);
+  auto end = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->succeeded, 6);
+  auto evil_end = testing::WaitJobEnd(daemon_.socket(), evil);
+  ASSERT_TRUE(evil_end.ok()) << evil_end.error();
+  stopper.Signal(SIGKILL);
+  (void)stopper.Finish(10);
+  ExpectServed(probe.Stop(), "stop_before_exec");
+  // Her tasks ended: not started within the deadline, or stopped after their exec and timed
+  // out; none is left running.
+  auto results = testing::JobResults(daemon_.socket(), evil, /*with_output=*/false);
+  ASSERT_TRUE(results.ok()) << results.error();
+  int not_started = 0;
+  for (const auto& t : *results) {
+    EXPECT_NE(t.state, TaskState::kRunning);
+    if (t.state == TaskState::kSpawnFailed) {
+      EXPECT_NE(t.error.find("did not start within 1 s"), std::string::npos) << t.error;
+      ++not_started;
+    }
+  }
+  std::cout << not_started << " of eve's 4 tasks stopped before their exec\n";
+  EXPECT_EQ(daemon_.StopGracefully(30), "");
+}
+
+// Item 6: lock files are 0644 with no text in them, a profiler holds no lock descriptor, and a
+// lock that a plain user holds does not hold the root daemon back; the log names her, from the
+// kernel's lock table, whatever she wrote in a file.
+TEST_F(SecurityTest, HostLocksCannotBeFakedOrReleasedByUsers) {
+  Start(LabOptions("0-1"));
+  const std::string locks = dir_.File("locks");
+  // Eve makes gpu1.lock first, writable by all, with "root's daemon" as its text, and holds it.
+  std::vector<std::string> hold = eve_->As();
+  hold.insert(hold.end(), {"/bin/sh", "-c",
+                           "umask 0; echo '1 0' > " + locks + "/gpu1.lock; exec flock -n " + locks +
+                               "/gpu1.lock sh -c 'echo held; exec sleep 600'"});
+  testing::BackgroundCommand holder(hold);
+  ASSERT_TRUE(holder.WaitForOutput("held", 30));
+  VictimProbe probe(*bob_, daemon_.socket());
+  // A hanging task on one GPU: its profiler's descriptors are looked at.
+  const int64_t hang = SubmitAs(bob_.get(), testing::FwdConfigsText(1, /*hang*/ 9001));
+  ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
+                return s.running >= 1;
+              }).ok());
+  std::vector<testing::EmuRun> runs;
+  for (int i = 0; i < 3000 && (runs = testing::ReadEmuRuns(emu_log_)).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(runs.size(), 1u);
+  std::error_code ec;
+  for (const auto& fd :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(runs[0].pid) + "/fd", ec)) {
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    EXPECT_EQ(target.find(".lock"), std::string::npos) << "the profiler holds " << target;
+  }
+  // Bob's job runs on both GPUs, also on the one whose lock eve holds.
+  const int64_t job = SubmitAs(bob_.get(), testing::FwdConfigsText(4));
+  auto end = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->succeeded, 4);
+  ASSERT_TRUE(Ckprof(nullptr, {"cancel", std::to_string(hang)}).exit_code == 0);
+  ExpectServed(probe.Stop(), "held_lock");
+  struct stat st {};
+  ASSERT_EQ(stat((locks + "/gpu0.lock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  EXPECT_EQ(st.st_size, 0) << "a lock file holds no text";
+  const std::string log = testing::ReadFile(daemon_.log_path());
+  EXPECT_NE(log.find("held by flock pid"), std::string::npos) << log;
+  EXPECT_NE(log.find(eve_->name()), std::string::npos) << "the holder is named from the kernel";
+  holder.Signal(SIGKILL);
+}
+
+// Item 5: eve's profiler path is a symlink she controls: the real build at submit and at the
+// run's end, her fake (EVIL_ kernels) while it runs. The run executes what it opened at its
+// start; her numbers stay in her job, never reach `best` or bob's job through reuse.
+TEST_F(SecurityTest, ASwappedProfilerCannotForgeSharedResults) {
+  auto o = LabOptions("0");
+  o.reuse = true;
+  Start(o);
+  const std::string real = testing::SharedBinPath("ckprofiler-emu");
+  const std::string link = eve_dir_ + "/ck";
+  const std::string fake = eve_dir_ + "/fake.sh";
+  // The fake puts the link back at once, then prints the real output with forged kernels.
+  Script(fake,
+         "#!/bin/sh\nln -sfn " + real + " " + link + "\n" + real +
+             " \"$@\" | sed -e 's/Device/EVIL_Device/g' -e 's/ TFlops/9 TFlops/'\n",
+         *eve_);
+  ASSERT_EQ(symlink(real.c_str(), link.c_str()), 0);
+  ASSERT_EQ(lchown(link.c_str(), eve_->uid(), eve_->gid()), 0);
+  VictimProbe probe(*bob_, daemon_.socket());
+  // The GPU is busy with her hanging task while the forged job waits: identified at submit
+  // (the link names the real build), swapped before it starts.
+  const int64_t hang =
+      SubmitAs(eve_.get(), testing::FwdConfigsText(1, /*hang*/ 9001), {"--reuse", "never"});
+  ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
+                return s.running >= 1;
+              }).ok());
+  // One config: the fake puts the link back as it starts, so a second task of the job would
+  // run (and be measured with) the real build, rightly.
+  const int64_t forged =
+      SubmitAs(eve_.get(), testing::FwdConfigsText(1), {"--profiler-path", link}, eve_dir_);
+  ASSERT_GT(forged, 0);
+  ASSERT_EQ(unlink(link.c_str()), 0);
+  ASSERT_EQ(symlink(fake.c_str(), link.c_str()), 0);
+  ASSERT_TRUE(Ckprof(eve_.get(), {"cancel", std::to_string(hang)}).exit_code == 0);
+  auto end = testing::WaitJobEnd(daemon_.socket(), forged);
+  ASSERT_TRUE(end.ok()) << end.error();
+  auto forged_results = testing::JobResults(daemon_.socket(), forged, /*with_output=*/true);
+  ASSERT_TRUE(forged_results.ok()) << forged_results.error();
+  bool evil_ran = false;
+  for (const auto& t : *forged_results) {
+    if (t.stdout_text.find("EVIL_") != std::string::npos) evil_ran = true;
+  }
+  EXPECT_TRUE(evil_ran) << "the attack did not run as designed";
+
+  // Bob runs the same problems with the real build: nothing of eve's is reused, `best` has
+  // no forged kernel.
+  const size_t runs_before = testing::ReadEmuRuns(emu_log_).size();
+  const int64_t job = SubmitAs(bob_.get(), testing::FwdConfigsText(1), {"--profiler-path", real});
+  auto bob_end = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(bob_end.ok()) << bob_end.error();
+  EXPECT_EQ(bob_end->succeeded, 1);
+  EXPECT_EQ(testing::ReadEmuRuns(emu_log_).size(), runs_before + 1) << "bob's run was reused";
+  auto bob_results = testing::JobResults(daemon_.socket(), job, /*with_output=*/false);
+  ASSERT_TRUE(bob_results.ok()) << bob_results.error();
+  EXPECT_EQ(bob_results->at(0).best_name.find("EVIL_"), std::string::npos);
+  CommandResult best = Ckprof(bob_.get(), {"best", "--format", "json"});
+  EXPECT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_EQ(best.out.find("EVIL_"), std::string::npos) << best.out;
+  ExpectServed(probe.Stop(), "swapped_profiler");
+}
+
+// Items 4 and 10: a profiler of 40 GB (sparse) is not hashed: the submit answers at once, the
+// task runs, its result is not shared; and another user's profiler gets a clean environment,
+// none of the daemon's secrets.
+TEST_F(SecurityTest, AHugeProfilerAndTheDaemonsEnvironment) {
+  auto o = LabOptions("0-1");
+  o.env.push_back("CKPROFD_TEST_SECRET=hunter2");
+  Start(o);
+  const std::string huge = eve_dir_ + "/huge.sh";
+  const std::string env_out = eve_dir_ + "/env.txt";
+  Script(huge,
+         "#!/bin/sh\nenv > " + env_out + "\nexec " + testing::SharedBinPath("ckprofiler-emu") +
+             " \"$@\"\n",
+         *eve_);
+  ASSERT_EQ(truncate(huge.c_str(), int64_t{40} << 30), 0);
+  VictimProbe probe(*bob_, daemon_.socket());
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t job =
+      SubmitAs(eve_.get(), testing::FwdConfigsText(2), {"--profiler-path", huge}, eve_dir_);
+  const double submit_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "submit with a 40 GB profiler: " << submit_s << " s\n";
+  ASSERT_GT(job, 0);
+  auto end = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->succeeded, 2);
+  ExpectServed(probe.Stop(), "huge_profiler");
+  CommandResult best = Ckprof(nullptr, {"best", "--format", "json"});
+  EXPECT_EQ(best.out.find("huge.sh"), std::string::npos) << best.out;
+
+  const std::string env = testing::ReadFile(env_out);
+  EXPECT_EQ(env.find("hunter2"), std::string::npos) << env;
+  EXPECT_NE(env.find("USER=" + eve_->name() + "\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("PATH=/usr/local/bin:/usr/bin:/bin\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("HIP_VISIBLE_DEVICES="), std::string::npos) << env;
+  EXPECT_NE(env.find("CKPROFD_STATE="), std::string::npos) << env;
+  unlink(huge.c_str());
+}
+
+}  // namespace
+}  // namespace ckprof
