@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -66,9 +67,15 @@ int main(int argc, char** argv) {
   if (fcntl(status, F_SETFD, FD_CLOEXEC) != 0) Fail(status, ckprof::SpawnStage::kStdio);
   char** profiler_argv = argv + 7;
   if (exec_fd >= 0) {
-    // The descriptor stays open across the exec: a script's interpreter reads it as
-    // /dev/fd/N. It is read-only and names the profiler's own file.
-    execveat(static_cast<int>(exec_fd), "", profiler_argv, environ, AT_EMPTY_PATH);
+    // The daemon opened the file as root: opened again through /proc as the user, so that she
+    // runs only what she may read (a script's interpreter reads it through this descriptor,
+    // as /dev/fd/N). The same file, whatever its path names now.
+    char self_fd[64];
+    std::snprintf(self_fd, sizeof self_fd, "/proc/self/fd/%lld", exec_fd);
+    const int own = open(self_fd, O_RDONLY);
+    if (own < 0) Fail(status, ckprof::SpawnStage::kExec);
+    close(static_cast<int>(exec_fd));
+    execveat(own, "", profiler_argv, environ, AT_EMPTY_PATH);
   } else {
     execve(path, profiler_argv, environ);
   }

@@ -373,9 +373,11 @@ bool Scheduler::HoldHostLock(Gpu& gpu) {
   }
   std::string held_by = a.busy ? a.holder.Describe() : "unknown: " + a.error;
   // A root daemon serves everyone: a lock that a plain user's process holds (any account may
-  // open the file and flock it) must not hold everyone's work back. It is not waited for; the
-  // user's profiler on that GPU is a foreign process (foreign_gpu_use) like any other.
-  if (a.busy && geteuid() == 0 && a.holder.uid > 0) {
+  // open the file and flock it), or one whose holder cannot be told (it exited, a process it
+  // started keeps the descriptor), must not hold everyone's work back. Only root's are waited
+  // for (another root ckprofd's; profilers never hold one); the user's profiler on that GPU is
+  // a foreign process (foreign_gpu_use) like any other.
+  if (a.busy && geteuid() == 0 && a.holder.uid != 0) {
     if (held_by != gpu.lock_ignored) {
       spdlog::warn(
           "GPU {}: its host lock {} is held by {}, not by an admin's daemon: not waited "

@@ -303,5 +303,27 @@ TEST_F(SecurityTest, AHugeProfilerAndTheDaemonsEnvironment) {
   unlink(huge.c_str());
 }
 
+// The daemon opens the profiler as root, but runs for eve only what eve may read: a root
+// script she may execute (0711) but not read is not run for her (as the kernel would refuse
+// her interpreter), and its text never reaches her process.
+TEST_F(SecurityTest, AProfilerSheMayNotReadIsNotRunForHer) {
+  Start(LabOptions("0"));
+  const std::string secret = dir_.File("secret.sh");
+  testing::WriteFile(secret, "#!/bin/sh\n# a root secret\nexec " +
+                                 testing::SharedBinPath("ckprofiler-emu") + " \"$@\"\n");
+  chmod(secret.c_str(), 0711);
+  const int64_t job =
+      SubmitAs(eve_.get(), testing::FwdConfigsText(1), {"--profiler-path", secret}, eve_dir_);
+  ASSERT_GT(job, 0);
+  auto end = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(end.ok()) << end.error();
+  auto results = testing::JobResults(daemon_.socket(), job, /*with_output=*/true);
+  ASSERT_TRUE(results.ok()) << results.error();
+  ASSERT_EQ(results->size(), 1u);
+  EXPECT_EQ(results->at(0).state, TaskState::kSpawnFailed);
+  EXPECT_NE(results->at(0).error.find("Permission denied"), std::string::npos)
+      << results->at(0).error;
+}
+
 }  // namespace
 }  // namespace ckprof

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -432,6 +433,7 @@ TEST(ProcessRunner, AnotherUsersRunFailsThroughTheHelperWithItsReason) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
   Harness h;
   testing::TempDir dir;
+  chmod(dir.path().c_str(), 0755);  // nobody may look in it
   RunSpec spec = Spec({"/bin/true"});
   spec.uid = 65534;
   spec.gid = 65534;
