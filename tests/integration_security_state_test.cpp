@@ -99,14 +99,14 @@ class SecurityStateTest : public testing::EmulatorDaemonTest {
     return std::stoll(r.out);
   }
 
-  // The job's summary as the daemon sends it (status's "job"); null when there is none.
+  // The job's summary as the daemon sends it (status's "job"); {} when there is none.
   json StatusJson(int64_t job) {
     Request r;
     r.type = RequestType::kStatus;
     r.job_id = job;
     auto a = testing::CallOnce(daemon_.socket(), r);
     EXPECT_TRUE(a.ok()) << a.error();
-    return a.ok() ? a->value("job", json()) : json();
+    return a.ok() && a->contains("job") ? (*a)["job"] : json::object();
   }
 
   // The task ids of a job, from `results --json`.
@@ -330,7 +330,7 @@ TEST_F(SecurityStateTest, FlagsStillOverrideTheConfigFileAfterSighup) {
   auto submit_status = [&] {
     auto job = testing::SubmitContent(daemon_.socket(), testing::FwdConfigsText(1));
     EXPECT_TRUE(job.ok()) << job.error();
-    return job.ok() ? StatusJson(*job) : json();
+    return job.ok() ? StatusJson(*job) : json::object();
   };
   const Case cases[] = {
       {"profiler_path",
