@@ -153,14 +153,14 @@ TEST_F(SecurityStateTest, DatabaseRemovedUnderTheDaemonRefusesTheNextSubmitAndSt
   auto o = EmulatorOptions("0", R"({"socket_mode": "0666"})");
   o.env.push_back("CKPROFD_STATE_CHECK_S=3600");  // only the submit's own check acts here
   Start(o);
-  const int64_t first = SubmitAs(&ann, HangingConfig());
-  ASSERT_GT(first, 0);
-  ASSERT_NO_FATAL_FAILURE(WaitRunning(first));
-  ASSERT_EQ(LiveRuns().size(), 1u);
-
   testing::VictimFigures f;
   {
+    // Another user's status, from before the job to the removal (not after: the daemon stops).
     testing::VictimProbe probe(victim, daemon_.socket());
+    const int64_t first = SubmitAs(&ann, HangingConfig());
+    ASSERT_GT(first, 0);
+    ASSERT_NO_FATAL_FAILURE(WaitRunning(first));
+    ASSERT_EQ(LiveRuns().size(), 1u);
     for (const char* suffix : {"", "-wal", "-shm"}) {
       std::filesystem::remove(daemon_.state_dir() + "/ckprofd.db" + suffix);
     }
