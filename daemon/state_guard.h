@@ -27,7 +27,9 @@ class StateGuard {
 
   // Remembers which file `path` names: the one open as `fd` when fd >= 0, else the one stat
   // finds now. `consequence` ends the message when it is gone ("stopping so that nothing is
-  // acknowledged that would be lost"). An error when the file cannot be examined.
+  // acknowledged that would be lost"). An error when the file cannot be examined. The file
+  // must stay open (as SQLite keeps the database): a removed file that nobody holds frees its
+  // inode, which the next file made may get, and a replacement would then pass for it.
   Status Watch(const std::string& path, int fd, std::string consequence);
 
   // Ok while every watched path still names the file it named at Watch; else an error that

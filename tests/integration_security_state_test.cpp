@@ -8,6 +8,7 @@
 // - SIGHUP re-reads the config file and every flag still overrides it;
 // - --socket-group and --socket-mode, and the start-up log naming who may connect;
 // - a database ckprofd may not write is a start-up error that says how to make it writable.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -20,6 +21,7 @@
 #include <iostream>
 #include <thread>
 
+#include "daemon/state_guard.h"
 #include "tests/util/commands.h"
 #include "tests/util/daemon_fixture.h"
 #include "tests/util/emulator.h"
@@ -142,6 +144,42 @@ class SecurityStateTest : public testing::EmulatorDaemonTest {
 
   int files_ = 0;
 };
+
+// The guard itself: a file removed, a file replaced by another of the same name, and the lock
+// file watched by its open descriptor.
+TEST(StateGuard, TellsARemovedFromAReplacedFile) {
+  testing::TempDir dir;
+  const std::string db = dir.File("ckprofd.db"), lock = dir.File("ckprofd.lock");
+  testing::WriteFile(db, "x");
+  testing::WriteFile(lock, "");
+  const int fd = open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  // Held open, as SQLite holds the database: its inode is not given to the next file made.
+  const int db_fd = open(db.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(db_fd, 0);
+  StateGuard guard(dir.path());
+  ASSERT_TRUE(guard.Watch(db, -1, "stopping (db)").ok());
+  ASSERT_TRUE(guard.Watch(lock, fd, "stopping (lock)").ok());
+  EXPECT_TRUE(guard.Check().ok());
+  testing::WriteFile(db, "rewritten in place");  // the same file: fine
+  EXPECT_TRUE(guard.Check().ok());
+  std::filesystem::remove(db);
+  EXPECT_EQ(guard.Check().error(), "state dir " + dir.path() +
+                                       ": ckprofd.db was removed under the running daemon; "
+                                       "stopping (db)");
+  testing::WriteFile(db, "another");
+  EXPECT_EQ(guard.Check().error(), "state dir " + dir.path() +
+                                       ": ckprofd.db was replaced by another file under the "
+                                       "running daemon; stopping (db)");
+  StateGuard lock_only(dir.path());
+  ASSERT_TRUE(lock_only.Watch(lock, fd, "stopping (lock)").ok());
+  std::filesystem::remove(lock);
+  EXPECT_EQ(lock_only.Check().error(), "state dir " + dir.path() +
+                                           ": ckprofd.lock was removed under the running daemon; "
+                                           "stopping (lock)");
+  close(fd);
+  close(db_fd);
+}
 
 // rm ckprofd.db* under a running daemon: another user's status is served up to then; the next
 // submit is refused with what happened (never acknowledged into a file no path reaches), the
