@@ -13,6 +13,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -307,6 +308,26 @@ std::string DescribeSocketAccess(const std::string& path) {
   return text;
 }
 
+// A database removed or replaced under the daemon: what it still holds of it (every job and
+// result, the interrupted tasks requeued, the ids given) is saved beside it, so that nothing
+// is lost unless someone wants it lost.
+void RescueDatabase(Store& store) {
+  char stamp[32] = "";
+  const time_t now = time(nullptr);
+  struct tm local {};
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime_r(&now, &local));
+  const std::string to = store.path() + ".rescued-" + stamp;
+  if (Status s = store.SaveCopy(to); !s) {
+    spdlog::error("{}", s.error());
+    return;
+  }
+  spdlog::error(
+      "the database as this ckprofd had it (jobs, results, the ids given) is saved as {}: to "
+      "carry on from it, once whatever removed {} is stopped, move it there (mv {} {}) and start "
+      "ckprofd",
+      to, store.path(), to, store.path());
+}
+
 // A default profiler that is not there fails every job that relies on it: say so at start.
 void WarnAboutProfiler(const DaemonConfig& config) {
   if (config.profiler_path.empty()) {
@@ -534,6 +555,7 @@ int Run(const Flags& flags, DaemonConfig config) {
 
   int exit_code = 0;
   bool stopping = false;
+  bool rescue_db = false;  // the database went: save what the daemon still holds of it
   asio::steady_timer state_timer(io);
   auto stop = [&] {
     stopping = true;
@@ -546,6 +568,7 @@ int Run(const Flags& flags, DaemonConfig config) {
       watchdog.cancel();
       expiry_timer.cancel();
       status_timer.cancel();
+      if (rescue_db) RescueDatabase(**store);
       if (exit_code == 0) {
         spdlog::info("stopped: state committed to {}", (*store)->path());
       } else {
@@ -564,8 +587,9 @@ int Run(const Flags& flags, DaemonConfig config) {
   // a daemon whose database or lock file is gone stops (exit 3; systemd does not restart it).
   // Its running profilers are stopped with it: their jobs' records went with the database
   // (or, when only the lock went, are requeued at the next start).
-  auto state_lost = [&](const Status& s) {
+  auto state_lost = [&](const Status& s, const std::string& lost) {
     if (stopping) return;
+    rescue_db = lost != state_lock->file.path();
     spdlog::error("{}", s.error());
     spdlog::error(
         "stopping: running profilers are stopped, nothing more is acknowledged; find what "
@@ -575,13 +599,15 @@ int Run(const Flags& flags, DaemonConfig config) {
     stop();
   };
   service.check_state = [&]() -> Status {
-    Status s = guard.Check();
-    if (!s) asio::post(io, [&, s] { state_lost(s); });
+    std::string lost;
+    Status s = guard.Check(&lost);
+    if (!s) asio::post(io, [&, s, lost] { state_lost(s, lost); });
     return s;
   };
   const auto check_every = StateCheckInterval();
   std::function<void()> check_state_files = [&] {
-    if (Status s = guard.Check(); !s) return state_lost(s);
+    std::string lost;
+    if (Status s = guard.Check(&lost); !s) return state_lost(s, lost);
     state_timer.expires_after(check_every);
     state_timer.async_wait([&](const asio::error_code& ec) {
       if (!ec) check_state_files();

@@ -18,7 +18,7 @@ Status StateGuard::Watch(const std::string& path, int fd, std::string consequenc
   return Status::Ok();
 }
 
-Status StateGuard::Check() const {
+Status StateGuard::Check(std::string* lost) const {
   for (const Watched& w : files_) {
     std::string what;
     struct stat st {};
@@ -30,6 +30,7 @@ Status StateGuard::Check() const {
       what = "was replaced by another file";
     }
     if (what.empty()) continue;
+    if (lost) *lost = w.path;
     const auto slash = w.path.find_last_of('/');
     const std::string name = slash == std::string::npos ? w.path : w.path.substr(slash + 1);
     return MakeError("state dir " + state_dir_ + ": " + name + " " + what +

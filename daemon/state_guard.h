@@ -34,8 +34,9 @@ class StateGuard {
 
   // Ok while every watched path still names the file it named at Watch; else an error that
   // names the state dir, the file, what happened to it and the consequence: "state dir /x:
-  // ckprofd.db was removed under the running daemon; stopping so that ...".
-  Status Check() const;
+  // ckprofd.db was removed under the running daemon; stopping so that ...". `lost`, when not
+  // null, is set to the path of the file that is gone.
+  Status Check(std::string* lost = nullptr) const;
 
  private:
   struct Watched {

@@ -1,5 +1,6 @@
 #include "daemon/store.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <spdlog/spdlog.h>
@@ -474,6 +475,32 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
     sqlite3_close_v2(cdb);
   }
   return store;
+}
+
+Status Store::SaveCopy(const std::string& to) {
+  // A new file of ours (never another's, nor one a link points at), empty: an empty database.
+  const int fd = open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return MakeError("cannot save the database to " + to + ": " + std::strerror(errno));
+  close(fd);
+  sqlite3* dest = nullptr;
+  int rc = sqlite3_open_v2(to.c_str(), &dest, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  std::string error;
+  if (rc == SQLITE_OK) {
+    sqlite3_backup* b = sqlite3_backup_init(dest, "main", db_, "main");
+    if (!b) {
+      error = sqlite3_errmsg(dest);
+    } else {
+      rc = sqlite3_backup_step(b, -1);
+      sqlite3_backup_finish(b);
+      if (rc != SQLITE_DONE) error = sqlite3_errstr(rc);
+    }
+  } else {
+    error = dest ? sqlite3_errmsg(dest) : sqlite3_errstr(rc);
+  }
+  sqlite3_close_v2(dest);
+  if (error.empty()) return Status::Ok();
+  unlink(to.c_str());
+  return MakeError("cannot save the database to " + to + ": " + error);
 }
 
 int64_t Store::CheckpointsForTesting() const {

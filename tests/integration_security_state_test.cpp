@@ -183,8 +183,8 @@ TEST(StateGuard, TellsARemovedFromAReplacedFile) {
 
 // rm ckprofd.db* under a running daemon: another user's status is served up to then; the next
 // submit is refused with what happened (never acknowledged into a file no path reaches), the
-// daemon stops with exit 3 naming the cause, and the profiler of the job whose state is gone
-// is stopped with it.
+// daemon stops with exit 3 naming the cause, the profiler of the job whose state is gone is
+// stopped with it, and what the daemon held is saved beside it for the next start.
 TEST_F(SecurityStateTest, DatabaseRemovedUnderTheDaemonRefusesTheNextSubmitAndStopsIt) {
   SystemUser ann(Name("a")), victim(Name("v"));
   ASSERT_TRUE(ann.ok() && victim.ok());
@@ -192,10 +192,11 @@ TEST_F(SecurityStateTest, DatabaseRemovedUnderTheDaemonRefusesTheNextSubmitAndSt
   o.env.push_back("CKPROFD_STATE_CHECK_S=3600");  // only the submit's own check acts here
   Start(o);
   testing::VictimFigures f;
+  int64_t first = 0;
   {
     // Another user's status, from before the job to the removal (not after: the daemon stops).
     testing::VictimProbe probe(victim, daemon_.socket());
-    const int64_t first = SubmitAs(&ann, HangingConfig());
+    first = SubmitAs(&ann, HangingConfig());
     ASSERT_GT(first, 0);
     ASSERT_NO_FATAL_FAILURE(WaitRunning(first));
     ASSERT_EQ(LiveRuns().size(), 1u);
@@ -227,6 +228,20 @@ TEST_F(SecurityStateTest, DatabaseRemovedUnderTheDaemonRefusesTheNextSubmitAndSt
   EXPECT_TRUE(Contains(log, "ckprofd.db was removed under the running daemon")) << log;
   EXPECT_TRUE(Contains(log, "stopped (exit 3)")) << log;
   EXPECT_TRUE(LiveRuns().empty()) << "the profiler of a job whose state is gone is stopped";
+
+  // What the daemon still held is saved beside it: moved into place, the next ckprofd carries
+  // on from it (the job requeued, the ids going on).
+  std::string rescued;
+  for (const auto& e : std::filesystem::directory_iterator(daemon_.state_dir())) {
+    if (e.path().filename().string().rfind("ckprofd.db.rescued-", 0) == 0) rescued = e.path();
+  }
+  ASSERT_FALSE(rescued.empty()) << log;
+  EXPECT_TRUE(Contains(log, "is saved as " + rescued)) << log;
+  std::filesystem::rename(rescued, daemon_.state_dir() + "/ckprofd.db");
+  Start(o);
+  EXPECT_EQ(StatusJson(first).value("total", 0), 1) << "the job is in the saved database";
+  const int64_t next = SubmitAs(&ann, testing::FwdConfigsText(1));
+  EXPECT_GT(next, first);
 }
 
 // Without any request, the periodic check notices within seconds.
