@@ -97,7 +97,9 @@ the flags given still override it.
 
 exit status: 0 after SIGTERM/SIGINT, 1 when it cannot start, 3 when its database or lock file
 was removed or replaced under it: it stops at once rather than acknowledge submits that would
-be lost (systemd's unit does not restart it then: find what removed the file first).
+be lost, and saves what it held of a removed database as ckprofd.db.rescued-TIME in the state
+dir (move it back to carry on); systemd's unit does not restart it then: find what removed
+the file first.
 
 example:
   ckprofd --socket /tmp/ckprofd.sock --state-dir /tmp/ckprofd-state --gpus 0-7 \
