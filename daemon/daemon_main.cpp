@@ -1,5 +1,7 @@
 #include "daemon/daemon_main.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -8,10 +10,14 @@
 
 #include <asio.hpp>
 #include <cerrno>
+#include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,11 +34,29 @@
 #include "daemon/server.h"
 #include "daemon/service.h"
 #include "daemon/spawn.h"
+#include "daemon/state_guard.h"
 #include "daemon/store.h"
 #include "daemon/systemd_notify.h"
 
 namespace ckprof {
 namespace {
+
+// The exit status when the state dir's files were removed or replaced under the daemon
+// (systemd/ckprofd.service does not restart it then: someone should look first).
+constexpr int kExitStateLost = 3;
+// How often the state dir's files are looked at besides each submit; tests may set another
+// interval with CKPROFD_STATE_CHECK_S (seconds).
+constexpr double kStateCheckIntervalS = 2;
+
+std::chrono::milliseconds StateCheckInterval() {
+  double s = kStateCheckIntervalS;
+  if (const char* env = std::getenv("CKPROFD_STATE_CHECK_S"); env && *env) {
+    char* end = nullptr;
+    double v = std::strtod(env, &end);
+    if (*end == '\0' && v > 0 && v < 1e6) s = v;
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
 
 constexpr const char* kHelp = R"(usage: ckprofd [options]
 
@@ -48,6 +72,10 @@ options (each is also a key of the JSON config file; flags override the file):
   --config FILE            JSON config file (see config/ckprofd.json for every key)
   --socket PATH            Unix socket to listen on (default /run/ckprofd/ckprofd.sock); its
                            directory must exist
+  --socket-group GROUP     group that owns the socket, so that its members may submit (default:
+                           ckprofd's own group); see the README's "A shared server"
+  --socket-mode MODE       the socket's mode, octal (default 0660: its owner and group; 0666
+                           lets every local user in)
   --state-dir DIR          where the SQLite database lives (default /var/lib/ckprofd); one
                            ckprofd per state dir (a second one exits: "state dir in use")
   --lock-dir DIR           per-GPU lock files shared by every ckprofd of the host, so that
@@ -69,32 +97,47 @@ options (each is also a key of the JSON config file; flags override the file):
   --version                print the version
 
 signals: SIGTERM/SIGINT stop gracefully (running tasks are interrupted and requeued on the next
-start); SIGHUP re-reads the config file (log level, timeouts, policy; not GPUs or socket).
+start); SIGHUP re-reads the config file (log level, timeouts, policy; not GPUs or socket), and
+the flags given still override it.
+
+exit status: 0 after SIGTERM/SIGINT, 1 when it cannot start, 3 when its database or lock file
+was removed or replaced under it: it stops at once rather than acknowledge submits that would
+be lost, and saves what it held of a removed database as ckprofd.db.rescued-TIME in the state
+dir (move it back to carry on); systemd's unit does not restart it then: find what removed
+the file first.
 
 example:
   ckprofd --socket /tmp/ckprofd.sock --state-dir /tmp/ckprofd-state --gpus 0-7 \
           --profiler-path /opt/rocm/bin/ckProfiler
 )";
 
+// The command line's settings; each overrides its key of the config file, at start and at
+// every SIGHUP's re-read. Empty = not given.
 struct Flags {
-  std::string config, socket, state_dir, gpus, profiler_path, pin_env, timeout, log_level, pass_env;
+  std::string config, socket, state_dir, gpus, profiler_path, pin_env, timeout, log_level;
+  std::string socket_group, socket_mode, pass_env;
   std::optional<std::string> lock_dir;  // "" is a value: no host locks
 };
 
-// Applies flags over the config (file values first).
-Result<DaemonConfig> BuildConfig(const Flags& f) {
-  DaemonConfig c;
-  if (!f.config.empty()) {
-    auto loaded = LoadDaemonConfigFile(f.config, c);
-    if (!loaded) return Error{loaded.error()};
-    c = *loaded;
-  }
+// Applies the flags over `c` (a config file's values, or the defaults) and checks the result.
+Result<DaemonConfig> ApplyFlags(const Flags& f, DaemonConfig c) {
   if (!f.socket.empty()) c.socket = f.socket;
+  if (!f.socket_group.empty()) c.socket_group = f.socket_group;
+  if (!f.socket_mode.empty()) {
+    unsigned mode = 0;
+    auto [end, ec] =
+        std::from_chars(f.socket_mode.data(), f.socket_mode.data() + f.socket_mode.size(), mode, 8);
+    if (ec != std::errc() || end != f.socket_mode.data() + f.socket_mode.size() || mode > 07777) {
+      return MakeError("--socket-mode must be an octal mode such as 0660, got '" + f.socket_mode +
+                       "'");
+    }
+    c.socket_mode = mode;
+  }
   if (!f.state_dir.empty()) c.state_dir = f.state_dir;
   if (f.lock_dir) c.lock_dir = *f.lock_dir;
   if (!f.gpus.empty()) c.gpus = f.gpus;
-  // (A relative path is taken from where ckprofd starts, once: jobs run elsewhere.)
-  if (!f.profiler_path.empty()) c.profiler_path = std::filesystem::absolute(f.profiler_path);
+  // (Made absolute once, where ckprofd starts: see DaemonMain.)
+  if (!f.profiler_path.empty()) c.profiler_path = f.profiler_path;
   if (!f.pin_env.empty()) {
     c.pin_env.clear();
     std::stringstream ss(f.pin_env);
@@ -133,6 +176,17 @@ Result<DaemonConfig> BuildConfig(const Flags& f) {
   c.state_dir = absolute(c.state_dir);
   if (!c.lock_dir.empty()) c.lock_dir = absolute(c.lock_dir);
   return c;
+}
+
+// The config file's values (when there is one), the flags over them.
+Result<DaemonConfig> BuildConfig(const Flags& f) {
+  DaemonConfig c;
+  if (!f.config.empty()) {
+    auto loaded = LoadDaemonConfigFile(f.config, c);
+    if (!loaded) return Error{loaded.error()};
+    c = *loaded;
+  }
+  return ApplyFlags(f, std::move(c));
 }
 
 SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gpus) {
@@ -178,9 +232,15 @@ Status ApplyLogLevel(const std::string& level) {
   return Status::Ok();
 }
 
-// The state dir's lock, held for the daemon's life: a second ckprofd on the same state dir
-// would take the first one's running tasks for a crash's leftovers and kill them.
-Result<FileLock> LockStateDir(const std::string& state_dir) {
+// The state dir's locks, held for the daemon's life: a second ckprofd on the same state dir
+// would take the first one's running tasks for a crash's leftovers and kill them. The lock file
+// says who holds it; the lock on the directory itself holds when the file was removed.
+struct StateDirLock {
+  FileLock file;
+  std::optional<FileLock> dir;  // none where the filesystem cannot lock directories
+};
+
+Result<StateDirLock> LockStateDir(const std::string& state_dir) {
   struct stat st {};
   if (stat(state_dir.c_str(), &st) != 0) {
     if (mkdir(state_dir.c_str(), 0750) != 0 && errno != EEXIST) {
@@ -192,20 +252,104 @@ Result<FileLock> LockStateDir(const std::string& state_dir) {
   if (access(state_dir.c_str(), W_OK | X_OK) != 0) {
     return MakeError("state dir " + state_dir + " is not writable: " + std::strerror(errno));
   }
-  LockAttempt a = FileLock::TryAcquire(state_dir + "/ckprofd.lock", 0644);
-  // A daemon killed a moment ago may have left a profiler between its clone and its exec,
-  // which holds the lock until the exec closes it: wait a little for such a one.
-  for (int i = 0;
-       i < 100 && a.busy && a.holder.pid > 0 && kill(a.holder.pid, 0) != 0 && errno == ESRCH; ++i) {
+  const std::string lock_path = state_dir + "/ckprofd.lock";
+  LockAttempt a = FileLock::TryAcquire(lock_path, 0644);
+  // A daemon killed a moment ago may have left a child between its clone and its exec, which
+  // holds the lock until the exec closes it (the kernel's lock table then names the dead
+  // daemon, or nobody): wait a little for such a one.
+  auto holder_gone = [](const LockAttempt& l) {
+    return l.busy && (l.holder.pid <= 0 || (kill(l.holder.pid, 0) != 0 && errno == ESRCH));
+  };
+  for (int i = 0; i < 100 && holder_gone(a); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    a = FileLock::TryAcquire(state_dir + "/ckprofd.lock", 0644);
+    a = FileLock::TryAcquire(lock_path, 0644);
   }
-  if (a.lock) return std::move(*a.lock);
   if (a.busy) {
     return MakeError("state dir " + state_dir + " in use by " + a.holder.Describe() +
                      ": one ckprofd per state dir (stop it first, or choose another --state-dir)");
   }
-  return MakeError("state dir " + state_dir + ": " + a.error);
+  if (!a.lock) return MakeError("state dir " + state_dir + ": " + a.error);
+  StateDirLock held{std::move(*a.lock), std::nullopt};
+  LockAttempt d = FileLock::TryAcquireDirectory(state_dir);
+  for (int i = 0; i < 100 && holder_gone(d); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    d = FileLock::TryAcquireDirectory(state_dir);
+  }
+  if (d.busy) {
+    return MakeError("state dir " + state_dir + " in use by another ckprofd, whose lock file " +
+                     lock_path +
+                     " was removed or replaced while it runs (it stops once it notices, within "
+                     "seconds): one ckprofd per state dir");
+  }
+  if (d.lock) {
+    held.dir = std::move(*d.lock);
+  } else {
+    spdlog::warn("state dir {}: {}; only its lock file keeps a second ckprofd out", state_dir,
+                 d.error);
+  }
+  return held;
+}
+
+std::string UserNameOf(uid_t uid) {
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found) return pw.pw_name;
+  return "uid " + std::to_string(uid);
+}
+
+std::string GroupNameOf(gid_t gid) {
+  struct group gr {};
+  struct group* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) == 0 && found) return gr.gr_name;
+  return "gid " + std::to_string(gid);
+}
+
+// Who may connect to the socket at `path`, as its owner, group and mode (and its directory's)
+// say: "socket /run/ckprofd/ckprofd.sock: owner root, group lab, mode 0660: members of group
+// lab may connect (directory /run/ckprofd: owner root, group root, mode 0755)".
+std::string DescribeSocketAccess(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    return "socket " + path + ": cannot be examined: " + std::strerror(errno);
+  }
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  const std::string group = GroupNameOf(st.st_gid);
+  std::string who = (st.st_mode & S_IWOTH) ? "every local user may connect"
+                    : (st.st_mode & S_IWGRP)
+                        ? "members of group " + group + " may connect"
+                        : "only " + UserNameOf(st.st_uid) + " (and root) may connect";
+  std::string text = "socket " + path + ": owner " + UserNameOf(st.st_uid) + ", group " + group +
+                     ", mode " + mode + ": " + who;
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  if (struct stat d{}; !dir.empty() && stat(dir.c_str(), &d) == 0) {
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(d.st_mode & 07777));
+    text += " (directory " + dir + ": owner " + UserNameOf(d.st_uid) + ", group " +
+            GroupNameOf(d.st_gid) + ", mode " + mode + ")";
+  }
+  return text;
+}
+
+// A database removed or replaced under the daemon: what it still holds of it (every job and
+// result, the interrupted tasks requeued, the ids given) is saved beside it, so that nothing
+// is lost unless someone wants it lost.
+void RescueDatabase(Store& store) {
+  char stamp[32] = "";
+  const time_t now = time(nullptr);
+  struct tm local {};
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime_r(&now, &local));
+  const std::string to = store.path() + ".rescued-" + stamp;
+  if (Status s = store.SaveCopy(to); !s) {
+    spdlog::error("{}", s.error());
+    return;
+  }
+  spdlog::error(
+      "the database as this ckprofd had it (jobs, results, the ids given) is saved as {}: to "
+      "carry on from it, once whatever removed {} is stopped, move it there (mv {} {}) and start "
+      "ckprofd",
+      to, store.path(), to, store.path());
 }
 
 // A default profiler that is not there fails every job that relies on it: say so at start.
@@ -220,12 +364,15 @@ void WarnAboutProfiler(const DaemonConfig& config) {
   }
 }
 
-int Run(DaemonConfig config) {
+int Run(const Flags& flags, DaemonConfig config) {
   if (Status s = ApplyLogLevel(config.log_level); !s) {
     spdlog::error("{}", s.error());
     return 1;
   }
-  if (const char* env = std::getenv("SPDLOG_LEVEL"); env && *env) (void)ApplyLogLevel(env);
+  auto apply_env_level = [] {
+    if (const char* env = std::getenv("SPDLOG_LEVEL"); env && *env) (void)ApplyLogLevel(env);
+  };
+  apply_env_level();
 
   std::string gpu_note;
   std::vector<int> gpus;
@@ -286,6 +433,24 @@ int Run(DaemonConfig config) {
   if (!store) {
     spdlog::error("cannot start: {}", store.error());
     return 1;
+  }
+  StateGuard guard(config.state_dir);
+  {
+    const std::string lost = "stopping so that nothing is acknowledged that would be lost";
+    Status s = guard.Watch((*store)->path(), -1, lost);
+    // (The log exists while the database is open in WAL mode.)
+    if (s && access(((*store)->path() + "-wal").c_str(), F_OK) == 0) {
+      s = guard.Watch((*store)->path() + "-wal", -1, lost);
+    }
+    if (s) {
+      s = guard.Watch(state_lock->file.path(), state_lock->file.fd(),
+                      "stopping, since a second ckprofd could take this state dir now and stop "
+                      "this one's profilers");
+    }
+    if (!s) {
+      spdlog::error("cannot start: {}", s.error());
+      return 1;
+    }
   }
 
   asio::io_context io(1);
@@ -364,6 +529,7 @@ int Run(DaemonConfig config) {
   for (const auto& v : config.pin_env) pins += (pins.empty() ? "" : ",") + v;
   spdlog::info("ckprofd {} listening on {} (uid {}), GPUs {}, pin {}, state {}", kVersion,
                server.path(), getuid(), gpu_list, pins, (*store)->path());
+  spdlog::info("{}", DescribeSocketAccess(config.socket));
   server.Start();
 
   // keep_finished_days: ended jobs older than that are removed, at start and every hour.
@@ -420,22 +586,65 @@ int Run(DaemonConfig config) {
 
   int exit_code = 0;
   bool stopping = false;
-  stop_signals.async_wait([&](const asio::error_code& ec, int sig) {
-    if (ec) return;
+  bool rescue_db = false;  // the database went: save what the daemon still holds of it
+  asio::steady_timer state_timer(io);
+  auto stop = [&] {
     stopping = true;
-    spdlog::info("{}: stopping (running tasks are interrupted and requeued for the next start)",
-                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
     SystemdNotify("STOPPING=1");
     server.Stop();
     hup.cancel();
+    stop_signals.cancel();
+    state_timer.cancel();
     scheduler.Shutdown([&] {
       watchdog.cancel();
       expiry_timer.cancel();
       status_timer.cancel();
-      spdlog::info("stopped: state committed to {}", (*store)->path());
+      if (rescue_db) RescueDatabase(**store);
+      if (exit_code == 0) {
+        spdlog::info("stopped: state committed to {}", (*store)->path());
+      } else {
+        spdlog::error("stopped (exit {})", exit_code);
+      }
       io.stop();
     });
+  };
+  stop_signals.async_wait([&](const asio::error_code& ec, int sig) {
+    if (ec || stopping) return;
+    spdlog::info("{}: stopping (running tasks are interrupted and requeued for the next start)",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    stop();
   });
+  // The state dir's files, checked before each submit is acknowledged and every few seconds:
+  // a daemon whose database or lock file is gone stops (exit 3; systemd does not restart it).
+  // Its running profilers are stopped with it: their jobs' records went with the database
+  // (or, when only the lock went, are requeued at the next start).
+  auto state_lost = [&](const Status& s, const std::string& lost) {
+    if (stopping) return;
+    rescue_db = lost != state_lock->file.path();
+    spdlog::error("{}", s.error());
+    spdlog::error(
+        "stopping: running profilers are stopped, nothing more is acknowledged; find what "
+        "removed the file before starting ckprofd again");
+    SystemdNotify("STATUS=stopped: " + s.error());
+    exit_code = kExitStateLost;
+    stop();
+  };
+  service.check_state = [&]() -> Status {
+    std::string lost;
+    Status s = guard.Check(&lost);
+    if (!s) asio::post(io, [&, s, lost] { state_lost(s, lost); });
+    return s;
+  };
+  const auto check_every = StateCheckInterval();
+  std::function<void()> check_state_files = [&] {
+    std::string lost;
+    if (Status s = guard.Check(&lost); !s) return state_lost(s, lost);
+    state_timer.expires_after(check_every);
+    state_timer.async_wait([&](const asio::error_code& ec) {
+      if (!ec) check_state_files();
+    });
+  };
+  check_state_files();
   std::function<void()> wait_hup = [&] {
     hup.async_wait([&](const asio::error_code& ec, int) {
       if (ec || stopping) return;
@@ -445,6 +654,8 @@ int Run(DaemonConfig config) {
         Result<DaemonConfig> reloaded = Error{"unreadable"};
         try {  // a second line of defence: a reload must never end the daemon
           reloaded = LoadDaemonConfigFile(config.config_file, DaemonConfig{});
+          // The command line still overrides the file, as at start.
+          if (reloaded) reloaded = ApplyFlags(flags, std::move(*reloaded));
         } catch (const std::exception& e) {
           reloaded = Error{config.config_file + ": " + e.what()};
         }
@@ -463,6 +674,7 @@ int Run(DaemonConfig config) {
           next.task_cgroups = config.task_cgroups;
           next.task_memory_max = config.task_memory_max;
           if (Status s = ApplyLogLevel(next.log_level); !s) spdlog::error("SIGHUP: {}", s.error());
+          apply_env_level();
           config = next;
           scheduler.UpdateOptions(SchedulerOptionsFrom(config, gpus));
           service.set_config(config);
@@ -517,6 +729,8 @@ int DaemonMain(int argc, char** argv) {
                    {"--timeout", &f.timeout},
                    {"--log-level", &f.log_level},
                    {"--pass-env", &f.pass_env},
+                   {"--socket-group", &f.socket_group},
+                   {"--socket-mode", &f.socket_mode},
                    {"--lock-dir", nullptr}};
     bool matched = false;
     for (auto& o : options) {
@@ -540,12 +754,14 @@ int DaemonMain(int argc, char** argv) {
       return 2;
     }
   }
+  // A relative path is taken from where ckprofd starts, once: jobs run elsewhere.
+  if (!f.profiler_path.empty()) f.profiler_path = std::filesystem::absolute(f.profiler_path);
   auto config = BuildConfig(f);
   if (!config) {
     std::cerr << "ckprofd: " << config.error() << "\n";
     return 1;
   }
-  return Run(*config);
+  return Run(f, *config);
 }
 
 }  // namespace ckprof

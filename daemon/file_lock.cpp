@@ -102,6 +102,27 @@ LockAttempt FileLock::TryAcquire(const std::string& path, mode_t mode) {
   return a;
 }
 
+LockAttempt FileLock::TryAcquireDirectory(const std::string& dir) {
+  LockAttempt a;
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    a.error = "cannot open " + dir + ": " + std::strerror(errno);
+    return a;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      a.busy = true;
+      a.holder = HolderOf(fd);
+    } else {
+      a.error = "cannot lock " + dir + ": " + std::strerror(errno);
+    }
+    close(fd);
+    return a;
+  }
+  a.lock = FileLock(fd, dir);
+  return a;
+}
+
 FileLock::FileLock(FileLock&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
 

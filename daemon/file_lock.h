@@ -41,6 +41,9 @@ class FileLock {
   // created is opened without O_CREAT first, since the kernel's protected_regular refuses
   // O_CREAT on it in a sticky world-writable directory. Never follows a symlink.
   static LockAttempt TryAcquire(const std::string& path, mode_t mode = 0644);
+  // Locks the directory `dir` itself (flock on a read-only descriptor of it), so that a lock
+  // file removed from it under its holder does not free it for another. Busy says no holder.
+  static LockAttempt TryAcquireDirectory(const std::string& dir);
 
   FileLock(FileLock&& other) noexcept;
   FileLock& operator=(FileLock&& other) noexcept;

@@ -376,8 +376,15 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   job.on_end = o.on_end;
   job.reuse = o.reuse != "never";
   const auto store_start = std::chrono::steady_clock::now();
+  if (check_state) {
+    if (Status s = check_state(); !s) co_return Refuse("submit: " + s.error());
+  }
   auto id = scheduler_.Submit(std::move(job), std::move(records));
   if (!id) co_return Refuse("submit: " + id.error());
+  // A database removed before the commit took it into a file no path reaches: not acknowledged.
+  if (check_state) {
+    if (Status s = check_state(); !s) co_return Refuse("submit: " + s.error());
+  }
   auto seconds = [](auto from, auto to) {
     return std::chrono::duration<double>(to - from).count();
   };

@@ -71,6 +71,10 @@ class Service {
   asio::awaitable<void> ToPool();
   asio::awaitable<void> ToIo();
   void set_config(const DaemonConfig& c) { config_ = c; }
+  // Asked right before a submit is stored and again before it is acknowledged (after the
+  // commit): an error refuses the submit with its text. The daemon's says whether the state
+  // dir's files are still its own (StateGuard), and stops the daemon when not. Empty = none.
+  std::function<Status()> check_state;
 
  private:
   HelloReply HandleHello(const Identity& who) const;

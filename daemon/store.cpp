@@ -1,5 +1,8 @@
 #include "daemon/store.h"
 
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -222,7 +226,7 @@ std::vector<T> IntsFromJson(const std::string& s) {
   return out;
 }
 
-constexpr int64_t kSchemaVersion = 5;  // PRAGMA user_version below
+constexpr int64_t kSchemaVersion = 6;  // PRAGMA user_version below
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS jobs (
   id INTEGER PRIMARY KEY,
@@ -258,8 +262,59 @@ CREATE TABLE IF NOT EXISTS measurements (
   avg_ms REAL NOT NULL, tflops REAL NOT NULL, gbps REAL NOT NULL, split_k TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS measurements_by_problem
   ON measurements(problem, profiler, gpu_model, measured_at);
-PRAGMA user_version = 5;
+CREATE TABLE IF NOT EXISTS id_marks (name TEXT PRIMARY KEY, last INTEGER NOT NULL);
+INSERT OR IGNORE INTO id_marks (name, last) VALUES ('jobs', 0), ('tasks', 0);
+PRAGMA user_version = 6;
 )SQL";
+
+std::string UserName(uid_t uid) {
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found) return pw.pw_name;
+  return "uid " + std::to_string(uid);
+}
+
+std::string GroupName(gid_t gid) {
+  struct group gr {};
+  struct group* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) == 0 && found) return gr.gr_name;
+  return "gid " + std::to_string(gid);
+}
+
+// Why this process cannot write `path` (a file or directory), with how to make it writable; ""
+// when nothing says it cannot (it does not exist, or it may be written). Never "move it
+// aside": the database holds every job and result.
+std::string WhyNotWritable(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return "";
+  const bool dir = S_ISDIR(st.st_mode);
+  if (access(path.c_str(), dir ? (W_OK | X_OK) : (R_OK | W_OK)) == 0) return "";
+  const int err = errno;
+  if (err == EROFS) {
+    return path +
+           " is on a read-only filesystem: remount it read-write (mount -o remount,rw "
+           "on its mount point), or give ckprofd a state dir on a writable one";
+  }
+  if (err == EPERM) {
+    return path + " is immutable (chattr +i): make it writable again with chattr -i " + path;
+  }
+  if (err != EACCES) return path + ": " + std::strerror(err);
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  const std::string me = UserName(getuid());
+  const std::string files = dir ? path : path + "*";
+  const std::string fix =
+      st.st_uid == getuid()
+          ? "chmod u+" + std::string(dir ? "wx " : "rw ") + files
+          : "chown " + me + " " + files + ", or run ckprofd as " + UserName(st.st_uid);
+  return path + " is owned by " + UserName(st.st_uid) + ":" + GroupName(st.st_gid) + " with mode " +
+         mode + ", and ckprofd runs as " + me + " (uid " + std::to_string(getuid()) +
+         "), who may not " + (dir ? "create files in it" : "write it") + ": make it writable for " +
+         me + " (" + fix + ")" +
+         (dir ? "" : "; the -wal and -shm files beside it too, where they exist");
+}
 
 }  // namespace
 
@@ -300,10 +355,17 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   } else if (!S_ISDIR(st.st_mode)) {
     return MakeError("state dir " + state_dir + " is not a directory");
   }
-  if (access(state_dir.c_str(), W_OK | X_OK) != 0) {
-    return MakeError("state dir " + state_dir + " is not writable: " + std::strerror(errno));
+  if (std::string why = WhyNotWritable(state_dir); !why.empty()) {
+    return MakeError("state dir " + state_dir + " is not writable: " + why);
   }
   const std::string path = state_dir + "/ckprofd.db";
+  // A file it may not write is opened read-only by SQLite, or not at all: say why, and how
+  // to make it writable, before SQLite says "attempt to write a readonly database".
+  for (const std::string& file : {path, path + "-wal", path + "-shm"}) {
+    if (std::string why = WhyNotWritable(file); !why.empty()) {
+      return MakeError("database " + path + " is not writable: " + why);
+    }
+  }
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -315,9 +377,28 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   std::unique_ptr<Store> store(new Store(db, path));
   sqlite3_busy_timeout(db, 5000);
   sqlite3_extended_result_codes(db, 1);
+  if (sqlite3_db_readonly(db, "main") == 1) {
+    return MakeError("database " + path +
+                     " was opened read-only: make it, its -wal and -shm files and the state dir "
+                     "writable for ckprofd (uid " +
+                     std::to_string(getuid()) + ")");
+  }
+  // A file it cannot read or write is not to be moved aside (it holds every job): only a
+  // corrupt one may be, when there is no backup.
   auto fail = [&](const std::string& what, const std::string& detail) {
-    return MakeError("database " + path + " " + what + ": " + detail +
-                     " (move it aside to start with an empty state, or restore a backup)");
+    const int code = sqlite3_extended_errcode(db) & 0xff;
+    std::string advice;
+    if (what == "is corrupt" || code == SQLITE_CORRUPT || code == SQLITE_NOTADB) {
+      advice = "restore a backup; or move it aside to start with an empty state, losing its jobs";
+    } else if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_PERM ||
+               code == SQLITE_AUTH) {
+      advice =
+          "check the owner and mode of it, its -wal and -shm files and the state dir, and "
+          "that its filesystem is mounted read-write";
+    } else {
+      advice = "check the disk, and the owner and mode of the file and the state dir";
+    }
+    return MakeError("database " + path + " " + what + ": " + detail + " (" + advice + ")");
   };
   // Integrity before anything else writes: a corrupt file is a startup error, never reset.
   {
@@ -368,7 +449,15 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
         "ALTER TABLE tasks ADD COLUMN problem TEXT NOT NULL DEFAULT '';"
         "ALTER TABLE tasks ADD COLUMN reused_from INTEGER NOT NULL DEFAULT 0;";
   }
-  const std::string setup = "BEGIN IMMEDIATE;" + migrate + kSchema + "COMMIT;";
+  // 5 -> 6: ids are never given twice (`clean`, keep_finished_days): the highest job and task
+  // id ever given is kept in id_marks, from the largest an older database holds (the ids of
+  // jobs it removed before are not known).
+  const std::string marks = schema >= 1 && schema < 6
+                                ? "INSERT OR REPLACE INTO id_marks (name, last) VALUES "
+                                  "('jobs', (SELECT ifnull(max(id), 0) FROM jobs)),"
+                                  "('tasks', (SELECT ifnull(max(id), 0) FROM tasks));"
+                                : "";
+  const std::string setup = "BEGIN IMMEDIATE;" + migrate + kSchema + marks + "COMMIT;";
   if (Status s = store->Exec(setup.c_str()); !s) {
     store->Rollback();
     return fail("cannot be brought to schema " + std::to_string(kSchemaVersion), s.error());
@@ -388,6 +477,32 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   return store;
 }
 
+Status Store::SaveCopy(const std::string& to) {
+  // A new file of ours (never another's, nor one a link points at), empty: an empty database.
+  const int fd = open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return MakeError("cannot save the database to " + to + ": " + std::strerror(errno));
+  close(fd);
+  sqlite3* dest = nullptr;
+  int rc = sqlite3_open_v2(to.c_str(), &dest, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  std::string error;
+  if (rc == SQLITE_OK) {
+    sqlite3_backup* b = sqlite3_backup_init(dest, "main", db_, "main");
+    if (!b) {
+      error = sqlite3_errmsg(dest);
+    } else {
+      rc = sqlite3_backup_step(b, -1);
+      sqlite3_backup_finish(b);
+      if (rc != SQLITE_DONE) error = sqlite3_errstr(rc);
+    }
+  } else {
+    error = dest ? sqlite3_errmsg(dest) : sqlite3_errstr(rc);
+  }
+  sqlite3_close_v2(dest);
+  if (error.empty()) return Status::Ok();
+  unlink(to.c_str());
+  return MakeError("cannot save the database to " + to + ": " + error);
+}
+
 int64_t Store::CheckpointsForTesting() const {
   return checkpointer_ ? checkpointer_->checkpoints() : 0;
 }
@@ -402,12 +517,26 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
     if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
     return s;
   };
+  // The ids come after the highest ever given (id_marks), not after the highest still stored:
+  // a job removed by `clean` must not lend its id (or its tasks' ids) to the next one.
+  int64_t last_job = 0, last_task = 0;
+  {
+    Stmt q(this,
+           "SELECT (SELECT max(ifnull((SELECT max(id) FROM jobs), 0), last) FROM id_marks "
+           "WHERE name='jobs'), (SELECT max(ifnull((SELECT max(id) FROM tasks), 0), last) "
+           "FROM id_marks WHERE name='tasks')");
+    if (!q.ok() || q.Step() != SQLITE_ROW) {
+      return rollback(MakeError("database: read the last ids: " + q.error()));
+    }
+    last_job = q.Int(0);
+    last_task = q.Int(1);
+  }
   {
     Stmt ins(this,
              "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
              "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
-             "task_order, repeat, noise_threshold, on_end, reuse) "
-             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?)");
+             "task_order, repeat, noise_threshold, on_end, reuse, id) "
+             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?)");
     std::vector<int> groups(job->groups.begin(), job->groups.end());
     ins.Bind(1, int64_t{job->uid})
         .Bind(2, int64_t{job->gid})
@@ -427,15 +556,16 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
         .Bind(16, int64_t{job->repeat})
         .Bind(17, job->noise_threshold)
         .Bind(18, job->on_end)
-        .Bind(19, int64_t{job->reuse ? 1 : 0});
+        .Bind(19, int64_t{job->reuse ? 1 : 0})
+        .Bind(20, last_job + 1);
     if (Status s = StepDone(ins, "insert job"); !s) return rollback(s);
-    job->id = sqlite3_last_insert_rowid(db_);
+    job->id = last_job + 1;
   }
   {
     Stmt ins(this,
              "INSERT INTO tasks (job_id, position, rank, op, config, est_cost, state, run, "
-             "problem, reused_from, result, started_at, ended_at) "
-             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)");
+             "problem, reused_from, result, started_at, ended_at, id) "
+             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     if (!ins.ok()) return rollback(MakeError("database: insert task: " + ins.error()));
     for (auto& t : *tasks) {
       ins.Bind(1, job->id)
@@ -450,15 +580,24 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
           .Bind(10, t.reused_from)
           .Bind(11, t.result)
           .Bind(12, t.started_at)
-          .Bind(13, t.ended_at);
+          .Bind(13, t.ended_at)
+          .Bind(14, ++last_task);
       if (ins.Step() != SQLITE_DONE) {
         return rollback(MakeError("database: insert task: " + ins.error()));
       }
-      t.id = sqlite3_last_insert_rowid(db_);
+      t.id = last_task;
       t.job_id = job->id;
       t.state = t.reused_from ? TaskState::kSucceeded : TaskState::kQueued;
       ins.Reset();
     }
+  }
+  {
+    Stmt marks(this, "UPDATE id_marks SET last=? WHERE name=?");
+    marks.Bind(1, job->id).Bind(2, std::string_view("jobs"));
+    if (Status s = StepDone(marks, "keep the last ids"); !s) return rollback(s);
+    marks.Reset();
+    marks.Bind(1, last_task).Bind(2, std::string_view("tasks"));
+    if (Status s = StepDone(marks, "keep the last ids"); !s) return rollback(s);
   }
   if (Status s = Commit(); !s) return rollback(s);
   if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");

@@ -200,6 +200,11 @@ class Store {
   Result<std::vector<TaskRecord>> JobTasksAt(int64_t job_id, int64_t position);
   Result<std::vector<AttemptRecord>> Attempts(int64_t task_id_or_0);
 
+  // Writes a copy of the database as this connection sees it to `to` (a new file, mode 0600),
+  // with SQLite's online backup: what a daemon whose ckprofd.db was removed under it still
+  // holds. Not inside a group. Removes a partial copy on failure.
+  Status SaveCopy(const std::string& to);
+
   // PRAGMA quick_check: "ok" or what is wrong.
   Result<std::string> QuickCheck();
 

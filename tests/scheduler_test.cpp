@@ -933,7 +933,7 @@ TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
 
 // A state directory written by the first ckprofd release (schema 1, no jobs.task_order) opens:
 // its jobs keep the rank order, and the file is brought to the current schema in place.
-TEST(StoreSchema, Version1DatabaseIsMigratedToVersion5) {
+TEST(StoreSchema, Version1DatabaseIsMigratedToVersion6) {
   TempDir dir;
   const std::string path = dir.File("ckprofd.db");
   sqlite3* db = nullptr;
@@ -955,11 +955,11 @@ CREATE TABLE tasks (
   gpu INTEGER NOT NULL DEFAULT -1, pgid INTEGER NOT NULL DEFAULT 0,
   started_at REAL NOT NULL DEFAULT 0, ended_at REAL NOT NULL DEFAULT 0,
   result TEXT NOT NULL DEFAULT '');
-INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before,
+INSERT INTO jobs (id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before,
   timeout_s, profiler_path, cwd, input_format, submitted_at)
-  VALUES (1000, 1000, '[]', 'ann', 'old sweep', 0, '[]', 0, 0, -1, '/opt/ck', '/', 'ir', 1.0);
-INSERT INTO tasks (job_id, position, rank, op, config, est_cost, state)
-  VALUES (1, 1, 1, 'profile_grouped_conv_fwd', '{}', 1.0, 'queued');
+  VALUES (7, 1000, 1000, '[]', 'ann', 'old sweep', 0, '[]', 0, 0, -1, '/opt/ck', '/', 'ir', 1.0);
+INSERT INTO tasks (id, job_id, position, rank, op, config, est_cost, state)
+  VALUES (40, 7, 1, 1, 'profile_grouped_conv_fwd', '{}', 1.0, 'queued');
 PRAGMA user_version = 1;
 )SQL";
   char* err = nullptr;
@@ -990,13 +990,66 @@ PRAGMA user_version = 1;
     ASSERT_TRUE(best.ok()) << best.error();
     EXPECT_TRUE(best->empty());
   }
+  // Schema 6: the next ids continue above the largest the old database held, also once its
+  // jobs are removed (`clean`).
+  {
+    auto store = Store::Open(dir.path(), false);
+    ASSERT_TRUE(store.ok()) << store.error();
+    ASSERT_TRUE((*store)->DeleteJobs({7}).ok());
+    JobRecord job;
+    job.owner = "bob";
+    std::vector<TaskRecord> tasks(2);
+    for (auto& t : tasks) {
+      t.position = 1;
+      t.op = "profile_grouped_conv_fwd";
+      t.config = "{}";
+    }
+    ASSERT_TRUE((*store)->InsertJob(&job, &tasks).ok());
+    EXPECT_EQ(job.id, 8);
+    EXPECT_EQ(tasks[0].id, 41);
+    EXPECT_EQ(tasks[1].id, 42);
+  }
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   sqlite3_stmt* q = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(q, 0), 5);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 6);
   sqlite3_finalize(q);
   sqlite3_close(db);
+}
+
+// A job's id (and its tasks') is never given twice: not after its job was removed (`clean`,
+// keep_finished_days), not after every job was, not after the store is opened again.
+TEST(StoreSchema, IdsAreNeverGivenTwice) {
+  TempDir dir;
+  int64_t last_job = 0, last_task = 0;
+  for (int open = 0; open < 2; ++open) {
+    auto store = Store::Open(dir.path(), false);
+    ASSERT_TRUE(store.ok()) << store.error();
+    for (int round = 0; round < 3; ++round) {
+      SCOPED_TRACE("open " + std::to_string(open) + ", round " + std::to_string(round));
+      JobRecord job;
+      job.owner = "ann";
+      std::vector<TaskRecord> tasks(3);
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        tasks[i].position = static_cast<int64_t>(i) + 1;
+        tasks[i].op = "profile_grouped_conv_fwd";
+        tasks[i].config = "{}";
+      }
+      ASSERT_TRUE((*store)->InsertJob(&job, &tasks).ok());
+      EXPECT_GT(job.id, last_job);
+      EXPECT_GT(tasks[0].id, last_task);
+      auto stored = (*store)->JobTasks(job.id);
+      ASSERT_TRUE(stored.ok()) << stored.error();
+      ASSERT_EQ(stored->size(), 3u);
+      for (size_t i = 0; i < 3; ++i) EXPECT_EQ((*stored)[i].id, tasks[i].id);
+      last_job = job.id;
+      last_task = tasks[2].id;
+      ASSERT_TRUE((*store)->DeleteJobs({job.id}).ok());  // every job gone
+    }
+  }
+  EXPECT_EQ(last_job, 6);
+  EXPECT_EQ(last_task, 18);
 }
 
 }  // namespace
