@@ -58,7 +58,9 @@ options (each is also a key of the JSON config file; flags override the file):
                            directory holding it or the profile_grouped_conv_* executables
   --pin-env VAR[,VAR...]   variables set to the task's GPU index (default HIP_VISIBLE_DEVICES;
                            CUDA_VISIBLE_DEVICES on NVIDIA)
-  --timeout SECONDS        default per-task time limit; 0 = none (default 0)
+  --timeout SECONDS        default per-task time limit; 0 = none (default 1800). A plain
+                           user's submit/edit/retry --timeout may not exceed max_timeout
+                           (config key; default: this timeout) nor ask for none (0); admins may
   --log-level LEVEL        trace, debug, info, warn, error (default info; also SPDLOG_LEVEL)
   -h, --help               show this help
   --version                print the version
@@ -105,6 +107,7 @@ Result<DaemonConfig> BuildConfig(const Flags& f) {
     c.timeout_s = t;
   }
   if (!f.log_level.empty()) c.log_level = f.log_level;
+  if (std::string e = UserLimitsError(c); !e.empty()) return MakeError(e);
   for (const auto& var : c.pin_env) {
     if (var.empty() || var.find('=') != std::string::npos) {
       return MakeError("pin variable '" + var + "' is not a valid environment variable name");
@@ -143,6 +146,7 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
                       : c.foreign_gpu_use == "ignore" ? ForeignGpuUse::kIgnore
                                                       : ForeignGpuUse::kWait;
   o.foreign_poll_s = c.foreign_poll_ms / 1000;
+  o.max_gpus_per_user = c.max_gpus_per_user;
   if (c.executor == "slurm") {
     // Slurm allocates, pins and shares the GPUs: no host locks, no per-slot health.
     o.lock_dir.clear();
