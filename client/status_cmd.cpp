@@ -90,24 +90,25 @@ void PrintJobDetails(const JobSummary& s) {
   std::cout << "not before: " << (s.not_before > 0 ? FormatClock(s.not_before) : "-") << "\n";
 }
 
-// The asking user's use against the per-user limits, one line: "you: 3 jobs, 1,204 queued
-// runs, 2 GPUs in use; limits 1,000 jobs, 1,000,000 runs, no GPU cap, --timeout up to 1800 s".
-std::string UseLine(const UserUse& u) {
-  std::string line =
+// The asking user's use against the per-user limits, two lines that fit 80 columns:
+//   you: 3 jobs, 1,204 queued runs, 2 GPUs in use
+//   limits: 1,000 jobs, 1,000,000 runs, no GPU cap, --timeout up to 1,800 s
+std::string UseLines(const UserUse& u) {
+  std::string out =
       "you: " + GroupThousands(u.jobs) + (u.jobs == 1 ? " job, " : " jobs, ") +
       GroupThousands(u.queued_runs) + (u.queued_runs == 1 ? " queued run, " : " queued runs, ") +
-      GroupThousands(u.gpus_in_use) + (u.gpus_in_use == 1 ? " GPU in use; " : " GPUs in use; ");
+      GroupThousands(u.gpus_in_use) + (u.gpus_in_use == 1 ? " GPU in use\n" : " GPUs in use\n");
   const std::string gpus =
       u.max_gpus > 0 ? GroupThousands(u.max_gpus) + " GPUs at once" : std::string("no GPU cap");
-  if (u.admin) return line + "limits (admin): no job or run cap, " + gpus + ", any --timeout";
-  line += "limits ";
-  line += u.max_jobs > 0 ? GroupThousands(u.max_jobs) + " jobs, " : std::string("no job cap, ");
-  line += u.max_queued_runs > 0 ? GroupThousands(u.max_queued_runs) + " runs, "
-                                : std::string("no run cap, ");
-  line += gpus + ", --timeout ";
-  line += u.max_timeout_s > 0 ? "up to " + GroupThousands(std::llround(u.max_timeout_s)) + " s"
-                              : std::string("any");
-  return line;
+  if (u.admin) return out + "limits (admin): no job or run cap, " + gpus + ", any --timeout\n";
+  out += "limits: ";
+  out += u.max_jobs > 0 ? GroupThousands(u.max_jobs) + " jobs, " : std::string("no job cap, ");
+  out += u.max_queued_runs > 0 ? GroupThousands(u.max_queued_runs) + " runs, "
+                               : std::string("no run cap, ");
+  out += gpus + ", --timeout ";
+  out += u.max_timeout_s > 0 ? "up to " + GroupThousands(std::llround(u.max_timeout_s)) + " s\n"
+                             : std::string("any\n");
+  return out;
 }
 
 }  // namespace
@@ -227,7 +228,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
       std::cout << JobsJson(a.jobs).dump(2) << "\n";
     } else {
       PrintJobTable(a.jobs, TerminalWidth(wide));
-      if (a.you) std::cout << UseLine(*a.you) << "\n";
+      if (a.you) std::cout << UseLines(*a.you);
     }
     return 0;
   }
