@@ -121,7 +121,9 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
     p.Positionals("TASK", &tasks, false, "only these tasks of the job, by #N");
     p.Flag("--failed", &failed_only,
            "only tasks that failed, crashed or timed out (not cancelled or unsupported ones)");
-    p.Option("--timeout", &timeout, "S", "the job's new per-task timeout in seconds (0 = none)");
+    p.Option("--timeout", &timeout, "S",
+             "the job's new per-task timeout in seconds (at most the daemon's max_timeout; 0 = "
+             "none, admins only)");
     p.Option("--profiler-path", &profiler, "P", "the job's new profiler (as submit takes it)");
   }
   if (type == RequestType::kBoost) p.Positional("PRIORITY", &priority, true, "-1000..1000");

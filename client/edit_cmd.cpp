@@ -14,10 +14,11 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
   std::string job, priority, not_before, gpus, max_gpus, timeout, name;
   bool json_out = false;
   ArgParser p("ckprof edit",
-              "Change a job's settings. Its owner may change work that has not ended and lower "
-              "its priority (not raise it above 0, the default); admins anything. Changes take "
-              "effect at the next pick (a running task goes on as it started) and are logged by "
-              "ckprofd.",
+              "Change a job's settings. Its owner may change work that has not ended: any "
+              "priority (as at submit: it orders the owner's own jobs only), a --timeout up to "
+              "the daemon's max_timeout ('ckprof status' shows it; 0, none, for admins only); "
+              "admins anything. Changes take effect at the next pick (a running task goes on as "
+              "it started) and are logged by ckprofd.",
               "example:\n  ckprof edit 12 --priority -5 --not-before +2h\n  ckprof edit 12 "
               "--gpus 2-3 --max-gpus 1 --timeout 600\n  ckprof edit 12 --not-before now --name "
               "resnet-fp16");
@@ -28,7 +29,8 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
   p.Option("--gpus", &gpus, "LIST", "GPUs the job may use, e.g. 0,1 or 0-3; 'any' for all");
   p.Option("--max-gpus", &max_gpus, "M", "at most M GPUs at once; 0 for no limit");
   p.Option("--timeout", &timeout, "S",
-           "seconds one profiler run may take from now on (0 = none, 'default': the daemon's)");
+           "seconds one profiler run may take from now on ('default': the daemon's; at most "
+           "its max_timeout; 0 = none, admins only)");
   p.Option("--name", &name, "N", "the job's name (also of a job that has ended)");
   p.Flag("--json", &json_out, "print the job as it is now as JSON");
   if (auto code = p.Parse(args)) return *code;

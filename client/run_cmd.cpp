@@ -103,7 +103,9 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   p.Flag("--no-save", &no_save, "do not write the results file");
   p.Option("--output", &output, "FILE", "results file (default profiler_results.json)");
   p.Option("--gpus", &gpus, "LIST", "GPUs to use, e.g. 0,1 or 0-7 (default: all)");
-  p.Option("--timeout", &timeout, "S", "seconds one profiler run may take (default: none)");
+  p.Option("--timeout", &timeout, "S",
+           "seconds one profiler run may take (default: the daemon's timeout, 1800 s unless "
+           "set; at most its max_timeout; 0 = none, admins and --local only)");
   p.Option("--repeat", &repeat, "N",
            "run each config N times; the results file has its median, min, max and "
            "coefficient of variation (default 1)");

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <iostream>
 #include <optional>
@@ -89,6 +90,27 @@ void PrintJobDetails(const JobSummary& s) {
   std::cout << "not before: " << (s.not_before > 0 ? FormatClock(s.not_before) : "-") << "\n";
 }
 
+// The asking user's use against the per-user limits, two lines that fit 80 columns:
+//   you: 3 jobs, 1,204 queued runs, 2 GPUs in use
+//   limits: 1,000 jobs, 1,000,000 runs, no GPU cap, --timeout up to 1,800 s
+std::string UseLines(const UserUse& u) {
+  std::string out =
+      "you: " + GroupThousands(u.jobs) + (u.jobs == 1 ? " job, " : " jobs, ") +
+      GroupThousands(u.queued_runs) + (u.queued_runs == 1 ? " queued run, " : " queued runs, ") +
+      GroupThousands(u.gpus_in_use) + (u.gpus_in_use == 1 ? " GPU in use\n" : " GPUs in use\n");
+  const std::string gpus =
+      u.max_gpus > 0 ? GroupThousands(u.max_gpus) + " GPUs at once" : std::string("no GPU cap");
+  if (u.admin) return out + "limits (admin): no job or run cap, " + gpus + ", any --timeout\n";
+  out += "limits: ";
+  out += u.max_jobs > 0 ? GroupThousands(u.max_jobs) + " jobs, " : std::string("no job cap, ");
+  out += u.max_queued_runs > 0 ? GroupThousands(u.max_queued_runs) + " runs, "
+                               : std::string("no run cap, ");
+  out += gpus + ", --timeout ";
+  out += u.max_timeout_s > 0 ? "up to " + GroupThousands(std::llround(u.max_timeout_s)) + " s\n"
+                             : std::string("any\n");
+  return out;
+}
+
 }  // namespace
 
 int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mode) {
@@ -97,14 +119,20 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   bool json_out = false, all = false, wide = false;
   ArgParser p("ckprof " + cmd,
               list_mode ? "List the daemon's jobs: active ones, or all with --all; --mine, --user, "
-                          "--state, --since and --limit pick some (as squeue and sacct do)."
-                        : "Show jobs (JOB...), or every job the daemon knows. A job that does "
-                          "not exist is reported (exit 1) and the others are shown.",
+                          "--state, --since and --limit pick some (as squeue and sacct do). "
+                          "The last line is your use against the daemon's per-user limits."
+                        : "Show jobs (JOB...), or every job the daemon knows and your use "
+                          "against its per-user limits (jobs, queued runs, GPUs at once, "
+                          "--timeout). A job that does not exist is reported (exit 1) and the "
+                          "others are shown.",
               list_mode ? "ELAPSED runs from the job's first start to its end (or now); ENDED is "
                           "when it ended.\n\nexample:\n  ckprof list --mine --since 7d\n  "
                           "ckprof list --state finished,cancelled --limit 20\n  ckprof list "
                           "--all --json"
-                        : "example:\n  ckprof status 12\n  ckprof status 12 13 --json\n"
+                        : "Without a job, --json prints {\"jobs\": [...], \"you\": {...}}: "
+                          "your jobs, queued_runs and gpus_in_use, and the limits max_jobs, "
+                          "max_queued_runs, max_gpus, max_timeout_s (null: none).\n\n"
+                          "example:\n  ckprof status 12\n  ckprof status 12 13 --json\n"
                           "  ckprof status --json");
   if (!list_mode) p.Positionals("JOB", &jobs, false, "job ids");
   bool mine = false;
@@ -192,10 +220,15 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
       }
       a.jobs = std::move(kept);
     }
-    if (json_out) {
+    if (json_out && !list_mode && a.you) {
+      // status: the jobs and your use; list --json stays the list of jobs.
+      json out = {{"jobs", JobsJson(a.jobs)}, {"you", ToJson(*a.you)}};
+      std::cout << out.dump(2) << "\n";
+    } else if (json_out) {
       std::cout << JobsJson(a.jobs).dump(2) << "\n";
     } else {
       PrintJobTable(a.jobs, TerminalWidth(wide));
+      if (a.you) std::cout << UseLines(*a.you);
     }
     return 0;
   }

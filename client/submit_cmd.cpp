@@ -43,7 +43,9 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
            "to start last starts at once (default); longest-first: the most FLOPs first");
   p.Option("--not-before", &not_before, "TIME",
            "start no earlier than TIME: 2026-12-01T02:00, +30m, +2h (default: now)");
-  p.Option("--timeout", &timeout, "S", "seconds one profiler run may take (default: the daemon's)");
+  p.Option("--timeout", &timeout, "S",
+           "seconds one profiler run may take (default: the daemon's timeout, 1800 s unless "
+           "set; at most its max_timeout; 0 = none, admins only)");
   p.Option("--max-ops", &max_ops, "N", "profile only the first N configs, N >= 1 (default: all)");
   p.Option("--repeat", &repeat, "N",
            "run each config N times, spread over the job's GPUs; its result is the median, with "

@@ -610,15 +610,46 @@ void VisitFields(S& r, V& v) {
 }
 
 // status of one job (job), or status/list of many (jobs).
+// The asking user's use of the daemon against its per-user limits (status and list without a
+// job). A limit of 0 is none (JSON: null).
+struct UserUse {
+  std::string user;
+  int64_t jobs = 0;             // jobs that have not ended
+  int64_t queued_runs = 0;      // their runs that have not ended (queued or running)
+  int64_t gpus_in_use = 0;      // their tasks running now
+  int64_t max_jobs = 0;         // max_jobs_per_user
+  int64_t max_queued_runs = 0;  // max_queued_runs_per_user
+  int64_t max_gpus = 0;         // max_gpus_per_user (admins too)
+  double max_timeout_s = 0;     // the longest --timeout the user may ask for
+  bool admin = false;           // exempt from the job, run and timeout limits
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, UserUse>
+void VisitFields(S& u, V& v) {
+  v("user", u.user);
+  v("jobs", u.jobs);
+  v("queued_runs", u.queued_runs);
+  v("gpus_in_use", u.gpus_in_use);
+  v.Nullable("max_jobs", u.max_jobs, u.max_jobs > 0);
+  v.Nullable("max_queued_runs", u.max_queued_runs, u.max_queued_runs > 0);
+  v.Nullable("max_gpus", u.max_gpus, u.max_gpus > 0);
+  v.Nullable("max_timeout_s", u.max_timeout_s, u.max_timeout_s > 0);
+  v("admin", u.admin);
+}
+
+nlohmann::json ToJson(const UserUse& u);
+
 struct StatusReply {
   std::optional<JobSummary> job;
   std::vector<JobSummary> jobs;
+  std::optional<UserUse> you;  // without a job: the asking user's use and limits
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, StatusReply>
 void VisitFields(S& r, V& v) {
   v.Omittable("job", r.job, r.job.has_value());
   v.Omittable("jobs", r.jobs, !r.job.has_value());
+  v.Omittable("you", r.you, r.you.has_value());
 }
 
 // results: the job and each of its tasks.

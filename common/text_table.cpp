@@ -102,4 +102,15 @@ std::string TextTable::Render(size_t width) const {
   return out;
 }
 
+std::string GroupThousands(int64_t n) {
+  const std::string digits =
+      std::to_string(n < 0 ? static_cast<uint64_t>(-(n + 1)) + 1 : static_cast<uint64_t>(n));
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
 }  // namespace ckprof

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,5 +46,7 @@ std::string CutToWidth(const std::string& text, size_t width);
 // The last `n` lines of `text` (as `tail -n`; a final newline does not start a line); n <= 0:
 // all of it.
 std::string LastLines(std::string_view text, int n);
+// A count with its thousands grouped: 1204 -> "1,204", -5000 -> "-5,000".
+std::string GroupThousands(int64_t n);
 
 }  // namespace ckprof

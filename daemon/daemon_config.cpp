@@ -1,6 +1,7 @@
 #include "daemon/daemon_config.h"
 
 #include <dirent.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
@@ -268,12 +269,43 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
             "must be \"local\" or an object such as {\"kind\": \"slurm\", \"partition\": "
             "\"gpu\", \"gres\": \"gpu:1\", \"work_dir\": \"/shared/ckprofd\"}");
       }
+    } else if (k == "max_timeout") {  // per-user limits
+      num(&c.max_timeout_s, 0, 1e7);
+    } else if (k == "max_queued_runs_per_user") {
+      double d = static_cast<double>(c.max_queued_runs_per_user);
+      num(&d, 0, 1e12);
+      c.max_queued_runs_per_user = static_cast<int64_t>(d);
+    } else if (k == "max_jobs_per_user") {
+      double d = static_cast<double>(c.max_jobs_per_user);
+      num(&d, 0, 1e9);
+      c.max_jobs_per_user = static_cast<int64_t>(d);
+    } else if (k == "max_gpus_per_user") {
+      double d = c.max_gpus_per_user;
+      num(&d, 0, 100000);
+      c.max_gpus_per_user = static_cast<int>(d);
     } else {
       bad(k, "is not a known setting (see config/ckprofd.json)");
     }
   }
   if (!err.empty()) return MakeError(err);
+  if (std::string e = UserLimitsError(c); !e.empty()) {
+    return MakeError("config file " + path + ": " + e);
+  }
   return c;
+}
+
+double MaxUserTimeout(const DaemonConfig& c) {
+  return c.max_timeout_s >= 0 ? c.max_timeout_s : c.timeout_s;
+}
+
+std::string UserLimitsError(const DaemonConfig& c) {
+  const double max = MaxUserTimeout(c);
+  if (max <= 0 || (c.timeout_s > 0 && c.timeout_s <= max)) return "";
+  auto s = [](double v) { return fmt::format("{:g} s", v); };
+  return "timeout (" + (c.timeout_s > 0 ? s(c.timeout_s) : std::string("0, none")) +
+         ") is above max_timeout (" + s(max) +
+         "): jobs that name no --timeout get the timeout, which must be within what a user may "
+         "ask for; set timeout to at most max_timeout";
 }
 
 }  // namespace ckprof

@@ -24,7 +24,7 @@ struct DaemonConfig {
   std::string gpus = "auto";  // "auto", "0,1,2,3", "0-7"
   std::string profiler_path;  // default when a job names none
   std::vector<std::string> pin_env = {"HIP_VISIBLE_DEVICES"};
-  double timeout_s = 0;     // default per-task timeout; 0 = none
+  double timeout_s = 1800;  // default per-task timeout; 0 = none
   double kill_grace_s = 5;  // SIGTERM -> SIGKILL
   // A profiler that has not started (exec'd) this many seconds after its spawn is killed.
   double start_timeout_s = 10;
@@ -62,7 +62,22 @@ struct DaemonConfig {
   // `slurm` says how).
   std::string executor = "local";
   SlurmSettings slurm;
+
+  // Per-user limits: what a plain user may ask for and hold (admins are exempt from all but
+  // max_gpus_per_user, which is the GPU sharing itself). See UserLimitsError below.
+  // The longest per-task timeout a plain user may ask for (submit, run, edit, retry
+  // --timeout); -1 = the `timeout`; 0 = no ceiling (users may then ask for no limit, 0, too).
+  double max_timeout_s = -1;
+  int64_t max_queued_runs_per_user = 1'000'000;  // runs not ended over a user's jobs; 0 = any
+  int64_t max_jobs_per_user = 1000;              // jobs not ended; 0 = any
+  int max_gpus_per_user = 0;                     // a user's tasks running at once; 0 = any
 };
+
+// The ceiling of a plain user's --timeout: max_timeout, else the timeout (0 = none).
+double MaxUserTimeout(const DaemonConfig& c);
+// "" when the limits agree with each other, else what is wrong: a `timeout` of none or above
+// a max_timeout would give jobs that name no --timeout more than a user may ask for.
+std::string UserLimitsError(const DaemonConfig& c);
 
 // Reads a config file (JSON, '//' comment lines allowed) on top of `base`.
 // Errors name the file, the key and what is wrong.

@@ -87,7 +87,10 @@ options (each is also a key of the JSON config file; flags override the file):
                            directory holding it or the profile_grouped_conv_* executables
   --pin-env VAR[,VAR...]   variables set to the task's GPU index (default HIP_VISIBLE_DEVICES;
                            CUDA_VISIBLE_DEVICES on NVIDIA)
-  --timeout SECONDS        default per-task time limit; 0 = none (default 0)
+  --timeout SECONDS        default per-task time limit; 0 = none (default 1800). A plain
+                           user's submit/edit/retry --timeout may not exceed max_timeout
+                           (config key; default: this timeout) nor ask for none (0); admins may
+                           ask for any
   --pass-env VAR[,VAR...]  variables of ckprofd's environment that other users' profilers and
                            --on-end commands get ("ROCM_*": a prefix); they get a clean one:
                            their HOME, USER, LOGNAME, SHELL, a standard PATH, LANG, the pin
@@ -161,6 +164,7 @@ Result<DaemonConfig> ApplyFlags(const Flags& f, DaemonConfig c) {
       if (!var.empty()) c.pass_env.push_back(var);
     }
   }
+  if (std::string e = UserLimitsError(c); !e.empty()) return MakeError(e);
   for (const auto& var : c.pin_env) {
     if (var.empty() || var.find('=') != std::string::npos) {
       return MakeError("pin variable '" + var + "' is not a valid environment variable name");
@@ -212,6 +216,7 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
                       : c.foreign_gpu_use == "ignore" ? ForeignGpuUse::kIgnore
                                                       : ForeignGpuUse::kWait;
   o.foreign_poll_s = c.foreign_poll_ms / 1000;
+  o.max_gpus_per_user = c.max_gpus_per_user;
   if (c.executor == "slurm") {
     // Slurm allocates, pins and shares the GPUs: no host locks, no per-slot health.
     o.lock_dir.clear();

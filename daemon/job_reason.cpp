@@ -1,6 +1,7 @@
 // Why a job's queued tasks do not run now, as squeue's REASON says it (status, list): the
-// first of not-before, its max-GPUs cap, drained GPUs, foreign processes, another daemon's
-// host lock, and GPUs busy with other work (and who is ahead in fair share).
+// first of not-before, its max-GPUs cap, its owner's per-user GPU cap, drained GPUs, foreign
+// processes, another daemon's host lock, and GPUs busy with other work (and who is ahead in fair
+// share).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -35,6 +36,13 @@ std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const 
   }
   if (job.rec.max_gpus > 0 && s.running >= job.rec.max_gpus) {
     return "at its --max-gpus limit: " + std::to_string(s.running) + " running";
+  }
+  if (const int cap = policy_.user_gpu_cap(); cap > 0) {
+    if (const int mine = policy_.RunningOfUser(job.rec.uid); mine >= cap) {
+      return job.rec.owner + " is at this daemon's per-user GPU limit: " + std::to_string(mine) +
+             " of " + job.rec.owner + "'s tasks running, at most " + std::to_string(cap) +
+             " at once (max_gpus_per_user)";
+    }
   }
   std::vector<int> drained, foreign, locked, busy;
   std::set<std::string> busy_with;

@@ -198,6 +198,14 @@ double QueuePolicy::EffectiveUsage(uint32_t uid, double now, int freed_gpu) cons
   return usage;
 }
 
+int QueuePolicy::RunningOfUser(uint32_t uid, int freed_gpu) const {
+  int running = 0;
+  for (const auto& s : slots_) {
+    if (s.job_id && s.gpu != freed_gpu && jobs_.at(s.job_id).params.uid == uid) ++running;
+  }
+  return running;
+}
+
 // A job in rank order runs its tasks by priority_rank, with one exception near its end: a task
 // so long that, started after all the others, it would still be running when they are done
 // (the rest of the queued work spread over the job's GPUs is less than it) starts now. Started
@@ -238,10 +246,8 @@ std::optional<int64_t> QueuePolicy::PickImpl(int gpu, double now, int freed_gpu)
   std::vector<Candidate> users;
   for (const auto& [uid, a] : accounts_) {
     if (a.active_jobs.empty()) continue;
-    int running = 0;
-    for (const auto& s : slots_) {
-      if (s.job_id && s.gpu != freed_gpu && jobs_.at(s.job_id).params.uid == uid) ++running;
-    }
+    const int running = RunningOfUser(uid, freed_gpu);
+    if (user_gpu_cap_ > 0 && running >= user_gpu_cap_) continue;  // at the per-user cap
     users.push_back({EffectiveUsage(uid, now, freed_gpu), running, uid});
   }
   std::sort(users.begin(), users.end(), [](const Candidate& a, const Candidate& b) {

@@ -11,7 +11,8 @@
 // order (job id). Within a job: rank order (priority_rank; a long task is not left for last,
 // see NextOf in queue_policy.cpp) or, for a longest-first job, the most estimated work first.
 // A job takes a GPU only when it is not held (cancelled), its not-before time has come, it runs
-// on fewer than its max_gpus, and the GPU is one it may use. A drained GPU takes nothing.
+// on fewer than its max_gpus, its user runs fewer tasks than the per-user cap
+// (SetUserGpuCap), and the GPU is one it may use. A drained GPU takes nothing.
 //
 // Single-threaded plain value type (the Scheduler's, on the daemon's io thread).
 #pragma once
@@ -81,6 +82,12 @@ class QueuePolicy {
   int Running(int64_t job_id) const;
   // How many GPUs the job may use at once (not drained, allowed, capped by max_gpus).
   int GpusOf(int64_t job_id) const;
+  // The most tasks of one user running at once, over all their jobs; 0 = no limit. A user at
+  // it is passed over by Pick (their work waits, the others' runs).
+  void SetUserGpuCap(int cap) { user_gpu_cap_ = cap; }
+  int user_gpu_cap() const { return user_gpu_cap_; }
+  // The user's tasks running now.
+  int RunningOfUser(uint32_t uid) const { return RunningOfUser(uid, /*freed_gpu=*/-1); }
 
   // Fair share.
   void SetHalfLife(double half_life_s);
@@ -129,6 +136,7 @@ class QueuePolicy {
   int GpusFor(const JobParams& params) const;
   std::optional<int64_t> PickImpl(int gpu, double now, int freed_gpu) const;
   double EffectiveUsage(uint32_t uid, double now, int freed_gpu) const;
+  int RunningOfUser(uint32_t uid, int freed_gpu) const;
   Slot* FindSlot(int gpu);
   const Slot* FindSlot(int gpu) const;
 
@@ -137,6 +145,7 @@ class QueuePolicy {
   std::map<int64_t, JobQueue> jobs_;
   std::map<uint32_t, Account> accounts_;
   size_t queued_total_ = 0;
+  int user_gpu_cap_ = 0;
 };
 
 }  // namespace ckprof

@@ -62,6 +62,7 @@ Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
     gpu.index = g;
     gpus_.push_back(std::move(gpu));
   }
+  policy_.SetUserGpuCap(options_.max_gpus_per_user);
 }
 
 Scheduler::~Scheduler() = default;
@@ -73,7 +74,10 @@ void Scheduler::UpdateOptions(const SchedulerOptions& o) {
   options_.gpus = gpus;  // the GPU set and its locks are fixed for the daemon's life
   options_.lock_dir = lock_dir;
   policy_.SetHalfLife(options_.half_life_s);
-  if (ReleaseHeldGpus()) Dispatch();  // (all of them when health checks are now off)
+  const bool cap_changed = policy_.user_gpu_cap() != options_.max_gpus_per_user;
+  policy_.SetUserGpuCap(options_.max_gpus_per_user);
+  // (All of them when health checks are now off; a changed per-user cap may start work.)
+  if (ReleaseHeldGpus() || cap_changed) Dispatch();
 }
 
 void Scheduler::AttachGpuWatch(GpuWatch* watch) {
@@ -1154,18 +1158,6 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
                      "; only its owner or an admin may retry it");
   }
   if (Status s = CheckPositions(job, options.positions); !s) return Error{s.error()};
-  if (options.timeout_s || options.profiler_path) {
-    const double timeout = options.timeout_s.value_or(job.rec.timeout_s);
-    const std::string profiler = options.profiler_path.value_or(job.rec.profiler_path);
-    if (Status s = store_.SetJobRunSettings(job_id, timeout, profiler); !s) return Error{s.error()};
-    job.rec.timeout_s = timeout;
-    if (profiler != job.rec.profiler_path) {
-      job.rec.profiler_path = profiler;
-      ResolveTarget(job);
-    }
-    spdlog::info("job {}: timeout {} s, profiler {} (retry by {})", job_id, job.rec.timeout_s,
-                 job.rec.profiler_path, who.user);
-  }
   // Final tasks live in the Store only.
   auto rows = store_.JobTasks(job_id);
   if (!rows) return Error{rows.error()};
@@ -1178,6 +1170,21 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
                       : wanted.empty()    ? Retryable(*kind)
                                           : true;
     if (take && (wanted.empty() || wanted.count(r.position))) ids.push_back(r.id);
+  }
+  if (options.admit) {
+    if (Status s = options.admit(static_cast<int64_t>(ids.size())); !s) return Error{s.error()};
+  }
+  if (options.timeout_s || options.profiler_path) {
+    const double timeout = options.timeout_s.value_or(job.rec.timeout_s);
+    const std::string profiler = options.profiler_path.value_or(job.rec.profiler_path);
+    if (Status s = store_.SetJobRunSettings(job_id, timeout, profiler); !s) return Error{s.error()};
+    job.rec.timeout_s = timeout;
+    if (profiler != job.rec.profiler_path) {
+      job.rec.profiler_path = profiler;
+      ResolveTarget(job);
+    }
+    spdlog::info("job {}: timeout {} s, profiler {} (retry by {})", job_id, job.rec.timeout_s,
+                 job.rec.profiler_path, who.user);
   }
   auto requeued = RequeueFinal(job, ids);
   if (requeued && *requeued > 0) {
@@ -1324,6 +1331,17 @@ std::vector<JobSummary> Scheduler::List(bool include_finished) const {
     out.back().waiting_reason = WaitingReason(job, out.back());
   }
   return out;
+}
+
+UserUse Scheduler::UseOf(uint32_t uid) const {
+  UserUse u;
+  for (const auto& [id, job] : jobs_) {
+    if (job.rec.uid != uid || Ended(job)) continue;
+    ++u.jobs;
+    u.queued_runs += static_cast<int64_t>(policy_.Queued(id)) + policy_.Running(id);
+  }
+  u.gpus_in_use = policy_.RunningOfUser(uid);
+  return u;
 }
 
 Result<std::vector<TaskResult>> Scheduler::Results(int64_t job_id, bool with_output) {

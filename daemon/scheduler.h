@@ -87,6 +87,9 @@ struct SchedulerOptions {
   // A remote launcher's (Slurm's) name for this daemon in its jobs' comments: host and state
   // dir.
   std::string remote_tag;
+  // A user's tasks running at once, over all their jobs (the QueuePolicy skips a user at it;
+  // the config's max_gpus_per_user). 0 = no limit.
+  int max_gpus_per_user = 0;
 };
 
 // A job's progress event, as the frame a watcher sends: one JSON object and its newline.
@@ -113,6 +116,9 @@ struct RetryOptions {
   bool failed_only = false;    // only failed, crashed, timed out (and spawn-failed, interrupted)
   std::optional<double> timeout_s;           // the job's new per-task timeout (0 = none)
   std::optional<std::string> profiler_path;  // the job's new profiler (checked by the caller)
+  // Asked how many runs the retry would queue again, before anything changes; its refusal
+  // (a per-user limit) is the retry's. Null: no limit.
+  std::function<Status(int64_t runs)> admit;
 };
 
 class Scheduler {
@@ -147,8 +153,8 @@ class Scheduler {
   Result<int64_t> Retry(int64_t job_id, const Identity& who, const RetryOptions& options = {});
   Status Boost(int64_t job_id, int priority, const Identity& who);
   // Changes a job's settings (daemon/job_edit.cpp): its owner may edit work that has not
-  // ended, and lower its priority (not raise it above the default, 0); admins anything. Takes
-  // effect at the next pick; logged.
+  // ended (any priority: it orders the owner's own jobs only; the caller checks the timeout
+  // against the user limits); admins anything. Takes effect at the next pick; logged.
   Status Edit(int64_t job_id, const EditOptions& edit, const Identity& who);
   // Removes ended jobs that ended at least `older_than_s` ago, with their tasks and results:
   // the caller's own, or (`everyone`, admins only) anyone's. Returns their ids.
@@ -176,6 +182,9 @@ class Scheduler {
 
   Result<JobSummary> Summary(int64_t job_id) const;
   std::vector<JobSummary> List(bool include_finished) const;
+  // The user's jobs that have not ended, their runs not ended (queued or running) and their
+  // tasks running now (UserUse's counts; its limits are left for the caller).
+  UserUse UseOf(uint32_t uid) const;
   // Every task's result, one per run of a repeated job, in position and run order.
   Result<std::vector<TaskResult>> Results(int64_t job_id, bool with_output);
   // The tuning table (daemon/reuse.cpp): every problem's best measurement per profiler build

@@ -1,5 +1,6 @@
 #include "daemon/service.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "common/command_plan.h"
 #include "common/convert.h"
 #include "common/repeats.h"
+#include "common/text_table.h"
 #include "common/version.h"
 
 namespace ckprof {
@@ -59,6 +61,30 @@ ConversionSummary ConversionOf(const Conversion& c, size_t configs, size_t kept)
 }
 
 Service::Refusal Refuse(std::string why) { return Service::Refusal{std::move(why), std::nullopt}; }
+
+// "3600", "0.5": seconds as a user wrote them.
+std::string SecondsText(double s) { return fmt::format("{:.10g}", s); }
+
+// Whether a user whose use and limits are `u` may add `jobs` jobs (0 or 1) and `runs` runs;
+// the refusal names the limit. Admins always may. (Pure: the submit asks it on its pool.)
+Status CheckQueueRoom(const UserUse& u, int64_t jobs, int64_t runs) {
+  if (u.admin) return Status::Ok();
+  if (u.max_jobs > 0 && jobs > 0 && u.jobs + jobs > u.max_jobs) {
+    return MakeError(u.user + " has " + GroupThousands(u.jobs) +
+                     " jobs that have not ended; this daemon allows " + GroupThousands(u.max_jobs) +
+                     " per user (max_jobs_per_user): wait for some to end, or cancel some "
+                     "('ckprof list --mine')");
+  }
+  if (u.max_queued_runs > 0 && u.queued_runs + runs > u.max_queued_runs) {
+    return MakeError(u.user + " would have " + GroupThousands(u.queued_runs + runs) +
+                     " queued runs (" + GroupThousands(u.queued_runs) + " now, " +
+                     GroupThousands(runs) + " more asked); this daemon allows " +
+                     GroupThousands(u.max_queued_runs) +
+                     " per user (max_queued_runs_per_user): ask for fewer (--max-ops, "
+                     "--repeat), or wait for your runs to end ('ckprof list --mine')");
+  }
+  return Status::Ok();
+}
 
 // The response frame of an answer: the reply, or the refusal.
 template <typename T>
@@ -137,7 +163,7 @@ asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& w
       co_return Respond(r, co_await HandleSubmit(r, who));
     case RequestType::kStatus:
     case RequestType::kList:
-      co_return Respond(r, HandleStatus(r));
+      co_return Respond(r, HandleStatus(r, who));
     case RequestType::kResults:
       co_return Respond(r, HandleResults(r));
     case RequestType::kCancel:
@@ -206,6 +232,32 @@ Status Service::CheckProfilerPolicy(const std::string& path, const Identity& who
                    " and runs other users' jobs only with profilers from those directories");
 }
 
+Status Service::CheckTimeout(double timeout_s, const Identity& who) const {
+  const double max = MaxUserTimeout(config_);
+  if (who.admin || timeout_s < 0 || max <= 0) return Status::Ok();
+  if (timeout_s == 0) {
+    return MakeError("--timeout 0 (no limit) is for admins only; this daemon's max_timeout is " +
+                     SecondsText(max) + " s: ask for at most that");
+  }
+  if (timeout_s > max) {
+    return MakeError("--timeout " + SecondsText(timeout_s) +
+                     " is above this daemon's max_timeout of " + SecondsText(max) +
+                     " s: ask for at most that, or ask an admin");
+  }
+  return Status::Ok();
+}
+
+UserUse Service::UseAndLimits(const Identity& who) const {
+  UserUse u = scheduler_.UseOf(who.uid);
+  u.user = who.user;
+  u.admin = who.admin;
+  u.max_jobs = config_.max_jobs_per_user;
+  u.max_queued_runs = config_.max_queued_runs_per_user;
+  u.max_gpus = config_.max_gpus_per_user;
+  u.max_timeout_s = MaxUserTimeout(config_);
+  return u;
+}
+
 // The most tasks one job may hold (configs x --repeat): a typo in --repeat must not fill the
 // database.
 constexpr size_t kMaxJobTasks = 10'000'000;
@@ -247,6 +299,13 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   if (!o.reuse.empty() && o.reuse != "auto" && o.reuse != "never") {
     co_return Refuse("submit: reuse must be auto or never, got '" + o.reuse + "'");
   }
+  if (Status s = CheckTimeout(o.timeout_s, who); !s) co_return Refuse("submit: " + s.error());
+  // The per-user limits before any work, again on the pool with the runs counted (before
+  // their records are made), and last on the io thread right before the job is stored.
+  const UserUse use = UseAndLimits(who);
+  if (!o.dry_run) {
+    if (Status s = CheckQueueRoom(use, 1, 1); !s) co_return Refuse("submit refused: " + s.error());
+  }
   if (!o.dry_run) {
     auto accepted = AcceptProfiler(profiler, who);
     if (!accepted) {
@@ -274,7 +333,8 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   std::vector<CkConfig> configs;
   size_t converted_count = 0;
   std::vector<TaskRecord> records;
-  std::string too_many;  // a repeat that would make too many tasks
+  std::string too_many;    // a repeat that would make too many tasks
+  std::string over_limit;  // more runs than the user's limit
   auto records_start = std::chrono::steady_clock::now();
   if (converted) {
     configs = std::move(converted->configs);
@@ -283,7 +343,11 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
     if (o.max_ops > 0 && configs.size() > static_cast<size_t>(o.max_ops)) {
       configs.resize(static_cast<size_t>(o.max_ops));
     }
-    if (!o.dry_run && configs.size() * static_cast<size_t>(std::max(o.repeat, 1)) > kMaxJobTasks) {
+    const size_t runs = configs.size() * static_cast<size_t>(std::max(o.repeat, 1));
+    Status room = o.dry_run ? Status::Ok() : CheckQueueRoom(use, 1, static_cast<int64_t>(runs));
+    if (!room) {
+      over_limit = room.error();
+    } else if (!o.dry_run && runs > kMaxJobTasks) {
       too_many = std::to_string(configs.size()) + " configs x --repeat " +
                  std::to_string(o.repeat) + " is more than the " + std::to_string(kMaxJobTasks) +
                  " runs a job may hold: lower --repeat, or split the input (--max-ops)";
@@ -315,6 +379,7 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
     co_return Refuse("submit: the input cannot be used: " + error);
   }
   if (!too_many.empty()) co_return Refuse("submit: " + too_many);
+  if (!over_limit.empty()) co_return Refuse("submit refused: " + over_limit);
   Conversion& c = *converted;
   const size_t task_count = o.dry_run ? configs.size() : records.size();
   SubmitReply reply;
@@ -375,6 +440,10 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   job.noise_threshold = config_.noise_threshold;
   job.on_end = o.on_end;
   job.reuse = o.reuse != "never";
+  // (Other submits of the user may have been stored while this one converted.)
+  if (Status s = CheckQueueRoom(UseAndLimits(who), 1, static_cast<int64_t>(records.size())); !s) {
+    co_return Refuse("submit refused: " + s.error());
+  }
   const auto store_start = std::chrono::steady_clock::now();
   if (check_state) {
     if (Status s = check_state(); !s) co_return Refuse("submit: " + s.error());
@@ -398,7 +467,7 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   co_return reply;
 }
 
-Service::Answer<StatusReply> Service::HandleStatus(const Request& r) const {
+Service::Answer<StatusReply> Service::HandleStatus(const Request& r, const Identity& who) const {
   StatusReply reply;
   if (r.job_id > 0) {
     auto s = scheduler_.Summary(r.job_id);
@@ -407,6 +476,7 @@ Service::Answer<StatusReply> Service::HandleStatus(const Request& r) const {
     return reply;
   }
   reply.jobs = scheduler_.List(r.all || r.type == RequestType::kStatus);
+  reply.you = UseAndLimits(who);
   return reply;
 }
 
@@ -437,7 +507,18 @@ Service::Answer<JobReply> Service::HandleRetry(const Request& r, const Identity&
   RetryOptions options;
   options.positions = r.tasks;
   options.failed_only = r.failed_only;
-  if (r.timeout_s >= 0) options.timeout_s = r.timeout_s;
+  if (r.timeout_s >= 0) {
+    if (Status s = CheckTimeout(r.timeout_s, who); !s) return Refuse("retry: " + s.error());
+    options.timeout_s = r.timeout_s;
+  }
+  // Its runs queue again (and an ended job counts as not ended again).
+  const int64_t revived = scheduler_.JobExists(r.job_id) && scheduler_.JobEnded(r.job_id) ? 1 : 0;
+  options.admit = [this, &who, revived](int64_t runs) -> Status {
+    if (Status s = CheckQueueRoom(UseAndLimits(who), runs > 0 ? revived : 0, runs); !s) {
+      return MakeError("retry refused: " + s.error());
+    }
+    return Status::Ok();
+  };
   if (!r.profiler_path.empty()) {
     if (r.profiler_path[0] != '/') {
       return Refuse("retry: profiler_path must be absolute, got '" + r.profiler_path + "'");
@@ -457,6 +538,9 @@ Service::Answer<JobReply> Service::HandleBoost(const Request& r, const Identity&
 }
 
 Service::Answer<JobReply> Service::HandleEdit(const Request& r, const Identity& who) {
+  if (r.edit.timeout_s) {
+    if (Status s = CheckTimeout(*r.edit.timeout_s, who); !s) return Refuse("edit: " + s.error());
+  }
   if (Status s = scheduler_.Edit(r.job_id, r.edit, who); !s) return Refuse(s.error());
   return JobReply{SummaryOf(r.job_id), std::nullopt};
 }

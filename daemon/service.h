@@ -79,7 +79,7 @@ class Service {
  private:
   HelloReply HandleHello(const Identity& who) const;
   asio::awaitable<Answer<SubmitReply>> HandleSubmit(const Request& r, const Identity& who);
-  Answer<StatusReply> HandleStatus(const Request& r) const;
+  Answer<StatusReply> HandleStatus(const Request& r, const Identity& who) const;
   Answer<ResultsReply> HandleResults(const Request& r);
   Answer<JobReply> HandleCancel(const Request& r, const Identity& who);
   Answer<JobReply> HandleRetry(const Request& r, const Identity& who);
@@ -96,6 +96,12 @@ class Service {
   // A profiler path a user asks for (submit, retry), checked by policy and found: the path to
   // store (resolved where this daemon runs another user's profiler as itself).
   Result<std::string> AcceptProfiler(const std::string& profiler, const Identity& who) const;
+  // The per-user limits (DaemonConfig's max_timeout and max_*_per_user), one rule for submit,
+  // run, edit and retry. A per-task timeout `who` asks for (-1: the daemon's default, always
+  // allowed): a plain user's is at most max_timeout, and never none (0) under one.
+  Status CheckTimeout(double timeout_s, const Identity& who) const;
+  // `who`'s use (Scheduler::UseOf) and the limits that apply to them.
+  UserUse UseAndLimits(const Identity& who) const;
 
   asio::any_io_executor io_;
   asio::thread_pool& pool_;

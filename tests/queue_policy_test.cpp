@@ -39,6 +39,7 @@ struct PickCase {
   double now;
   std::optional<int64_t> expected;  // the task it runs; nullopt = none
   bool after_end = false;           // PickAfterEnd(gpu): its running task ended
+  int user_gpu_cap = 0;             // SetUserGpuCap
 };
 
 Params User(uint32_t uid, int priority = 0) {
@@ -67,6 +68,7 @@ QueuePolicy Build(const PickCase& c) {
   }
   for (const auto& r : c.running) p.Started(r.gpu, r.job, r.since);
   for (int g : c.drained) p.SetDrained(g, true);
+  p.SetUserGpuCap(c.user_gpu_cap);
   return p;
 }
 
@@ -233,6 +235,62 @@ TEST(QueuePolicy, PicksAsThePolicySays) {
        0,
        10,
        11},  // the rest (15) over 2 GPUs is not less than 6
+      // Per-user GPU cap: user 1 (ahead in fair share: user 2 used 1e6 s) runs one task.
+      {"user cap: a user at it is passed over, another's work runs",
+       {0, 1},
+       {{1, User(1), Tasks({101, 102})}, {2, User(2), Tasks({201})}},
+       {{0, 1, 10}},
+       {{2, 1e6}},
+       {},
+       1,
+       20,
+       201,
+       false,
+       /*user_gpu_cap=*/1},
+      {"user cap: over all of the user's jobs",
+       {0, 1},
+       {{1, User(1), Tasks({101})}, {3, User(1), Tasks({301})}, {2, User(2), Tasks({201})}},
+       {{0, 1, 10}},
+       {{2, 1e6}},
+       {},
+       1,
+       20,
+       201,
+       false,
+       /*user_gpu_cap=*/1},
+      {"user cap: nobody else waiting, the GPU stays free",
+       {0, 1},
+       {{1, User(1), Tasks({101, 102})}},
+       {{0, 1, 10}},
+       {},
+       {},
+       1,
+       20,
+       std::nullopt,
+       false,
+       /*user_gpu_cap=*/1},
+      {"user cap: below it the user runs",
+       {0, 1},
+       {{1, User(1), Tasks({101, 102})}, {2, User(2), Tasks({201})}},
+       {{0, 1, 10}},
+       {{2, 1e6}},
+       {},
+       1,
+       20,
+       101,
+       false,
+       /*user_gpu_cap=*/2},
+      {"user cap: once her task ended she runs again",
+       {0, 1},
+       {{1, User(1), Tasks({101, 102})}},
+       {{0, 1, 10}},
+       {},
+       {},
+       0,
+       20,
+       101,
+       /*after_end=*/true,
+       /*user_gpu_cap=*/1},
   };
   for (const auto& c : cases) {
     QueuePolicy p = Build(c);

@@ -109,5 +109,19 @@ TEST(TextTable, LastLinesIsTailN) {
   EXPECT_EQ(LastLines("\n\n", 1), "\n");
 }
 
+TEST(TextTable, GroupThousandsAsTheLimitsSayThem) {
+  const struct {
+    int64_t n;
+    const char* text;
+  } cases[] = {{0, "0"},
+               {999, "999"},
+               {1000, "1,000"},
+               {1204, "1,204"},
+               {1000000, "1,000,000"},
+               {-5000, "-5,000"},
+               {INT64_MIN, "-9,223,372,036,854,775,808"}};
+  for (const auto& c : cases) EXPECT_EQ(GroupThousands(c.n), c.text) << c.n;
+}
+
 }  // namespace
 }  // namespace ckprof
