@@ -1,6 +1,7 @@
 // Why a job's queued tasks do not run now, as squeue's REASON says it (status, list): the
 // first of not-before, its max-GPUs cap, drained GPUs, foreign processes, another daemon's
-// host lock, and GPUs busy with other work (and who is ahead in fair share).
+// host lock, GPUs busy with other work (and who is ahead in fair share), and GPUs busy with its
+// own tasks.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -36,7 +37,7 @@ std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const 
   if (job.rec.max_gpus > 0 && s.running >= job.rec.max_gpus) {
     return "at its --max-gpus limit: " + std::to_string(s.running) + " running";
   }
-  std::vector<int> drained, foreign, locked, busy;
+  std::vector<int> drained, foreign, locked, busy, own;
   std::set<std::string> busy_with;
   std::map<uint32_t, std::string> others;  // users whose tasks hold its GPUs
   for (const auto& g : gpus_) {
@@ -48,7 +49,10 @@ std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const 
       drained.push_back(g.index);
     } else if (g.task_id) {
       const Task& t = tasks_.at(g.task_id);
-      if (t.job_id == job.rec.id) continue;  // its own
+      if (t.job_id == job.rec.id) {  // busy with its own tasks
+        own.push_back(g.index);
+        continue;
+      }
       busy.push_back(g.index);
       const JobRecord& other = jobs_.at(t.job_id).rec;
       busy_with.insert("job " + std::to_string(other.id) + " (" + other.owner + ")");
@@ -87,6 +91,12 @@ std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const 
   if (!foreign.empty()) parts.push_back(GpuNames(foreign) + " held by a foreign process");
   if (!locked.empty()) parts.push_back(GpuNames(locked) + " locked by another ckprofd");
   if (!drained.empty()) parts.push_back(GpuNames(drained) + " drained");
+  if (!own.empty()) {
+    // Every GPU it may use runs its own tasks: the next one starts as one of them ends.
+    if (parts.empty())
+      return GpuNames(own) + " busy with its own tasks (the next starts as one ends)";
+    parts.push_back(GpuNames(own) + " busy with its own tasks");
+  }
   if (parts.empty()) return "no GPU it may use";
   return fmt::format("{}", fmt::join(parts, "; "));
 }
