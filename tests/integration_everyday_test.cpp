@@ -21,6 +21,7 @@
 #include "tests/util/daemon_fixture.h"
 #include "tests/util/emulator.h"
 #include "tests/util/files.h"
+#include "tests/util/launched_daemon.h"
 #include "tests/util/processes.h"
 #include "tests/util/requests.h"
 #include "tests/util/users.h"
@@ -146,6 +147,40 @@ TEST_F(EverydayRunTest, SignalOnRunLocalSavesWhatFinished) {
     EXPECT_EQ((*file)["results"][3]["status"], "cancelled");
     EXPECT_TRUE(std::filesystem::is_empty(Tmp())) << "the private state dir is removed after";
   }
+}
+
+// Through the system daemon the same: the job is cancelled, what ended is saved.
+TEST_F(EverydayRunTest, CtrlCOnRunThroughTheDaemonSavesWhatFinished) {
+  testing::WriteFile(dir_.File("sweep.json"), testing::FwdConfigsText(5, 9001, 4));
+  testing::LaunchedDaemon d;
+  testing::LaunchedDaemon::Options o;
+  o.dir = dir_.path();
+  o.gpus = "0";
+  o.args = {"--profiler-path", BinPath("ckprofiler-emu")};
+  o.env = {"CKEMU_TIME_SCALE=0"};
+  std::string error;
+  ASSERT_TRUE(d.Start(o, &error)) << error;
+  const std::string output = dir_.File("res.json");
+  BackgroundCommand run(
+      {BinPath("ckprof"), "--socket", d.socket(), "run", "sweep.json", "--output", output}, {},
+      dir_.path());
+  ASSERT_TRUE(run.WaitForOutput("[3/5] ✓")) << "no third result";
+  run.Signal(SIGINT);
+  CommandResult r = run.Finish(60);
+  EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
+  EXPECT_NE(r.err.find("interrupted: cancelled job 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("3 results saved to " + output + " (partial: 2 cancelled)"),
+            std::string::npos)
+      << r.err;
+  auto file = ParseJson(testing::ReadFile(output));
+  ASSERT_TRUE(file.ok()) << file.error();
+  EXPECT_EQ((*file)["stats"]["partial"], true);
+  EXPECT_EQ((*file)["stats"]["success"], 3);
+  EXPECT_EQ((*file)["stats"]["skipped"], 2);
+  auto end = testing::WaitJobEnd(d.socket(), 1);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->state, JobState::kCancelled);
+  EXPECT_EQ(d.StopGracefully(30), "");
 }
 
 // ---------------------------------------------------------------------------------------------
