@@ -178,7 +178,8 @@ int RunCleanCommand(const GlobalOptions& global, const Args& args) {
               "Remove ended jobs (finished or cancelled) with their tasks, results and their "
               "measurements in 'ckprof best': the jobs named, else every one of yours that has "
               "ended (--older-than: only older ones). A job that has not ended is never removed; "
-              "naming one (or another user's job: admins only) removes nothing. On a terminal "
+              "naming one, or another user's job (unless you are an admin), removes nothing. On a "
+              "terminal "
               "clean lists the jobs and asks first; --yes (or stdin not a terminal, as in a "
               "script) does not ask. Admins: --all for everyone's.",
               "ckprofd also removes ended jobs keep_finished_days after they ended, where its "
