@@ -1,4 +1,6 @@
 // ckprof edit / clean: change a job that has not ended; remove ended ones.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -7,6 +9,7 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "common/text_table.h"
 
 namespace ckprof {
 
@@ -129,22 +132,84 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
   return 0;
 }
 
+namespace {
+
+// 3400 -> "3,400".
+std::string Thousands(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0 && digits[i] != '-' && out.back() != '-') out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// "12 ended jobs (3,400 results)".
+std::string CleanCount(const CleanReply& a) {
+  const size_t n = a.removed.size();
+  return std::to_string(n) + " ended job" + (n == 1 ? "" : "s") + " (" + Thousands(a.results) +
+         " result" + (a.results == 1 ? "" : "s") + ")";
+}
+
+// The jobs a clean removes (or would), as a table: at most `max_rows`, then how many more.
+void PrintCleanJobs(const CleanReply& a, size_t max_rows, std::ostream& out) {
+  TextTable table({{"JOB", true},
+                   {"OWNER", false, true, 8},
+                   {"NAME", false, true, 12},
+                   {"STATE"},
+                   {"TASKS", false, true, 16},
+                   {"ENDED", true}});
+  for (size_t i = 0; i < a.jobs.size() && i < max_rows; ++i) {
+    const JobSummary& j = a.jobs[i];
+    table.AddRow({std::to_string(j.id), j.owner, j.name, std::string(EnumName(j.state)),
+                  JobCountsText(j), j.finished_at > 0 ? FormatClock(j.finished_at) : "-"});
+  }
+  out << table.Render(TerminalWidth(false));
+  if (a.jobs.size() > max_rows) {
+    out << "... and " << a.jobs.size() - max_rows << " more (--dry-run lists them all)\n";
+  }
+}
+
+}  // namespace
+
 int RunCleanCommand(const GlobalOptions& global, const Args& args) {
   std::string older;
-  bool all = false, json_out = false;
+  std::vector<std::string> jobs;
+  bool all = false, json_out = false, dry_run = false, yes = false;
   ArgParser p("ckprof clean",
-              "Remove your jobs that have ended (finished or cancelled), with their tasks and "
-              "results; a job that has not ended is never removed. Admins: --all for everyone's.",
+              "Remove ended jobs (finished or cancelled) with their tasks, results and their "
+              "measurements in 'ckprof best': the jobs named, else every one of yours that has "
+              "ended (--older-than: only older ones). A job that has not ended is never removed; "
+              "naming one, or another user's job (unless you are an admin), removes nothing. On a "
+              "terminal "
+              "clean lists the jobs and asks first; --yes (or stdin not a terminal, as in a "
+              "script) does not ask. Admins: --all for everyone's.",
               "ckprofd also removes ended jobs keep_finished_days after they ended, where its "
-              "config sets that.\n\nexample:\n  ckprof clean --older-than 7d");
+              "config sets that.\n\nexample:\n  ckprof clean 7 9\n  ckprof clean --older-than 7d "
+              "--dry-run\n  ckprof clean --older-than 30d --yes");
+  p.Positionals("JOB", &jobs, false, "the jobs to remove (default: every ended job of yours)");
   p.Option("--older-than", &older, "AGE",
            "only jobs that ended at least AGE ago: 90s, 30m, 12h, 7d, 2w (default: any)");
   p.Flag("--all", &all, "every user's ended jobs (admins)");
-  p.Flag("--json", &json_out, "print the removed jobs' ids as JSON");
+  p.Flag("--dry-run", &dry_run, "list the jobs that would be removed; remove nothing");
+  p.Flag("--yes", &yes, "do not ask on a terminal");
+  p.Flag("--json", &json_out,
+         "print the removed jobs' ids (removed), their results counted and the jobs as JSON; "
+         "never asks");
   if (auto code = p.Parse(args)) return *code;
   Request r;
   r.type = RequestType::kClean;
   r.all = all;
+  r.dry_run = dry_run;
+  for (const auto& text : jobs) {
+    auto id = ParseJobId(text, "clean");
+    if (!id) return 2;
+    r.job_ids.push_back(*id);
+  }
+  if (!r.job_ids.empty() && (all || !older.empty())) {
+    PrintError("clean", "name jobs, or pick them with --older-than/--all, not both");
+    return 2;
+  }
   if (!older.empty()) {
     auto span = ParseDurationArg(older);
     if (!span) {
@@ -154,6 +219,31 @@ int RunCleanCommand(const GlobalOptions& global, const Args& args) {
     }
     r.older_than_s = *span;
   }
+  const std::string none =
+      "no ended job" + (older.empty() ? "" : " older than " + older) + " to remove";
+  // On a terminal: what would go, counted, and a question; the answer removes those jobs (by
+  // id: one that ends meanwhile is not taken along).
+  if (!dry_run && !yes && !json_out && isatty(STDIN_FILENO) == 1) {
+    Request ask = r;
+    ask.dry_run = true;
+    CleanReply would;
+    if (int code = Ask(global, "clean", ask, &would)) return code;
+    if (would.removed.empty()) {
+      std::cout << none << "\n";
+      return 0;
+    }
+    PrintCleanJobs(would, 20, std::cerr);
+    std::cerr << "remove " << CleanCount(would) << "? [y/N] " << std::flush;
+    std::string answer;
+    if (!std::getline(std::cin, answer)) answer.clear();
+    if (answer != "y" && answer != "Y" && answer != "yes" && answer != "YES") {
+      std::cout << "nothing removed\n";
+      return 1;
+    }
+    r.job_ids = would.removed;
+    r.all = false;
+    r.older_than_s = 0;
+  }
   CleanReply a;
   if (int code = Ask(global, "clean", r, &a)) return code;
   if (json_out) {
@@ -161,10 +251,15 @@ int RunCleanCommand(const GlobalOptions& global, const Args& args) {
     return 0;
   }
   if (a.removed.empty()) {
-    std::cout << "no ended job" << (older.empty() ? "" : " older than " + older) << " to remove\n";
+    std::cout << none << "\n";
     return 0;
   }
-  std::cout << a.removed.size() << " job(s) removed:";
+  if (dry_run) {
+    PrintCleanJobs(a, a.jobs.size(), std::cout);
+    std::cout << "would remove " << CleanCount(a) << " (--dry-run: nothing removed)\n";
+    return 0;
+  }
+  std::cout << "removed " << CleanCount(a) << ":";
   for (int64_t j : a.removed) std::cout << " " << j;
   std::cout << "\n";
   return 0;

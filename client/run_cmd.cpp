@@ -69,6 +69,58 @@ void PrintSummary(const ResultStats& s, const std::string& saved_to) {
   if (!saved_to.empty()) std::cout << "Results saved to: " << saved_to << "\n";
 }
 
+// After Ctrl-C (SIGTERM, SIGHUP): cancels `job`, waits (at most `wait_s`) for its running
+// tasks to stop, and writes the results of what ended to `output`, stats.partial true, the
+// cancelled configs as skipped (`output` empty: nothing is written). `said` gets the lines to
+// say ("cancelled job 4", "3 results saved to FILE (partial: 2 cancelled)", or why not).
+// Returns whether the job was cancelled.
+bool SaveWhatEnded(const std::string& socket, int64_t job, const std::string& output,
+                   bool with_runs, double wait_s, std::vector<std::string>* said) {
+  auto conn = Connection::Open(socket);
+  if (!conn) {
+    said->push_back("could not cancel job " + std::to_string(job) + ": " + conn.error());
+    return false;
+  }
+  Request cancel;
+  cancel.type = RequestType::kCancel;
+  cancel.job_id = job;
+  if (auto answer = (*conn)->Call<JobReply>(cancel); !answer) {
+    said->push_back("could not cancel job " + std::to_string(job) + ": " + answer.error());
+    return false;
+  }
+  said->push_back("cancelled job " + std::to_string(job));
+  // Its end: the running tasks stopped and counted as cancelled (a deadline, not a pause).
+  (*conn)->SetDeadline(std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)));
+  (void)(*conn)->Watch(
+      job, [](const WatchReply&) { return true; }, [](const JobEventFrame&) { return true; },
+      /*end_only=*/true);
+  if (output.empty()) return true;
+  auto again = Connection::Open(socket);  // (the watch may have run out of time on `conn`)
+  auto fetched = again ? FetchResults(**again, job, /*with_output=*/true, with_runs)
+                       : Result<ResultsReply>(Error{again.error()});
+  if (!fetched) {
+    said->push_back("could not save the results: " + fetched.error());
+    return true;
+  }
+  const std::vector<TaskResult>& tasks = fetched->tasks;
+  const std::string text =
+      ResultsFileJson(tasks, fetched->job.owner, LocalTimestamp(), /*stopped=*/true).dump(2) + "\n";
+  if (Status st = WriteFileAtomic(output, text); !st) {
+    said->push_back("could not save the results: " + st.error());
+    return true;
+  }
+  const ResultStats stats = ComputeStats(tasks);
+  const int64_t ended = stats.success + stats.failed;
+  std::string line = std::to_string(ended) + " result" + (ended == 1 ? "" : "s") + " saved to " +
+                     output + " (partial";
+  if (stats.skipped > 0) line += ": " + std::to_string(stats.skipped) + " cancelled";
+  const int64_t open = stats.counts.queued + stats.counts.running;
+  if (open > 0) line += (stats.skipped > 0 ? ", " : ": ") + std::to_string(open) + " not ended";
+  said->push_back(line + ")");
+  return true;
+}
+
 }  // namespace
 
 int RunRunCommand(const GlobalOptions& global, const Args& args) {
@@ -87,8 +139,10 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
       "The profiler: --profiler-path, else the daemon's default profiler_path; with --local or\n"
       "--dry-run, ./build/bin (the original tool's default). A path that does not hold a CK\n"
       "profiler is refused before anything runs.\n\n"
-      "Ctrl-C (or SIGTERM) cancels the job this command submitted (with --local: stops the\n"
-      "private ckprofd and its profilers and removes its files) and exits 130 (143).\n\n"
+      "Ctrl-C (SIGTERM, SIGHUP) cancels the job this command submitted, writes the results of\n"
+      "the configs that ended to --output (\"partial\": true in its stats, the cancelled ones\n"
+      "skipped) and says how many, then (with --local) stops the private ckprofd and its\n"
+      "profilers and removes its files; exits 130 (143, 129).\n\n"
       "examples:\n"
       "  ckprof run ck_profiler_configs.json --profiler-path ./build/bin\n"
       "  ckprof run ck_profiler_configs.json --max-ops 5 --dry-run\n"
@@ -210,23 +264,23 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   };
   interrupt.SetCleanup([&](int sig) {
     std::lock_guard<std::mutex> lock(mu);
-    const char* what = sig == SIGINT ? "interrupted" : "stopped by a signal";
+    const std::string what = sig == SIGINT ? "interrupted" : "stopped by a signal";
+    auto say = [&](const std::string& line) {
+      std::cerr << "ckprof run: " << what << ": " << line << "\n";
+    };
+    // What ended is kept: the job cancelled, the results of what ended written (partial),
+    // then the private ckprofd stopped.
+    if (job > 0 && (!no_save || !daemon)) {  // (a private one with nothing to save: it stops)
+      if (!no_save) say("cancelling job " + std::to_string(job) + " and saving what ended...");
+      std::cerr.flush();
+      std::vector<std::string> said;
+      SaveWhatEnded(socket, job, no_save ? "" : output, runs > 1, /*wait_s=*/20, &said);
+      for (const auto& line : said) say(line);
+    }
     if (daemon) {
       daemon->StopAndRemove();  // its profilers stop with it
-      std::cerr << "ckprof run: " << what << ": stopped the private ckprofd and its profilers\n";
-    } else if (job > 0) {
-      Request cancel;
-      cancel.type = RequestType::kCancel;
-      cancel.job_id = job;
-      auto conn = Connection::Open(socket);
-      auto answer = conn ? (*conn)->Call<JobReply>(cancel) : Result<JobReply>(Error{conn.error()});
-      if (answer) {
-        std::cerr << "ckprof run: " << what << ": cancelled job " << job << "\n";
-      } else {
-        std::cerr << "ckprof run: " << what << ": could not cancel job " << job << ": "
-                  << answer.error() << "\n";
-      }
-    } else {
+      say("stopped the private ckprofd and its profilers");
+    } else if (job <= 0) {
       std::cerr << "ckprof run: " << what << "\n";
     }
   });
@@ -308,7 +362,24 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   int64_t done = 0;
   std::set<int64_t> printed;
   Status followed = conn.Watch(
-      job, [](const WatchReply&) { return true; },
+      job,
+      [&](const WatchReply& w) {
+        // Tasks that ended before the watch began (quick ones do): their lines now, from the
+        // results on a second connection, so that the lines come as the configs end.
+        if (quiet || !w.job || w.job->done() == 0) return true;
+        auto second = Connection::Open(socket);
+        auto ended = second ? FetchResults(**second, job, /*with_output=*/false, runs > 1)
+                            : Result<ResultsReply>(Error{second.error()});
+        if (!ended) return true;  // their lines come at the end, as before
+        auto& list = ended->runs.empty() ? ended->tasks : ended->runs;
+        std::stable_sort(list.begin(), list.end(), [](const TaskResult& a, const TaskResult& b) {
+          return a.ended_at < b.ended_at;
+        });
+        for (const auto& t : list) {
+          if (t.finished() && printed.insert(t.task_id).second) PrintTaskLine(t, ++done, total);
+        }
+        return true;
+      },
       [&](const JobEventFrame& e) {
         const auto& t = e.task;
         if (e.event == EventKind::kTaskFinished && t && t->finished() &&
@@ -318,6 +389,7 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
         }
         return true;
       });
+  interrupt.WaitIfInterrupted();  // a job that ended because Ctrl-C cancelled it: saved there
   if (!followed) {
     const std::string id = std::to_string(job);
     if (!conn.lost()) {
@@ -346,6 +418,7 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
     }
   }
   std::string saved;
+  interrupt.WaitIfInterrupted();
   if (!no_save) {
     std::string text = ResultsFileJson(*tasks, summary.owner, LocalTimestamp()).dump(2) + "\n";
     if (Status s = WriteFileAtomic(output, text); !s) {

@@ -88,6 +88,11 @@ void PrintJobDetails(const JobSummary& s) {
   std::cout << "timeout: " << (s.timeout_s > 0 ? FormatDuration(s.timeout_s) + " per task" : "none")
             << "\n";
   std::cout << "not before: " << (s.not_before > 0 ? FormatClock(s.not_before) : "-") << "\n";
+  // How its --on-end ended: the daemon's log is root's, this is the owner's view of it.
+  if (s.on_end) {
+    std::cout << "on-end: " << s.on_end->outcome
+              << (s.on_end->stderr_head.empty() ? "" : ": " + s.on_end->stderr_head) << "\n";
+  }
 }
 
 // The asking user's use against the per-user limits, two lines that fit 80 columns:

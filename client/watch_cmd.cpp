@@ -1,10 +1,14 @@
-// ckprof watch / wait: follow a job until it ends. watch draws a live progress bar on a
-// terminal (plain line-per-event output otherwise, each line written as it happens); wait is
+// ckprof watch / wait: follow a job until it ends. watch draws a live progress block on a
+// terminal, fitted to its width (the bar, rate and ETA, and the running task of each GPU, on
+// lines of their own when one line is too narrow; plain line-per-event output otherwise, each
+// line written as it happens); wait is
 // silent and takes several jobs. Both exit 0 only when every task succeeded, 1 when one did
 // not, 2 when the daemon cannot be reached or goes away.
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <deque>
 #include <iostream>
 #include <map>
 #include <set>
@@ -14,6 +18,7 @@
 #include "client/commands.h"
 #include "common/ck_config.h"
 #include "common/results_file.h"
+#include "common/text_table.h"
 
 namespace ckprof {
 
@@ -35,6 +40,7 @@ class ProgressView {
     for (const auto& g : w.running) {
       running_[g.task_id] = {g.slurm_job_id > 0 ? -1 : g.index, "#" + std::to_string(g.position)};
     }
+    if (!running_.empty() && live_) LabelRunning();
     if (!live_) {
       std::cout << "job " << job_id_ << " \"" << job_.name << "\": " << job_.done() << "/"
                 << job_.total << " done, " << job_.running << " running, " << job_.queued
@@ -49,8 +55,7 @@ class ProgressView {
     if (e.job) job_ = *e.job;
     switch (e.event) {
       case EventKind::kTaskStarted: {
-        const std::string what = "#" + std::to_string(e.position) + " " + ShortOp(e.operation) +
-                                 " (rank " + std::to_string(e.priority_rank) + ")";
+        const std::string what = RunningLabel(e.position, e.operation, e.priority_rank);
         running_[e.task_id] = {e.gpu, what};
         // (A task handed to Slurm has no GPU until Slurm grants one: its end says which.)
         if (!live_) {
@@ -61,6 +66,7 @@ class ProgressView {
       }
       case EventKind::kTaskFinished:
         if (e.task) Finished(*e.task);
+        NoteProgress();
         break;
       case EventKind::kJobFinished:
         End();
@@ -74,7 +80,7 @@ class ProgressView {
   void End() {
     if (ended_) return;
     ended_ = true;
-    if (live_) std::cout << "\r\033[K";
+    ClearBlock();
     std::cout << "job " << job_id_ << " " << EnumName(job_.state) << ": " << JobCountsText(job_);
     double secs = std::chrono::duration<double>(Clock::now() - start_).count();
     std::cout << " (" << FormatDuration(secs) << " watched)\n";
@@ -107,7 +113,7 @@ class ProgressView {
       line = FailureLine(t);
     }
     line += "  [" + std::to_string(job_.done()) + "/" + std::to_string(job_.total) + "]";
-    if (live_) std::cout << "\r\033[K";
+    ClearBlock();
     std::cout << line << std::endl;
   }
 
@@ -136,7 +142,7 @@ class ProgressView {
     std::stable_sort(failed.begin(), failed.end(), [](const TaskResult& a, const TaskResult& b) {
       return a.ended_at < b.ended_at;
     });
-    if (live_) std::cout << "\r\033[K";
+    ClearBlock();
     std::cout << failed.size() << " task" << (failed.size() == 1 ? "" : "s")
               << " ended without success before this watch began:\n";
     for (size_t i = 0; i < failed.size(); ++i) {
@@ -156,27 +162,126 @@ class ProgressView {
     return buf;
   }
 
+  // "#12 fwd (rank 2)": a running task, the same for those running as the watch began.
+  static std::string RunningLabel(int64_t position, const std::string& operation, int64_t rank) {
+    return "#" + std::to_string(position) + " " + ShortOp(operation) + " (rank " +
+           std::to_string(rank) + ")";
+  }
+
+  // The tasks that ran as the watch began get the label their start events would have given
+  // (the first answer names only their #N): from the job's results, on a second connection.
+  void LabelRunning() {
+    auto conn = Connection::Open(socket_);
+    if (!conn) return;  // they keep their #N
+    auto fetched = FetchResults(**conn, job_id_, /*with_output=*/false, /*with_runs=*/true);
+    if (!fetched) return;
+    for (const auto& t : fetched->runs.empty() ? fetched->tasks : fetched->runs) {
+      if (auto it = running_.find(t.task_id); it != running_.end()) {
+        it->second.second = RunningLabel(t.position, t.operation, t.priority_rank);
+      }
+    }
+  }
+
+  // A task ended: the rate and ETA are measured here, not at each redraw, so that they hold
+  // still between ends. The rate is over the last kRateWindow ends (or since the watch began,
+  // before there are that many), so that one burst of ends does not swing it.
+  void NoteProgress() {
+    const int64_t done = job_.done();
+    if (!ends_.empty() && ends_.back().second == done) return;
+    if (done <= start_done_) return;
+    ends_.emplace_back(Clock::now(), done);
+    while (ends_.size() > kRateWindow + 1) ends_.pop_front();
+    const bool full = ends_.size() > kRateWindow;
+    const Clock::time_point from = full ? ends_.front().first : start_;
+    const int64_t from_done = full ? ends_.front().second : start_done_;
+    const double secs = std::chrono::duration<double>(ends_.back().first - from).count();
+    if (secs < 0.5) return;  // too short to tell: as it was ("-" at first)
+    rate_ = static_cast<double>(done - from_done) / secs;
+    eta_ = rate_ > 0 ? static_cast<double>(std::max<int64_t>(job_.total - done, 0)) / rate_ : -1;
+  }
+
+  // "2.4/s", "0.35/s", "4.2/min"; "-" while not known.
+  static std::string RateText(double rate) {
+    if (rate <= 0) return "-";
+    char buf[32];
+    if (rate >= 10) {
+      std::snprintf(buf, sizeof buf, "%.0f/s", rate);
+    } else if (rate >= 0.1) {
+      std::snprintf(buf, sizeof buf, "%.2g/s", rate);
+    } else {
+      std::snprintf(buf, sizeof buf, "%.2g/min", rate * 60);
+    }
+    return buf;
+  }
+
+  // Moves to the start of the drawn block and clears it, so that a line printed next lands
+  // where the block was (and the block is drawn again below it).
+  void ClearBlock() {
+    if (!live_ || drawn_lines_ == 0) return;
+    if (drawn_lines_ > 1) std::cout << "\033[" << drawn_lines_ - 1 << "A";
+    std::cout << "\r\033[J";
+    drawn_lines_ = 0;
+  }
+
+  // The progress block, fitted to the terminal's width (read anew: it may change): the bar,
+  // counts, rate and ETA, and each running task after them when all fits on one line, else
+  // one line per GPU below. No line reaches the last column (a terminal wraps there).
   void Redraw() {
+    size_t width = TerminalWidth(false);
+    if (width == 0) width = 80;
+    const size_t usable = std::max<size_t>(width, 20) - 1;
     const int64_t done = job_.done(), total = std::max<int64_t>(job_.total, 1);
-    const int width = 30;
-    int filled = static_cast<int>(width * done / total);
-    std::string bar = std::string(filled, '#') + std::string(width - filled, '-');
-    double secs = std::chrono::duration<double>(Clock::now() - start_).count();
-    double rate = secs > 0.5 ? static_cast<double>(done - start_done_) / secs : 0;
-    double eta = rate > 0 ? static_cast<double>(total - done) / rate : job_.eta_s;
-    if (done >= job_.total) eta = -1;  // ended: "-", not 0:00
-    char head[160];
-    std::snprintf(head, sizeof head, "[%s] %lld/%lld %3d%%  %.2f/s  ETA %s", bar.c_str(),
-                  static_cast<long long>(done), static_cast<long long>(job_.total),
-                  static_cast<int>(100 * done / total), rate, FormatDuration(eta).c_str());
-    std::string line = head;
+    double eta = rate_ > 0 ? eta_ : job_.eta_s;  // the daemon's estimate until ours is known
+    if (done >= job_.total) eta = -1;            // ended: "-", not 0:00
+    char tail[128];
+    std::snprintf(tail, sizeof tail, " %lld/%lld %3d%%  %s  ETA %s", static_cast<long long>(done),
+                  static_cast<long long>(job_.total), static_cast<int>(100 * done / total),
+                  RateText(rate_).c_str(), FormatDuration(eta).c_str());
+    const size_t tail_width = DisplayWidth(tail);
+    std::string head;
+    // The bar takes what is left, 10 to 30 columns; none when not even 10 are.
+    const size_t room = usable > tail_width + 2 ? usable - tail_width - 2 : 0;
+    if (room >= 10) {
+      const size_t bar = std::min<size_t>(room, 30);
+      const size_t filled = static_cast<size_t>(static_cast<double>(bar) * done / total);
+      head = "[" + std::string(filled, '#') + std::string(bar - filled, '-') + "]";
+    }
+    head += tail;
+    std::vector<std::string> gpus;  // by GPU; Slurm's (no GPU yet) last
+    std::vector<std::pair<int, std::string>> order;
     for (const auto& [task, where] : running_) {
       const auto& [gpu, what] = where;
-      line += gpu >= 0 ? "  GPU" + std::to_string(gpu) + ": " + what : "  " + what;
+      order.emplace_back(
+          gpu >= 0 ? gpu : INT_MAX,
+          (gpu >= 0 ? "GPU" + std::to_string(gpu) : std::string("Slurm")) + " " + what);
     }
-    if (line.size() > 200) line = line.substr(0, 197) + "...";
-    std::cout << "\r\033[K" << line << std::flush;
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& o : order) gpus.push_back(std::move(o.second));
+    std::vector<std::string> lines;
+    std::string one = head;
+    for (const auto& g : gpus) one += "  " + g;
+    if (DisplayWidth(one) <= usable) {
+      lines.push_back(one);
+    } else {
+      lines.push_back(CutToWidth(head, usable));
+      for (size_t i = 0; i < gpus.size(); ++i) {
+        if (i == kGpuLinesShown && gpus.size() > kGpuLinesShown + 1) {
+          lines.push_back("  ... and " + std::to_string(gpus.size() - i) + " more running");
+          break;
+        }
+        lines.push_back(CutToWidth("  " + gpus[i], usable));
+      }
+    }
+    ClearBlock();
+    for (size_t i = 0; i < lines.size(); ++i) std::cout << (i ? "\n" : "") << lines[i];
+    std::cout << std::flush;
+    drawn_lines_ = lines.size();
   }
+
+  // The ends the rate is measured over; the most GPU lines drawn below the bar.
+  static constexpr size_t kRateWindow = 16;
+  static constexpr size_t kGpuLinesShown = 16;
 
   bool live_;
   int64_t job_id_;
@@ -187,6 +292,10 @@ class ProgressView {
   JobSummary job_;
   std::map<int64_t, std::pair<int, std::string>> running_;  // task -> (GPU, what); -1: Slurm's
   bool ended_ = false;
+  std::deque<std::pair<Clock::time_point, int64_t>> ends_;  // (when, done) at recent ends
+  double rate_ = 0;                                         // tasks per second; 0 = not known yet
+  double eta_ = -1;         // seconds, as of the last end; -1 = not known
+  size_t drawn_lines_ = 0;  // lines of the block on the screen now (its last holds the cursor)
 };
 
 // What follows "the daemon went away": the jobs are in its state dir and go on when it is back.

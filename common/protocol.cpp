@@ -78,7 +78,8 @@ class FieldReader {
       return Fail(key, "is too long (" + std::to_string(s.size()) + " bytes)");
     *out = s;
   }
-  void IntList(const char* key, std::vector<int>* out, int min, int max) {
+  template <typename T>
+  void IntList(const char* key, std::vector<T>* out, int64_t min, int64_t max) {
     auto it = obj_.find(key);
     if (it == obj_.end() || it->is_null()) return;
     if (!it->is_array() || it->size() > 4096) return Fail(key, "must be a list of integers");
@@ -88,7 +89,7 @@ class FieldReader {
         return Fail(key, "must hold integers between " + std::to_string(min) + " and " +
                              std::to_string(max));
       }
-      out->push_back(static_cast<int>(e.get<int64_t>()));
+      out->push_back(static_cast<T>(e.get<int64_t>()));
     }
   }
   bool ok() const { return error_.empty(); }
@@ -211,6 +212,8 @@ void VisitRequestFields(R& r, V& v) {
     case RequestType::kClean:
       v.Double("older_than_s", r.older_than_s, 0, 1e10);
       v.Bool("all", r.all);
+      v.IntList("job_ids", r.job_ids, 1, kMaxId);
+      v.Bool("dry_run", r.dry_run);
       break;
     case RequestType::kBest:
       v.String("op", r.op, 64);
@@ -243,7 +246,8 @@ class RequestReader {
   }
   void Bool(const char* key, bool& out) { f_.Bool(key, &out); }
   void String(const char* key, std::string& out, size_t max_len) { f_.String(key, &out, max_len); }
-  void IntList(const char* key, std::vector<int>& out, int min, int max) {
+  template <typename T>
+  void IntList(const char* key, std::vector<T>& out, int64_t min, int64_t max) {
     f_.IntList(key, &out, min, max);
   }
   // Optional fields (edit): set only when the request holds them (null: not set).
@@ -318,7 +322,10 @@ class RequestWriter {
   void Double(const char* key, double v, double, double) { out_[key] = v; }
   void Bool(const char* key, bool v) { out_[key] = v; }
   void String(const char* key, const std::string& v, size_t) { out_[key] = v; }
-  void IntList(const char* key, const std::vector<int>& v, int, int) { out_[key] = v; }
+  template <typename T>
+  void IntList(const char* key, const std::vector<T>& v, int64_t, int64_t) {
+    out_[key] = v;
+  }
   void Content(const char* key, const std::string& v) { out_[key] = v; }
   void Order(const char* key, TaskOrder v) { out_[key] = EnumName(v); }
   template <typename T>
@@ -384,7 +391,8 @@ std::string RequiredFeature(const Request& r) {
     case RequestType::kEdit:
       return "edit";
     case RequestType::kClean:
-      return "clean";
+      // An older daemon ignores job_ids and dry_run: it would remove every ended job.
+      return r.job_ids.empty() && !r.dry_run ? "clean" : "clean_jobs";
     case RequestType::kBest:
       return "best";
     default:

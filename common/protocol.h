@@ -118,6 +118,10 @@ struct Request {
   int lines = 0;              // log: the last N lines of each stream (0 = all that is kept)
   EditOptions edit;           // edit
   double older_than_s = 0;    // clean: jobs that ended at least this long ago (0 = any)
+  // clean: only these jobs (each must exist, have ended and be the caller's, or the caller an
+  // admin; else nothing is removed); empty = every ended job of the caller (all: everyone's).
+  std::vector<int64_t> job_ids;
+  bool dry_run = false;  // clean: say what would be removed, remove nothing
   // best: only this operation ("fwd", "bwd_data", "bwd_weight"; "" = all), profiler (its
   // absolute path, in profiler_path) and GPU model (a part of its name, any case).
   std::string op, gpu_model;
@@ -162,6 +166,27 @@ struct TaskCounts {
   std::string Describe() const;
 };
 
+// How a job's --on-end command ended (status shows it to the job's owner: "on-end: exited 3:
+// notify-send: Permission denied"). Not set until it has ended.
+struct OnEndResult {
+  // "exited N", "timed out after 60 s and was stopped", "crashed (SIGSEGV)", "could not start:
+  // ...": how it ended, in words.
+  std::string outcome;
+  int exit_code = -1;  // its exit status; -1 when it did not exit by itself (JSON: null)
+  // The first line of its stderr (at most 256 bytes, control characters written as \xNN);
+  // "" when it wrote none.
+  std::string stderr_head;
+  double ended_at = 0;  // unix seconds
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, OnEndResult>
+void VisitFields(S& r, V& v) {
+  v("outcome", r.outcome);
+  v.Nullable("exit_code", r.exit_code, r.exit_code >= 0);
+  v("stderr", r.stderr_head);
+  v("ended_at", r.ended_at);
+}
+
 // A job as `status` and `list` report it.
 struct JobSummary {
   int64_t id = 0;
@@ -194,6 +219,8 @@ struct JobSummary {
   // Why its queued tasks do not run now, as squeue's REASON (status and list only; "" = they
   // start at the next pick, or none is queued).
   std::string waiting_reason;
+  // How its --on-end command ended (JSON "on_end", absent until it has ended, or without one).
+  std::optional<OnEndResult> on_end;
   int64_t done() const { return total - queued - running; }
   TaskCounts counts() const {
     return {succeeded, failed, unsupported, timed_out, crashed, cancelled, queued, running};
@@ -235,6 +262,7 @@ void VisitFields(S& s, V& v) {
   v("profiler", s.profiler);
   v("repeat", s.repeat);
   v.Omittable("waiting_reason", s.waiting_reason, !s.waiting_reason.empty());
+  v.Omittable("on_end", s.on_end, s.on_end.has_value());
 }
 nlohmann::json ToJson(const JobSummary& j);
 Result<JobSummary> JobSummaryFromJson(const nlohmann::json& j);
@@ -547,9 +575,9 @@ void VisitFields(S& r, V& v) {
 // The features of this build's daemon, and the one a request needs ("" when none): "repeat"
 // (submit repeat > 1, results runs), "task_control" (cancel or retry of some tasks, retry's
 // failed/timeout_s/profiler_path),
-// "log", "edit", "clean": those requests.
-inline const std::vector<std::string> kFeatures = {"repeat", "task_control", "log",   "edit",
-                                                   "clean",  "on_end",       "reuse", "best"};
+// "log", "edit", "clean": those requests; "clean_jobs": clean's job_ids and dry_run.
+inline const std::vector<std::string> kFeatures = {
+    "repeat", "task_control", "log", "edit", "clean", "on_end", "reuse", "best", "clean_jobs"};
 std::string RequiredFeature(const Request& r);
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as
@@ -754,13 +782,22 @@ void VisitFields(S& e, V& v) {
   v.Omittable("error", e.error, e.event == "ended");
 }
 
-// clean: the jobs removed.
+// clean: the jobs removed (with dry_run: those that would be), their tasks counted in
+// `results`, and the jobs as they were (status's summary of each, for a listing).
 struct CleanReply {
   std::vector<int64_t> removed;
+  int64_t results = 0;
+  bool dry_run = false;
+  std::vector<JobSummary> jobs;
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, CleanReply>
-void VisitFields(S& r, V& v) { v("removed", r.removed); }
+void VisitFields(S& r, V& v) {
+  v("removed", r.removed);
+  v("results", r.results);
+  v("dry_run", r.dry_run);
+  v("jobs", r.jobs);
+}
 
 // best: one row per problem, profiler build and GPU model: its fastest measurement.
 struct BestRow {

@@ -65,7 +65,7 @@ std::string LocalTimestamp() {
 }
 
 ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& owner,
-                      const std::string& timestamp) {
+                      const std::string& timestamp, bool stopped) {
   ResultStats s = ComputeStats(tasks);
   ojson out = ojson::object();
   out["timestamp"] = timestamp;
@@ -79,7 +79,7 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
                   {"cancelled", s.counts.cancelled},
                   {"queued", s.counts.queued},
                   {"running", s.counts.running},
-                  {"partial", s.partial()}};
+                  {"partial", stopped || s.partial()}};
   ojson results = ojson::array();
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);

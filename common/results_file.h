@@ -24,9 +24,11 @@ struct ResultStats {
 ResultStats ComputeStats(const std::vector<TaskResult>& tasks);
 
 // {"timestamp", "stats", "results": [...]} in the original's layout. `owner` is recorded per
-// result. `timestamp` is local time "YYYY-MM-DDTHH:MM:SS".
+// result. `timestamp` is local time "YYYY-MM-DDTHH:MM:SS". `stopped`: the run was stopped
+// before its end (Ctrl-C on `run`): stats.partial is true also when every task has ended.
 nlohmann::ordered_json ResultsFileJson(const std::vector<TaskResult>& tasks,
-                                       const std::string& owner, const std::string& timestamp);
+                                       const std::string& owner, const std::string& timestamp,
+                                       bool stopped = false);
 std::string LocalTimestamp();
 
 // One header row, then one row per task in position order; RFC 4180 quoting.

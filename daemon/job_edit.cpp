@@ -84,18 +84,54 @@ Status Scheduler::Edit(int64_t job_id, const EditOptions& edit, const Identity& 
   return Status::Ok();
 }
 
-Result<std::vector<int64_t>> Scheduler::Clean(const Identity& who, double older_than_s,
-                                              bool everyone) {
-  if (everyone && !who.admin) {
-    return MakeError("only an admin may clean other users' jobs (without --all: your own)");
-  }
-  const double before = UnixNow() - older_than_s;
+Result<CleanReply> Scheduler::Clean(const Identity& who, const CleanOptions& o) {
   std::vector<int64_t> ids;
-  for (const auto& [id, job] : jobs_) {
-    if (!everyone && job.rec.uid != who.uid) continue;
-    if (Ended(job) && job.rec.finished_at > 0 && job.rec.finished_at <= before) ids.push_back(id);
+  if (!o.job_ids.empty()) {
+    if (o.everyone || o.older_than_s > 0) {
+      return MakeError("clean: name jobs, or pick them with --older-than/--all, not both");
+    }
+    for (int64_t id : o.job_ids) {
+      auto it = jobs_.find(id);
+      const std::string name = "job " + std::to_string(id);
+      if (it == jobs_.end()) return MakeError("no " + name + " (nothing was removed)");
+      const Job& job = it->second;
+      if (!MayActOn(job, who)) {
+        return MakeError(name + " belongs to " + job.rec.owner +
+                         "; only its owner or an admin may remove it (nothing was removed)");
+      }
+      if (!Ended(job)) {
+        return MakeError(name + " has not ended (" + std::string(EnumName(MakeSummary(job).state)) +
+                         "): cancel it first, or wait for it (nothing was removed)");
+      }
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    }
+  } else {
+    if (o.everyone && !who.admin) {
+      return MakeError("only an admin may clean other users' jobs (without --all: your own)");
+    }
+    const double before = UnixNow() - o.older_than_s;
+    for (const auto& [id, job] : jobs_) {
+      if (!o.everyone && job.rec.uid != who.uid) continue;
+      if (Ended(job) && job.rec.finished_at > 0 && job.rec.finished_at <= before) {
+        ids.push_back(id);
+      }
+    }
   }
-  return RemoveJobs(ids, who.user);
+  CleanReply reply;
+  reply.dry_run = o.dry_run;
+  for (int64_t id : ids) {
+    const Job& job = jobs_.at(id);
+    reply.results += job.total;
+    reply.jobs.push_back(MakeSummary(job));
+  }
+  if (o.dry_run) {
+    reply.removed = std::move(ids);
+    return reply;
+  }
+  auto removed = RemoveJobs(ids, who.user);
+  if (!removed) return Error{removed.error()};
+  reply.removed = std::move(*removed);
+  return reply;
 }
 
 Result<std::vector<int64_t>> Scheduler::ExpireEndedBefore(double before) {

@@ -1,7 +1,7 @@
 // Why a job's queued tasks do not run now, as squeue's REASON says it (status, list): the
 // first of not-before, its max-GPUs cap, its owner's per-user GPU cap, drained GPUs, foreign
-// processes, another daemon's host lock, and GPUs busy with other work (and who is ahead in fair
-// share).
+// processes, another daemon's host lock, GPUs busy with other work (and who is ahead in fair
+// share), and GPUs busy with its own tasks.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -44,7 +44,7 @@ std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const 
              " at once (max_gpus_per_user)";
     }
   }
-  std::vector<int> drained, foreign, locked, busy;
+  std::vector<int> drained, foreign, locked, busy, own;
   std::set<std::string> busy_with;
   std::map<uint32_t, std::string> others;  // users whose tasks hold its GPUs
   for (const auto& g : gpus_) {
@@ -56,7 +56,10 @@ std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const 
       drained.push_back(g.index);
     } else if (g.task_id) {
       const Task& t = tasks_.at(g.task_id);
-      if (t.job_id == job.rec.id) continue;  // its own
+      if (t.job_id == job.rec.id) {  // busy with its own tasks
+        own.push_back(g.index);
+        continue;
+      }
       busy.push_back(g.index);
       const JobRecord& other = jobs_.at(t.job_id).rec;
       busy_with.insert("job " + std::to_string(other.id) + " (" + other.owner + ")");
@@ -95,6 +98,12 @@ std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const 
   if (!foreign.empty()) parts.push_back(GpuNames(foreign) + " held by a foreign process");
   if (!locked.empty()) parts.push_back(GpuNames(locked) + " locked by another ckprofd");
   if (!drained.empty()) parts.push_back(GpuNames(drained) + " drained");
+  if (!own.empty()) {
+    // Every GPU it may use runs its own tasks: the next one starts as one of them ends.
+    if (parts.empty())
+      return GpuNames(own) + " busy with its own tasks (the next starts as one ends)";
+    parts.push_back(GpuNames(own) + " busy with its own tasks");
+  }
   if (parts.empty()) return "no GPU it may use";
   return fmt::format("{}", fmt::join(parts, "; "));
 }

@@ -19,7 +19,63 @@ std::string FirstLine(const std::string& text) {
   return text.substr(start, text.find('\n', start) - start);
 }
 
+// The first non-empty line of a capture for the job's owner to read: at most 256 bytes, each
+// control character (and DEL) written as \xNN so that it cannot act on a terminal.
+std::string StderrHead(const std::string& text) {
+  std::string line = FirstLine(text);
+  if (line.size() > 256) line = line.substr(0, 256) + "...";
+  std::string out;
+  for (unsigned char c : line) {
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// How a job-end command ended, for its owner.
+OnEndResult OnEndResultOf(const RunResult& r) {
+  using Kind = Outcome::Kind;
+  OnEndResult result;
+  switch (r.outcome.kind) {
+    case Kind::kSucceeded:
+    case Kind::kUnsupported:
+    case Kind::kFailed:
+      result.exit_code = r.outcome.exit_code;
+      result.outcome = "exited " + std::to_string(r.outcome.exit_code);
+      break;
+    case Kind::kTimedOut:
+      result.outcome = r.outcome.Summary() + " and was stopped";
+      break;
+    case Kind::kCrashed:
+    case Kind::kCancelled:
+    case Kind::kInterrupted:
+      result.outcome = r.outcome.Summary();
+      break;
+    case Kind::kSpawnFailed:
+      result.outcome = "could not start: " + r.outcome.reason;
+      break;
+  }
+  result.stderr_head = StderrHead(r.stderr_capture);
+  result.ended_at = UnixNow();
+  return result;
+}
+
 }  // namespace
+
+void Scheduler::RecordOnEndResult(int64_t job_id, OnEndResult result) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;  // cleaned meanwhile
+  if (Status s = store_.SetOnEndResult(job_id, result); !s) {
+    spdlog::warn("job {}: cannot record how its --on-end ended: {}", job_id, s.error());
+  }
+  it->second.rec.on_end_result = std::move(result);
+  Changed();
+}
 
 std::vector<std::pair<std::string, std::string>> Scheduler::OnEndEnvironment(const Job& job) const {
   const JobSummary s = MakeSummary(job);
@@ -74,7 +130,9 @@ void Scheduler::RunOnEnd(const Job& job) {
     spec.capture_head = spec.capture_tail = 2048;
     const int64_t id = job.rec.id;
     const std::string what = cb.what, command = cb.command;
-    launcher_.Start(std::move(spec), [id, what, command](RunResult r) {
+    const bool owners = cb.as_owner;  // the owner's --on-end: its end is shown to them
+    launcher_.Start(std::move(spec), [this, id, what, command, owners](RunResult r) {
+      if (owners) RecordOnEndResult(id, OnEndResultOf(r));
       using Kind = Outcome::Kind;
       const Kind k = r.outcome.kind;
       const bool ok = k != Kind::kTimedOut && k != Kind::kCrashed && k != Kind::kSpawnFailed &&

@@ -156,9 +156,19 @@ class Scheduler {
   // ended (any priority: it orders the owner's own jobs only; the caller checks the timeout
   // against the user limits); admins anything. Takes effect at the next pick; logged.
   Status Edit(int64_t job_id, const EditOptions& edit, const Identity& who);
-  // Removes ended jobs that ended at least `older_than_s` ago, with their tasks and results:
-  // the caller's own, or (`everyone`, admins only) anyone's. Returns their ids.
-  Result<std::vector<int64_t>> Clean(const Identity& who, double older_than_s, bool everyone);
+  // What `clean` removes. Jobs named in `job_ids`: each must exist, have ended and be the
+  // caller's (an admin: anyone's), else nothing is removed and the error names it. None named:
+  // the ended jobs that ended at least `older_than_s` ago, the caller's own or (`everyone`,
+  // admins only) anyone's.
+  struct CleanOptions {
+    double older_than_s = 0;
+    bool everyone = false;
+    std::vector<int64_t> job_ids;
+    bool dry_run = false;  // remove nothing: say what would go
+  };
+  // Removes those jobs with their tasks, results and measurements. Returns their ids, their
+  // tasks counted, and their summaries as they were.
+  Result<CleanReply> Clean(const Identity& who, const CleanOptions& options);
   // The daemon's expiry (keep_finished_days): every job that ended before `before`.
   Result<std::vector<int64_t>> ExpireEndedBefore(double before);
 
@@ -407,6 +417,9 @@ class Scheduler {
   std::vector<std::pair<std::string, std::string>> OnEndEnvironment(const Job& job) const;
   // The environment another user's run starts from (UserEnvironment with pass_env).
   std::vector<std::string> OwnerEnvironment(uint32_t uid) const;
+  // Keeps how the job's --on-end ended with the job (the Store, then memory) for its owner's
+  // `status`; a job removed meanwhile is left alone.
+  void RecordOnEndResult(int64_t job_id, OnEndResult result);
   // `result` is asked only when a watcher wants the task's result.
   void EmitTaskFinished(Job& job, const std::function<TaskResult()>& result);
   // The task_finished event's task, as `results` will read it from the Store.

@@ -554,9 +554,14 @@ Service::Answer<LogReply> Service::HandleLog(const Request& r) {
 }
 
 Service::Answer<CleanReply> Service::HandleClean(const Request& r, const Identity& who) {
-  auto removed = scheduler_.Clean(who, r.older_than_s, r.all);
-  if (!removed) return Refuse(removed.error());
-  return CleanReply{std::move(*removed)};
+  Scheduler::CleanOptions o;
+  o.older_than_s = r.older_than_s;
+  o.everyone = r.all;
+  o.job_ids = r.job_ids;
+  o.dry_run = r.dry_run;
+  auto reply = scheduler_.Clean(who, o);
+  if (!reply) return Refuse(reply.error());
+  return std::move(*reply);
 }
 
 Service::Answer<BestReply> Service::HandleBest(const Request& r, const Identity& who) {

@@ -184,6 +184,7 @@ class Store::Stmt {
   }
   int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
   double Double(int col) const { return sqlite3_column_double(stmt_, col); }
+  bool Null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
   // Valid until the next Step or Reset.
   std::string_view View(int col) const {
     auto p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
@@ -260,6 +261,10 @@ CREATE TABLE IF NOT EXISTS measurements (
   problem TEXT NOT NULL, op TEXT NOT NULL, profiler TEXT NOT NULL, gpu_model TEXT NOT NULL,
   gpu INTEGER NOT NULL, measured_at REAL NOT NULL, best_name TEXT NOT NULL,
   avg_ms REAL NOT NULL, tflops REAL NOT NULL, gbps REAL NOT NULL, split_k TEXT NOT NULL);
+-- How a job's --on-end command ended (a table of its own: a schema without it gains it as is).
+CREATE TABLE IF NOT EXISTS job_on_end (
+  job_id INTEGER PRIMARY KEY REFERENCES jobs(id), outcome TEXT NOT NULL,
+  exit_code INTEGER NOT NULL, stderr_head TEXT NOT NULL, ended_at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS measurements_by_problem
   ON measurements(problem, profiler, gpu_model, measured_at);
 CREATE TABLE IF NOT EXISTS id_marks (name TEXT PRIMARY KEY, last INTEGER NOT NULL);
@@ -895,6 +900,18 @@ Status Store::SetJobSettings(const JobRecord& job) {
   return StepDone(up, "edit job");
 }
 
+Status Store::SetOnEndResult(int64_t job_id, const OnEndResult& r) {
+  Stmt up(this,
+          "INSERT OR REPLACE INTO job_on_end (job_id, outcome, exit_code, stderr_head, ended_at) "
+          "VALUES (?, ?, ?, ?, ?)");
+  up.Bind(1, job_id)
+      .Bind(2, r.outcome)
+      .Bind(3, int64_t{r.exit_code})
+      .Bind(4, r.stderr_head)
+      .Bind(5, r.ended_at);
+  return StepDone(up, "record the on-end command's end");
+}
+
 Status Store::DeleteJobs(const std::vector<int64_t>& job_ids) {
   if (job_ids.empty()) return Status::Ok();
   if (Status s = BeginWrite(); !s) return s;
@@ -904,9 +921,10 @@ Status Store::DeleteJobs(const std::vector<int64_t>& job_ids) {
                   "DELETE FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE job_id=?)");
     Stmt measurements(this, "DELETE FROM measurements WHERE job_id=?");
     Stmt tasks(this, "DELETE FROM tasks WHERE job_id=?");
+    Stmt on_end(this, "DELETE FROM job_on_end WHERE job_id=?");
     Stmt jobs(this, "DELETE FROM jobs WHERE id=?");
     for (int64_t id : job_ids) {
-      for (Stmt* q : {&attempts, &measurements, &tasks, &jobs}) {
+      for (Stmt* q : {&attempts, &measurements, &tasks, &on_end, &jobs}) {
         q->Bind(1, id);
         if (s = StepDone(*q, "remove job"); !s) break;
         q->Reset();
@@ -921,7 +939,8 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
   Stmt q(this,
          "SELECT id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before, "
          "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at, "
-         "task_order, repeat, noise_threshold, on_end, reuse FROM jobs ORDER BY id");
+         "task_order, repeat, noise_threshold, on_end, reuse, outcome, exit_code, stderr_head, "
+         "ended_at FROM jobs LEFT JOIN job_on_end ON job_on_end.job_id = jobs.id ORDER BY id");
   if (!q.ok()) return MakeError("database: load jobs: " + q.error());
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {
@@ -948,6 +967,10 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
     j.noise_threshold = q.Double(19);
     j.on_end = q.Text(20);
     j.reuse = q.Int(21) != 0;
+    if (!q.Null(22)) {
+      j.on_end_result =
+          OnEndResult{q.Text(22), static_cast<int>(q.Int(23)), q.Text(24), q.Double(25)};
+    }
     fn(std::move(j));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load jobs: " + q.error());

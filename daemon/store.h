@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/outcome.h"
+#include "common/protocol.h"
 #include "common/result.h"
 #include "common/states.h"
 
@@ -49,6 +50,7 @@ struct JobRecord {
   bool reuse = true;           // submit --reuse auto (true) or never
   double noise_threshold = 0;  // a repeated config whose CV is above it is noisy
   std::string on_end;          // a shell command run as the owner when the job ends ("" = none)
+  std::optional<OnEndResult> on_end_result;  // how on_end ended (table job_on_end); none yet
 };
 
 struct TaskRecord {
@@ -185,6 +187,8 @@ class Store {
   Status SetJobFinished(int64_t job_id, double finished_at);
   // An edit's settings: name, priority, allowed GPUs, max GPUs, not-before time, timeout.
   Status SetJobSettings(const JobRecord& job);
+  // How the job's --on-end command ended (replaces an earlier one: a retried job ends again).
+  Status SetOnEndResult(int64_t job_id, const OnEndResult& r);
   // Removes the jobs with their tasks and attempts, in one transaction.
   Status DeleteJobs(const std::vector<int64_t>& job_ids);
 

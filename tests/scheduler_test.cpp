@@ -637,14 +637,14 @@ TEST_F(SchedulerTest, EditAndCleanChangeOnlyWhatTheyMay) {
   EditOptions name;
   name.name = "x";
   EXPECT_FALSE(sched_->Edit(waiting, name, other).ok());
-  auto none = sched_->Clean(owner, 0, false);
+  auto none = sched_->Clean(owner, {});
   ASSERT_TRUE(none.ok());
-  EXPECT_TRUE(none->empty()) << "removed a running job";
+  EXPECT_TRUE(none->removed.empty()) << "removed a running job";
   launcher_.Finish(launcher_.Active()[0]);
-  EXPECT_TRUE(sched_->Clean(other, 0, false)->empty()) << "removed another user's job";
-  auto removed = sched_->Clean(owner, 0, false);
+  EXPECT_TRUE(sched_->Clean(other, {})->removed.empty()) << "removed another user's job";
+  auto removed = sched_->Clean(owner, {});
   ASSERT_TRUE(removed.ok()) << removed.error();
-  EXPECT_EQ(*removed, std::vector<int64_t>{waiting});
+  EXPECT_EQ(removed->removed, std::vector<int64_t>{waiting});
   EXPECT_FALSE(sched_->JobExists(waiting));
   EXPECT_TRUE(store_->JobTasks(waiting)->empty());
 }
