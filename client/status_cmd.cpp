@@ -10,6 +10,7 @@
 #include "client/client_util.h"
 #include "client/commands.h"
 #include "common/results_file.h"
+#include "common/terminal_text.h"
 #include "common/text_table.h"
 
 namespace ckprof {
@@ -47,7 +48,7 @@ void PrintJobTable(const std::vector<JobSummary>& jobs, size_t width) {
   TextTable table({{"JOB", true},
                    {"OWNER", false, true, 8},
                    {"NAME", false, true, 12},
-                   {"STATE"},
+                   {"STATE", false, false, 8, /*styled=*/true},
                    {"DONE/TOTAL", true},
                    {"OK/FAILED", true},
                    {"GPUS"},
@@ -79,7 +80,9 @@ void PrintJobDetails(const JobSummary& s) {
   std::cout << "tasks: " << JobCountsText(s) << "\n";
   if (s.state == JobState::kWaiting)
     std::cout << "waiting until " << FormatClock(s.not_before) << "\n";
-  if (!s.waiting_reason.empty()) std::cout << "reason: " << s.waiting_reason << "\n";
+  if (!s.waiting_reason.empty()) {
+    std::cout << "reason: " << EscapeControl(s.waiting_reason) << "\n";
+  }
   std::cout << "priority: " << s.priority << "\n";
   std::cout << "gpus: " << (s.allowed_gpus.empty() ? "any" : GpuList(s.allowed_gpus))
             << (s.max_gpus > 0 ? ", at most " + std::to_string(s.max_gpus) + " at once" : "")
@@ -99,12 +102,15 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
               list_mode ? "List the daemon's jobs: active ones, or all with --all; --mine, --user, "
                           "--state, --since and --limit pick some (as squeue and sacct do)."
                         : "Show jobs (JOB...), or every job the daemon knows. A job that does "
-                          "not exist is reported (exit 1) and the others are shown.",
+                          "not exist is reported (exit 1) and the others are shown. --json is "
+                          "always a list of jobs, also of one job named (as list and wait "
+                          "--json).",
               list_mode ? "ELAPSED runs from the job's first start to its end (or now); ENDED is "
                           "when it ended.\n\nexample:\n  ckprof list --mine --since 7d\n  "
                           "ckprof list --state finished,cancelled --limit 20\n  ckprof list "
                           "--all --json"
                         : "example:\n  ckprof status 12\n  ckprof status 12 13 --json\n"
+                          "  ckprof status 12 --json | jq '.[0].state'\n"
                           "  ckprof status --json");
   if (!list_mode) p.Positionals("JOB", &jobs, false, "job ids");
   bool mine = false;
@@ -193,7 +199,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
       a.jobs = std::move(kept);
     }
     if (json_out) {
-      std::cout << JobsJson(a.jobs).dump(2) << "\n";
+      std::cout << JsonForTerminal(JobsJson(a.jobs).dump(2)) << "\n";
     } else {
       PrintJobTable(a.jobs, TerminalWidth(wide));
     }
@@ -211,12 +217,9 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     if (code == 0 && a.job) summaries.push_back(std::move(*a.job));
   }
   if (json_out) {
-    // One job: its object; several: a list of those found.
-    if (ids.size() == 1) {
-      if (!summaries.empty()) std::cout << ToJson(summaries[0]).dump(2) << "\n";
-    } else {
-      std::cout << JobsJson(summaries).dump(2) << "\n";
-    }
+    // One shape for every job listing (status, list, wait --json): a list, here of the jobs
+    // found in the order named; one job is a list of one.
+    std::cout << JsonForTerminal(JobsJson(summaries).dump(2)) << "\n";
     return worst;
   }
   if (summaries.empty()) return worst;
@@ -224,7 +227,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   for (const auto& s : summaries) {
     if (summaries.size() > 1) std::cout << "\njob " << s.id << ":\n";
     PrintJobDetails(s);
-    std::cout << "profiler: " << s.profiler << "\n";
+    std::cout << "profiler: " << EscapeControl(s.profiler) << "\n";
     std::cout << "order: " << EnumName(s.order)
               << (s.order == TaskOrder::kLongestFirst
                       ? " (the most FLOPs first)"
@@ -308,13 +311,13 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
                                 {"gres", n.gres},
                                 {"gres_used", n.gres_used}});
     }
-    std::cout << out.dump(2) << "\n";
+    std::cout << JsonForTerminal(out.dump(2)) << "\n";
     return 0;
   }
   if (json_out) {
     json out = json::array();
     for (const auto& g : a.gpus) out.push_back(ToJson(g));
-    std::cout << out.dump(2) << "\n";
+    std::cout << JsonForTerminal(out.dump(2)) << "\n";
     return 0;
   }
   if (a.executor == "slurm") {

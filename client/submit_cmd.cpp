@@ -12,6 +12,7 @@
 #include "common/ck_config.h"
 #include "common/convert.h"
 #include "common/file_util.h"
+#include "common/terminal_text.h"
 
 namespace ckprof {
 namespace {}  // namespace
@@ -176,7 +177,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   }
   const SubmitReply& a = *answer;
   if (json_out) {
-    std::cout << ReplyJson(a).dump(2) << "\n";
+    std::cout << JsonForTerminal(ReplyJson(a).dump(2)) << "\n";
     return 0;
   }
   const ConversionSummary& conv = a.conversion;

@@ -35,6 +35,14 @@ using testing::RunCommand;
 using testing::Spawned;
 using testing::TempDir;
 
+// `status JOB --json` prints a list of the jobs named (one job: a list of one): its first.
+Result<json> FirstJob(const std::string& out) {
+  auto j = ParseJson(out);
+  if (!j) return j;
+  if (!j->is_array() || j->size() != 1) return MakeError("not a list of one job: " + out);
+  return (*j)[0];
+}
+
 // The sample config of conversion.md, and its exact ckProfiler command line.
 constexpr const char* kSampleConfig = R"([{"operation_type": "profile_grouped_conv_fwd",
  "profiler_args": {"data_type": 1, "layout": 3, "index_type": 0, "verify": 0, "init": 1, "log": 0,
@@ -222,7 +230,7 @@ TEST_F(ClientTest, JsonOutputsParse) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(ParseJson(r.out).ok()) << args[0] << ": " << r.out;
   }
-  auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+  auto status = FirstJob(Ckprof({"status", job, "--json"}).out);
   EXPECT_EQ((*status)["state"], "finished");
   EXPECT_EQ((*status)["succeeded"], 2);
   EXPECT_EQ((*status)["order"], "longest-first");
@@ -359,7 +367,7 @@ TEST_F(ClientTest, BadArgumentsGiveTheDocumentedMessagesAndCodes) {
       {{"submit", "configs.json", "--layout", "nchwc"}, 2, "--layout must be auto, nchw or nhwc"},
       {{"watch", "abc"}, 2, "JOB must be a job id"},
       {{"wait", "12", "abc"}, 2, "JOB must be a job id"},
-      {{"results", "1", "--format", "xml"}, 2, "--format must be json, csv or table"},
+      {{"results", "1", "--format", "xml"}, 2, "--format must be table, json or csv"},
       {{"--socket", dir_.File("none.sock"), "status"}, 2, "cannot reach ckprofd"},
   };
   for (const auto& c : cases) {
@@ -393,7 +401,7 @@ TEST_F(ClientTest, CancelAndRetry) {
   EXPECT_EQ(c.exit_code, 0) << c.err;
   CommandResult w = Ckprof({"wait", job});
   EXPECT_EQ(w.exit_code, 1);
-  auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+  auto status = FirstJob(Ckprof({"status", job, "--json"}).out);
   EXPECT_EQ((*status)["state"], "cancelled");
   EXPECT_EQ((*status)["cancelled"], 2);
   CommandResult r = Ckprof({"retry", job});
@@ -412,7 +420,7 @@ TEST_F(ClientTest, CancelOfAFinishedOrCancelledJobIsRefused) {
   EXPECT_EQ(c.exit_code, 1);
   EXPECT_EQ(c.out, "");
   EXPECT_EQ(c.err, "ckprof cancel: job " + done + " already finished: nothing to cancel\n");
-  auto status = ParseJson(Ckprof({"status", done, "--json"}).out);
+  auto status = FirstJob(Ckprof({"status", done, "--json"}).out);
   ASSERT_TRUE(status.ok());
   EXPECT_EQ((*status)["state"], "finished");
   EXPECT_EQ((*status)["cancelled"], 0);
@@ -482,7 +490,7 @@ TEST_F(ClientTest, StatusShowsTheJobsOptionsAndAbsentValuesAreNull) {
   EXPECT_NE(text.out.find("\npriority: 5\n"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("\ngpus: 1, at most 1 at once\n"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("\ntimeout: 1:30 per task\n"), std::string::npos) << text.out;
-  auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+  auto status = FirstJob(Ckprof({"status", job, "--json"}).out);
   ASSERT_TRUE(status.ok());
   const json& s = *status;
   EXPECT_EQ(s["state"], "waiting");
@@ -516,7 +524,7 @@ TEST_F(ClientTest, EndedEtaResumeAndSeveralJobs) {
   CommandResult text = Ckprof({"status", done});
   const std::string row = text.out.substr(text.out.find('\n') + 1);
   EXPECT_EQ(row.substr(0, row.find('\n')).back(), '-') << text.out;  // no ETA once ended
-  EXPECT_TRUE((*ParseJson(Ckprof({"status", done, "--json"}).out))["eta_s"].is_null());
+  EXPECT_TRUE((*FirstJob(Ckprof({"status", done, "--json"}).out))["eta_s"].is_null());
 
   CommandResult resume = Ckprof({"resume", "1"});
   EXPECT_EQ(resume.exit_code, 1);
@@ -536,9 +544,9 @@ TEST_F(ClientTest, EndedEtaResumeAndSeveralJobs) {
   EXPECT_EQ(cancel.exit_code, 1);
   EXPECT_EQ(cancel.out, "job " + hung + " cancelled\n");
   EXPECT_EQ(cancel.err, "ckprof cancel: job " + done + " already finished: nothing to cancel\n");
-  EXPECT_EQ((*ParseJson(Ckprof({"status", done, "--json"}).out))["state"], "finished");
+  EXPECT_EQ((*FirstJob(Ckprof({"status", done, "--json"}).out))["state"], "finished");
   EXPECT_EQ(Ckprof({"wait", hung}).exit_code, 1);
-  EXPECT_EQ((*ParseJson(Ckprof({"status", hung, "--json"}).out))["state"], "cancelled");
+  EXPECT_EQ((*FirstJob(Ckprof({"status", hung, "--json"}).out))["state"], "cancelled");
 }
 
 // Issue 17.15: list and results fit the terminal (COLUMNS, as stdout is a pipe here): a long
@@ -722,7 +730,7 @@ TEST_F(ClientTest, SubmitReadsStdinPlainOrGzipped) {
         << sub.err;
     const std::string job = sub.out.substr(0, sub.out.find('\n'));
     EXPECT_EQ(Ckprof({"wait", job}).exit_code, 0);
-    auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+    auto status = FirstJob(Ckprof({"status", job, "--json"}).out);
     ASSERT_TRUE(status.ok());
     EXPECT_EQ((*status)["name"], "stdin");
     EXPECT_EQ((*status)["succeeded"], 3);
@@ -790,7 +798,7 @@ TEST_F(ClientTest, WaitTimesOutWith124AndWaitJsonPrintsTheJobs) {
             std::string::npos)
       << timed_out.err;
   CommandResult status = Ckprof({"status", hung, "--json"});
-  auto st = ParseJson(status.out);
+  auto st = FirstJob(status.out);
   ASSERT_TRUE(st.ok()) << status.out;
   EXPECT_EQ((*st)["state"], "running") << status.out;
   for (const char* bad : {"0", "-2", "soon"}) {
@@ -891,7 +899,7 @@ TEST_F(ClientTest, CancelOfOneTaskLeavesTheJobRunning) {
   EXPECT_EQ(one.exit_code, 0) << one.err;
   EXPECT_EQ(one.out, "job " + job + ": #2 cancelled\n");
   CommandResult status = Ckprof({"status", job, "--json"});
-  auto st = ParseJson(status.out);
+  auto st = FirstJob(status.out);
   ASSERT_TRUE(st.ok()) << status.out;
   EXPECT_EQ((*st)["cancelled"], 1) << status.out;
   EXPECT_EQ((*st)["state"], "running") << status.out;
@@ -913,7 +921,7 @@ TEST_F(ClientTest, CancelOfOneTaskLeavesTheJobRunning) {
   CommandResult waited = Ckprof({"wait", job});
   EXPECT_EQ(waited.exit_code, 1);
   CommandResult ended = Ckprof({"status", job, "--json"});
-  auto e = ParseJson(ended.out);
+  auto e = FirstJob(ended.out);
   ASSERT_TRUE(e.ok()) << ended.out;
   EXPECT_EQ((*e)["cancelled"], 2) << ended.out;
 }
@@ -930,7 +938,7 @@ TEST_F(ClientTest, RetryOfFailedOrNamedTasksWithNewSettings) {
   EXPECT_EQ(failed.out, "job " + job + ": 1 task(s) requeued (timeout 120 s)\n");
   EXPECT_EQ(Ckprof({"wait", job}).exit_code, 1);
   CommandResult status = Ckprof({"status", job, "--json"});
-  auto st = ParseJson(status.out);
+  auto st = FirstJob(status.out);
   ASSERT_TRUE(st.ok()) << status.out;
   EXPECT_EQ((*st)["timeout_s"], 120) << status.out;
   EXPECT_EQ((*st)["failed"], 1) << status.out;
@@ -1127,14 +1135,14 @@ TEST_F(ClientTest, StatusSaysWhyAJobWaits) {
   EXPECT_NE(q.out.find("reason: waiting for GPUs 0,1, busy with job " + hung + " (" + me + ")"),
             std::string::npos)
       << q.out;
-  auto l = ParseJson(Ckprof({"status", later, "--json"}).out);
+  auto l = FirstJob(Ckprof({"status", later, "--json"}).out);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ((*l)["waiting_reason"].get<std::string>().rfind("not before its start time (in ", 0),
             0u)
       << l->dump();
   EXPECT_EQ(Ckprof({"cancel", hung, later}).exit_code, 0);
   EXPECT_EQ(Ckprof({"wait", queued}).exit_code, 0);
-  auto done = ParseJson(Ckprof({"status", queued, "--json"}).out);
+  auto done = FirstJob(Ckprof({"status", queued, "--json"}).out);
   ASSERT_TRUE(done.ok());
   EXPECT_FALSE(done->contains("waiting_reason")) << done->dump();
 }

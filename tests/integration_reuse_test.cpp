@@ -68,9 +68,9 @@ class ReuseTest : public testing::EmulatorDaemonTest {
   }
   json Status(const std::string& job) {
     auto r = Ckprof({"status", job, "--json"});
-    auto j = ParseJson(r.out);
-    EXPECT_TRUE(j.ok()) << r.out << r.err;
-    return j.ok() ? *j : json();
+    auto j = ParseJson(r.out);  // a list of the jobs named
+    EXPECT_TRUE(j.ok() && j->is_array() && j->size() == 1) << r.out << r.err;
+    return j.ok() && j->is_array() && j->size() == 1 ? (*j)[0] : json();
   }
   size_t ProfilerRuns() const { return testing::ReadEmuRuns(emu_log_).size(); }
 
