@@ -16,6 +16,7 @@
 #include "common/file_util.h"
 #include "common/gpu_list.h"
 #include "common/json_util.h"
+#include "common/terminal_text.h"
 #include "common/text_table.h"
 #include "tests/util/commands.h"
 #include "tests/util/files.h"
@@ -1008,18 +1009,22 @@ TEST_F(ClientTest, LogShowsATasksOutputAndFollowStreamsItLive) {
   EXPECT_TRUE(started) << second->out();
   EXPECT_EQ(frames.back()["event"], "ended") << second->out();
   EXPECT_EQ(frames.back()["state"], "succeeded") << second->out();
-  // Once ended: the stored capture, the same text as was streamed.
-  CommandResult done = Ckprof({"log", job, "#2"});
+  // Once ended: the stored capture, the same text as was streamed (--raw: byte for byte; by
+  // default its control characters, the emulator's colours, escaped).
+  CommandResult done = Ckprof({"log", job, "#2", "--raw"});
   EXPECT_EQ(done.exit_code, 0) << done.err;
   EXPECT_NE(done.out.find("avg_time"), std::string::npos) << done.out;
   EXPECT_EQ(done.out, streamed);
+  CommandResult shown = Ckprof({"log", job, "#2"});
+  EXPECT_EQ(shown.out, EscapeControl(streamed, LineBreaks::kKeep));
+  EXPECT_NE(shown.out.find("\\e[36mvalids"), std::string::npos) << shown.out;
   CommandResult tail = Ckprof({"log", job + "#2", "--lines", "2"});
-  EXPECT_EQ(tail.out, LastLines(done.out, 2));
+  EXPECT_EQ(tail.out, LastLines(shown.out, 2));
   EXPECT_EQ(std::count(tail.out.begin(), tail.out.end(), '\n'), 2) << tail.out;
   // A finished task followed: its output, at once, and its end as the exit status.
   CommandResult followed = Ckprof({"log", job + "#2", "-f"});
   EXPECT_EQ(followed.exit_code, 0) << followed.err;
-  EXPECT_EQ(followed.out, done.out);
+  EXPECT_EQ(followed.out, shown.out);
   // The whole job: each task headed as tail heads files.
   CommandResult all = Ckprof({"log", job});
   EXPECT_EQ(all.exit_code, 0) << all.err;
