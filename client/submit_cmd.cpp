@@ -181,11 +181,12 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
     return 0;
   }
   const ConversionSummary& conv = a.conversion;
-  for (const auto& w : conv.warnings) std::cerr << "⚠ " << w << "\n";
+  for (const auto& w : conv.warnings) std::cerr << "⚠ " << EscapeControl(w) << "\n";
   if (dry_run) {
-    std::cout << a.profiler << "\n";
+    std::cout << EscapeControl(a.profiler) << "\n";
     for (const PlannedRun& c : a.commands) {
-      std::cout << (c.command.empty() ? "# cannot build: " + c.error : c.command) << "\n";
+      std::cout << EscapeControl(c.command.empty() ? "# cannot build: " + c.error : c.command)
+                << "\n";
     }
     return 0;
   }
