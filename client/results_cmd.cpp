@@ -18,10 +18,10 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
               "our added keys); table is ranked by priority_rank; csv has one row per task. A "
               "job submitted with --repeat has one row per config: the median run, with its "
               "runs and CV (min and max too in json and csv).",
-              "The format is --format, else the extension of --output (.json, .csv, .txt: the "
-              "table), else the table, on a terminal or not (piped: the same table, unshortened; "
-              "colour alone depends on the terminal). An --output named otherwise (res, "
-              "res.dat) needs --format.\n\n"
+              "The format is --format, else the extension of --output (.json, .csv, .txt: the\n"
+              "table), else the table, on a terminal or not (piped: the same table, unshortened;\n"
+              "colour alone depends on the terminal). An --output named otherwise (res, res.dat)\n"
+              "needs --format.\n\n"
               "example:\n  ckprof results 12\n  ckprof results 12 --output profiler_results.json\n"
               "  ckprof results 12 --output results.csv\n  ckprof results 12 --json | jq .stats");
   p.Positional("JOB", &job, true, "the job id");
