@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "common/ck_config.h"
 #include "common/convert.h"
 #include "common/gpu_list.h"
+#include "common/terminal_text.h"
 
 namespace ckprof {
 
@@ -42,7 +44,10 @@ std::string PartialNote(const JobSummary& job) {
 void PrintError(const std::string& cmd, const std::string& message) {
   const std::string own = cmd + ": ";
   const bool named = message.compare(0, own.size(), own) == 0;
-  std::cerr << "ckprof " << cmd << ": " << (named ? message.substr(own.size()) : message) << "\n";
+  // The daemon's refusals quote users' text (names, paths): shown escaped.
+  std::cerr << "ckprof " << cmd << ": "
+            << EscapeControl(named ? message.substr(own.size()) : message, LineBreaks::kKeep)
+            << "\n";
 }
 
 std::string InputLabel(const std::string& path) { return IsStdio(path) ? "stdin" : path; }
@@ -269,6 +274,51 @@ std::string ColourState(const std::string& state) {
     code = "31";  // red
   if (!code) return state;
   return std::string("\x1b[") + code + "m" + state + "\x1b[0m";
+}
+
+Result<std::string> PickFormat(const std::string& format, bool json, const std::string& output,
+                               const std::vector<std::string>& formats) {
+  auto list = [&](const std::string& last_word) {
+    std::string text;
+    for (size_t i = 0; i < formats.size(); ++i) {
+      text += (i == 0 ? "" : i + 1 == formats.size() ? " " + last_word + " " : ", ") + formats[i];
+    }
+    return text;
+  };
+  auto allowed = [&](const std::string& f) {
+    return std::find(formats.begin(), formats.end(), f) != formats.end();
+  };
+  std::string picked = Lowercase(format);
+  if (picked == "markdown") picked = "md";
+  if (json) {
+    if (!picked.empty() && picked != "json") {
+      return MakeError("--json and --format " + format + " contradict each other");
+    }
+    picked = "json";
+  }
+  if (!picked.empty()) {
+    if (!allowed(picked)) {
+      return MakeError("--format must be " + list("or") + ", got '" + format + "'");
+    }
+    return picked;
+  }
+  if (output.empty() || IsStdio(output)) return formats.front();
+  static const std::vector<std::pair<std::string, std::string>> kExtensions = {
+      {".json", "json"}, {".csv", "csv"},  {".md", "md"},    {".markdown", "md"},
+      {".html", "html"}, {".htm", "html"}, {".txt", "table"}};
+  const size_t slash = output.find_last_of('/');
+  const std::string base = slash == std::string::npos ? output : output.substr(slash + 1);
+  const size_t dot = base.find_last_of('.');
+  const std::string ext = dot == std::string::npos || dot == 0 ? "" : Lowercase(base.substr(dot));
+  for (const auto& [e, f] : kExtensions) {
+    if (ext == e && allowed(f)) return f;
+  }
+  std::string names;
+  for (const auto& [e, f] : kExtensions) {
+    if (allowed(f)) names += (names.empty() ? "" : ", ") + e;
+  }
+  return MakeError("cannot tell the format of " + output + " from its name: name it " + names +
+                   ", or say --format " + list("or"));
 }
 
 }  // namespace ckprof

@@ -12,8 +12,9 @@
 
 namespace ckprof {
 
-// Prints "ckprof CMD: message" to stderr. A message that already starts with "CMD: " (the
-// daemon names the request it refuses: "submit: ...") gets the command's name once.
+// Prints "ckprof CMD: message" to stderr, its control characters escaped (EscapeControl). A message
+// that already starts with "CMD: " (the daemon names the request it refuses: "submit: ...") gets
+// the command's name once.
 void PrintError(const std::string& cmd, const std::string& message);
 
 // Connects to the daemon named by the global options. On failure prints "ckprof CMD: <why>"
@@ -110,5 +111,16 @@ std::string RefusalMessage(const std::string& error, const ErrorReply& refusal,
 size_t TerminalWidth(bool wide);
 // ASCII lower case: option values are accepted in any case ("NHWC", "Fp16").
 std::string Lowercase(std::string text);
+
+// The format a command writes, as the user asked for it and never by where it goes (a pipe
+// gets what a terminal gets): `format` (--format, any case; `json` true: --json, the same as
+// --format json), else the extension of `output` (--output; "" or "-" is stdout), else
+// `formats`' first, the default. Extensions: .json json, .csv csv, .md/.markdown md,
+// .html/.htm html, .txt table, each only where `formats` holds it. Errors (the caller prints
+// them and exits 2): a format not in `formats`, --json against another --format, an output
+// file whose extension names no format of `formats` (a file named "res" or "res.dat": which
+// was meant cannot be told; the message names the choices).
+Result<std::string> PickFormat(const std::string& format, bool json, const std::string& output,
+                               const std::vector<std::string>& formats);
 
 }  // namespace ckprof

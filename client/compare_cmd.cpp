@@ -19,6 +19,7 @@
 #include "common/ck_config.h"
 #include "common/file_util.h"
 #include "common/results_file.h"
+#include "common/terminal_text.h"
 #include "common/text_table.h"
 #include "common/wire_fields.h"
 
@@ -460,7 +461,8 @@ std::string Table(const std::vector<Row>& rows, const Summary& s, const Side& a,
   out << "Not compared: " << s.a_failed << " without a time in " << a.name << ", " << s.b_failed
       << " without a time in " << b.name << ", " << s.only_a << " only in " << a.name << ", "
       << s.only_b << " only in " << b.name << "\n";
-  return out.str();
+  // The labels hold job names and paths: shown escaped, as the table's cells are.
+  return EscapeControl(out.str(), LineBreaks::kKeep);
 }
 
 ojson SideJson(const Side& side) {
@@ -664,7 +666,7 @@ int RunCompareCommand(const GlobalOptions& global, const Args& args) {
   }
   for (const auto& w : warnings) PrintError("compare", "warning: " + w);
   if (format == "json") {
-    std::cout << Json(rows, summary, sides[0], sides[1], warnings).dump(2) << "\n";
+    std::cout << JsonForTerminal(Json(rows, summary, sides[0], sides[1], warnings).dump(2)) << "\n";
   } else if (format == "csv") {
     std::cout << Csv(rows);
   } else {

@@ -8,6 +8,7 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "common/terminal_text.h"
 
 namespace ckprof {
 namespace {
@@ -78,7 +79,7 @@ int CancelJobs(const GlobalOptions& global, const std::vector<JobAndTasks>& what
     worst = std::max(worst, code);
     if (code == kExitUnreachable) break;  // the rest cannot be cancelled either
   }
-  if (json_out) std::cout << out.dump(2) << "\n";
+  if (json_out) std::cout << JsonForTerminal(out.dump(2)) << "\n";
   return worst;
 }
 
@@ -176,7 +177,7 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
     nlohmann::json j = ReplyJson(a);
     j["job_id"] = *id;
     if (type == RequestType::kBoost) j["priority"] = r.priority;
-    std::cout << j.dump(2) << "\n";
+    std::cout << JsonForTerminal(j.dump(2)) << "\n";
     return 0;
   }
   if (type == RequestType::kRetry) {
@@ -235,7 +236,7 @@ int RunPingCommand(const GlobalOptions& global, const Args& args) {
   if (json_out) {
     nlohmann::json j = ReplyJson(a);
     j["socket"] = ResolveSocketPath(global.socket);
-    std::cout << j.dump(2) << "\n";
+    std::cout << JsonForTerminal(j.dump(2)) << "\n";
     return 0;
   }
   std::cout << (a.server.empty() ? "ckprofd" : a.server) << " at "

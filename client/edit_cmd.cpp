@@ -10,6 +10,7 @@
 #include "client/client_util.h"
 #include "client/commands.h"
 #include "common/text_table.h"
+#include "common/terminal_text.h"
 
 namespace ckprof {
 
@@ -110,7 +111,7 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
   if (json_out) {
     nlohmann::json j = ReplyJson(a);
     j["job_id"] = *id;
-    std::cout << j.dump(2) << "\n";
+    std::cout << JsonForTerminal(j.dump(2)) << "\n";
     return 0;
   }
   std::cout << "job " << *id << " edited";
@@ -247,7 +248,7 @@ int RunCleanCommand(const GlobalOptions& global, const Args& args) {
   CleanReply a;
   if (int code = Ask(global, "clean", r, &a)) return code;
   if (json_out) {
-    std::cout << ReplyJson(a).dump(2) << "\n";
+    std::cout << JsonForTerminal(ReplyJson(a).dump(2)) << "\n";
     return 0;
   }
   if (a.removed.empty()) {

@@ -5,6 +5,7 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "common/terminal_text.h"
 
 namespace ckprof {
 namespace {
@@ -15,7 +16,7 @@ constexpr int kDefaultJobLines = 10;  // each task's last lines when no task is 
 std::string Header(const TaskResult& t) {
   std::string state(EnumName(t.state));
   if (!t.error.empty() && t.state != TaskState::kRunning) state = t.error;
-  return "==> job " + std::to_string(t.job_id) + " " + TaskLabel(t) + ": " + state +
+  return "==> job " + std::to_string(t.job_id) + " " + TaskLabel(t) + ": " + EscapeControl(state) +
          (t.gpu >= 0 ? " on GPU " + std::to_string(t.gpu) : "") + " <==\n";
 }
 
@@ -23,15 +24,53 @@ const std::string& StreamOf(const TaskResult& t, bool err) {
   return err ? t.stderr_text : t.stdout_text;
 }
 
-void WriteText(const std::string& text) {
-  std::cout << text;
+// A profiler's output as the terminal should show it: its control characters escaped
+// (EscapeControl, keeping line breaks and tabs), or as written with --raw.
+class OutputText {
+ public:
+  explicit OutputText(bool raw) : raw_(raw) {}
+
+  // `data` as shown. A UTF-8 character cut between two chunks (log -f) is held back until
+  // its end comes, so that it is not shown as broken bytes.
+  std::string Chunk(const std::string& data) {
+    if (raw_) return data;
+    std::string text = pending_ + data;
+    pending_.clear();
+    // A lead byte in the last three whose sequence is not complete yet.
+    for (size_t back = 1; back <= 3 && back <= text.size(); ++back) {
+      const unsigned char b = static_cast<unsigned char>(text[text.size() - back]);
+      if ((b & 0xc0) == 0x80) continue;  // a continuation byte: look further back
+      const size_t need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+      if (need > back) {
+        pending_ = text.substr(text.size() - back);
+        text.resize(text.size() - back);
+      }
+      break;
+    }
+    return EscapeControl(text, LineBreaks::kKeep);
+  }
+  // What was held back, once the stream ended.
+  std::string Rest() {
+    std::string rest = raw_ ? "" : EscapeControl(pending_, LineBreaks::kKeep);
+    pending_.clear();
+    return rest;
+  }
+
+ private:
+  bool raw_;
+  std::string pending_;
+};
+
+void WriteText(const std::string& text, bool raw) {
+  std::cout << (raw ? text : EscapeControl(text, LineBreaks::kKeep));
   if (!text.empty() && text.back() != '\n') std::cout << "\n";
 }
 
 int ExitFor(TaskState state) { return state == TaskState::kSucceeded ? 0 : IsFinal(state) ? 1 : 0; }
 
 // Follows one task: its output so far, then what it writes, until it ends.
-int Follow(const GlobalOptions& global, const Request& r, bool err, bool json_out) {
+int Follow(const GlobalOptions& global, const Request& r, bool err, bool json_out, bool raw) {
+  OutputText shown(raw);
   auto conn = ConnectOrReport(global, "log");
   if (!conn) return kExitUnreachable;
   const std::string stream = err ? "stderr" : "stdout";
@@ -40,7 +79,7 @@ int Follow(const GlobalOptions& global, const Request& r, bool err, bool json_ou
   bool at_line_start = true, first_frame = true;
   Status s = conn->Stream(r, [&](const nlohmann::json& frame) {
     if (json_out) {
-      std::cout << frame.dump() << "\n" << std::flush;
+      std::cout << JsonForTerminal(frame.dump()) << "\n" << std::flush;
     }
     if (first_frame) {  // the answer: the task so far
       first_frame = false;
@@ -54,7 +93,7 @@ int Follow(const GlobalOptions& global, const Request& r, bool err, bool json_ou
       ended = IsFinal(t.state);
       if (!json_out) {
         const std::string& text = StreamOf(t, err);
-        std::cout << text << std::flush;
+        std::cout << shown.Chunk(text) << std::flush;
         at_line_start = text.empty() || text.back() == '\n';
         if (!ended && t.state != TaskState::kRunning) {
           std::cerr << "ckprof log: job " << r.job_id << " " << TaskLabel(t)
@@ -66,7 +105,7 @@ int Follow(const GlobalOptions& global, const Request& r, bool err, bool json_ou
     const std::string event = frame.value("event", "");
     if (event == "output" && !json_out && frame.value("stream", "") == stream) {
       const std::string data = frame.value("data", "");
-      std::cout << data << std::flush;
+      std::cout << shown.Chunk(data) << std::flush;
       if (!data.empty()) at_line_start = data.back() == '\n';
     } else if (event == "dropped" && !json_out) {
       std::cerr << "ckprof log: " << frame.value("error", std::string("output dropped")) << " ("
@@ -75,10 +114,11 @@ int Follow(const GlobalOptions& global, const Request& r, bool err, bool json_ou
       ended = true;
       ParseEnum(frame.value("state", ""), &state);
       if (!json_out) {
+        std::cout << shown.Rest();
         if (!at_line_start) std::cout << "\n" << std::flush;
         if (state != TaskState::kSucceeded) {
           std::cerr << "ckprof log: job " << r.job_id << " #" << r.tasks[0] << " ended "
-                    << EnumName(state) << ": " << frame.value("error", "") << "\n";
+                    << EnumName(state) << ": " << EscapeControl(frame.value("error", "")) << "\n";
         }
       }
     }
@@ -103,7 +143,7 @@ int Follow(const GlobalOptions& global, const Request& r, bool err, bool json_ou
 
 int RunLogCommand(const GlobalOptions& global, const Args& args) {
   std::string job, task, lines;
-  bool follow = false, err = false, json_out = false;
+  bool follow = false, err = false, json_out = false, raw = false;
   ArgParser p("ckprof log",
               "Show what the profiler of a job's task wrote (its stdout; --stderr its stderr). "
               "Without a task, each task that has output, headed as tail heads files; a running "
@@ -127,6 +167,9 @@ int RunLogCommand(const GlobalOptions& global, const Args& args) {
   p.Alias("-n", "--lines");
   p.Flag("--json", &json_out,
          "print the answer as JSON (with -f: one JSON object per line, as it comes)");
+  p.Flag("--raw", &raw,
+         "write the output byte for byte as the profiler wrote it (the default shows its "
+         "control characters escaped: ESC as \\e, BEL as \\x07; a terminal would act on them)");
   if (auto code = p.Parse(args)) return *code;
 
   Request r;
@@ -170,18 +213,18 @@ int RunLogCommand(const GlobalOptions& global, const Args& args) {
       return 2;
     }
     r.follow = true;
-    return Follow(global, r, err, json_out);
+    return Follow(global, r, err, json_out, raw);
   }
   LogReply a;
   if (int code = Ask(global, "log", r, &a)) return code;
   if (json_out) {
-    std::cout << ReplyJson(a).dump(2) << "\n";
+    std::cout << JsonForTerminal(ReplyJson(a).dump(2)) << "\n";
     return 0;
   }
   if (!r.tasks.empty()) {  // one task (a repeated config: each of its runs)
     for (const auto& t : a.tasks) {
       if (a.tasks.size() > 1) std::cout << Header(t);
-      WriteText(StreamOf(t, err));
+      WriteText(StreamOf(t, err), raw);
       if (StreamOf(t, err).empty()) {
         std::cerr << "ckprof log: job " << t.job_id << " " << TaskLabel(t) << " ("
                   << EnumName(t.state) << ") wrote nothing to " << (err ? "stderr" : "stdout")
@@ -195,7 +238,7 @@ int RunLogCommand(const GlobalOptions& global, const Args& args) {
     if (StreamOf(t, err).empty()) continue;
     if (shown++) std::cout << "\n";
     std::cout << Header(t);
-    WriteText(StreamOf(t, err));
+    WriteText(StreamOf(t, err), raw);
   }
   if (shown == 0) {
     std::cerr << "ckprof log: no task of job " << *id << " has written to "

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/ck_config.h"
+#include "common/terminal_text.h"
 
 namespace ckprof {
 
@@ -63,7 +64,8 @@ std::string Duration(double s) {
   return buf;
 }
 
-// A Markdown table cell: no line breaks, pipes escaped, markup characters as entities.
+// A Markdown table cell: no line breaks, pipes escaped, markup characters as entities, control
+// characters escaped (EscapeControl).
 std::string MdCell(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -98,7 +100,7 @@ std::string MdCell(std::string_view text) {
         out += c;
     }
   }
-  return out;
+  return EscapeControl(out);  // a tab or a control character: visible
 }
 
 std::string Problem(const std::string& description) {
@@ -227,7 +229,8 @@ std::string_view CoverageName(Coverage c) {
 std::string HtmlEscape(std::string_view text) {
   std::string out;
   out.reserve(text.size() + text.size() / 8);
-  for (char c : text) {
+  // Control characters first: the page may be read on a terminal (report -o -).
+  for (char c : EscapeControl(text, LineBreaks::kKeep)) {
     switch (c) {
       case '&':
         out += "&amp;";
@@ -1227,7 +1230,9 @@ std::string RenderReportHtml(const ResultsReply& job, const ResultsReply* baseli
     h.Text(o.generated_at);
   }
   h << ".</p></body></html>\n";
-  return std::move(h.str());
+  // Users' text is escaped where it is written (Html::Text); this pass keeps the promise for
+  // anything that reached the page otherwise (`report -o -` on a terminal).
+  return EscapeControl(h.str(), LineBreaks::kKeep);
 }
 
 std::string RenderReportMarkdown(const ResultsReply& job, const ResultsReply* baseline,
@@ -1307,7 +1312,8 @@ std::string RenderReportMarkdown(const ResultsReply& job, const ResultsReply* ba
   }
   m += "\nRoofline peaks: " + MdCell(r.peaks.source) + ". Charts: in the HTML report (`ckprof " +
        "report --format html`).\n";
-  return m;
+  // Whatever users' text reached the page outside a cell: shown, never acting on a terminal.
+  return EscapeControl(m, LineBreaks::kKeep);
 }
 
 }  // namespace ckprof

@@ -131,7 +131,8 @@ std::string RenderReportHtml(const ResultsReply& job, const ResultsReply* baseli
 std::string RenderReportMarkdown(const ResultsReply& job, const ResultsReply* baseline,
                                  const ReportOptions& options);
 
-// &, <, >, " and ' as HTML entities.
+// &, <, >, " and ' as HTML entities; control characters escaped first (EscapeControl, keeping
+// line breaks and tabs).
 std::string HtmlEscape(std::string_view text);
 
 }  // namespace ckprof

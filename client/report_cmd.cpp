@@ -16,6 +16,7 @@
 #include "client/report.h"
 #include "common/file_util.h"
 #include "common/results_file.h"
+#include "common/terminal_text.h"
 #include "common/wire_fields.h"
 
 namespace ckprof {
@@ -250,14 +251,17 @@ int RunReportCommand(const GlobalOptions& global, const Args& args) {
            "the current directory");
   p.Alias("-o", "--output");
   p.Option("--format", &format, "F",
-           "html (default), md (Markdown tables, for a pull request) or json (the data the "
-           "report is made from, which 'ckprof report FILE' reads back)");
+           "html, md (Markdown tables, for a pull request) or json (the data the report is made "
+           "from, which 'ckprof report FILE' reads back); default: by --output's extension "
+           "(.html, .md, .json; another needs --format), else html");
+  bool json_out = false;
+  p.Flag("--json", &json_out, "the same as --format json");
   if (auto code = p.Parse(args)) return *code;
-  format = Lowercase(format.empty() ? "html" : format);
-  if (format == "markdown") format = "md";
-  if (format != "html" && format != "md" && format != "json") {
-    PrintError("report", "--format must be html, md or json, got '" + format + "'");
+  if (auto picked = PickFormat(format, json_out, output, {"html", "md", "json"}); !picked) {
+    PrintError("report", picked.error());
     return 2;
+  } else {
+    format = *picked;
   }
   ReportOptions options;
   for (const auto& [text, name, target] :
@@ -326,7 +330,7 @@ int RunReportCommand(const GlobalOptions& global, const Args& args) {
   if (output.empty()) output = "report-" + job->stem + "." + format;
   std::string text;
   if (format == "json") {
-    text = ToDom(job->reply).dump(1) + "\n";
+    text = JsonForTerminal(ToDom(job->reply).dump(1)) + "\n";
   } else {
     options.job_label = job->label;
     if (baseline) options.baseline_label = baseline->label;
@@ -344,7 +348,7 @@ int RunReportCommand(const GlobalOptions& global, const Args& args) {
     PrintError("report", s.error());
     return 1;
   }
-  std::cerr << "report of " << job->label << " written to " << output << "\n";
+  std::cerr << "report of " << EscapeControl(job->label) << " written to " << output << "\n";
   return 0;
 }
 

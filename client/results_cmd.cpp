@@ -6,23 +6,29 @@
 #include "client/commands.h"
 #include "common/file_util.h"
 #include "common/results_file.h"
+#include "common/terminal_text.h"
 
 namespace ckprof {
 
 int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   std::string job, output, format, sort;
-  bool wide = false, runs = false;
+  bool wide = false, runs = false, json_out = false;
   ArgParser p("ckprof results",
               "Fetch a job's results. json is the original tools' profiler_results.json (with "
               "our added keys); table is ranked by priority_rank; csv has one row per task. A "
               "job submitted with --repeat has one row per config: the median run, with its "
               "runs and CV (min and max too in json and csv).",
-              "The default format is table on a terminal without --output, else json.\n\n"
+              "The format is --format, else the extension of --output (.json, .csv, .txt: the\n"
+              "table), else the table, on a terminal or not (piped: the same table, unshortened;\n"
+              "colour alone depends on the terminal). An --output named otherwise (res, res.dat)\n"
+              "needs --format.\n\n"
               "example:\n  ckprof results 12\n  ckprof results 12 --output profiler_results.json\n"
-              "  ckprof results 12 --format csv --output results.csv");
+              "  ckprof results 12 --output results.csv\n  ckprof results 12 --json | jq .stats");
   p.Positional("JOB", &job, true, "the job id");
   p.Option("--output", &output, "FILE", "write to FILE (atomically) instead of stdout");
-  p.Option("--format", &format, "F", "json, csv or table");
+  p.Option("--format", &format, "F",
+           "table, json or csv (default: by --output's extension, else table)");
+  p.Flag("--json", &json_out, "the same as --format json");
   p.Flag("--wide", &wide,
          "table: never shorten the problem or the kernel name (the table fits the terminal "
          "otherwise)");
@@ -39,10 +45,11 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   }
   auto id = ParseJobId(job, "results");
   if (!id) return 2;
-  if (format.empty()) format = output.empty() && StdoutIsTerminal() ? "table" : "json";
-  if (format != "json" && format != "csv" && format != "table") {
-    PrintError("results", "--format must be json, csv or table, got '" + format + "'");
+  if (auto picked = PickFormat(format, json_out, output, {"table", "json", "csv"}); !picked) {
+    PrintError("results", picked.error());
     return 2;
+  } else {
+    format = *picked;
   }
   auto conn = ConnectOrReport(global, "results");
   if (!conn) return kExitUnreachable;
@@ -62,7 +69,7 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
   }
   std::string text;
   if (format == "json") {
-    text = ResultsFileJson(*tasks, summary.owner, LocalTimestamp()).dump(2) + "\n";
+    text = JsonForTerminal(ResultsFileJson(*tasks, summary.owner, LocalTimestamp()).dump(2)) + "\n";
   } else if (format == "csv") {
     text = ResultsCsv(*tasks);
   } else {

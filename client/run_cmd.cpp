@@ -20,6 +20,7 @@
 #include "common/gpu_list.h"
 #include "common/profiler_path.h"
 #include "common/results_file.h"
+#include "common/terminal_text.h"
 
 namespace ckprof {
 
@@ -37,13 +38,16 @@ std::string Fmt(double v) {
 void PrintTaskLine(const TaskResult& t, int64_t done, int64_t total) {
   std::cout << "[" << done << "/" << total << "] " << (t.ok() ? "✓ " : "✗ ") << ShortOp(t.operation)
             << " (rank " << t.priority_rank << (t.run > 0 ? ", run " + std::to_string(t.run) : "")
-            << "): " << t.description << "\n";
+            << "): " << EscapeControl(t.description) << "\n";
   if (t.ok()) {
     std::cout << "    " << Fmt(t.avg_ms) << " ms, " << Fmt(t.tflops) << " TFlops, " << Fmt(t.gbps)
               << " GB/s" << (t.split_k.empty() ? "" : ", SplitK " + t.split_k) << " on GPU "
-              << t.gpu << " (" << Fmt(t.elapsed_s) << " s)\n    " << t.best_name << "\n";
+              << t.gpu << " (" << Fmt(t.elapsed_s) << " s)\n    " << EscapeControl(t.best_name)
+              << "\n";
   } else {
-    std::cout << "    " << (t.error.empty() ? std::string(EnumName(t.state)) : t.error) << "\n";
+    std::cout << "    "
+              << (t.error.empty() ? std::string(EnumName(t.state)) : EscapeControl(t.error))
+              << "\n";
   }
   std::cout.flush();
 }
@@ -226,11 +230,11 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
     for (const auto& c : plan) {
       if (!quiet) {
         std::cout << "[" << c.position << "/" << plan.size() << "] " << ShortOpName(c.op)
-                  << " (rank " << c.priority_rank << "): " << c.description << "\n";
+                  << " (rank " << c.priority_rank << "): " << EscapeControl(c.description) << "\n";
       }
       if (c.argv.empty()) {
         ++bad;
-        std::cout << "    cannot build the command: " << c.error << "\n";
+        std::cout << "    cannot build the command: " << EscapeControl(c.error) << "\n";
       } else {
         std::cout << (quiet ? "" : "    ") << FormatCommandLine(c.argv) << "\n";
       }

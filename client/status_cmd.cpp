@@ -11,6 +11,7 @@
 #include "client/client_util.h"
 #include "client/commands.h"
 #include "common/results_file.h"
+#include "common/terminal_text.h"
 #include "common/text_table.h"
 
 namespace ckprof {
@@ -48,7 +49,7 @@ void PrintJobTable(const std::vector<JobSummary>& jobs, size_t width) {
   TextTable table({{"JOB", true},
                    {"OWNER", false, true, 8},
                    {"NAME", false, true, 12},
-                   {"STATE"},
+                   {"STATE", false, false, 8, /*styled=*/true},
                    {"DONE/TOTAL", true},
                    {"OK/FAILED", true},
                    {"GPUS"},
@@ -80,7 +81,9 @@ void PrintJobDetails(const JobSummary& s) {
   std::cout << "tasks: " << JobCountsText(s) << "\n";
   if (s.state == JobState::kWaiting)
     std::cout << "waiting until " << FormatClock(s.not_before) << "\n";
-  if (!s.waiting_reason.empty()) std::cout << "reason: " << s.waiting_reason << "\n";
+  if (!s.waiting_reason.empty()) {
+    std::cout << "reason: " << EscapeControl(s.waiting_reason) << "\n";
+  }
   std::cout << "priority: " << s.priority << "\n";
   std::cout << "gpus: " << (s.allowed_gpus.empty() ? "any" : GpuList(s.allowed_gpus))
             << (s.max_gpus > 0 ? ", at most " + std::to_string(s.max_gpus) + " at once" : "")
@@ -134,10 +137,13 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
                           "when it ended.\n\nexample:\n  ckprof list --mine --since 7d\n  "
                           "ckprof list --state finished,cancelled --limit 20\n  ckprof list "
                           "--all --json"
-                        : "Without a job, --json prints {\"jobs\": [...], \"you\": {...}}: "
-                          "your jobs, queued_runs and gpus_in_use, and the limits max_jobs, "
-                          "max_queued_runs, max_gpus, max_timeout_s (null: none).\n\n"
+                        : "--json prints one object, whatever is asked: {\"jobs\": [...], "
+                          "\"you\": {...}}: the jobs (those named, in their order), and without "
+                          "a job named your jobs, queued_runs and gpus_in_use and the limits "
+                          "max_jobs, max_queued_runs, max_gpus, max_timeout_s (null: none; "
+                          "\"you\" is null when jobs are named).\n\n"
                           "example:\n  ckprof status 12\n  ckprof status 12 13 --json\n"
+                          "  ckprof status 12 --json | jq '.jobs[0].state'\n"
                           "  ckprof status --json");
   if (!list_mode) p.Positionals("JOB", &jobs, false, "job ids");
   bool mine = false;
@@ -225,12 +231,12 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
       }
       a.jobs = std::move(kept);
     }
-    if (json_out && !list_mode && a.you) {
-      // status: the jobs and your use; list --json stays the list of jobs.
-      json out = {{"jobs", JobsJson(a.jobs)}, {"you", ToJson(*a.you)}};
-      std::cout << out.dump(2) << "\n";
+    if (json_out && !list_mode) {
+      // status: one shape, the jobs and your use; list --json stays the list of jobs.
+      json out = {{"jobs", JobsJson(a.jobs)}, {"you", a.you ? ToJson(*a.you) : json(nullptr)}};
+      std::cout << JsonForTerminal(out.dump(2)) << "\n";
     } else if (json_out) {
-      std::cout << JobsJson(a.jobs).dump(2) << "\n";
+      std::cout << JsonForTerminal(JobsJson(a.jobs).dump(2)) << "\n";
     } else {
       PrintJobTable(a.jobs, TerminalWidth(wide));
       if (a.you) std::cout << UseLines(*a.you);
@@ -249,12 +255,10 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     if (code == 0 && a.job) summaries.push_back(std::move(*a.job));
   }
   if (json_out) {
-    // One job: its object; several: a list of those found.
-    if (ids.size() == 1) {
-      if (!summaries.empty()) std::cout << ToJson(summaries[0]).dump(2) << "\n";
-    } else {
-      std::cout << JobsJson(summaries).dump(2) << "\n";
-    }
+    // One shape for status, whatever is asked: {"jobs": [...], "you": ...}, here the jobs
+    // found in the order named (one job: a list of one) and no use.
+    const json out = {{"jobs", JobsJson(summaries)}, {"you", nullptr}};
+    std::cout << JsonForTerminal(out.dump(2)) << "\n";
     return worst;
   }
   if (summaries.empty()) return worst;
@@ -262,7 +266,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   for (const auto& s : summaries) {
     if (summaries.size() > 1) std::cout << "\njob " << s.id << ":\n";
     PrintJobDetails(s);
-    std::cout << "profiler: " << s.profiler << "\n";
+    std::cout << "profiler: " << EscapeControl(s.profiler) << "\n";
     std::cout << "order: " << EnumName(s.order)
               << (s.order == TaskOrder::kLongestFirst
                       ? " (the most FLOPs first)"
@@ -346,13 +350,13 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
                                 {"gres", n.gres},
                                 {"gres_used", n.gres_used}});
     }
-    std::cout << out.dump(2) << "\n";
+    std::cout << JsonForTerminal(out.dump(2)) << "\n";
     return 0;
   }
   if (json_out) {
     json out = json::array();
     for (const auto& g : a.gpus) out.push_back(ToJson(g));
-    std::cout << out.dump(2) << "\n";
+    std::cout << JsonForTerminal(out.dump(2)) << "\n";
     return 0;
   }
   if (a.executor == "slurm") {

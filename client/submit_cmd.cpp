@@ -12,6 +12,7 @@
 #include "common/ck_config.h"
 #include "common/convert.h"
 #include "common/file_util.h"
+#include "common/terminal_text.h"
 
 namespace ckprof {
 namespace {}  // namespace
@@ -178,15 +179,16 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   }
   const SubmitReply& a = *answer;
   if (json_out) {
-    std::cout << ReplyJson(a).dump(2) << "\n";
+    std::cout << JsonForTerminal(ReplyJson(a).dump(2)) << "\n";
     return 0;
   }
   const ConversionSummary& conv = a.conversion;
-  for (const auto& w : conv.warnings) std::cerr << "⚠ " << w << "\n";
+  for (const auto& w : conv.warnings) std::cerr << "⚠ " << EscapeControl(w) << "\n";
   if (dry_run) {
-    std::cout << a.profiler << "\n";
+    std::cout << EscapeControl(a.profiler) << "\n";
     for (const PlannedRun& c : a.commands) {
-      std::cout << (c.command.empty() ? "# cannot build: " + c.error : c.command) << "\n";
+      std::cout << EscapeControl(c.command.empty() ? "# cannot build: " + c.error : c.command)
+                << "\n";
     }
     return 0;
   }

@@ -19,6 +19,7 @@
 #include "common/ck_config.h"
 #include "common/results_file.h"
 #include "common/text_table.h"
+#include "common/terminal_text.h"
 
 namespace ckprof {
 
@@ -42,8 +43,8 @@ class ProgressView {
     }
     if (!running_.empty() && live_) LabelRunning();
     if (!live_) {
-      std::cout << "job " << job_id_ << " \"" << job_.name << "\": " << job_.done() << "/"
-                << job_.total << " done, " << job_.running << " running, " << job_.queued
+      std::cout << "job " << job_id_ << " \"" << EscapeControl(job_.name) << "\": " << job_.done()
+                << "/" << job_.total << " done, " << job_.running << " running, " << job_.queued
                 << " queued" << std::endl;  // each line as it happens, even into a pipe
     }
     start_done_ = job_.done();
@@ -93,11 +94,12 @@ class ProgressView {
 
   static std::string What(const TaskResult& t) { return TaskLabel(t); }
 
-  // The line of a task that ended without success.
+  // The line of a task that ended without success (its error escaped: it quotes the profiler's
+  // output and the user's paths).
   static std::string FailureLine(const TaskResult& t) {
     return (t.state == TaskState::kCancelled ? "cancelled " : "FAILED   ") + What(t) +
            (t.gpu >= 0 ? " on GPU " + std::to_string(t.gpu) : "") + ": " +
-           (t.error.empty() ? std::string(EnumName(t.state)) : t.error);
+           (t.error.empty() ? std::string(EnumName(t.state)) : EscapeControl(t.error));
   }
 
   void Finished(const TaskResult& t) {
@@ -253,7 +255,8 @@ class ProgressView {
       const auto& [gpu, what] = where;
       order.emplace_back(
           gpu >= 0 ? gpu : INT_MAX,
-          (gpu >= 0 ? "GPU" + std::to_string(gpu) : std::string("Slurm")) + " " + what);
+          (gpu >= 0 ? "GPU" + std::to_string(gpu) : std::string("Slurm")) + " " +
+              EscapeControl(what));
     }
     std::stable_sort(order.begin(), order.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -330,7 +333,7 @@ int FollowJob(Connection& conn, int64_t job_id, Follow mode, bool live, double t
       if (auto it = frame.find("job"); it != frame.end() && it->is_object()) {
         if (auto job = JobSummaryFromJson(*it); job) *last = *job;
       }
-      std::cout << frame.dump() << std::endl;
+      std::cout << JsonForTerminal(frame.dump()) << std::endl;
       return true;
     });
   } else {
@@ -394,8 +397,8 @@ int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) 
     p.Positionals("JOB", &jobs, true, "the job ids");
     p.Option("--timeout", &timeout, "S", "give up after S seconds (exit 124; the jobs go on)");
     p.Flag("--json", &json_out,
-           "print the jobs as they ended as JSON (after a --timeout: those waited for, the last "
-           "as it stood)");
+           "print the jobs as they ended as JSON, a list in the order named (after a "
+           "--timeout: every job, those that have not ended as they stand)");
   } else {
     p.Positional("JOB", &job, true, "the job id");
     p.Flag("--json", &json_out,
@@ -447,7 +450,29 @@ int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) 
     if (last.id > 0) ended.push_back(last);
     if (conn->lost() || conn->timed_out()) break;  // the rest cannot be waited for
   }
-  if (silent && json_out) std::cout << JobsJson(ended).dump(2) << "\n";
+  if (silent && json_out) {
+    // Every job named, in the order named, as without --timeout: those not followed to their
+    // end (the timeout came first) as they stand now, asked on a connection of its own.
+    std::vector<JobSummary> listed;
+    for (int64_t id : conn->timed_out() ? ids : std::vector<int64_t>{}) {
+      auto seen =
+          std::find_if(ended.begin(), ended.end(), [&](const JobSummary& j) { return j.id == id; });
+      if (seen != ended.end() && IsEnded(seen->state)) {
+        listed.push_back(*seen);
+        continue;
+      }
+      Request r;
+      r.type = RequestType::kStatus;
+      r.job_id = id;
+      StatusReply now;
+      if (Ask(global, cmd, r, &now) == 0 && now.job) {
+        listed.push_back(*now.job);
+      } else if (seen != ended.end()) {
+        listed.push_back(*seen);  // not answered: as last seen
+      }
+    }
+    std::cout << JsonForTerminal(JobsJson(conn->timed_out() ? listed : ended).dump(2)) << "\n";
+  }
   return worst;
 }
 

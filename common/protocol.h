@@ -250,7 +250,7 @@ void VisitFields(S& s, V& v) {
   v("cancelled", s.cancelled);
   v("reused", s.reused);
   v("gpus_in_use", s.gpus_in_use);
-  v("allowed_gpus", s.allowed_gpus);
+  v.Nullable("allowed_gpus", s.allowed_gpus, !s.allowed_gpus.empty());  // null: any GPU
   // An absent value is null, never a 0 that could be read as one (time 0 is 1970).
   v.Nullable("max_gpus", s.max_gpus, s.max_gpus > 0);
   v.Nullable("timeout_s", s.timeout_s, s.timeout_s > 0);

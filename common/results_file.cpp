@@ -8,12 +8,17 @@
 #include <sstream>
 
 #include "common/ck_config.h"
+#include "common/terminal_text.h"
 #include "common/text_table.h"
 #include "common/wire_fields.h"
 
 namespace ckprof {
-std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+std::string CsvField(const std::string& text) {
+  // CSV has no escapes of its own: a control character (ESC, BEL, CR) is shown escaped, as on
+  // every text view; line breaks and tabs stay, quoted.
+  const std::string s =
+      HasControl(text, LineBreaks::kKeep) ? EscapeControl(text, LineBreaks::kKeep) : text;
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) {
     if (c == '"') out += '"';
@@ -30,13 +35,36 @@ using ojson = nlohmann::ordered_json;
 // when there is none.
 ojson SplitKJson(const std::string& split_k) {
   if (split_k.empty()) return nullptr;
-  char* end = nullptr;
-  const long long v = std::strtoll(split_k.c_str(), &end, 10);
-  if (end != split_k.c_str() && (*end == '\0' || *end == ' ')) return v;
+  if (auto v = SplitKNumber(split_k)) return *v;
   return split_k;
 }
 
 }  // namespace
+
+std::optional<int64_t> SplitKNumber(const std::string& split_k) {
+  if (split_k.empty()) return std::nullopt;
+  char* end = nullptr;
+  const long long v = std::strtoll(split_k.c_str(), &end, 10);
+  if (end != split_k.c_str() && (*end == '\0' || *end == ' ')) return v;
+  return std::nullopt;
+}
+
+std::string SplitKText(const std::string& split_k) {
+  if (auto v = SplitKNumber(split_k)) return std::to_string(*v);
+  return split_k;
+}
+
+std::string Iso8601(double unix_time) {
+  if (!(unix_time > 0)) return "";
+  const std::time_t t = static_cast<std::time_t>(unix_time);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", &tm);
+  std::string out = buf;  // +0100 -> +01:00, as ISO 8601's extended form
+  if (out.size() >= 5) out.insert(out.size() - 2, ":");
+  return out;
+}
 
 std::string FormatNumber(double v, int precision) {
   if (!std::isfinite(v)) return v > 0 ? "inf" : "-";
@@ -167,9 +195,10 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
         << (t->ok() ? CsvField(t->best_name) : "") << ','
         << (t->ok() ? FormatNumber(t->avg_ms, 6) : "") << ','
         << (t->ok() ? FormatNumber(t->tflops, 6) : "") << ','
-        << (t->ok() ? FormatNumber(t->gbps, 6) : "") << ',' << (t->ok() ? CsvField(t->split_k) : "")
-        << ',' << (t->valids >= 0 ? std::to_string(t->valids) : "") << ',' << CsvField(t->error)
-        << ',' << CsvField(t->command);
+        << (t->ok() ? FormatNumber(t->gbps, 6) : "") << ','
+        << (t->ok() ? CsvField(SplitKText(t->split_k)) : "") << ','
+        << (t->valids >= 0 ? std::to_string(t->valids) : "") << ',' << CsvField(t->error) << ','
+        << CsvField(t->command);
     std::string by;
     for (const auto& u : t->contended) by += (by.empty() ? "" : "; ") + u.Describe();
     row << ',' << CsvField(by);
@@ -209,6 +238,50 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
   return out;
 }
 
+namespace {
+
+// The widest line of `text`, in display columns.
+size_t WidestLine(const std::string& text) {
+  size_t widest = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    widest = std::max(widest, DisplayWidth(text.substr(at, end - at)));
+    at = end + 1;
+  }
+  return widest;
+}
+
+}  // namespace
+
+std::string ShareCommonCells(const std::vector<TextTable::Column>& header,
+                             std::vector<std::vector<std::string>>* rows, size_t problem_col,
+                             size_t kernel_col, const std::vector<bool>& has_kernel, size_t width) {
+  if (width == 0 || rows->size() < 2) return "";
+  TextTable whole(header);
+  for (const auto& row : *rows) whole.AddRow(row);
+  if (WidestLine(whole.Render(0)) <= width) return "";
+  std::string said;
+  std::vector<std::string> problems;
+  for (const auto& row : *rows) problems.push_back(row[problem_col]);
+  if (std::string common = TakeCommonParts(&problems); !common.empty()) {
+    for (size_t i = 0; i < rows->size(); ++i) (*rows)[i][problem_col] = problems[i];
+    said += "problem: every row has " + EscapeControl(common) + "\n";
+  }
+  std::vector<size_t> ok;
+  std::vector<std::string> kernels;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    if (has_kernel[i] && !(*rows)[i][kernel_col].empty()) {
+      ok.push_back(i);
+      kernels.push_back((*rows)[i][kernel_col]);
+    }
+  }
+  if (std::string name = TakeCommonTemplate(&kernels); !name.empty()) {
+    for (size_t k = 0; k < ok.size(); ++k) (*rows)[ok[k]][kernel_col] = kernels[k];
+    said += "best kernel: every one is " + EscapeControl(name) + "<...>\n";
+  }
+  return said;
+}
+
 std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width, bool by_trace) {
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);
@@ -241,7 +314,8 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width, boo
   columns.push_back({"TFlops", true});
   columns.push_back({"GB/s", true});
   columns.push_back({"best kernel", false, true, 12});
-  TextTable table(std::move(columns));
+  const std::vector<TextTable::Column> header = columns;
+  std::vector<std::vector<std::string>> rows;
   int64_t contended = 0, noisy = 0, reused = 0;
   for (const TaskResult* t : ordered) {
     std::string problem = t->description;
@@ -270,9 +344,17 @@ std::string ResultsTable(const std::vector<TaskResult>& tasks, size_t width, boo
     row.push_back(ok ? FormatNumber(t->tflops, 4) : "-");
     row.push_back(ok ? FormatNumber(t->gbps, 4) : "-");
     row.push_back(ok ? t->best_name : t->error);
-    table.AddRow(std::move(row));
+    rows.push_back(std::move(row));
   }
-  std::string out = table.Render(width);
+  // Rows that would be cut alike ("G=1, N=32, K=...", "DeviceGroupedConv...") lose what they
+  // all share instead, said once below the table.
+  std::vector<bool> has_kernel;
+  for (const TaskResult* t : ordered) has_kernel.push_back(t->ok());
+  const std::string shared =
+      ShareCommonCells(header, &rows, 3, header.size() - 1, has_kernel, width);
+  TextTable table(std::move(columns));
+  for (auto& row : rows) table.AddRow(std::move(row));
+  std::string out = table.Render(width) + shared;
   ResultStats s = ComputeStats(tasks);
   if (repeated) {
     const auto first = std::find_if(ordered.begin(), ordered.end(),

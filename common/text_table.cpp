@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/terminal_text.h"
+
 namespace ckprof {
 
 std::string LastLines(std::string_view text, int n) {
@@ -42,10 +44,82 @@ std::string CutToWidth(const std::string& text, size_t width) {
   return text.substr(0, i) + "...";
 }
 
+namespace {
+
+// `text` split at ", " outside (), [], <> and {}.
+std::vector<std::string> SplitParts(const std::string& text) {
+  std::vector<std::string> parts;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '(' || c == '[' || c == '<' || c == '{') ++depth;
+    if ((c == ')' || c == ']' || c == '>' || c == '}') && depth > 0) --depth;
+    if (depth == 0 && c == ',' && i + 1 < text.size() && text[i + 1] == ' ') {
+      parts.push_back(text.substr(start, i - start));
+      start = i + 2;
+      ++i;
+    }
+  }
+  parts.push_back(text.substr(start));
+  return parts;
+}
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+}  // namespace
+
+std::string TakeCommonParts(std::vector<std::string>* cells) {
+  if (cells->size() < 2) return "";
+  std::vector<std::vector<std::string>> split;
+  for (const auto& c : *cells) split.push_back(SplitParts(c));
+  std::vector<std::string> common;
+  for (const auto& part : split.front()) {
+    const bool everywhere = std::all_of(split.begin() + 1, split.end(), [&](const auto& parts) {
+      return std::find(parts.begin(), parts.end(), part) != parts.end();
+    });
+    if (everywhere && std::find(common.begin(), common.end(), part) == common.end()) {
+      common.push_back(part);
+    }
+  }
+  if (common.empty()) return "";
+  std::vector<std::string> rest;
+  for (const auto& parts : split) {
+    std::vector<std::string> kept;
+    for (const auto& p : parts) {
+      if (std::find(common.begin(), common.end(), p) == common.end()) kept.push_back(p);
+    }
+    if (kept.empty()) return "";  // nothing would tell this row apart: leave them whole
+    rest.push_back(Join(kept));
+  }
+  *cells = std::move(rest);
+  return Join(common);
+}
+
+std::string TakeCommonTemplate(std::vector<std::string>* cells) {
+  if (cells->size() < 2) return "";
+  const std::string& first = cells->front();
+  const size_t open = first.find('<');
+  if (open == std::string::npos || open == 0) return "";
+  const std::string name = first.substr(0, open);
+  for (const auto& c : *cells) {
+    if (c.compare(0, open + 1, name + "<") != 0) return "";
+  }
+  for (auto& c : *cells) c.erase(0, open);
+  return name;
+}
+
 TextTable::TextTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
 
 void TextTable::AddRow(std::vector<std::string> cells) {
   cells.resize(columns_.size());
+  for (size_t c = 0; c < cells.size(); ++c) {
+    if (!columns_[c].styled && HasControl(cells[c])) cells[c] = EscapeControl(cells[c]);
+  }
   rows_.push_back(std::move(cells));
 }
 

@@ -4,7 +4,10 @@
 // marked `shrink` give up space (the widest first, never below their `min`), and a cell cut
 // short ends in "..."; other columns are never cut. A width of 0 means unlimited: nothing is
 // cut (`--wide`, or output that is not a terminal). Widths count UTF-8 code points, so "✓"
-// is one column. Plain value type; no terminal access (see TerminalWidth in the client).
+// is one column. Cells hold users' text (names, owners, errors): their control characters are
+// shown escaped (EscapeControl, common/terminal_text.h), except in a column marked `styled`,
+// whose cells carry our own colour sequences and no user text.
+// Plain value type; no terminal access (see TerminalWidth in the client).
 #pragma once
 
 #include <cstddef>
@@ -22,6 +25,7 @@ class TextTable {
     bool right = false;   // right-aligned (numbers)
     bool shrink = false;  // may be cut to fit the width
     size_t min = 8;       // a shrinking column keeps at least this many columns
+    bool styled = false;  // cells are ours, with colour sequences kept (never user text)
   };
 
   explicit TextTable(std::vector<Column> columns);
@@ -43,6 +47,17 @@ class TextTable {
 size_t DisplayWidth(const std::string& text);
 // `text` cut to at most `width` display columns, ending in "..." when it was cut.
 std::string CutToWidth(const std::string& text, size_t width);
+// Rows told apart (issue 31.11): what every cell of a column shares, taken out so that the
+// narrowed column shows what differs.
+// The parts (split at ", " outside brackets: "G=1", "[3, 3] kernel") that every one of `cells`
+// holds, removed from each and returned joined by ", " ("G=1, N=32"); "" (cells unchanged) when
+// there are fewer than two cells, none is shared, or a cell would be left empty.
+std::string TakeCommonParts(std::vector<std::string>* cells);
+// The template name every one of `cells` starts with ("DeviceGroupedConvFwd_Xdl_CShuffle" of
+// "DeviceGroupedConvFwd_Xdl_CShuffle<256, 128, ...>"), removed from each, leaving "<256, ...>",
+// and returned; "" (cells unchanged) when fewer than two cells or they do not all share one.
+std::string TakeCommonTemplate(std::vector<std::string>* cells);
+
 // The last `n` lines of `text` (as `tail -n`; a final newline does not start a line); n <= 0:
 // all of it.
 std::string LastLines(std::string_view text, int n);

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "common/terminal_text.h"
 #include "daemon/scheduler.h"
 #include "daemon/spawn.h"
 
@@ -80,10 +81,12 @@ void Scheduler::RecordOnEndResult(int64_t job_id, OnEndResult result) {
 std::vector<std::pair<std::string, std::string>> Scheduler::OnEndEnvironment(const Job& job) const {
   const JobSummary s = MakeSummary(job);
   const TaskCounts c = s.counts();
+  // The name is the submitter's text and on_job_end is the admin's command, which may echo it to
+  // a terminal or a mail: its control characters escaped, as every view shows them.
   return {{"CKPROF_JOB_ID", std::to_string(s.id)},
-          {"CKPROF_JOB_NAME", s.name},
+          {"CKPROF_JOB_NAME", EscapeControl(s.name)},
           {"CKPROF_JOB_STATE", std::string(EnumName(s.state))},
-          {"CKPROF_JOB_OWNER", s.owner},
+          {"CKPROF_JOB_OWNER", EscapeControl(s.owner)},
           {"CKPROF_TOTAL", std::to_string(s.total)},
           {"CKPROF_SUCCEEDED", std::to_string(c.succeeded)},
           {"CKPROF_FAILED", std::to_string(c.failed)},

@@ -37,7 +37,7 @@ ck convert examples/conv_repros_ir.json "$work/configs.json" --quiet >/dev/null
 job=$(ck submit "$work/configs.json" --max-ops 10 --name gpu-watch)
 # Two tasks done, then the colleague's job starts.
 for _ in $(seq 1 600); do
-  done_n=$(ck status "$job" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["done"])')
+  done_n=$(ck status "$job" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["done"])')
   [ "$done_n" -ge 2 ] && break
   sleep 0.2
 done

@@ -16,6 +16,7 @@
 #include "common/file_util.h"
 #include "common/gpu_list.h"
 #include "common/json_util.h"
+#include "common/terminal_text.h"
 #include "common/text_table.h"
 #include "tests/util/commands.h"
 #include "tests/util/files.h"
@@ -34,6 +35,17 @@ using testing::LaunchedDaemon;
 using testing::RunCommand;
 using testing::Spawned;
 using testing::TempDir;
+
+// `status JOB --json` prints {"jobs": [...], "you": ...}, the jobs named (one job: a list of
+// one): its first.
+Result<json> FirstJob(const std::string& out) {
+  auto j = ParseJson(out);
+  if (!j) return j;
+  if (!j->is_object() || !(*j)["jobs"].is_array() || (*j)["jobs"].size() != 1) {
+    return MakeError("not {\"jobs\": [one job]}: " + out);
+  }
+  return (*j)["jobs"][0];
+}
 
 // The sample config of conversion.md, and its exact ckProfiler command line.
 constexpr const char* kSampleConfig = R"([{"operation_type": "profile_grouped_conv_fwd",
@@ -222,7 +234,7 @@ TEST_F(ClientTest, JsonOutputsParse) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(ParseJson(r.out).ok()) << args[0] << ": " << r.out;
   }
-  auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+  auto status = FirstJob(Ckprof({"status", job, "--json"}).out);
   EXPECT_EQ((*status)["state"], "finished");
   EXPECT_EQ((*status)["succeeded"], 2);
   EXPECT_EQ((*status)["order"], "longest-first");
@@ -359,7 +371,7 @@ TEST_F(ClientTest, BadArgumentsGiveTheDocumentedMessagesAndCodes) {
       {{"submit", "configs.json", "--layout", "nchwc"}, 2, "--layout must be auto, nchw or nhwc"},
       {{"watch", "abc"}, 2, "JOB must be a job id"},
       {{"wait", "12", "abc"}, 2, "JOB must be a job id"},
-      {{"results", "1", "--format", "xml"}, 2, "--format must be json, csv or table"},
+      {{"results", "1", "--format", "xml"}, 2, "--format must be table, json or csv"},
       {{"--socket", dir_.File("none.sock"), "status"}, 2, "cannot reach ckprofd"},
   };
   for (const auto& c : cases) {
@@ -393,7 +405,7 @@ TEST_F(ClientTest, CancelAndRetry) {
   EXPECT_EQ(c.exit_code, 0) << c.err;
   CommandResult w = Ckprof({"wait", job});
   EXPECT_EQ(w.exit_code, 1);
-  auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+  auto status = FirstJob(Ckprof({"status", job, "--json"}).out);
   EXPECT_EQ((*status)["state"], "cancelled");
   EXPECT_EQ((*status)["cancelled"], 2);
   CommandResult r = Ckprof({"retry", job});
@@ -412,7 +424,7 @@ TEST_F(ClientTest, CancelOfAFinishedOrCancelledJobIsRefused) {
   EXPECT_EQ(c.exit_code, 1);
   EXPECT_EQ(c.out, "");
   EXPECT_EQ(c.err, "ckprof cancel: job " + done + " already finished: nothing to cancel\n");
-  auto status = ParseJson(Ckprof({"status", done, "--json"}).out);
+  auto status = FirstJob(Ckprof({"status", done, "--json"}).out);
   ASSERT_TRUE(status.ok());
   EXPECT_EQ((*status)["state"], "finished");
   EXPECT_EQ((*status)["cancelled"], 0);
@@ -482,7 +494,7 @@ TEST_F(ClientTest, StatusShowsTheJobsOptionsAndAbsentValuesAreNull) {
   EXPECT_NE(text.out.find("\npriority: 5\n"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("\ngpus: 1, at most 1 at once\n"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("\ntimeout: 1:30 per task\n"), std::string::npos) << text.out;
-  auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+  auto status = FirstJob(Ckprof({"status", job, "--json"}).out);
   ASSERT_TRUE(status.ok());
   const json& s = *status;
   EXPECT_EQ(s["state"], "waiting");
@@ -516,7 +528,7 @@ TEST_F(ClientTest, EndedEtaResumeAndSeveralJobs) {
   CommandResult text = Ckprof({"status", done});
   const std::string row = text.out.substr(text.out.find('\n') + 1);
   EXPECT_EQ(row.substr(0, row.find('\n')).back(), '-') << text.out;  // no ETA once ended
-  EXPECT_TRUE((*ParseJson(Ckprof({"status", done, "--json"}).out))["eta_s"].is_null());
+  EXPECT_TRUE((*FirstJob(Ckprof({"status", done, "--json"}).out))["eta_s"].is_null());
 
   CommandResult resume = Ckprof({"resume", "1"});
   EXPECT_EQ(resume.exit_code, 1);
@@ -529,16 +541,16 @@ TEST_F(ClientTest, EndedEtaResumeAndSeveralJobs) {
   EXPECT_NE(both.out.find("\njob " + done + ":\n"), std::string::npos) << both.out;
   EXPECT_NE(both.out.find("\njob " + hung + ":\n"), std::string::npos) << both.out;
   auto list = ParseJson(Ckprof({"status", done, hung, "--json"}).out);
-  ASSERT_TRUE(list.ok() && list->is_array());
-  EXPECT_EQ(list->size(), 2u);
+  ASSERT_TRUE(list.ok() && (*list)["jobs"].is_array());
+  EXPECT_EQ((*list)["jobs"].size(), 2u);
 
   CommandResult cancel = Ckprof({"cancel", done, hung});
   EXPECT_EQ(cancel.exit_code, 1);
   EXPECT_EQ(cancel.out, "job " + hung + " cancelled\n");
   EXPECT_EQ(cancel.err, "ckprof cancel: job " + done + " already finished: nothing to cancel\n");
-  EXPECT_EQ((*ParseJson(Ckprof({"status", done, "--json"}).out))["state"], "finished");
+  EXPECT_EQ((*FirstJob(Ckprof({"status", done, "--json"}).out))["state"], "finished");
   EXPECT_EQ(Ckprof({"wait", hung}).exit_code, 1);
-  EXPECT_EQ((*ParseJson(Ckprof({"status", hung, "--json"}).out))["state"], "cancelled");
+  EXPECT_EQ((*FirstJob(Ckprof({"status", hung, "--json"}).out))["state"], "cancelled");
 }
 
 // Issue 17.15: list and results fit the terminal (COLUMNS, as stdout is a pipe here): a long
@@ -722,7 +734,7 @@ TEST_F(ClientTest, SubmitReadsStdinPlainOrGzipped) {
         << sub.err;
     const std::string job = sub.out.substr(0, sub.out.find('\n'));
     EXPECT_EQ(Ckprof({"wait", job}).exit_code, 0);
-    auto status = ParseJson(Ckprof({"status", job, "--json"}).out);
+    auto status = FirstJob(Ckprof({"status", job, "--json"}).out);
     ASSERT_TRUE(status.ok());
     EXPECT_EQ((*status)["name"], "stdin");
     EXPECT_EQ((*status)["succeeded"], 3);
@@ -790,7 +802,7 @@ TEST_F(ClientTest, WaitTimesOutWith124AndWaitJsonPrintsTheJobs) {
             std::string::npos)
       << timed_out.err;
   CommandResult status = Ckprof({"status", hung, "--json"});
-  auto st = ParseJson(status.out);
+  auto st = FirstJob(status.out);
   ASSERT_TRUE(st.ok()) << status.out;
   EXPECT_EQ((*st)["state"], "running") << status.out;
   for (const char* bad : {"0", "-2", "soon"}) {
@@ -891,7 +903,7 @@ TEST_F(ClientTest, CancelOfOneTaskLeavesTheJobRunning) {
   EXPECT_EQ(one.exit_code, 0) << one.err;
   EXPECT_EQ(one.out, "job " + job + ": #2 cancelled\n");
   CommandResult status = Ckprof({"status", job, "--json"});
-  auto st = ParseJson(status.out);
+  auto st = FirstJob(status.out);
   ASSERT_TRUE(st.ok()) << status.out;
   EXPECT_EQ((*st)["cancelled"], 1) << status.out;
   EXPECT_EQ((*st)["state"], "running") << status.out;
@@ -913,7 +925,7 @@ TEST_F(ClientTest, CancelOfOneTaskLeavesTheJobRunning) {
   CommandResult waited = Ckprof({"wait", job});
   EXPECT_EQ(waited.exit_code, 1);
   CommandResult ended = Ckprof({"status", job, "--json"});
-  auto e = ParseJson(ended.out);
+  auto e = FirstJob(ended.out);
   ASSERT_TRUE(e.ok()) << ended.out;
   EXPECT_EQ((*e)["cancelled"], 2) << ended.out;
 }
@@ -930,7 +942,7 @@ TEST_F(ClientTest, RetryOfFailedOrNamedTasksWithNewSettings) {
   EXPECT_EQ(failed.out, "job " + job + ": 1 task(s) requeued (timeout 120 s)\n");
   EXPECT_EQ(Ckprof({"wait", job}).exit_code, 1);
   CommandResult status = Ckprof({"status", job, "--json"});
-  auto st = ParseJson(status.out);
+  auto st = FirstJob(status.out);
   ASSERT_TRUE(st.ok()) << status.out;
   EXPECT_EQ((*st)["timeout_s"], 120) << status.out;
   EXPECT_EQ((*st)["failed"], 1) << status.out;
@@ -1000,18 +1012,22 @@ TEST_F(ClientTest, LogShowsATasksOutputAndFollowStreamsItLive) {
   EXPECT_TRUE(started) << second->out();
   EXPECT_EQ(frames.back()["event"], "ended") << second->out();
   EXPECT_EQ(frames.back()["state"], "succeeded") << second->out();
-  // Once ended: the stored capture, the same text as was streamed.
-  CommandResult done = Ckprof({"log", job, "#2"});
+  // Once ended: the stored capture, the same text as was streamed (--raw: byte for byte; by
+  // default its control characters, the emulator's colours, escaped).
+  CommandResult done = Ckprof({"log", job, "#2", "--raw"});
   EXPECT_EQ(done.exit_code, 0) << done.err;
   EXPECT_NE(done.out.find("avg_time"), std::string::npos) << done.out;
   EXPECT_EQ(done.out, streamed);
+  CommandResult shown = Ckprof({"log", job, "#2"});
+  EXPECT_EQ(shown.out, EscapeControl(streamed, LineBreaks::kKeep));
+  EXPECT_NE(shown.out.find("\\e[36mvalids"), std::string::npos) << shown.out;
   CommandResult tail = Ckprof({"log", job + "#2", "--lines", "2"});
-  EXPECT_EQ(tail.out, LastLines(done.out, 2));
+  EXPECT_EQ(tail.out, LastLines(shown.out, 2));
   EXPECT_EQ(std::count(tail.out.begin(), tail.out.end(), '\n'), 2) << tail.out;
   // A finished task followed: its output, at once, and its end as the exit status.
   CommandResult followed = Ckprof({"log", job + "#2", "-f"});
   EXPECT_EQ(followed.exit_code, 0) << followed.err;
-  EXPECT_EQ(followed.out, done.out);
+  EXPECT_EQ(followed.out, shown.out);
   // The whole job: each task headed as tail heads files.
   CommandResult all = Ckprof({"log", job});
   EXPECT_EQ(all.exit_code, 0) << all.err;
@@ -1127,14 +1143,14 @@ TEST_F(ClientTest, StatusSaysWhyAJobWaits) {
   EXPECT_NE(q.out.find("reason: waiting for GPUs 0,1, busy with job " + hung + " (" + me + ")"),
             std::string::npos)
       << q.out;
-  auto l = ParseJson(Ckprof({"status", later, "--json"}).out);
+  auto l = FirstJob(Ckprof({"status", later, "--json"}).out);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ((*l)["waiting_reason"].get<std::string>().rfind("not before its start time (in ", 0),
             0u)
       << l->dump();
   EXPECT_EQ(Ckprof({"cancel", hung, later}).exit_code, 0);
   EXPECT_EQ(Ckprof({"wait", queued}).exit_code, 0);
-  auto done = ParseJson(Ckprof({"status", queued, "--json"}).out);
+  auto done = FirstJob(Ckprof({"status", queued, "--json"}).out);
   ASSERT_TRUE(done.ok());
   EXPECT_FALSE(done->contains("waiting_reason")) << done->dump();
 }

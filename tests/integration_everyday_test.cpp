@@ -355,7 +355,7 @@ TEST_F(EverydayTest, StatusShowsHowTheOnEndCommandEnded) {
       CommandResult s = Ckprof(&alice, {"status", std::to_string(job), "--json"});
       auto parsed = ParseJson(s.out);
       if (parsed.ok()) {
-        j = parsed->is_array() ? (*parsed)[0] : *parsed;
+        j = (*parsed)["jobs"][0];
         if (j.contains("on_end")) return j["on_end"];
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

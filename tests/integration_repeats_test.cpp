@@ -163,7 +163,8 @@ TEST_F(RepeatsTest, TheDaemonsNoiseThresholdDecidesAndBadRepeatsAreRefused) {
   }
   auto status = Ckprof({"status", job, "--json"});
   auto sj = ParseJson(status.out);
-  ASSERT_TRUE(sj.ok()) << status.out;
+  ASSERT_TRUE(sj.ok() && (*sj)["jobs"].size() == 1) << status.out;
+  sj = (*sj)["jobs"][0];  // the jobs named
   EXPECT_EQ((*sj)["repeat"], 2) << status.out;
   EXPECT_EQ((*sj)["total"], 4) << status.out;
 

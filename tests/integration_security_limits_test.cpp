@@ -78,6 +78,8 @@ class SecurityLimitsTest : public testing::EmulatorDaemonTest {
     return std::stoll(r.out);
   }
 
+  // `status --json` of the jobs named: the first of them; of none: the whole answer (the
+  // jobs and "you").
   json StatusJson(const SystemUser* user, const std::vector<std::string>& jobs = {}) {
     std::vector<std::string> args = {"status", "--json"};
     args.insert(args.end(), jobs.begin(), jobs.end());
@@ -85,8 +87,11 @@ class SecurityLimitsTest : public testing::EmulatorDaemonTest {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     auto j = json::parse(r.out, nullptr, false);
     EXPECT_FALSE(j.is_discarded()) << r.out;
-    return j;
+    if (jobs.empty() || j.is_discarded()) return j;
+    EXPECT_EQ(j["jobs"].size(), 1u) << r.out;
+    return j["jobs"].empty() ? json() : j["jobs"][0];
   }
+
 
   // The victim's figures, printed and recorded, checked: served, and no stall.
   void CheckVictim(VictimProbe& probe, const std::string& what) {

@@ -92,7 +92,8 @@ TEST(TextTable, CountsCodePointsNotBytes) {
 
 TEST(TextTable, ColoursTakeNoColumns) {
   EXPECT_EQ(DisplayWidth("\x1b[32mfinished\x1b[0m"), 8u);
-  TextTable t({{"STATE"}, {"N", true}});
+  // (A styled column: our colours; any other column shows them escaped, as users' text.)
+  TextTable t({{"STATE", false, false, 8, /*styled=*/true}, {"N", true}});
   t.AddRow({"\x1b[31mfailed\x1b[0m", "1"});
   t.AddRow({"succeeded", "2"});
   const std::string out = t.Render(0);
@@ -121,6 +122,52 @@ TEST(TextTable, GroupThousandsAsTheLimitsSayThem) {
                {-5000, "-5,000"},
                {INT64_MIN, "-9,223,372,036,854,775,808"}};
   for (const auto& c : cases) EXPECT_EQ(GroupThousands(c.n), c.text) << c.n;
+}
+
+// Issue 31.11: rows that would be cut alike lose what they all share instead.
+TEST(TextTable, CommonPartsAndTemplateNamesAreTakenOut) {
+  std::vector<std::string> problems = {"G=1, N=10, K=64, C=32, [3, 3] kernel, [56, 56] input",
+                                       "G=1, N=10, K=128, C=32, [1, 1] kernel, [56, 56] input"};
+  EXPECT_EQ(TakeCommonParts(&problems), "G=1, N=10, C=32, [56, 56] input");
+  EXPECT_EQ(problems, (std::vector<std::string>{"K=64, [3, 3] kernel", "K=128, [1, 1] kernel"}));
+  std::vector<std::string> same = {"G=1, N=10", "G=1, N=10"};
+  EXPECT_EQ(TakeCommonParts(&same), "") << "nothing would be left to tell them apart";
+  EXPECT_EQ(same[0], "G=1, N=10");
+  std::vector<std::string> one = {"G=1"};
+  EXPECT_EQ(TakeCommonParts(&one), "");
+  std::vector<std::string> kernels = {"DeviceX_Xdl<256, 128, Default>", "DeviceX_Xdl<64, 32, Pad>"};
+  EXPECT_EQ(TakeCommonTemplate(&kernels), "DeviceX_Xdl");
+  EXPECT_EQ(kernels, (std::vector<std::string>{"<256, 128, Default>", "<64, 32, Pad>"}));
+  std::vector<std::string> mixed = {"DeviceX_Xdl<256>", "DeviceX_Wmma<256>"};
+  EXPECT_EQ(TakeCommonTemplate(&mixed), "");
+  EXPECT_EQ(mixed[1], "DeviceX_Wmma<256>");
+}
+
+TEST(TextTable, NarrowResultsTablesShowWhatTellsRowsApart) {
+  std::vector<TaskResult> tasks = {Succeeded(), Succeeded()};
+  tasks[1].task_id = tasks[1].position = tasks[1].priority_rank = 2;
+  tasks[1].description =
+      "Forward conv: G=1, N=32, K=512, C=128, [1, 1] kernel, [56, 56] input, "
+      "stride [1, 1]";
+  tasks[1].best_name =
+      "DeviceGroupedConvFwdMultipleABD_Xdl_CShuffle<64, 64, 64, 32, Default, 8, 8, 1, 32, 32, "
+      "2, 2, 8, 8, 1, 1, Intrawave, v1>";
+  const std::string narrow = ResultsTable(tasks, 120);
+  EXPECT_NE(narrow.find("K=256"), std::string::npos) << narrow;
+  EXPECT_NE(narrow.find("K=512"), std::string::npos) << narrow;
+  EXPECT_NE(narrow.find("<64, 64, 64"), std::string::npos) << narrow;
+  EXPECT_NE(narrow.find("problem: every row has G=1, N=32, C=128, [56, 56] input"),
+            std::string::npos)
+      << narrow;
+  EXPECT_NE(
+      narrow.find("best kernel: every one is DeviceGroupedConvFwdMultipleABD_Xdl_CShuffle<...>"),
+      std::string::npos)
+      << narrow;
+  // Unlimited (--wide, a pipe): every cell whole.
+  const std::string wide = ResultsTable(tasks, 0);
+  EXPECT_NE(wide.find(kProblem), std::string::npos) << wide;
+  EXPECT_NE(wide.find(kKernel), std::string::npos) << wide;
+  EXPECT_EQ(wide.find("every row has"), std::string::npos) << wide;
 }
 
 }  // namespace
