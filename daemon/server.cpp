@@ -8,9 +8,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -23,6 +25,11 @@ namespace ckprof {
 namespace {
 
 constexpr size_t kParseOnPoolBytes = 1 << 20;
+// A connection holding at most this many request bytes is never refused for the byte budgets.
+constexpr uint64_t kAlwaysServedBytes = 64 << 10;
+// Bytes asked of the socket in one read: at most this, and at least what is buffered (so that
+// a large frame comes in few reads) or 4 KiB (so that an idle connection holds little).
+constexpr size_t kMaxReadBytes = 256 << 10, kMinReadBytes = 4 << 10;
 
 // Gives the heap's free pages back to the system.
 void ReturnFreedMemory() {
@@ -42,6 +49,16 @@ constexpr auto kTuple = asio::experimental::as_tuple(asio::use_awaitable);
 
 std::chrono::milliseconds Ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// "64 MiB", "1.5 MiB", "65536 bytes": a size for a refusal.
+std::string Bytes(uint64_t n) {
+  constexpr uint64_t kMiB = 1 << 20;
+  if (n < kMiB) return std::to_string(n) + " bytes";
+  if (n % kMiB == 0) return std::to_string(n / kMiB) + " MiB";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(n) / kMiB);
+  return text;
 }
 
 // True when something accepts connections at `path` (another ckprofd).
@@ -261,6 +278,8 @@ struct Server::Connection {
   bool greeted = false;
   double timeout_s = 0;
   size_t max_frame = 0;
+  UserUse* use = nullptr;  // its user's (the Server's users_ entry lives while it does)
+  uint64_t held = 0;       // request bytes in flight: the buffer, and the request being handled
   // Writes one frame; false when the client did not take it in time (it is dropped).
   asio::awaitable<bool> Send(const std::string& frame) {
     co_return co_await WriteFrame(socket, frame, timeout_s);
@@ -284,7 +303,33 @@ asio::awaitable<void> Server::Session(Socket socket) {
   Connection c{std::move(socket),      *identity,         alive_,
                std::string(),          /*greeted=*/false, config_.client_timeout_s,
                config_.max_frame_bytes};
+  c.use = &users_[c.who.uid];
+  ++c.use->connections;
+  struct Release {
+    Server* s;
+    Connection& c;
+    ~Release() {
+      if (!*c.alive) return;
+      s->Hold(c, 0, nullptr);
+      if (--c.use->connections == 0) {
+        s->users_.erase(c.who.uid);
+      } else if (c.use->connections < static_cast<size_t>(s->config_.max_connections_per_user)) {
+        c.use->refusal_logged = false;
+      }
+    }
+  } release{this, c};
+  if (std::string why = RefuseConnection(c.who, *c.use); !why.empty()) {
+    if (!c.use->refusal_logged) {
+      spdlog::warn("uid {} ({}) pid {} refused: {}", c.who.uid, c.who.user, c.who.pid, why);
+      c.use->refusal_logged = true;
+    }
+    // (Built before the co_await: GCC 12 cannot keep a temporary across one.)
+    const std::string refusal = Frame(ErrorResponse(0, why));
+    co_await c.Send(refusal);
+    co_return;
+  }
   while (!stopping_) {
+    Hold(c, c.buffer.size(), nullptr);  // the last request is answered: its bytes are let go
     Incoming in = co_await ReadRequest(c);
     if (!*c.alive || stopping_) co_return;
     if (!in.reply.empty() && !co_await c.Send(in.reply)) co_return;
@@ -294,41 +339,130 @@ asio::awaitable<void> Server::Session(Socket socket) {
     if (!c.greeted && !co_await Greet(c, req)) co_return;
     const bool stream =
         req.type == RequestType::kWatch || (req.type == RequestType::kLog && req.follow);
-    const bool ok = stream ? co_await StreamWatch(c, req) : co_await Answer(c, req);
+    if (!stream) {
+      if (!co_await Answer(c, req)) co_return;
+      continue;
+    }
+    const size_t cap = static_cast<size_t>(config_.max_streams_per_user);
+    if (!c.who.admin && c.use->streams >= cap) {
+      if (!c.use->refusal_logged) {
+        spdlog::warn("uid {} ({}) is at max_streams_per_user ({}): a {} refused", c.who.uid,
+                     c.who.user, cap, RequestTypeName(req.type));
+        c.use->refusal_logged = true;
+      }
+      const std::string refusal = Frame(ErrorResponse(
+          req.id, std::string(RequestTypeName(req.type)) + ": you (" + c.who.user +
+                      ") already follow " + std::to_string(c.use->streams) +
+                      " jobs or logs at once (watch, wait, log -f), the most one user may " +
+                      "(max_streams_per_user in ckprofd's config): end one and try again"));
+      if (!co_await c.Send(refusal)) co_return;
+      continue;
+    }
+    ++c.use->streams;
+    const bool ok = co_await StreamWatch(c, req);
+    if (!*c.alive) co_return;
+    --c.use->streams;
     if (!ok) co_return;
   }
 }
 
+std::string Server::RefuseConnection(const Identity& who, const UserUse& use) const {
+  if (who.admin) return "";
+  const int reserved = std::min(config_.admin_reserved_clients, config_.max_clients - 1);
+  if (connections_ > static_cast<size_t>(config_.max_clients - reserved)) {
+    return "ckprofd is serving too many clients (" + std::to_string(config_.max_clients) +
+           "); try again shortly";
+  }
+  const size_t cap = static_cast<size_t>(config_.max_connections_per_user);
+  if (use.connections > cap) {
+    return "you (" + who.user + ") already have " + std::to_string(use.connections - 1) +
+           " connections to ckprofd, the most one user may hold (max_connections_per_user in " +
+           "ckprofd's config): end some (watch, wait, log -f, scripts) and try again";
+  }
+  return "";
+}
+
+bool Server::Hold(Connection& c, uint64_t bytes, std::string* why) {
+  const uint64_t before = c.held;
+  c.use->bytes = c.use->bytes - before + bytes;
+  bytes_in_flight_ = bytes_in_flight_ - before + bytes;
+  c.held = bytes;
+  if (bytes <= before || bytes <= kAlwaysServedBytes) return true;
+  if (c.use->bytes > config_.max_request_bytes_per_user) {
+    *why = "request refused after " + Bytes(bytes) + ": you (" + c.who.user + ") have " +
+           Bytes(c.use->bytes) + " of requests in flight to ckprofd, over the " +
+           Bytes(config_.max_request_bytes_per_user) +
+           " one user may have at once (max_request_bytes_per_user in ckprofd's config): send "
+           "large submits one after another";
+    return false;
+  }
+  if (bytes_in_flight_ > config_.max_request_bytes) {
+    *why = "request refused after " + Bytes(bytes) + ": ckprofd has " + Bytes(bytes_in_flight_) +
+           " of requests in flight from all users, over the " + Bytes(config_.max_request_bytes) +
+           " it takes at once (max_request_bytes in its config): try again shortly";
+    return false;
+  }
+  return true;
+}
+
 asio::awaitable<Server::Incoming> Server::ReadRequest(Connection& c) {
   Incoming in;
+  in.close = true;
   asio::steady_timer timer(c.socket.get_executor());
   timer.expires_after(Ms(c.timeout_s));
-  auto result =
-      co_await (asio::async_read_until(c.socket, asio::dynamic_buffer(c.buffer, c.max_frame + 1),
-                                       '\n', kTuple) ||
-                timer.async_wait(kTuple));
-  in.close = true;
-  if (!*c.alive || stopping_) co_return in;
-  if (result.index() == 1) {
-    // Silent, or too slow to finish a frame (one byte a second): either way it goes.
-    const std::string t = FormatSeconds(c.timeout_s);
-    std::string why = !c.greeted         ? "no hello within " + t + "; closing"
-                      : c.buffer.empty() ? "connection idle for " + t + "; closing"
-                                         : "request not complete within " + t + " (" +
-                                               std::to_string(c.buffer.size()) +
-                                               " bytes received, no newline); closing";
-    in.reply = Frame(ErrorResponse(0, why));
-    co_return in;
+  // Read until a newline, each read's bytes held against the budgets as they come: a frame
+  // over the size cap or a budget is refused at that point, not once it is all here.
+  size_t searched = 0, newline = std::string::npos;
+  while ((newline = c.buffer.find('\n', searched)) == std::string::npos) {
+    searched = c.buffer.size();
+    if (c.buffer.size() > c.max_frame) {
+      spdlog::warn("client uid {} pid {} sent a frame over {} bytes; closing", c.who.uid, c.who.pid,
+                   c.max_frame);
+      std::string().swap(c.buffer);
+      Hold(c, 0, nullptr);
+      in.reply = Frame(ErrorResponse(
+          0, "frame too large: over the limit of " + std::to_string(c.max_frame) + " bytes (" +
+                 Bytes(c.max_frame) +
+                 ", max_frame_bytes in ckprofd's config; a submit carries a gzipped input as "
+                 "base64, 4/3 of the .gz file's size)"));
+      co_return in;
+    }
+    const size_t old = c.buffer.size();
+    const size_t room =
+        std::min({std::max(old, kMinReadBytes), kMaxReadBytes, c.max_frame + 1 - old});
+    c.buffer.resize(old + room);
+    auto result =
+        co_await (c.socket.async_read_some(asio::buffer(c.buffer.data() + old, room), kTuple) ||
+                  timer.async_wait(kTuple));
+    if (!*c.alive || stopping_) co_return in;
+    if (result.index() == 1) {
+      c.buffer.resize(old);
+      // Silent, or too slow to finish a frame (one byte a second): either way it goes.
+      const std::string t = FormatSeconds(c.timeout_s);
+      std::string why = !c.greeted         ? "no hello within " + t + "; closing"
+                        : c.buffer.empty() ? "connection idle for " + t + "; closing"
+                                           : "request not complete within " + t + " (" +
+                                                 std::to_string(c.buffer.size()) +
+                                                 " bytes received, no newline); closing";
+      in.reply = Frame(ErrorResponse(0, why));
+      co_return in;
+    }
+    auto [ec, n] = std::get<0>(result);
+    c.buffer.resize(old + n);
+    if (ec) co_return in;  // EOF or reset: the client left
+    std::string why;
+    if (!Hold(c, c.buffer.size(), &why)) {
+      if (!c.use->refusal_logged) {
+        spdlog::warn("uid {} ({}) pid {}: {}; closing", c.who.uid, c.who.user, c.who.pid, why);
+        c.use->refusal_logged = true;
+      }
+      std::string().swap(c.buffer);
+      Hold(c, 0, nullptr);
+      in.reply = Frame(ErrorResponse(0, why));
+      co_return in;
+    }
   }
-  auto [ec, n] = std::get<0>(result);
-  if (ec == asio::error::not_found || (!ec && n > c.max_frame + 1)) {
-    spdlog::warn("client uid {} pid {} sent a frame over {} bytes; closing", c.who.uid, c.who.pid,
-                 c.max_frame);
-    in.reply = Frame(ErrorResponse(
-        0, "frame too large: over the limit of " + std::to_string(c.max_frame) + " bytes"));
-    co_return in;
-  }
-  if (ec) co_return in;  // EOF or reset: the client left
+  const size_t n = newline + 1;
   in.close = false;
   // A large frame (a submit) is usually all the buffer holds: take it without a copy, and let
   // go of its memory once parsed, not when the request is done.
@@ -340,6 +474,7 @@ asio::awaitable<Server::Incoming> Server::ReadRequest(Connection& c) {
   } else {
     frame = c.buffer.substr(0, n - 1);
     c.buffer.erase(0, n);
+    if (c.buffer.capacity() > 4 * c.buffer.size() + kMaxReadBytes) c.buffer.shrink_to_fit();
   }
   if (!frame.empty() && frame.back() == '\r') frame.pop_back();
   if (frame.find_first_not_of(" \t") == std::string::npos) co_return in;
