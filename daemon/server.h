@@ -47,6 +47,7 @@ class Server {
 
  private:
   struct Connection;
+  class Chunk;
   // What one user holds at once.
   struct UserUse {
     size_t connections = 0;
