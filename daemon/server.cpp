@@ -355,7 +355,20 @@ asio::awaitable<void> Server::Session(Socket socket) {
                .chunks = {},
                .timeout_s = config_.client_timeout_s,
                .max_frame = config_.max_frame_bytes};
-  c.use = &users_[c.who.uid];
+  // Admitted or refused before it counts as one of its user's connections.
+  UserUse& use = users_[c.who.uid];
+  if (std::string why = RefuseConnection(c.who, use); !why.empty()) {
+    if (!use.refusal_logged) {
+      spdlog::warn("uid {} ({}) pid {} refused: {}", c.who.uid, c.who.user, c.who.pid, why);
+      use.refusal_logged = true;
+    }
+    if (use.connections == 0) users_.erase(c.who.uid);
+    // (Built before the co_await: GCC 12 cannot keep a temporary across one.)
+    const std::string refusal = Frame(ErrorResponse(0, why));
+    co_await c.Send(refusal);
+    co_return;
+  }
+  c.use = &use;
   ++c.use->connections;
   struct Release {
     Server* s;
@@ -370,16 +383,6 @@ asio::awaitable<void> Server::Session(Socket socket) {
       }
     }
   } release{this, c};
-  if (std::string why = RefuseConnection(c.who, *c.use); !why.empty()) {
-    if (!c.use->refusal_logged) {
-      spdlog::warn("uid {} ({}) pid {} refused: {}", c.who.uid, c.who.user, c.who.pid, why);
-      c.use->refusal_logged = true;
-    }
-    // (Built before the co_await: GCC 12 cannot keep a temporary across one.)
-    const std::string refusal = Frame(ErrorResponse(0, why));
-    co_await c.Send(refusal);
-    co_return;
-  }
   while (!stopping_) {
     Hold(c, c.Pending(), nullptr);  // the last request is answered: its bytes are let go
     Incoming in = co_await ReadRequest(c);
@@ -426,8 +429,8 @@ std::string Server::RefuseConnection(const Identity& who, const UserUse& use) co
            "); try again shortly";
   }
   const size_t cap = static_cast<size_t>(config_.max_connections_per_user);
-  if (use.connections > cap) {
-    return "you (" + who.user + ") already have " + std::to_string(use.connections - 1) +
+  if (use.connections >= cap) {
+    return "you (" + who.user + ") already have " + std::to_string(use.connections) +
            " connections to ckprofd, the most one user may hold (max_connections_per_user in " +
            "ckprofd's config): end some (watch, wait, log -f, scripts) and try again";
   }

@@ -55,7 +55,8 @@ class Server {
     uint64_t bytes = 0;           // request bytes in flight
     bool refusal_logged = false;  // the log said once that this user was at a cap
   };
-  // Why a new connection from `who` is refused ("" = admitted); `use` already counts it.
+  // Why a new connection from `who` is refused ("" = admitted); `use`: what its user holds
+  // (the global count, connections_, already counts it).
   std::string RefuseConnection(const Identity& who, const UserUse& use) const;
   // Sets the request bytes `c` holds (in flight) to `bytes`. False, with the refusal in *why,
   // when that growth takes its user or everyone over a budget; a connection that holds at
