@@ -363,6 +363,49 @@ TEST_F(SecurityServerTest, LargeFramesAtOnceAreRefusedAsTheyArriveAndMemoryStays
   EXPECT_TRUE(testing::Ping(daemon_.socket()));
 }
 
+// Users each within their budget may still take the daemon over its own: the frame that
+// crosses max_request_bytes is refused, whoever sent it; small requests are served all along.
+TEST_F(SecurityServerTest, TheGlobalBudgetRefusesTheFrameThatCrossesIt) {
+  StartLab(R"("max_request_bytes": 50331648)");  // 48 MiB; 128 MiB per user
+  SystemUser accomplice(Name("c"), {lab_->name()});
+  ASSERT_TRUE(accomplice.ok());
+  std::string frame = "{\"type\":\"submit\",\"id\":2,\"content\":\"[";
+  frame.append(size_t{32} << 20, ' ');
+  frame += "]\"}";
+  auto hers = Attack(1);
+  auto his = ConnectAs(accomplice, lab_->gid(), daemon_.socket(), 1);
+  ASSERT_EQ(hers.size() + his.size(), 2u);
+  RawClient* senders[] = {hers[0].get(), his[0].get()};
+  // Each sends 32 MiB but its newline: together over 48 MiB.
+  bool sent[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(senders[i]->Hello());
+    sent[i] = senders[i]->Send(frame);
+  }
+  // Meanwhile another user is served.
+  const std::string configs = Readable("victim.json", testing::FwdConfigsText(2));
+  CommandResult victim_submit = Ckprof(victim_.get(), {"submit", configs});
+  EXPECT_EQ(victim_submit.exit_code, 0) << victim_submit.err;
+  int refused = 0;
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i == 0 ? "hers" : "his");
+    if (sent[i]) senders[i]->Send("\n");
+    auto answer = senders[i]->ReadJson(60);
+    ASSERT_TRUE(answer.has_value());
+    const std::string error = answer->value("error", "");
+    if (error.find("max_request_bytes in its config") != std::string::npos) {
+      ++refused;
+      EXPECT_NE(error.find("of requests in flight from all users, over the 48 MiB it takes at "
+                           "once"),
+                std::string::npos)
+          << error;
+    } else {
+      EXPECT_NE(error.find("no convolution"), std::string::npos) << answer->dump();
+    }
+  }
+  EXPECT_EQ(refused, 1);
+}
+
 TEST_F(SecurityServerTest, AnOversizedSubmitIsRefusedNamingTheLimitAndItsKey) {
   StartLab(R"("max_frame_bytes": 1048576)");
   // A gzip of random bytes travels as its base64: 1.4 MB, over the 1 MiB limit.
