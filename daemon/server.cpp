@@ -406,8 +406,7 @@ asio::awaitable<void> Server::Session(Socket socket) {
         c.use->refusal_logged = true;
       }
       const std::string refusal = Frame(ErrorResponse(
-          req.id, std::string(RequestTypeName(req.type)) + ": you (" + c.who.user +
-                      ") already follow " + std::to_string(c.use->streams) +
+          req.id, "you (" + c.who.user + ") already follow " + std::to_string(c.use->streams) +
                       " jobs or logs at once (watch, wait, log -f), the most one user may " +
                       "(max_streams_per_user in ckprofd's config): end one and try again"));
       if (!co_await c.Send(refusal)) co_return;
