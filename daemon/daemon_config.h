@@ -43,8 +43,8 @@ struct DaemonConfig {
   uint64_t max_frame_bytes = 64u << 20;
   double client_timeout_s = 30;  // hello and each frame must arrive within this
   int max_clients = 512;         // connections at once, everyone's
-  // Of max_clients, the last this many only admins may take (a user who fills the rest cannot
-  // lock the admin out).
+  // Of max_clients, the last this many (at most half) only admins may take: users who fill the
+  // rest cannot lock the admin out.
   int admin_reserved_clients = 16;
   int max_connections_per_user = 64;  // one user's connections at once (admins: max_clients)
   int max_streams_per_user = 32;      // one user's watch, wait and log -f streams at once

@@ -257,6 +257,18 @@ Status Server::Listen() {
 }
 
 void Server::Start() {
+  spdlog::info(
+      "clients: at most {} ({} kept for admins), {} connections and {} streams per user; "
+      "requests in flight: {} per user, {} in all; frames up to {}",
+      config_.max_clients, ReservedForAdmins(), config_.max_connections_per_user,
+      config_.max_streams_per_user, Bytes(config_.max_request_bytes_per_user),
+      Bytes(config_.max_request_bytes), Bytes(config_.max_frame_bytes));
+  if (config_.max_connections_per_user >= config_.max_clients - ReservedForAdmins()) {
+    spdlog::warn(
+        "max_connections_per_user ({}) lets one user take every connection that is not kept "
+        "for admins (max_clients {} less {} kept for admins): the others may be locked out",
+        config_.max_connections_per_user, config_.max_clients, ReservedForAdmins());
+  }
   asio::co_spawn(io_, AcceptLoop(), [](std::exception_ptr e) {
     if (!e) return;
     try {
@@ -420,10 +432,13 @@ asio::awaitable<void> Server::Session(Socket socket) {
   }
 }
 
+int Server::ReservedForAdmins() const {
+  return std::min(config_.admin_reserved_clients, config_.max_clients / 2);
+}
+
 std::string Server::RefuseConnection(const Identity& who, const UserUse& use) const {
   if (who.admin) return "";
-  const int reserved = std::min(config_.admin_reserved_clients, config_.max_clients - 1);
-  if (connections_ > static_cast<size_t>(config_.max_clients - reserved)) {
+  if (connections_ > static_cast<size_t>(config_.max_clients - ReservedForAdmins())) {
     return "ckprofd is serving too many clients (" + std::to_string(config_.max_clients) +
            "); try again shortly";
   }

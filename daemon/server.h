@@ -55,6 +55,8 @@ class Server {
     uint64_t bytes = 0;           // request bytes in flight
     bool refusal_logged = false;  // the log said once that this user was at a cap
   };
+  // Of max_clients, how many only admins may take: admin_reserved_clients, at most half.
+  int ReservedForAdmins() const;
   // Why a new connection from `who` is refused ("" = admitted); `use`: what its user holds
   // (the global count, connections_, already counts it).
   std::string RefuseConnection(const Identity& who, const UserUse& use) const;
