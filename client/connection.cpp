@@ -14,6 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "common/json_util.h"
 #include "common/version.h"
@@ -33,18 +36,20 @@ std::string UserName(uid_t uid) {
 
 // What a user whom the socket at `path` turned away (connect: EACCES) should ask for: to join
 // the socket's group when the group may use it, else access from whoever runs ckprofd; or,
-// when a directory on the way keeps the user out, access to that directory.
-std::string AccessAdvice(const std::string& path) {
+// when a directory on the way keeps the user out, access to that directory. `runs`: whether
+// a ckprofd listens there (else the advice is for when one does).
+std::string AccessAdvice(const std::string& path, bool runs = true) {
+  const std::string lead =
+      runs ? "ckprofd runs, but you may not use it: " : "once it runs, you may not use it either: ";
   struct stat st {};
   if (stat(path.c_str(), &st) == 0) {
     if (st.st_mode & S_IWGRP) {
-      return "ckprofd runs, but you may not use it: ask to join group " + GroupName(st.st_gid) +
+      return lead + "ask to join group " + GroupName(st.st_gid) +
              " (the socket's group; log in again after joining)";
     }
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return "ckprofd runs, but you may not use it: its socket (mode " + std::string(mode) +
-           ", owner " + UserName(st.st_uid) +
+    return lead + "its socket (mode " + std::string(mode) + ", owner " + UserName(st.st_uid) +
            ") admits no group; ask ckprofd's administrator "
            "for access (socket_mode and socket_group in its config)";
   }
@@ -63,6 +68,42 @@ std::string AccessAdvice(const std::string& path) {
            "access";
   }
   return "you may not use ckprofd's socket: ask ckprofd's administrator for access";
+}
+
+// What `st` is, for "PATH is not a socket (it is a directory)".
+std::string FileKind(const struct stat& st) {
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISREG(st.st_mode)) return "a regular file";
+  if (S_ISFIFO(st.st_mode)) return "a named pipe";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
+  return "not a socket";
+}
+
+// Whether a socket listens at `path`, from the kernel's table of Unix sockets (which everyone
+// may read, unlike a socket closed to them); nullopt when the table or the path cannot be
+// read. A socket is matched by its bound path naming the same file as `path`.
+std::optional<bool> SomeoneListens(const std::string& path) {
+  struct stat target {};
+  if (stat(path.c_str(), &target) != 0) return std::nullopt;
+  std::ifstream table("/proc/net/unix");
+  std::string line;
+  if (!table || !std::getline(table, line)) return std::nullopt;  // the header
+  while (std::getline(table, line)) {
+    // Num RefCount Protocol Flags Type St Inode Path
+    std::istringstream fields(line);
+    std::string num, refs, protocol, flags, type, state, inode, bound;
+    if (!(fields >> num >> refs >> protocol >> flags >> type >> state >> inode)) continue;
+    std::getline(fields >> std::ws, bound);
+    if (bound.empty() || bound[0] == '@') continue;  // unnamed, or the abstract namespace
+    constexpr unsigned long kAcceptCon = 0x10000;    // __SO_ACCEPTCON: listening
+    if (!(std::strtoul(flags.c_str(), nullptr, 16) & kAcceptCon)) continue;
+    struct stat other {};
+    if (stat(bound.c_str(), &other) == 0 && other.st_dev == target.st_dev &&
+        other.st_ino == target.st_ino) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -95,6 +136,26 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, bo
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     int e = errno;
     close(fd);
+    struct stat st {};
+    if (stat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+      return MakeError("cannot reach ckprofd: " + path + " is not a socket (it is " + FileKind(st) +
+                       "): point --socket or CKPROF_SOCKET at ckprofd's socket (its --socket; "
+                       "by default " +
+                       kDefaultSocketPath + ")");
+    }
+    // A socket file with nobody listening is left from a ckprofd that stopped (the kernel
+    // says so, ECONNREFUSED, only to those who may use the socket; its table to everyone).
+    const bool dead = e == ECONNREFUSED || (e == EACCES && SomeoneListens(path) == false);
+    if (dead) {
+      std::string why = "cannot reach ckprofd: no ckprofd listening on " + path +
+                        " (the socket is left from one that stopped): start it with 'ckprofd "
+                        "--socket " +
+                        path +
+                        "' (or 'systemctl start ckprofd'), point --socket/CKPROF_SOCKET at a "
+                        "running one, or use --local where the command offers it";
+      if (e == EACCES) why += "; " + AccessAdvice(path, /*runs=*/false);
+      return MakeError(why);
+    }
     // Starting another ckprofd is no advice for a socket that is there but closed to us.
     if (e == EACCES) {
       return MakeError("ckprofd at " + path + ": " + std::strerror(e) + ": " + AccessAdvice(path));

@@ -229,6 +229,26 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
       double d = c.max_clients;
       num(&d, 1, 100000);
       c.max_clients = static_cast<int>(d);
+    } else if (k == "admin_reserved_clients") {
+      double d = c.admin_reserved_clients;
+      num(&d, 0, 100000);
+      c.admin_reserved_clients = static_cast<int>(d);
+    } else if (k == "max_connections_per_user") {
+      double d = c.max_connections_per_user;
+      num(&d, 1, 100000);
+      c.max_connections_per_user = static_cast<int>(d);
+    } else if (k == "max_streams_per_user") {
+      double d = c.max_streams_per_user;
+      num(&d, 1, 100000);
+      c.max_streams_per_user = static_cast<int>(d);
+    } else if (k == "max_request_bytes") {
+      double d = static_cast<double>(c.max_request_bytes);
+      num(&d, 1024, 1e15);
+      c.max_request_bytes = static_cast<uint64_t>(d);
+    } else if (k == "max_request_bytes_per_user") {
+      double d = static_cast<double>(c.max_request_bytes_per_user);
+      num(&d, 1024, 1e15);
+      c.max_request_bytes_per_user = static_cast<uint64_t>(d);
     } else if (k == "full_sync") {
       if (v.is_boolean())
         c.full_sync = v.get<bool>();

@@ -36,18 +36,29 @@ struct DaemonConfig {
   std::vector<std::string> allowed_profiler_roots;  // non-root daemon: other users' profilers
   double fair_share_half_life_s = 3600;             // decay of recorded GPU time
   int max_attempts = 3;                             // automatic requeues after interruption
-  int health_failures = 3;                // device errors in a row that drain a GPU (0 = never)
-  double noise_threshold = 0.05;          // a repeated config whose runs' CV is above it is noisy
-  double keep_finished_days = 0;          // ended jobs older than this are removed; 0 = kept
-  double reuse_max_age_days = 30;         // reuse successes at most this old; 0 = never reuse
-  bool share_results = true;              // reuse and `best` across users (false: own only)
-  std::string on_job_end;                 // a shell command run (as ckprofd) when a job ends
-  double on_end_timeout_s = 60;           // a job-end command running longer is stopped
-  uint64_t max_frame_bytes = 256u << 20;  // one protocol frame
-  double client_timeout_s = 30;           // hello and each frame must arrive within this
-  int max_clients = 512;                  // connections at once
-  bool full_sync = false;                 // fsync every task transition, not only submits
-  size_t capture_bytes = 16384;           // head and tail kept of each output stream
+  int health_failures = 3;         // device errors in a row that drain a GPU (0 = never)
+  double noise_threshold = 0.05;   // a repeated config whose runs' CV is above it is noisy
+  double keep_finished_days = 0;   // ended jobs older than this are removed; 0 = kept
+  double reuse_max_age_days = 30;  // reuse successes at most this old; 0 = never reuse
+  bool share_results = true;       // reuse and `best` across users (false: own only)
+  std::string on_job_end;          // a shell command run (as ckprofd) when a job ends
+  double on_end_timeout_s = 60;    // a job-end command running longer is stopped
+  // One protocol frame. A submit carries its input as base64 of the gzip (4/3 of the .gz
+  // file): 64 MiB fits a 48 MB gzipped trace.
+  uint64_t max_frame_bytes = 64u << 20;
+  double client_timeout_s = 30;  // hello and each frame must arrive within this
+  int max_clients = 512;         // connections at once, everyone's
+  // Of max_clients, the last this many (at most half) only admins may take: users who fill the
+  // rest cannot lock the admin out.
+  int admin_reserved_clients = 16;
+  int max_connections_per_user = 64;  // one user's connections at once (admins: max_clients)
+  int max_streams_per_user = 32;      // one user's watch, wait and log -f streams at once
+  // Request bytes in flight: bytes read of frames not yet answered (a submit's while it
+  // converts), everyone's and one user's. A frame that would go over is refused as it arrives.
+  uint64_t max_request_bytes = 512u << 20;
+  uint64_t max_request_bytes_per_user = 128u << 20;
+  bool full_sync = false;        // fsync every task transition, not only submits
+  size_t capture_bytes = 16384;  // head and tail kept of each output stream
   // Processes that are none of ours on a GPU: "wait" (it takes no task while one is there),
   // "flag" (run, and mark the results contended) or "ignore" (do not look).
   std::string foreign_gpu_use = "wait";

@@ -3,17 +3,24 @@
 #include <grp.h>
 #include <malloc.h>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <new>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/json_util.h"
 #include "daemon/peer.h"
@@ -23,6 +30,13 @@ namespace ckprof {
 namespace {
 
 constexpr size_t kParseOnPoolBytes = 1 << 20;
+// A connection holding at most this many request bytes is never refused for the byte budgets.
+constexpr uint64_t kAlwaysServedBytes = 64 << 10;
+// Bytes asked of the socket in one read: at most this, and at least what is buffered (so that
+// a large frame comes in few reads) or 4 KiB (so that an idle connection holds little).
+constexpr size_t kMaxReadBytes = 256 << 10, kMinReadBytes = 4 << 10;
+// A frame's bytes past this many are read into chunks of this size.
+constexpr size_t kChunkBytes = 1 << 20;
 
 // Gives the heap's free pages back to the system.
 void ReturnFreedMemory() {
@@ -33,6 +47,35 @@ void ReturnFreedMemory() {
 
 }  // namespace
 
+// A piece of a large frame, in a mapping of its own: once let go, its memory is the system's
+// again at once (freed heap memory stays resident until a trim, and a frame read in chunks
+// would then cost twice its size while it is put together).
+class Server::Chunk {
+ public:
+  Chunk()
+      : data_(static_cast<char*>(mmap(nullptr, kChunkBytes, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))) {
+    if (data_ == MAP_FAILED) throw std::bad_alloc();
+  }
+  ~Chunk() { Release(); }
+  Chunk(Chunk&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  Chunk& operator=(Chunk&&) = delete;
+  char* data() { return data_; }
+  size_t size() const { return size_; }
+  void set_size(size_t n) { size_ = n; }
+  std::string_view view() const { return {data_, size_}; }
+  void Release() {
+    if (data_) munmap(data_, kChunkBytes);
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+ private:
+  char* data_;
+  size_t size_ = 0;
+};
+
 namespace {
 
 using json = nlohmann::json;
@@ -42,6 +85,16 @@ constexpr auto kTuple = asio::experimental::as_tuple(asio::use_awaitable);
 
 std::chrono::milliseconds Ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// "64 MiB", "1.5 MiB", "65536 bytes": a size for a refusal.
+std::string Bytes(uint64_t n) {
+  constexpr uint64_t kMiB = 1 << 20;
+  if (n < kMiB) return std::to_string(n) + " bytes";
+  if (n % kMiB == 0) return std::to_string(n / kMiB) + " MiB";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(n) / kMiB);
+  return text;
 }
 
 // True when something accepts connections at `path` (another ckprofd).
@@ -204,6 +257,18 @@ Status Server::Listen() {
 }
 
 void Server::Start() {
+  spdlog::info(
+      "clients: at most {} ({} kept for admins), {} connections and {} streams per user; "
+      "requests in flight: {} per user, {} in all; frames up to {}",
+      config_.max_clients, ReservedForAdmins(), config_.max_connections_per_user,
+      config_.max_streams_per_user, Bytes(config_.max_request_bytes_per_user),
+      Bytes(config_.max_request_bytes), Bytes(config_.max_frame_bytes));
+  if (config_.max_connections_per_user >= config_.max_clients - ReservedForAdmins()) {
+    spdlog::warn(
+        "max_connections_per_user ({}) lets one user take every connection that is not kept "
+        "for admins (max_clients {} less {} kept for admins): the others may be locked out",
+        config_.max_connections_per_user, config_.max_clients, ReservedForAdmins());
+  }
   asio::co_spawn(io_, AcceptLoop(), [](std::exception_ptr e) {
     if (!e) return;
     try {
@@ -258,9 +323,23 @@ struct Server::Connection {
   Identity who;
   std::shared_ptr<bool> alive;  // false once the Server is gone
   std::string buffer;           // bytes read past the last frame
+  std::vector<Chunk> chunks;    // a large frame's bytes past the buffer's kChunkBytes
   bool greeted = false;
   double timeout_s = 0;
   size_t max_frame = 0;
+  UserUse* use = nullptr;  // its user's (the Server's users_ entry lives while it does)
+  uint64_t held = 0;       // request bytes in flight: the buffer, and the request being handled
+  // Bytes read and not yet taken as a frame.
+  size_t Pending() const {
+    size_t n = buffer.size();
+    for (const auto& chunk : chunks) n += chunk.size();
+    return n;
+  }
+  // Lets go of them (a refused frame).
+  void Drop() {
+    std::string().swap(buffer);
+    chunks.clear();
+  }
   // Writes one frame; false when the client did not take it in time (it is dropped).
   asio::awaitable<bool> Send(const std::string& frame) {
     co_return co_await WriteFrame(socket, frame, timeout_s);
@@ -281,10 +360,43 @@ asio::awaitable<void> Server::Session(Socket socket) {
     spdlog::warn("dropping a client: {}", identity.error());
     co_return;
   }
-  Connection c{std::move(socket),      *identity,         alive_,
-               std::string(),          /*greeted=*/false, config_.client_timeout_s,
-               config_.max_frame_bytes};
+  Connection c{.socket = std::move(socket),
+               .who = *identity,
+               .alive = alive_,
+               .buffer = {},
+               .chunks = {},
+               .timeout_s = config_.client_timeout_s,
+               .max_frame = config_.max_frame_bytes};
+  // Admitted or refused before it counts as one of its user's connections.
+  UserUse& use = users_[c.who.uid];
+  if (std::string why = RefuseConnection(c.who, use); !why.empty()) {
+    if (!use.refusal_logged) {
+      spdlog::warn("uid {} ({}) pid {} refused: {}", c.who.uid, c.who.user, c.who.pid, why);
+      use.refusal_logged = true;
+    }
+    if (use.connections == 0) users_.erase(c.who.uid);
+    // (Built before the co_await: GCC 12 cannot keep a temporary across one.)
+    const std::string refusal = Frame(ErrorResponse(0, why));
+    co_await c.Send(refusal);
+    co_return;
+  }
+  c.use = &use;
+  ++c.use->connections;
+  struct Release {
+    Server* s;
+    Connection& c;
+    ~Release() {
+      if (!*c.alive) return;
+      s->Hold(c, 0, nullptr);
+      if (--c.use->connections == 0) {
+        s->users_.erase(c.who.uid);
+      } else if (c.use->connections < static_cast<size_t>(s->config_.max_connections_per_user)) {
+        c.use->refusal_logged = false;
+      }
+    }
+  } release{this, c};
   while (!stopping_) {
+    Hold(c, c.Pending(), nullptr);  // the last request is answered: its bytes are let go
     Incoming in = co_await ReadRequest(c);
     if (!*c.alive || stopping_) co_return;
     if (!in.reply.empty() && !co_await c.Send(in.reply)) co_return;
@@ -294,65 +406,196 @@ asio::awaitable<void> Server::Session(Socket socket) {
     if (!c.greeted && !co_await Greet(c, req)) co_return;
     const bool stream =
         req.type == RequestType::kWatch || (req.type == RequestType::kLog && req.follow);
-    const bool ok = stream ? co_await StreamWatch(c, req) : co_await Answer(c, req);
+    if (!stream) {
+      if (!co_await Answer(c, req)) co_return;
+      continue;
+    }
+    const size_t cap = static_cast<size_t>(config_.max_streams_per_user);
+    if (!c.who.admin && c.use->streams >= cap) {
+      if (!c.use->refusal_logged) {
+        spdlog::warn("uid {} ({}) is at max_streams_per_user ({}): a {} refused", c.who.uid,
+                     c.who.user, cap, RequestTypeName(req.type));
+        c.use->refusal_logged = true;
+      }
+      const std::string refusal = Frame(ErrorResponse(
+          req.id, "you (" + c.who.user + ") already follow " + std::to_string(c.use->streams) +
+                      " jobs or logs at once (watch, wait, log -f), the most one user may " +
+                      "(max_streams_per_user in ckprofd's config): end one and try again"));
+      if (!co_await c.Send(refusal)) co_return;
+      continue;
+    }
+    ++c.use->streams;
+    const bool ok = co_await StreamWatch(c, req);
+    if (!*c.alive) co_return;
+    --c.use->streams;
     if (!ok) co_return;
   }
 }
 
+int Server::ReservedForAdmins() const {
+  return std::min(config_.admin_reserved_clients, config_.max_clients / 2);
+}
+
+std::string Server::RefuseConnection(const Identity& who, const UserUse& use) const {
+  if (who.admin) return "";
+  if (connections_ > static_cast<size_t>(config_.max_clients - ReservedForAdmins())) {
+    return "ckprofd is serving too many clients (" + std::to_string(config_.max_clients) +
+           "); try again shortly";
+  }
+  const size_t cap = static_cast<size_t>(config_.max_connections_per_user);
+  if (use.connections >= cap) {
+    return "you (" + who.user + ") already have " + std::to_string(use.connections) +
+           " connections to ckprofd, the most one user may hold (max_connections_per_user in " +
+           "ckprofd's config): end some (watch, wait, log -f, scripts) and try again";
+  }
+  return "";
+}
+
+bool Server::Hold(Connection& c, uint64_t bytes, std::string* why) {
+  const uint64_t before = c.held;
+  c.use->bytes = c.use->bytes - before + bytes;
+  bytes_in_flight_ = bytes_in_flight_ - before + bytes;
+  c.held = bytes;
+  if (bytes <= before || bytes <= kAlwaysServedBytes) return true;
+  if (c.use->bytes > config_.max_request_bytes_per_user) {
+    *why = "request refused after " + Bytes(bytes) + ": you (" + c.who.user + ") have " +
+           Bytes(c.use->bytes) + " of requests in flight to ckprofd, over the " +
+           Bytes(config_.max_request_bytes_per_user) +
+           " one user may have at once (max_request_bytes_per_user in ckprofd's config): send "
+           "large submits one after another";
+    return false;
+  }
+  if (bytes_in_flight_ > config_.max_request_bytes) {
+    *why = "request refused after " + Bytes(bytes) + ": ckprofd has " + Bytes(bytes_in_flight_) +
+           " of requests in flight from all users, over the " + Bytes(config_.max_request_bytes) +
+           " it takes at once (max_request_bytes in its config): try again shortly";
+    return false;
+  }
+  return true;
+}
+
 asio::awaitable<Server::Incoming> Server::ReadRequest(Connection& c) {
   Incoming in;
+  in.close = true;
   asio::steady_timer timer(c.socket.get_executor());
   timer.expires_after(Ms(c.timeout_s));
-  auto result =
-      co_await (asio::async_read_until(c.socket, asio::dynamic_buffer(c.buffer, c.max_frame + 1),
-                                       '\n', kTuple) ||
-                timer.async_wait(kTuple));
-  in.close = true;
-  if (!*c.alive || stopping_) co_return in;
-  if (result.index() == 1) {
-    // Silent, or too slow to finish a frame (one byte a second): either way it goes.
-    const std::string t = FormatSeconds(c.timeout_s);
-    std::string why = !c.greeted         ? "no hello within " + t + "; closing"
-                      : c.buffer.empty() ? "connection idle for " + t + "; closing"
-                                         : "request not complete within " + t + " (" +
-                                               std::to_string(c.buffer.size()) +
-                                               " bytes received, no newline); closing";
-    in.reply = Frame(ErrorResponse(0, why));
-    co_return in;
+  // Read until a newline, each read's bytes held against the budgets as they come: a frame
+  // over the size cap or a budget is refused at that point, not once it is all here. Past
+  // kChunkBytes, bytes go into chunks filled in place: a large frame is never copied on this
+  // thread as it grows (one 40 MiB string's doubling took 30 ms; eight at once stalled every
+  // other client for a quarter of a second).
+  size_t newline = c.buffer.find('\n');  // in the buffer, or (with chunks) in the last chunk
+  while (newline == std::string::npos) {
+    const size_t total = c.Pending();
+    if (total > c.max_frame) {
+      spdlog::warn("client uid {} pid {} sent a frame over {} bytes; closing", c.who.uid, c.who.pid,
+                   c.max_frame);
+      c.Drop();
+      Hold(c, 0, nullptr);
+      in.reply = Frame(ErrorResponse(
+          0, "frame too large: over the limit of " + std::to_string(c.max_frame) + " bytes (" +
+                 Bytes(c.max_frame) +
+                 ", max_frame_bytes in ckprofd's config; a submit carries a gzipped input as "
+                 "base64, 4/3 of the .gz file's size)"));
+      co_return in;
+    }
+    const bool chunked = c.buffer.size() >= kChunkBytes;
+    if (chunked && (c.chunks.empty() || c.chunks.back().size() == kChunkBytes)) {
+      c.chunks.emplace_back();
+    }
+    const size_t old = chunked ? c.chunks.back().size() : c.buffer.size();
+    const size_t room = std::min({chunked ? kChunkBytes - old : std::max(old, kMinReadBytes),
+                                  kMaxReadBytes, c.max_frame + 1 - total});
+    if (!chunked) c.buffer.resize(old + room);
+    char* into = (chunked ? c.chunks.back().data() : c.buffer.data()) + old;
+    auto result = co_await (c.socket.async_read_some(asio::buffer(into, room), kTuple) ||
+                            timer.async_wait(kTuple));
+    if (!*c.alive || stopping_) co_return in;
+    const size_t got = result.index() == 0 ? std::get<1>(std::get<0>(result)) : 0;
+    if (chunked) {
+      c.chunks.back().set_size(old + got);
+    } else {
+      c.buffer.resize(old + got);
+    }
+    if (result.index() == 1) {
+      // Silent, or too slow to finish a frame (one byte a second): either way it goes.
+      const std::string t = FormatSeconds(c.timeout_s);
+      std::string why = !c.greeted         ? "no hello within " + t + "; closing"
+                        : c.Pending() == 0 ? "connection idle for " + t + "; closing"
+                                           : "request not complete within " + t + " (" +
+                                                 std::to_string(c.Pending()) +
+                                                 " bytes received, no newline); closing";
+      in.reply = Frame(ErrorResponse(0, why));
+      co_return in;
+    }
+    if (std::get<0>(std::get<0>(result))) co_return in;  // EOF or reset: the client left
+    std::string why;
+    if (!Hold(c, c.Pending(), &why)) {
+      if (!c.use->refusal_logged) {
+        spdlog::warn("uid {} ({}) pid {}: {}; closing", c.who.uid, c.who.user, c.who.pid, why);
+        c.use->refusal_logged = true;
+      }
+      c.Drop();
+      Hold(c, 0, nullptr);
+      in.reply = Frame(ErrorResponse(0, why));
+      co_return in;
+    }
+    newline = (chunked ? c.chunks.back().view() : std::string_view(c.buffer)).find('\n', old);
   }
-  auto [ec, n] = std::get<0>(result);
-  if (ec == asio::error::not_found || (!ec && n > c.max_frame + 1)) {
-    spdlog::warn("client uid {} pid {} sent a frame over {} bytes; closing", c.who.uid, c.who.pid,
-                 c.max_frame);
-    in.reply = Frame(ErrorResponse(
-        0, "frame too large: over the limit of " + std::to_string(c.max_frame) + " bytes"));
-    co_return in;
-  }
-  if (ec) co_return in;  // EOF or reset: the client left
   in.close = false;
-  // A large frame (a submit) is usually all the buffer holds: take it without a copy, and let
-  // go of its memory once parsed, not when the request is done.
+  // The frame, and what came after it stays in the buffer. A large frame (a submit) is usually
+  // all the buffer holds: taken without a copy, and its memory let go once parsed, not when the
+  // request is done. One read in chunks is put together on the pool.
   std::string frame;
-  if (n == c.buffer.size()) {
+  std::vector<Chunk> chunks;  // the frame's after `frame` (which is then its start)
+  if (!c.chunks.empty()) {
+    std::string rest(c.chunks.back().view().substr(newline + 1));
+    c.chunks.back().set_size(newline);
+    frame = std::move(c.buffer);
+    chunks = std::move(c.chunks);
+    c.chunks.clear();
+    c.buffer = std::move(rest);
+  } else if (newline + 1 == c.buffer.size()) {
     frame = std::move(c.buffer);
     c.buffer = std::string();
     frame.pop_back();
   } else {
-    frame = c.buffer.substr(0, n - 1);
-    c.buffer.erase(0, n);
+    frame = c.buffer.substr(0, newline);
+    c.buffer.erase(0, newline + 1);
+    if (c.buffer.capacity() > 4 * c.buffer.size() + kMaxReadBytes) c.buffer.shrink_to_fit();
   }
-  if (!frame.empty() && frame.back() == '\r') frame.pop_back();
-  if (frame.find_first_not_of(" \t") == std::string::npos) co_return in;
+  // Without a trailing '\r'; false when blank (nothing to answer).
+  auto trim = [](std::string& f) {
+    if (!f.empty() && f.back() == '\r') f.pop_back();
+    return f.find_first_not_of(" \t") != std::string::npos;
+  };
   // A large frame (a submit of 100,000 configs is 50 MB) is parsed on the pool, so that other
   // clients are answered meanwhile.
   Result<Request> request = Error{""};
-  if (frame.size() >= kParseOnPoolBytes) {
-    co_await service_.ToPool();
+  if (chunks.empty() && frame.size() < kParseOnPoolBytes) {
+    if (!trim(frame)) co_return in;
     request = ParseRequest(frame);
+  } else {
+    if (!chunks.empty()) {
+      // (Allocated here, copied there: an allocation of the pool's threads, once freed, would
+      // stay resident in their arenas, which malloc_trim does not shrink.)
+      size_t size = frame.size();
+      for (const auto& chunk : chunks) size += chunk.size();
+      frame.reserve(size);
+    }
+    co_await service_.ToPool();
+    if (!chunks.empty()) {
+      for (auto& chunk : chunks) {
+        frame += chunk.view();
+        chunk.Release();
+      }
+      chunks.clear();
+    }
+    const bool blank = !trim(frame);
+    if (!blank) request = ParseRequest(frame);
     std::string().swap(frame);
     co_await service_.ToIo();
-  } else {
-    request = ParseRequest(frame);
+    if (blank) co_return in;
   }
   if (!request) {
     // A malformed frame gets a clear answer; the connection stays usable.

@@ -4,6 +4,13 @@
 // Service (a watch as the Service's subscription, streamed). The Server talks to its Service
 // only. A misbehaving client loses its connection; the daemon never stops.
 //
+// What one user may hold is bounded, so that no user locks out the others or runs the daemon
+// out of memory: connections (max_connections_per_user; the last admin_reserved_clients of
+// max_clients are kept for admins), streams (max_streams_per_user) and request bytes in flight
+// (max_request_bytes_per_user, and max_request_bytes for everyone): the bytes read of frames
+// not yet answered, counted as they arrive, so that a frame that would go over is refused
+// before it is read whole. Admins are bound by max_clients and the byte budgets only.
+//
 // Construct, Start and Stop on the daemon's io thread.
 #pragma once
 
@@ -11,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "common/result.h"
 #include "daemon/daemon_config.h"
@@ -39,6 +47,24 @@ class Server {
 
  private:
   struct Connection;
+  class Chunk;
+  // What one user holds at once.
+  struct UserUse {
+    size_t connections = 0;
+    size_t streams = 0;
+    uint64_t bytes = 0;           // request bytes in flight
+    bool refusal_logged = false;  // the log said once that this user was at a cap
+  };
+  // Of max_clients, how many only admins may take: admin_reserved_clients, at most half.
+  int ReservedForAdmins() const;
+  // Why a new connection from `who` is refused ("" = admitted); `use`: what its user holds
+  // (the global count, connections_, already counts it).
+  std::string RefuseConnection(const Identity& who, const UserUse& use) const;
+  // Sets the request bytes `c` holds (in flight) to `bytes`. False, with the refusal in *why,
+  // when that growth takes its user or everyone over a budget; a connection that holds at
+  // most kAlwaysServedBytes is never refused (small requests are served whatever else is
+  // in flight).
+  bool Hold(Connection& c, uint64_t bytes, std::string* why);
   // What one read brought: a request to act on, or nothing (an empty line); `reply` is sent
   // first when set (a refusal), and `close` ends the connection after it.
   struct Incoming {
@@ -67,6 +93,8 @@ class Server {
   bool owns_path_ = false;
   bool stopping_ = false;
   size_t connections_ = 0;
+  uint64_t bytes_in_flight_ = 0;                 // everyone's request bytes in flight
+  std::unordered_map<uint32_t, UserUse> users_;  // by uid; those with a connection
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

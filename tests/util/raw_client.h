@@ -43,6 +43,11 @@ class RawClient {
     }
     return true;
   }
+  // Takes over a connected socket (one connected as another user, say).
+  void Adopt(int fd) {
+    Close();
+    fd_ = fd;
+  }
   int fd() const { return fd_; }
   // Writes all of `bytes`; false when the daemon has closed the connection.
   bool Send(std::string_view bytes) {
