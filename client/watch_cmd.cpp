@@ -18,8 +18,8 @@
 #include "client/commands.h"
 #include "common/ck_config.h"
 #include "common/results_file.h"
-#include "common/text_table.h"
 #include "common/terminal_text.h"
+#include "common/text_table.h"
 
 namespace ckprof {
 
@@ -253,10 +253,9 @@ class ProgressView {
     std::vector<std::pair<int, std::string>> order;
     for (const auto& [task, where] : running_) {
       const auto& [gpu, what] = where;
-      order.emplace_back(
-          gpu >= 0 ? gpu : INT_MAX,
-          (gpu >= 0 ? "GPU" + std::to_string(gpu) : std::string("Slurm")) + " " +
-              EscapeControl(what));
+      order.emplace_back(gpu >= 0 ? gpu : INT_MAX,
+                         (gpu >= 0 ? "GPU" + std::to_string(gpu) : std::string("Slurm")) + " " +
+                             EscapeControl(what));
     }
     std::stable_sort(order.begin(), order.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });

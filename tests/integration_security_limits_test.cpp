@@ -92,7 +92,6 @@ class SecurityLimitsTest : public testing::EmulatorDaemonTest {
     return j["jobs"].empty() ? json() : j["jobs"][0];
   }
 
-
   // The victim's figures, printed and recorded, checked: served, and no stall.
   void CheckVictim(VictimProbe& probe, const std::string& what) {
     VictimFigures f = probe.Stop();
