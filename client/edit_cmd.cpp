@@ -9,8 +9,8 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
-#include "common/text_table.h"
 #include "common/terminal_text.h"
+#include "common/text_table.h"
 
 namespace ckprof {
 
