@@ -103,14 +103,15 @@ void PrintJobDetails(const JobSummary& s) {
 //   limits: 1,000 jobs, 1,000,000 runs, no GPU cap, --timeout up to 1,800 s
 std::string UseLines(const UserUse& u) {
   std::string out =
-      "you: " + GroupThousands(u.jobs) + (u.jobs == 1 ? " job, " : " jobs, ") +
+      "you: " + GroupThousands(u.jobs) + (u.jobs == 1 ? " active job, " : " active jobs, ") +
       GroupThousands(u.queued_runs) + (u.queued_runs == 1 ? " queued run, " : " queued runs, ") +
       GroupThousands(u.gpus_in_use) + (u.gpus_in_use == 1 ? " GPU in use\n" : " GPUs in use\n");
   const std::string gpus =
       u.max_gpus > 0 ? GroupThousands(u.max_gpus) + " GPUs at once" : std::string("no GPU cap");
   if (u.admin) return out + "limits (admin): no job or run cap, " + gpus + ", any --timeout\n";
   out += "limits: ";
-  out += u.max_jobs > 0 ? GroupThousands(u.max_jobs) + " jobs, " : std::string("no job cap, ");
+  out +=
+      u.max_jobs > 0 ? GroupThousands(u.max_jobs) + " active jobs, " : std::string("no job cap, ");
   out += u.max_queued_runs > 0 ? GroupThousands(u.max_queued_runs) + " runs, "
                                : std::string("no run cap, ");
   out += gpus + ", --timeout ";

@@ -238,7 +238,8 @@ TEST_F(SecurityLimitsTest, QueueCapsNameTheLimitAndSpareAdmins) {
   EXPECT_EQ(you["max_queued_runs"], 10);
   EXPECT_EQ(you["admin"], false);
   const std::string line =
-      "you: 3 jobs, 9 queued runs, 0 GPUs in use\nlimits: 3 jobs, 10 runs, no GPU cap, --timeout "
+      "you: 3 active jobs, 9 queued runs, 0 GPUs in use\nlimits: 3 active jobs, 10 runs, no GPU "
+      "cap, --timeout "
       "up to 1,800 s\n";
   CommandResult status = Ckprof(&alice, {"status"});
   EXPECT_TRUE(Has(status.out, line)) << status.out;
@@ -260,7 +261,7 @@ TEST_F(SecurityLimitsTest, QueueCapsNameTheLimitAndSpareAdmins) {
   // An admin is exempt: 20 runs at once, and the line says so.
   ASSERT_GT(SubmitAs(nullptr, testing::FwdConfigsText(20), later, &err), 0) << err;
   EXPECT_TRUE(Has(Ckprof(nullptr, {"status"}).out,
-                  "you: 1 job, 20 queued runs, 0 GPUs in use\nlimits (admin): no job or run "
+                  "you: 1 active job, 20 queued runs, 0 GPUs in use\nlimits (admin): no job or run "
                   "cap, no GPU cap, any --timeout\n"));
   CheckVictim(probe, "submits at the caps");
 }
