@@ -53,6 +53,12 @@ void ArgParser::Option(std::string name, std::string* target, std::string metava
                         nullptr, false, false, ""});
 }
 
+void ArgParser::RepeatedOption(std::string name, std::vector<std::string>* target,
+                               std::string metavar, std::string help) {
+  specs_.push_back(Spec{std::move(name), std::move(metavar), std::move(help), nullptr, nullptr,
+                        target, false, false, ""});
+}
+
 void ArgParser::Positional(std::string name, std::string* target, bool required, std::string help) {
   specs_.push_back(
       Spec{std::move(name), "", std::move(help), nullptr, target, nullptr, required, true, ""});
@@ -118,7 +124,11 @@ std::optional<int> ArgParser::Parse(const std::vector<std::string>& args) {
         if (i + 1 >= args.size()) return usage_error("option " + name + " needs a value");
         value = args[++i];
       }
-      *it->value = value;
+      if (it->values) {
+        it->values->push_back(value);
+      } else {
+        *it->value = value;
+      }
       continue;
     }
     if (next_positional < positionals.size() && positionals[next_positional]->values) {

@@ -19,6 +19,9 @@ class ArgParser {
   void Flag(std::string name, bool* target, std::string help);
   // --name VALUE. `metavar` names the value in --help ("FILE").
   void Option(std::string name, std::string* target, std::string metavar, std::string help);
+  // --name VALUE, which may be given again: each value is appended to `target`.
+  void RepeatedOption(std::string name, std::vector<std::string>* target, std::string metavar,
+                      std::string help);
   // A positional argument, in declaration order.
   void Positional(std::string name, std::string* target, bool required, std::string help);
   // The last positional may take every remaining argument ("JOB..."); `required`: at least one.

@@ -20,6 +20,7 @@ namespace {}  // namespace
 int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   std::string input, name, priority, gpus, max_gpus, not_before, timeout, max_ops, profiler,
       data_type, layout, order, repeat, on_end, reuse;
+  std::vector<std::string> env;
   bool dry_run = false, json_out = false;
   ArgParser p(
       "ckprof submit",
@@ -64,6 +65,11 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
            "CKPROF_JOB_ID, CKPROF_JOB_NAME, CKPROF_JOB_STATE (finished or cancelled), "
            "CKPROF_TOTAL, CKPROF_SUCCEEDED, CKPROF_FAILED, CKPROF_COUNTS, ... set; stopped "
            "after the daemon's on_end_timeout (60 s)");
+  p.RepeatedOption("--env", &env, "KEY=VALUE",
+                   "set KEY in the environment of the job's profilers and --on-end command "
+                   "(again for more); a root ckprofd gives them a clean environment otherwise: "
+                   "your HOME, USER, LOGNAME, SHELL, a standard PATH, LANG and what its admin "
+                   "passes (pass_env)");
   p.Option("--reuse", &reuse, "R",
            "auto: a config whose problem was measured with the same profiler build (path, size, "
            "mtime, content hash) on the same GPU model within the daemon's reuse_max_age_days "
@@ -148,6 +154,13 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   s.reuse = reuse;
   s.dry_run = dry_run;
   s.on_end = on_end;
+  for (const auto& e : env) {
+    if (e.find('=') == std::string::npos || e.find('=') == 0 || e.find('\n') != std::string::npos) {
+      PrintError("submit", "--env must be KEY=VALUE (one line), got '" + e + "'");
+      return 2;
+    }
+    s.env += (s.env.empty() ? "" : "\n") + e;
+  }
   s.data_type = Lowercase(data_type);
   s.layout = Lowercase(layout);
   s.profiler_path = AbsolutePath(profiler);

@@ -157,6 +157,7 @@ void VisitRequestFields(R& r, V& v) {
       v.String("cwd", s.cwd, 4096);
       v.String("on_end", s.on_end, 8192);
       v.String("reuse", s.reuse, 16);
+      v.String("env", s.env, 65536);
       break;
     }
     case RequestType::kStatus:
@@ -377,7 +378,10 @@ Result<Request> ParseRequest(std::string_view frame) {
 std::string RequiredFeature(const Request& r) {
   switch (r.type) {
     case RequestType::kSubmit:
-      return !r.submit.on_end.empty() ? "on_end" : r.submit.repeat > 1 ? "repeat" : "";
+      return !r.submit.env.empty()      ? "env"
+             : !r.submit.on_end.empty() ? "on_end"
+             : r.submit.repeat > 1      ? "repeat"
+                                        : "";
     case RequestType::kResults:
       return r.runs ? "repeat" : "";
     case RequestType::kCancel:

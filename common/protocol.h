@@ -77,6 +77,8 @@ struct SubmitOptions {
   std::string profiler_path;           // absolute; empty = the daemon's default
   std::string cwd;     // the client's working directory (tasks run there as root daemon)
   std::string on_end;  // a shell command run as the submitter, in cwd, when the job ends
+  // "K=V" lines (submit --env): variables the job's profilers and --on-end command get.
+  std::string env;
   // "" or "auto": a config whose problem was measured with the same profiler build on the same
   // GPU model within the daemon's reuse_max_age is not run again, its result copied; "never":
   // every config runs. A repeated job (repeat > 1) always runs.
@@ -575,9 +577,11 @@ void VisitFields(S& r, V& v) {
 // The features of this build's daemon, and the one a request needs ("" when none): "repeat"
 // (submit repeat > 1, results runs), "task_control" (cancel or retry of some tasks, retry's
 // failed/timeout_s/profiler_path),
-// "log", "edit", "clean": those requests; "clean_jobs": clean's job_ids and dry_run.
-inline const std::vector<std::string> kFeatures = {
-    "repeat", "task_control", "log", "edit", "clean", "on_end", "reuse", "best", "clean_jobs"};
+// "log", "edit", "clean": those requests; "clean_jobs": clean's job_ids and dry_run; "env":
+// submit's env.
+inline const std::vector<std::string> kFeatures = {"repeat",     "task_control", "log",   "edit",
+                                                   "clean",      "on_end",       "reuse", "best",
+                                                   "clean_jobs", "env"};
 std::string RequiredFeature(const Request& r);
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as

@@ -117,6 +117,11 @@ void Scheduler::RunOnEnd(const Job& job) {
     spec.argv = {"/bin/sh", "-c", cb.command};
     spec.set_env = OnEndEnvironment(job);
     if (cb.as_owner) {
+      // The owner's own variables (submit --env), under ours.
+      for (auto e = job.rec.env.rbegin(); e != job.rec.env.rend(); ++e) {
+        const size_t eq = e->find('=');
+        spec.set_env.insert(spec.set_env.begin(), {e->substr(0, eq), e->substr(eq + 1)});
+      }
       spec.cwd = job.rec.cwd;
       if (options_.run_as_owner) {
         spec.uid = job.rec.uid;

@@ -530,6 +530,11 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
 
   RunSpec spec;
   spec.argv = std::move(start.argv);
+  // The submitter's own (submit --env) first: the pin variables and markers below win.
+  for (const auto& e : job.rec.env) {
+    const size_t eq = e.find('=');
+    spec.set_env.emplace_back(e.substr(0, eq), e.substr(eq + 1));
+  }
   // A remote launcher (Slurm) pins the GPU its cluster grants; `gpu` is only a slot then.
   const bool remote = launcher_.Remote();
   for (const auto& var : options_.pin_env) {

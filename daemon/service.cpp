@@ -19,6 +19,49 @@
 namespace ckprof {
 namespace {
 
+// submit --env: "K=V" lines, each a valid name that ckprofd does not set itself (the pin
+// variables, CKPROFD_*). A daemon that runs profilers as its own user (not root) takes them
+// from that user alone: another's LD_PRELOAD would run in its processes.
+Result<std::vector<std::string>> JobEnvironment(const std::string& text, const Identity& who) {
+  std::vector<std::string> env;
+  if (text.empty()) return env;
+  if (getuid() != 0 && who.uid != getuid()) {
+    return MakeError("--env sets variables of profilers that this ckprofd (not root, uid " +
+                     std::to_string(getuid()) +
+                     ") runs as itself, not as you: only its own user may; ask its admin "
+                     "(pass_env)");
+  }
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    const std::string entry = text.substr(start, nl - start);
+    start = nl + 1;
+    if (entry.empty()) continue;
+    const size_t eq = entry.find('=');
+    const std::string name = entry.substr(0, eq);
+    const bool valid =
+        eq != std::string::npos && eq > 0 && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+        std::all_of(
+            name.begin(), name.end(),
+            [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }) &&
+        entry.find('\0') == std::string::npos;
+    if (!valid) return MakeError("--env '" + entry + "' is not KEY=VALUE with a valid name");
+    for (const char* ours : {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES",
+                             "GPU_DEVICE_ORDINAL", "CUDA_DEVICE_ORDER"}) {
+      if (name == ours) {
+        return MakeError("--env " + name + ": ckprofd sets it to the task's GPU (use --gpus)");
+      }
+    }
+    if (name.rfind("CKPROFD_", 0) == 0 || name.rfind("CKPROF_", 0) == 0) {
+      return MakeError("--env " + name + ": ckprofd's own variables cannot be set");
+    }
+    env.push_back(entry);
+  }
+  if (env.size() > 256) return MakeError("--env: at most 256 variables");
+  return env;
+}
+
 using json = nlohmann::json;
 
 // Canonical form of a path for policy checks ("" when it does not exist).
@@ -421,7 +464,10 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
                      ") cannot do: ask its admin for on_job_end, or use a root "
                      "ckprofd");
   }
+  auto env = JobEnvironment(o.env, who);
+  if (!env) co_return Refuse("submit: " + env.error());
   JobRecord job;
+  job.env = std::move(*env);
   job.uid = who.uid;
   job.gid = who.gid;
   job.groups = who.groups;

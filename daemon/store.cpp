@@ -227,7 +227,7 @@ std::vector<T> IntsFromJson(const std::string& s) {
   return out;
 }
 
-constexpr int64_t kSchemaVersion = 6;  // PRAGMA user_version below
+constexpr int64_t kSchemaVersion = 7;  // PRAGMA user_version below
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS jobs (
   id INTEGER PRIMARY KEY,
@@ -238,7 +238,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   submitted_at REAL NOT NULL, finished_at REAL NOT NULL DEFAULT 0,
   task_order TEXT NOT NULL DEFAULT 'rank',
   repeat INTEGER NOT NULL DEFAULT 1, noise_threshold REAL NOT NULL DEFAULT 0.05,
-  on_end TEXT NOT NULL DEFAULT '', reuse INTEGER NOT NULL DEFAULT 1);
+  on_end TEXT NOT NULL DEFAULT '', reuse INTEGER NOT NULL DEFAULT 1,
+  env TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS tasks (
   id INTEGER PRIMARY KEY,
   job_id INTEGER NOT NULL REFERENCES jobs(id),
@@ -269,7 +270,7 @@ CREATE INDEX IF NOT EXISTS measurements_by_problem
   ON measurements(problem, profiler, gpu_model, measured_at);
 CREATE TABLE IF NOT EXISTS id_marks (name TEXT PRIMARY KEY, last INTEGER NOT NULL);
 INSERT OR IGNORE INTO id_marks (name, last) VALUES ('jobs', 0), ('tasks', 0);
-PRAGMA user_version = 6;
+PRAGMA user_version = 7;
 )SQL";
 
 std::string UserName(uid_t uid) {
@@ -319,6 +320,25 @@ std::string WhyNotWritable(const std::string& path) {
          "), who may not " + (dir ? "create files in it" : "write it") + ": make it writable for " +
          me + " (" + fix + ")" +
          (dir ? "" : "; the -wal and -shm files beside it too, where they exist");
+}
+
+// The job's variables ("K=V" each) as stored: one per line (a value holds no newline).
+std::string JoinLines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += (out.empty() ? "" : "\n") + l;
+  return out;
+}
+
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    if (nl > start) out.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return out;
 }
 
 }  // namespace
@@ -454,6 +474,9 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
         "ALTER TABLE tasks ADD COLUMN problem TEXT NOT NULL DEFAULT '';"
         "ALTER TABLE tasks ADD COLUMN reused_from INTEGER NOT NULL DEFAULT 0;";
   }
+  // 6 -> 7: jobs.env, the variables the submitter passed (submit --env).
+  if (schema >= 1 && schema < 7)
+    migrate += "ALTER TABLE jobs ADD COLUMN env TEXT NOT NULL DEFAULT '';";
   // 5 -> 6: ids are never given twice (`clean`, keep_finished_days): the highest job and task
   // id ever given is kept in id_marks, from the largest an older database holds (the ids of
   // jobs it removed before are not known).
@@ -540,8 +563,8 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
     Stmt ins(this,
              "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
              "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
-             "task_order, repeat, noise_threshold, on_end, reuse, id) "
-             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?)");
+             "task_order, repeat, noise_threshold, on_end, reuse, id, env) "
+             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?)");
     std::vector<int> groups(job->groups.begin(), job->groups.end());
     ins.Bind(1, int64_t{job->uid})
         .Bind(2, int64_t{job->gid})
@@ -562,7 +585,8 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
         .Bind(17, job->noise_threshold)
         .Bind(18, job->on_end)
         .Bind(19, int64_t{job->reuse ? 1 : 0})
-        .Bind(20, last_job + 1);
+        .Bind(20, last_job + 1)
+        .Bind(21, JoinLines(job->env));
     if (Status s = StepDone(ins, "insert job"); !s) return rollback(s);
     job->id = last_job + 1;
   }
@@ -940,7 +964,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
          "SELECT id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before, "
          "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at, "
          "task_order, repeat, noise_threshold, on_end, reuse, outcome, exit_code, stderr_head, "
-         "ended_at FROM jobs LEFT JOIN job_on_end ON job_on_end.job_id = jobs.id ORDER BY id");
+         "ended_at, env FROM jobs LEFT JOIN job_on_end ON job_on_end.job_id = jobs.id ORDER BY id");
   if (!q.ok()) return MakeError("database: load jobs: " + q.error());
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {
@@ -971,6 +995,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
       j.on_end_result =
           OnEndResult{q.Text(22), static_cast<int>(q.Int(23)), q.Text(24), q.Double(25)};
     }
+    j.env = SplitLines(q.Text(26));
     fn(std::move(j));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load jobs: " + q.error());

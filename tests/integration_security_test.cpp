@@ -281,8 +281,10 @@ TEST_F(SecurityTest, AHugeProfilerAndTheDaemonsEnvironment) {
   ASSERT_EQ(truncate(huge.c_str(), int64_t{40} << 30), 0);
   VictimProbe probe(*bob_, daemon_.socket());
   const auto start = std::chrono::steady_clock::now();
-  const int64_t job =
-      SubmitAs(eve_.get(), testing::FwdConfigsText(2), {"--profiler-path", huge}, eve_dir_);
+  const int64_t job = SubmitAs(
+      eve_.get(), testing::FwdConfigsText(2),
+      {"--profiler-path", huge, "--env", "EVE_SETTING=a=b c", "--env", "ROCM_PATH=/home/eve/rocm"},
+      eve_dir_);
   const double submit_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "submit with a 40 GB profiler: " << submit_s << " s\n";
@@ -300,6 +302,16 @@ TEST_F(SecurityTest, AHugeProfilerAndTheDaemonsEnvironment) {
   EXPECT_NE(env.find("PATH=/usr/local/bin:/usr/bin:/bin\n"), std::string::npos) << env;
   EXPECT_NE(env.find("HIP_VISIBLE_DEVICES="), std::string::npos) << env;
   EXPECT_NE(env.find("CKPROFD_STATE="), std::string::npos) << env;
+  EXPECT_NE(env.find("EVE_SETTING=a=b c\n"), std::string::npos) << "her --env: " << env;
+  EXPECT_NE(env.find("ROCM_PATH=/home/eve/rocm\n"), std::string::npos) << env;
+  // What ckprofd sets itself cannot be set.
+  const std::string file = dir_.File("pin.json");
+  testing::WriteFile(file, testing::FwdConfigsText(1));
+  chmod(file.c_str(), 0644);
+  CommandResult pinned =
+      Ckprof(eve_.get(), {"submit", file, "--env", "HIP_VISIBLE_DEVICES=3"}, eve_dir_);
+  EXPECT_EQ(pinned.exit_code, 1) << pinned.out;
+  EXPECT_NE(pinned.err.find("ckprofd sets it to the task's GPU"), std::string::npos) << pinned.err;
   unlink(huge.c_str());
 }
 

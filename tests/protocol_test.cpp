@@ -321,12 +321,14 @@ TEST(Protocol, RequestsThatAnOlderDaemonWouldMisreadNeedAFeature) {
   EXPECT_EQ(RequiredFeature(r), "");
   r.submit.repeat = 3;
   EXPECT_EQ(RequiredFeature(r), "repeat");
+  r.submit.env = "A=1";  // an older daemon would run the job without it
+  EXPECT_EQ(RequiredFeature(r), "env");
   for (RequestType t : {RequestType::kLog, RequestType::kEdit, RequestType::kClean}) {
     r = Request{};
     r.type = t;
     EXPECT_EQ(RequiredFeature(r), RequestTypeName(t));
   }
-  for (const char* f : {"repeat", "task_control", "log", "edit", "clean", "on_end"}) {
+  for (const char* f : {"repeat", "task_control", "log", "edit", "clean", "on_end", "env"}) {
     EXPECT_NE(std::find(kFeatures.begin(), kFeatures.end(), f), kFeatures.end()) << f;
   }
 }

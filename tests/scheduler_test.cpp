@@ -935,7 +935,7 @@ TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
 
 // A state directory written by the first ckprofd release (schema 1, no jobs.task_order) opens:
 // its jobs keep the rank order, and the file is brought to the current schema in place.
-TEST(StoreSchema, Version1DatabaseIsMigratedToVersion6) {
+TEST(StoreSchema, Version1DatabaseIsMigratedToVersion7) {
   TempDir dir;
   const std::string path = dir.File("ckprofd.db");
   sqlite3* db = nullptr;
@@ -1006,6 +1006,7 @@ PRAGMA user_version = 1;
       t.op = "profile_grouped_conv_fwd";
       t.config = "{}";
     }
+    job.env = {"A=1", "B=x=y"};  // schema 7: a job's --env
     ASSERT_TRUE((*store)->InsertJob(&job, &tasks).ok());
     EXPECT_EQ(job.id, 8);
     EXPECT_EQ(tasks[0].id, 41);
@@ -1015,9 +1016,18 @@ PRAGMA user_version = 1;
   sqlite3_stmt* q = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(q, 0), 6);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 7);
   sqlite3_finalize(q);
   sqlite3_close(db);
+  auto store = Store::Open(dir.path(), false);
+  ASSERT_TRUE(store.ok()) << store.error();
+  std::vector<std::string> env;
+  ASSERT_TRUE((*store)
+                  ->ForEachJob([&](JobRecord&& j) {
+                    if (j.id == 8) env = j.env;
+                  })
+                  .ok());
+  EXPECT_EQ(env, (std::vector<std::string>{"A=1", "B=x=y"}));
 }
 
 // A job's id (and its tasks') is never given twice: not after its job was removed (`clean`,
