@@ -403,7 +403,12 @@ std::string MsCell(const Entry* e) {
   if (!e) return "-";
   if (!e->comparable()) return e->state;
   std::string cell = FormatNumber(e->avg_ms, 5);
-  if (e->has_spread()) cell += " ±" + FormatNumber(e->cv * 100, 3) + "%" + (e->noisy ? "~" : "");
+  if (e->has_spread()) {
+    // Runs alike to the last digit give a CV of rounding noise (1.76e-14%): that is 0.
+    const double percent = e->cv * 100;
+    cell += " ±" + (percent < 0.0005 ? std::string("0") : FormatNumber(percent, 3)) + "%" +
+            (e->noisy ? "~" : "");
+  }
   return cell;
 }
 

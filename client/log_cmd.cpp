@@ -225,7 +225,11 @@ int RunLogCommand(const GlobalOptions& global, const Args& args) {
     for (const auto& t : a.tasks) {
       if (a.tasks.size() > 1) std::cout << Header(t);
       WriteText(StreamOf(t, err), raw);
-      if (StreamOf(t, err).empty()) {
+      if (StreamOf(t, err).empty() && t.state == TaskState::kQueued) {
+        std::cerr << "ckprof log: job " << t.job_id << " " << TaskLabel(t)
+                  << " has not started yet (queued): 'ckprof log " << t.job_id << "#" << t.position
+                  << " -f' follows it once it does\n";
+      } else if (StreamOf(t, err).empty()) {
         std::cerr << "ckprof log: job " << t.job_id << " " << TaskLabel(t) << " ("
                   << EnumName(t.state) << ") wrote nothing to " << (err ? "stderr" : "stdout")
                   << (err ? "" : " (try --stderr)") << "\n";

@@ -1,4 +1,5 @@
 // ckprof status / list / gpus: what the daemon is doing, as a table or JSON.
+#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -165,6 +166,11 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   p.Flag("--wide", &wide,
          "never shorten a name or an owner (the table fits the terminal otherwise)");
   if (auto code = p.Parse(args)) return *code;
+  if (!user.empty() && user.find_first_not_of("0123456789") != std::string::npos &&
+      getpwnam(user.c_str()) == nullptr) {
+    PrintError(cmd, "--user " + user + ": no such user on this machine (a name or a uid)");
+    return 1;
+  }
   JobFilter filter;
   if (mine) filter.uid = static_cast<uint32_t>(geteuid());
   filter.user = user;
@@ -240,6 +246,9 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
       std::cout << JsonForTerminal(JobsJson(a.jobs).dump(2)) << "\n";
     } else {
       PrintJobTable(a.jobs, TerminalWidth(wide));
+      if (a.jobs.empty() && !all) {
+        std::cout << "(jobs that ended are listed with --all, or --state finished,cancelled)\n";
+      }
       if (a.you) std::cout << UseLines(*a.you);
     }
     return 0;

@@ -267,6 +267,31 @@ TEST_F(EverydayTest, AJobWhoseTasksHoldAllItsGpusSaysSo) {
   EXPECT_EQ(Ckprof(nullptr, {"cancel", std::to_string(job)}).exit_code, 0);
 }
 
+// Issue 31.15's small ones: the log of a queued task, list with nothing active, a user that
+// does not exist.
+TEST_F(EverydayTest, SmallAnswersSayWhatIsMeant) {
+  Start(EmulatorOptions("0"));
+  const int64_t hang = SubmitAs(nullptr, testing::FwdConfigsText(2, /*hang*/ 9001));
+  ASSERT_GT(hang, 0);
+  ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
+                return s.running == 1;
+              }).ok());
+  CommandResult queued = Ckprof(nullptr, {"log", std::to_string(hang) + "#2"});
+  EXPECT_NE(queued.err.find("has not started yet (queued)"), std::string::npos) << queued.err;
+  EXPECT_EQ(queued.err.find("wrote nothing"), std::string::npos) << queued.err;
+  EXPECT_EQ(Ckprof(nullptr, {"cancel", std::to_string(hang)}).exit_code, 0);
+  ASSERT_TRUE(testing::WaitJobEnd(daemon_.socket(), hang).ok());
+
+  CommandResult mine = Ckprof(nullptr, {"list", "--mine"});
+  EXPECT_EQ(mine.exit_code, 0) << mine.err;
+  EXPECT_NE(mine.out.find("(no jobs)\n(jobs that ended are listed with --all"), std::string::npos)
+      << mine.out;
+  CommandResult nobody = Ckprof(nullptr, {"list", "--user", "ckprof-no-such-user"});
+  EXPECT_EQ(nobody.exit_code, 1);
+  EXPECT_NE(nobody.err.find("--user ckprof-no-such-user: no such user"), std::string::npos)
+      << nobody.err;
+}
+
 TEST_F(EverydayTest, CleanTakesJobsDryRunAndAsksOnATerminal) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
   SystemUser alice(Name("a")), bob(Name("b"));
