@@ -1,6 +1,7 @@
 // The Scheduler's notifications (ckprof submit --on-end, the config's on_job_end): a shell
-// command run when a job ends, through the Launcher like a profiler (its own process group,
-// a time limit, nothing left behind), never waited for.
+// command run when a job ends, on this host through a ProcessRunner of the Scheduler's own
+// (not the task Launcher, which may be Slurm's), like a profiler (its own process group, a
+// time limit, nothing left behind), never waited for.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -139,7 +140,7 @@ void Scheduler::RunOnEnd(const Job& job) {
     const int64_t id = job.rec.id;
     const std::string what = cb.what, command = cb.command;
     const bool owners = cb.as_owner;  // the owner's --on-end: its end is shown to them
-    launcher_.Start(std::move(spec), [this, id, what, command, owners](RunResult r) {
+    job_end_runner_.Start(std::move(spec), [this, id, what, command, owners](RunResult r) {
       if (owners) RecordOnEndResult(id, OnEndResultOf(r));
       using Kind = Outcome::Kind;
       const Kind k = r.outcome.kind;

@@ -444,6 +444,9 @@ class Scheduler {
   asio::any_io_executor ex_;
   Store& store_;
   Launcher& launcher_;
+  // Job-end commands (on_end.cpp) run on this host whatever the executor: never through
+  // launcher_ (under Slurm that would make each a batch job).
+  ProcessRunner job_end_runner_;
   SchedulerOptions options_;
   std::map<int64_t, Job> jobs_;
   std::unordered_map<int64_t, Task> tasks_;  // queued and running tasks only

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -190,6 +191,26 @@ TEST_F(SchedulerTest, EachGpuRunsOneTaskPinnedToIt) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->succeeded, 5);
   EXPECT_EQ(s->state, JobState::kFinished);
+}
+
+// A job's --on-end command runs on this host, never through the task launcher (under the
+// Slurm executor that would be an sbatch of a shell command with an empty stem).
+TEST_F(SchedulerTest, JobEndCommandsRunHereNotThroughTheTaskLauncher) {
+  const std::string marker = dir_.File("on-end-ran");
+  JobRecord j = Job(getuid(), "notify");
+  j.on_end = "echo $CKPROF_JOB_STATE > " + marker;
+  const int64_t job = Submit(std::move(j), 1);
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  launcher_.Finish(launcher_.Active()[0]);
+  auto s = sched_->Summary(job);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->state, JobState::kFinished);
+  EXPECT_TRUE(launcher_.Active().empty()) << "the job-end command went to the task launcher";
+  for (int i = 0; i < 2000 && !std::filesystem::exists(marker); ++i) {
+    io_.run_one_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(std::filesystem::exists(marker));
+  EXPECT_EQ(testing::ReadFile(marker), "finished\n");
 }
 
 TEST_F(SchedulerTest, FairShareLetsASmallJobPassALargeOne) {
