@@ -116,9 +116,28 @@ if ((with_daemon == 0)); then
   expect "auto bf16 fp16 fp32" ckprof submit --data-type ""
   expect "auto nchw nhwc" ckprof convert --layout ""
   expect "longest-first rank" ckprof submit --order ""
+  expect "auto never" ckprof submit --reuse ""
+  expect "never" ckprof submit --reuse n
+  expect "bwd_data bwd_weight fwd" ckprof best --op ""
+  expect "bwd_data bwd_weight" ckprof best --op = bwd
+  expect "csv json table" ckprof best --format ""
+  expect "html json md" ckprof report --format ""
+  expect "html json md" ckprof report 12 -o r.html --format ""
+  expect "rank trace" ckprof results --sort ""
+  expect "cancelled cancelling finished queued running waiting" ckprof list --state ""
+  expect "" ckprof best --gpu-model ""
+  # An option whose help lists its values as a|b|c completes exactly those.
   for c in $commands; do
-    for option in --format --data-type --layout --order --state; do
-      line=$(ckprof "$c" --help | grep -E "^  $option " -A3 | tr '\n' ' ') || continue
+    while read -r option values; do
+      expect "$(tr '|' '\n' <<<"$values" | sort | tr '\n' ' ' | sed 's/ $//')" ckprof "$c" "$option" ""
+    done < <(ckprof "$c" --help |
+      sed -nE 's/^  (-[a-z], )?(--[a-z][a-z0-9-]*) [A-Z]+ +([a-z0-9_-]+(\|[a-z0-9_-]+)+).*/\2 \3/p')
+  done
+  for c in $commands; do
+    for option in --format --data-type --layout --order --state --reuse --op --sort; do
+      line=$(ckprof "$c" --help | awk -v o="$option" 'f && !/^   / { f = 0 } $1 == o { f = 1 } f' |
+        tr '\n' ' ')
+      [ -n "$line" ] || continue
       for value in $(complete_bash bash ckprof "$c" "$option" ""); do
         [[ $line == *"$value"* ]] ||
           fail "'ckprof $c $option' completes '$value', which its --help does not name: $line"
@@ -218,9 +237,12 @@ if command -v zsh >/dev/null; then
   zsh -n "$completions/_ckprof" || fail "zsh -n $completions/_ckprof"
   if ((with_daemon == 0)); then
     lines=("ckprof su" "ckprof submit --rep" "ckprof results --format " "ckprof submit inp"
-           "ckprof status " "ckprof ")
+           "ckprof status " "ckprof " "ckprof best --op " "ckprof report --format="
+           "ckprof submit --reuse " "ckprof list --state " "ckprof submit --data-type ")
     want=("submit" "--repeat" "csv json table" "input-configs.json" ""
-          "$(tr '\n' ' ' <<<"$commands" | sed 's/ $//')")
+          "$(tr '\n' ' ' <<<"$commands" | sed 's/ $//')" "bwd_data bwd_weight fwd"
+          "html json md" "auto never" "cancelled cancelling finished queued running waiting"
+          "auto bf16 fp16 fp32")
   else
     lines=("ckprof status " "ckprof boost $job1 " "ckprof drain " "ckprof --socket $socket wait ")
     want=("$ids" "" "0 1" "$ids")
