@@ -4,16 +4,61 @@
 # Everything comes from ckprof itself, so that it never falls behind: the commands from
 # `ckprof --help`, each command's options and arguments from `ckprof COMMAND --help` (an
 # option with a metavariable takes a value; the usage line gives the arguments' order and the
-# "arguments:" block what each one is: a job id, a GPU index, a file). Job ids come from the
-# daemon (`ckprof list --all --json`) and GPU indices from `ckprof gpus --json`, asked at most
-# 2 seconds; a daemon that does not answer completes nothing. --socket on the command line is
-# passed on.
+# "arguments:" block what each one is: a job id, a GPU index, a file; the values an option's
+# description lists, as auto|fp16|bf16 or "fwd, bwd_data or bwd_weight"). Job ids come from
+# the daemon (`ckprof list --all --json`; for cancel and edit your jobs that have not ended,
+# for retry your jobs) and GPU indices from `ckprof gpus --json`, asked at most 2 seconds; a
+# daemon that does not answer completes nothing. --socket on the command line is passed on.
 
-# _ckprof_parse_help < HELP: one line per option ("o NAME TAKES_VALUE METAVAR") and per
-# argument in usage order ("a NAME REPEATS KIND", KIND command, job, gpu, file, job-or-file or
-# other).
+# _ckprof_parse_help < HELP: one line per option ("o NAME TAKES_VALUE METAVAR VALUES") and
+# per argument in usage order ("a NAME REPEATS KIND", KIND command, job, gpu, file, job-or-file
+# or other). VALUES are the values the option's description lists (comma-separated; "-" for
+# none): "auto|fp16|bf16", or a list of words at its start or after a first "...: ", asides in
+# parentheses left out: "fwd, bwd_data or bwd_weight", "only jobs in these states: queued,
+# waiting, ...".
 _ckprof_parse_help() {
   awk '
+    function list_at(d,   v) {
+      if (match(d, /^[a-z][a-z0-9_-]*(\|[a-z][a-z0-9_-]*)+([ ,;.]|$)/)) {
+        v = substr(d, 1, RLENGTH)
+        sub(/[ ,;.]$/, "", v)
+        gsub(/\|/, ",", v)
+        return v
+      }
+      if (match(d, /^[a-z][a-z0-9_-]*((, | or |, or )[a-z][a-z0-9_-]*)+([;.,]|$)/)) {
+        v = substr(d, 1, RLENGTH)
+        sub(/[;.,]$/, "", v)
+        gsub(/,? or /, ",", v)
+        gsub(/, /, ",", v)
+        return v
+      }
+      return ""
+    }
+    function values_of(desc,   d, v) {
+      d = desc
+      while (gsub(/\([^()]*\)/, "", d)) {}
+      gsub(/[ \t]+/, " ", d)
+      gsub(/ ,/, ",", d)  # "table (default), json": "table, json"
+      gsub(/ ;/, ";", d)
+      sub(/^ /, "", d)
+      sub(/ $/, "", d)
+      v = list_at(d)
+      if (v == "" && sub(/^[^:;,]*: /, "", d)) v = list_at(d)
+      return v != "" ? v : "-"
+    }
+    # Prints the option read last (its description may go on over deeper lines).
+    function flush(   k, j, alts, parts, metavar, values) {
+      if (tag == "") return
+      k = split(tag, alts, ", ")
+      split(alts[k], parts, " ")
+      metavar = parts[2]  # "-n, --lines N": both take N
+      values = metavar != "" ? values_of(desc) : "-"
+      for (j = 1; j <= k; j++) {
+        split(alts[j], parts, " ")
+        print "o", parts[1], (metavar != "" ? 1 : 0), (metavar != "" ? metavar : "-"), values
+      }
+      tag = ""
+    }
     function kind_of(name, desc) {
       if (name == "COMMAND") return "command"
       if (desc ~ /job id/ && desc ~ /file/) return "job-or-file"
@@ -36,7 +81,7 @@ _ckprof_parse_help() {
       }
       next
     }
-    /^[^ ]/ { section = $0; next }
+    /^[^ ]/ { flush(); section = $0; next }
     section == "arguments:" && /^  [A-Za-z]/ {
       name = $1
       desc = $0
@@ -47,18 +92,20 @@ _ckprof_parse_help() {
     }
     section == "arguments:" && /^    / && last != "" { descs[last] = descs[last] " " $0; next }
     /^  -/ {  # an option at the indent of items (a deeper line continues a description)
+      flush()
       tag = $0
       sub(/^ +/, "", tag)
-      sub(/  .*/, "", tag)
-      k = split(tag, alts, ", ")
-      split(alts[k], parts, " ")
-      metavar = parts[2]  # "-n, --lines N": both take N
-      for (j = 1; j <= k; j++) {
-        split(alts[j], parts, " ")
-        print "o", parts[1], (metavar != "" ? 1 : 0), (metavar != "" ? metavar : "-")
+      desc = ""
+      if (match(tag, /  +/)) {
+        desc = substr(tag, RSTART + RLENGTH)
+        tag = substr(tag, 1, RSTART - 1)
       }
+      next
     }
+    /^   / && tag != "" { desc = desc " " $0; next }
+    { flush() }
     END {
+      flush()
       for (i = 1; i <= n; i++) print "a", order[i], repeats[order[i]], kind_of(order[i], descs[order[i]])
     }'
 }
@@ -147,24 +194,18 @@ _ckprof() {
   [ -n "$spec" ] || return 0
 
   # The value of an option.
-  local type name takes metavar
+  # Its values as the help lists them; else those its help tells in prose.
+  local type name takes metavar values
   if [[ $prev == -* ]]; then
-    while read -r type name takes metavar; do
+    while read -r type name takes metavar values; do
       [[ $type == o && $name == "$prev" && $takes == 1 ]] || continue
+      if [ "$values" != - ]; then
+        _ckprof_add "${values//,/$'\n'}" "$cur"
+        return 0
+      fi
       case $name in
-        --format)
-          if [ "$command" = report ]; then
-            _ckprof_add $'html\nmd\njson' "$cur"
-          else
-            _ckprof_add $'table\njson\ncsv' "$cur"
-          fi
-          ;;
-        --data-type) _ckprof_add $'auto\nfp16\nbf16\nfp32' "$cur" ;;
-        --layout) _ckprof_add $'auto\nnchw\nnhwc' "$cur" ;;
         --order) _ckprof_add $'rank\nlongest-first' "$cur" ;;
-        --state)
-          _ckprof_add $'queued\nwaiting\nrunning\ncancelling\nfinished\ncancelled' "$cur"
-          ;;
+        --reuse) _ckprof_add $'auto\nnever' "$cur" ;;
         *)
           case $metavar in
             FILE | PATH | DIR | P) _ckprof_files "$cur" ;;
@@ -204,7 +245,14 @@ _ckprof() {
   case $kind in
     command) _ckprof_add "$(_ckprof_commands "$prog")" "$cur" ;;
     job | job-or-file)
-      _ckprof_add "$(_ckprof_ask "$prog" "${socket[@]}" list --all --json |
+      # The jobs the command may take: cancel and edit, your jobs that have not ended; retry,
+      # your jobs; the others, every job.
+      local pick=(--all)
+      case $command in
+        cancel | edit) pick=(--mine) ;;
+        retry) pick=(--mine --all) ;;
+      esac
+      _ckprof_add "$(_ckprof_ask "$prog" "${socket[@]}" list "${pick[@]}" --json |
         grep -oE '"id": *[0-9]+' | grep -oE '[0-9]+$')" "$cur"
       ;;
     gpu)

@@ -5,8 +5,9 @@
 # submit), each command's options as its --help lists them (`ckprof submit --re` -> --repeat),
 # option values, file names for the file arguments, and nothing, at once, where no daemon
 # answers. With --daemon: a private ckprofd with two jobs on GPUs 0 and 1, whose job ids and
-# GPUs are completed (also through --socket and --socket=), and one that is stopped (SIGSTOP)
-# completes nothing within the 2-second bound.
+# GPUs are completed (also through --socket and --socket=); cancel and edit complete only our
+# jobs that have not ended, retry only ours (a cancelled one too), not user nobody's; and one
+# that is stopped (SIGSTOP) completes nothing within the 2-second bound.
 #   usage: completion_test.sh BIN_DIR SOURCE_DIR [--daemon]
 #   BIN_DIR     the built ckprof (and ckprofd, ckprofiler-emu for --daemon)
 #   SOURCE_DIR  the source tree (completions/, examples/)
@@ -116,9 +117,28 @@ if ((with_daemon == 0)); then
   expect "auto bf16 fp16 fp32" ckprof submit --data-type ""
   expect "auto nchw nhwc" ckprof convert --layout ""
   expect "longest-first rank" ckprof submit --order ""
+  expect "auto never" ckprof submit --reuse ""
+  expect "never" ckprof submit --reuse n
+  expect "bwd_data bwd_weight fwd" ckprof best --op ""
+  expect "bwd_data bwd_weight" ckprof best --op = bwd
+  expect "csv json table" ckprof best --format ""
+  expect "html json md" ckprof report --format ""
+  expect "html json md" ckprof report 12 -o r.html --format ""
+  expect "rank trace" ckprof results --sort ""
+  expect "cancelled cancelling finished queued running waiting" ckprof list --state ""
+  expect "" ckprof best --gpu-model ""
+  # An option whose help lists its values as a|b|c completes exactly those.
   for c in $commands; do
-    for option in --format --data-type --layout --order --state; do
-      line=$(ckprof "$c" --help | grep -E "^  $option " -A3 | tr '\n' ' ') || continue
+    while read -r option values; do
+      expect "$(tr '|' '\n' <<<"$values" | sort | tr '\n' ' ' | sed 's/ $//')" ckprof "$c" "$option" ""
+    done < <(ckprof "$c" --help |
+      sed -nE 's/^  (-[a-z], )?(--[a-z][a-z0-9-]*) [A-Z]+ +([a-z0-9_-]+(\|[a-z0-9_-]+)+).*/\2 \3/p')
+  done
+  for c in $commands; do
+    for option in --format --data-type --layout --order --state --reuse --op --sort; do
+      line=$(ckprof "$c" --help | awk -v o="$option" 'f && !/^   / { f = 0 } $1 == o { f = 1 } f' |
+        tr '\n' ' ')
+      [ -n "$line" ] || continue
       for value in $(complete_bash bash ckprof "$c" "$option" ""); do
         [[ $line == *"$value"* ]] ||
           fail "'ckprof $c $option' completes '$value', which its --help does not name: $line"
@@ -155,8 +175,9 @@ else
   [ -x "$profiler" ] || profiler=/bin/true
   socket=$work/d/ckprofd.sock
   mkdir -p "$work/d"
-  ckprofd --socket "$socket" --state-dir "$work/d/state" --lock-dir "" --gpus 0,1 \
-    --profiler-path "$profiler" >"$work/d/log" 2>&1 </dev/null &
+  chmod 711 "$work" "$work/d"  # another user submits too (below)
+  ckprofd --socket "$socket" --socket-mode 0666 --state-dir "$work/d/state" --lock-dir "" \
+    --gpus 0,1 --profiler-path "$profiler" >"$work/d/log" 2>&1 </dev/null &
   daemon_pid=$!
   up=0
   for _ in $(seq 200); do  # the daemon answers (at most 20 s)
@@ -201,6 +222,31 @@ else
   expect "$ids" ckprof --socket "$socket" status ""
   expect "$ids" ckprof status --socket "$socket" ""
   expect "$ids" ckprof --socket = "$socket" status ""
+  # cancel and edit offer your jobs that have not ended; retry your jobs however they ended;
+  # the others every job, another user's too (where we are root and there is a user nobody).
+  export CKPROF_SOCKET=$socket
+  job3=$(ckprof submit "$source_dir/examples/conv_repros_ir.json" --name three --max-ops 1 \
+    --not-before +1h 2>/dev/null)
+  other_job=""
+  if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 && command -v runuser >/dev/null; then
+    other_job=$(runuser -u nobody -- "$bin_dir/ckprof" --socket "$socket" submit - --name other \
+      --max-ops 1 --not-before +1h <"$source_dir/examples/conv_repros_ir.json" 2>"$work/err") ||
+      fail "user nobody could not submit: $(cat "$work/err")"
+  else
+    echo "note: not root or no user nobody: no other user's job"
+  fi
+  ckprof cancel "$job3" >/dev/null || fail "'ckprof cancel $job3' failed"
+  for _ in $(seq 200); do  # it has ended (at most 20 s)
+    ckprof list --state cancelled --json | grep -qE "\"id\": *$job3\b" && break
+    sleep 0.1
+  done
+  all_ids=$(printf '%s\n' "$job1" "$job2" "$job3" | sort | tr '\n' ' ' | sed 's/ $//')
+  every_id=$(printf '%s\n' "$job1" "$job2" "$job3" ${other_job:+"$other_job"} | sort | tr '\n' ' ' | sed 's/ $//')
+  expect "$ids" ckprof cancel ""
+  expect "$ids" ckprof edit ""
+  expect "$all_ids" ckprof retry ""
+  expect "$every_id" ckprof status ""
+  expect "$every_id" ckprof results ""
   # A daemon that accepts but never answers: nothing, within the 2-second bound.
   export CKPROF_SOCKET=$socket
   kill -STOP "$daemon_pid"
@@ -218,12 +264,16 @@ if command -v zsh >/dev/null; then
   zsh -n "$completions/_ckprof" || fail "zsh -n $completions/_ckprof"
   if ((with_daemon == 0)); then
     lines=("ckprof su" "ckprof submit --rep" "ckprof results --format " "ckprof submit inp"
-           "ckprof status " "ckprof ")
+           "ckprof status " "ckprof " "ckprof best --op " "ckprof report --format="
+           "ckprof submit --reuse " "ckprof list --state " "ckprof submit --data-type ")
     want=("submit" "--repeat" "csv json table" "input-configs.json" ""
-          "$(tr '\n' ' ' <<<"$commands" | sed 's/ $//')")
+          "$(tr '\n' ' ' <<<"$commands" | sed 's/ $//')" "bwd_data bwd_weight fwd"
+          "html json md" "auto never" "cancelled cancelling finished queued running waiting"
+          "auto bf16 fp16 fp32")
   else
-    lines=("ckprof status " "ckprof boost $job1 " "ckprof drain " "ckprof --socket $socket wait ")
-    want=("$ids" "" "0 1" "$ids")
+    lines=("ckprof status " "ckprof boost $job1 " "ckprof drain " "ckprof --socket $socket wait "
+           "ckprof cancel " "ckprof edit " "ckprof retry ")
+    want=("$every_id" "" "0 1" "$every_id" "$ids" "$ids" "$all_ids")
   fi
   if got=$(timeout 60 zsh -f "$here/zsh_complete.zsh" "$completions" "${lines[@]}"); then
     mapfile -t got_lines <<<"$got"
