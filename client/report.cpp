@@ -64,6 +64,34 @@ std::string Duration(double s) {
   return buf;
 }
 
+}  // namespace
+
+int TimelineDecimals(double step_s) {
+  int decimals = 0;
+  for (double unit = 1; decimals < 3 && step_s < unit * (1 - 1e-9); unit /= 10) ++decimals;
+  return decimals;
+}
+
+std::string TimelineTime(double s, int decimals) {
+  if (s < 0 || !std::isfinite(s)) return "-";
+  decimals = std::clamp(decimals, 0, 3);
+  int64_t scale = 1;
+  for (int i = 0; i < decimals; ++i) scale *= 10;
+  const int64_t units = std::llround(s * static_cast<double>(scale));  // rounded once, carried
+  const int64_t whole = units / scale;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(whole / 3600),
+                static_cast<long long>(whole / 60 % 60), static_cast<long long>(whole % 60));
+  std::string out = buf;
+  if (decimals > 0) {
+    std::snprintf(buf, sizeof buf, ".%0*lld", decimals, static_cast<long long>(units % scale));
+    out += buf;
+  }
+  return out;
+}
+
+namespace {
+
 // A Markdown table cell: no line breaks, pipes escaped, markup characters as entities, control
 // characters escaped (EscapeControl).
 std::string MdCell(std::string_view text) {
@@ -258,23 +286,31 @@ RooflinePeaks KnownPeaks(const std::string& gpu_name, const std::string& data_ty
   struct Known {
     const char* match;  // a part of the model's name
     const char* label;
-    double half_tf, fp32_tf, gbps;
+    // Dense (no sparsity) TFlops per data type; 0 = none known. fp32 is the higher of the
+    // vector and matrix peaks (a roof bounds what a kernel can reach: CK's fp32 convolutions
+    // use the matrix cores where there are some).
+    double half_tf, fp32_tf, tf32_tf, gbps;
   };
-  // Dense (no sparsity) peaks from the vendors' data sheets.
+  // From the vendors' data sheets.
   static const Known kKnown[] = {
-      {"MI300X", "AMD Instinct MI300X", 1307.4, 163.4, 5300},
-      {"MI250X", "AMD Instinct MI250X", 383, 47.9, 3277},
-      {"H200", "NVIDIA H200", 989, 67, 4800},
-      {"H100", "NVIDIA H100 SXM", 989, 67, 3350},
+      {"MI300X", "AMD Instinct MI300X", 1307.4, 163.4, 653.7, 5300},
+      {"MI250X", "AMD Instinct MI250X", 383, 95.7, 0, 3277},
+      {"H200", "NVIDIA H200", 989.4, 67, 494.7, 4800},
+      {"H100", "NVIDIA H100 SXM", 989.4, 67, 494.7, 3350},
   };
   RooflinePeaks p;
   for (const Known& k : kKnown) {
     if (gpu_name.find(k.match) == std::string::npos) continue;
-    const bool fp32 = data_type == "fp32";
-    p.tflops = fp32 ? k.fp32_tf : k.half_tf;
+    const std::string type = data_type.empty() ? "fp16" : data_type;
+    double tf = 0;
+    if (type == "fp16" || type == "bf16") tf = k.half_tf;
+    if (type == "fp32") tf = k.fp32_tf;
+    if (type == "tf32") tf = k.tf32_tf;
+    if (tf > 0) p.tflops = tf;
     p.gbps = k.gbps;
     p.source = std::string("the known dense peaks of the ") + k.label + " (" +
-               (fp32 ? "fp32" : "fp16/bf16") + ", from the vendor's data sheet)";
+               (tf > 0 ? type : "no " + type + " compute peak known") +
+               ", from the vendor's data sheet)";
     return p;
   }
   return p;
@@ -452,6 +488,15 @@ Report BuildReport(const ResultsReply& job, const ResultsReply* baseline,
   for (const auto& [name, w] : types) {
     if (w > best_w) dtype = name, best_w = w;
   }
+  if (options.peak_tflops) {
+    r.roofs.push_back({"", options.peak_tflops});
+  } else {
+    for (const auto& [name, w] : types) r.roofs.push_back({name, KnownPeaks(model, name).tflops});
+    // No config says its type: the model's fp16 peak, as KnownPeaks takes "" for.
+    if (types.empty()) {
+      if (auto tf = KnownPeaks(model, "").tflops) r.roofs.push_back({"", tf});
+    }
+  }
   RooflinePeaks known = KnownPeaks(model, dtype);
   RooflinePeaks& peaks = r.peaks;
   peaks.tflops = options.peak_tflops ? options.peak_tflops : known.tflops;
@@ -469,6 +514,14 @@ Report BuildReport(const ResultsReply& job, const ResultsReply* baseline,
         model.empty() ? "no peaks: the GPU model is not known (give --peak-tflops "
                         "and --peak-gbps)"
                       : "no peaks known for the " + model + " (give --peak-tflops and --peak-gbps)";
+  }
+  if (!options.peak_tflops && known.gbps && r.roofs.size() > 1) {
+    std::string each;
+    for (const ComputeRoof& roof : r.roofs) {
+      each += (each.empty() ? "" : ", ") + roof.data_type + " " +
+              (roof.tflops ? Printf("%g", *roof.tflops) + " TFlops" : "none known");
+    }
+    peaks.source += "; compute per data type: " + each;
   }
   return r;
 }
@@ -692,10 +745,21 @@ void ProblemsChart(Html& h, const Report& r, const ReportOptions& o, const char*
 }
 
 void RooflineChart(Html& h, const Report& r, const ReportOptions& o) {
+  // One colour per compute roof; a point's outline is its data type's roof's colour.
+  static const char* const kRoofColours[] = {"#c62828", "#6a1b9a", "#00838f", "#ef6c00", "#5d4037"};
+  auto roof_colour = [](size_t i) { return kRoofColours[i % std::size(kRoofColours)]; };
+  auto roof_of = [&](const std::string& type) -> const ComputeRoof* {
+    for (const ComputeRoof& roof : r.roofs) {
+      if (roof.data_type.empty() || roof.data_type == type) return &roof;
+    }
+    return nullptr;
+  };
   struct Point {
     double ai, tf;
     const char* colour;
     const TaskResult* t;
+    const std::string* data_type;
+    const ComputeRoof* roof;  // nullptr: none
   };
   std::vector<Point> points;
   size_t candidates = 0;
@@ -704,8 +768,8 @@ void RooflineChart(Html& h, const Report& r, const ReportOptions& o) {
       if (!t->ok() || t->tflops <= 0 || t->gbps <= 0) continue;
       ++candidates;
       if (points.size() >= o.max_chart_points) continue;
-      points.push_back(
-          {t->tflops * 1e12 / (t->gbps * 1e9), t->tflops, OpColour(ShortOp(t->operation)), t});
+      points.push_back({t->tflops * 1e12 / (t->gbps * 1e9), t->tflops,
+                        OpColour(ShortOp(t->operation)), t, &p.data_type, roof_of(p.data_type)});
     }
   }
   double ai_lo = 1, ai_hi = 10, tf_lo = 1, tf_hi = 10;
@@ -718,15 +782,27 @@ void RooflineChart(Html& h, const Report& r, const ReportOptions& o) {
     tf_lo = std::min(tf_lo, p.tf), tf_hi = std::max(tf_hi, p.tf);
   }
   const auto& pk = r.peaks;
-  if (pk.tflops) tf_hi = std::max(tf_hi, *pk.tflops);
-  if (pk.tflops && pk.gbps) ai_hi = std::max(ai_hi, *pk.tflops * 1000 / *pk.gbps * 2);
+  std::optional<double> top;  // the highest compute roof
+  for (const ComputeRoof& roof : r.roofs) {
+    if (roof.tflops) top = std::max(top.value_or(0), *roof.tflops);
+  }
+  if (top) tf_hi = std::max(tf_hi, *top);
+  if (top && pk.gbps) ai_hi = std::max(ai_hi, *top * 1000 / *pk.gbps * 2);
   const double W = 860, H = 420, L = 70, R = 20, T = 14, B = 46;
   LogAxis x = LogAxis::Cover(ai_lo, ai_hi, L, W - R);
   LogAxis y = LogAxis::Cover(tf_lo, tf_hi, H - B, T);
   h << "<figure><div class=\"legend\"><span><i style=\"background:" << OpColour("fwd")
     << "\"></i>fwd</span><span><i style=\"background:" << OpColour("bwd_data")
     << "\"></i>bwd_data</span><span><i style=\"background:" << OpColour("bwd_weight")
-    << "\"></i>bwd_weight</span></div>"
+    << "\"></i>bwd_weight</span>";
+  for (size_t i = 0; i < r.roofs.size(); ++i) {
+    const ComputeRoof& roof = r.roofs[i];
+    h << "<span><i style=\"background:" << roof_colour(i) << "\"></i>";
+    h.Text(roof.data_type.empty() ? std::string("every data type") : roof.data_type);
+    h << (roof.tflops ? " roof " + Num(*roof.tflops) + " TFlops" : ": no compute peak known")
+      << "</span>";
+  }
+  h << "</div>"
     << "<svg data-chart=\"roofline\" id=\"chart-roofline\" viewBox=\"0 0 " << Co(W) << " " << Co(H)
     << "\" width=\"" << Co(W) << "\" role=\"img\" aria-label=\"roofline\">";
   h << "<rect x=\"" << Co(L) << "\" y=\"" << Co(T) << "\" width=\"" << Co(W - L - R)
@@ -751,7 +827,7 @@ void RooflineChart(Html& h, const Report& r, const ReportOptions& o) {
   const double x_lo = std::pow(10.0, x.lo_exp), x_hi = std::pow(10.0, x.hi_exp);
   const double y_lo = std::pow(10.0, y.lo_exp);
   if (pk.gbps) {
-    const double ridge = pk.tflops ? *pk.tflops * 1000 / *pk.gbps : x_hi;
+    const double ridge = top ? *top * 1000 / *pk.gbps : x_hi;
     const double start = std::max(x_lo, y_lo * 1000 / *pk.gbps);
     const double end = std::min(ridge, x_hi);
     if (end > start) {
@@ -762,19 +838,39 @@ void RooflineChart(Html& h, const Report& r, const ReportOptions& o) {
     h << "<text x=\"" << Co(L + 8) << "\" y=\"" << Co(T + 30) << "\" fill=\"#c62828\">memory "
       << Num(*pk.gbps) << " GB/s</text>";
   }
-  if (pk.tflops) {
-    const double start = pk.gbps ? std::max(x_lo, *pk.tflops * 1000 / *pk.gbps) : x_lo;
-    const double py = y.At(*pk.tflops);
-    h << "<line x1=\"" << Co(x.At(start)) << "\" y1=\"" << Co(py) << "\" x2=\"" << Co(W - R)
-      << "\" y2=\"" << Co(py) << "\" stroke=\"#c62828\" stroke-width=\"2\"/>"
+  // Each data type's compute roof, from its ridge to the right edge, labelled with its type.
+  for (size_t i = 0; i < r.roofs.size(); ++i) {
+    const ComputeRoof& roof = r.roofs[i];
+    if (!roof.tflops) continue;
+    const double start = pk.gbps ? std::max(x_lo, *roof.tflops * 1000 / *pk.gbps) : x_lo;
+    const double py = y.At(*roof.tflops);
+    h << "<line data-roof=\"";
+    h.Text(roof.data_type.empty() ? std::string("all") : roof.data_type);
+    h << "\" x1=\"" << Co(x.At(start)) << "\" y1=\"" << Co(py) << "\" x2=\"" << Co(W - R)
+      << "\" y2=\"" << Co(py) << "\" stroke=\"" << roof_colour(i) << "\" stroke-width=\"2\"/>"
       << "<text x=\"" << Co(W - R - 4) << "\" y=\"" << Co(py + 14)
-      << "\" text-anchor=\"end\" fill=\"#c62828\">compute " << Num(*pk.tflops) << " TFlops</text>";
+      << "\" text-anchor=\"end\" fill=\"" << roof_colour(i) << "\">";
+    h.Text(roof.data_type.empty() ? std::string("compute") : roof.data_type + " compute");
+    h << " " << Num(*roof.tflops) << " TFlops</text>";
   }
   for (const Point& p : points) {
+    const size_t roof_index = p.roof ? static_cast<size_t>(p.roof - r.roofs.data()) : 0;
     h << "<circle cx=\"" << Co(x.At(p.ai)) << "\" cy=\"" << Co(y.At(p.tf)) << "\" r=\"3.5\" fill=\""
-      << p.colour << "\" fill-opacity=\"0.75\"><title>";
+      << p.colour << "\" fill-opacity=\"0.75\"";
+    if (p.roof && p.roof->tflops) h << " stroke=\"" << roof_colour(roof_index) << "\"";
+    h << "><title>";
     h.Text(p.t->description);
-    h << ": " << Num(p.t->tflops) << " TFlops, " << Num(p.t->gbps) << " GB/s</title></circle>";
+    h << ": " << Num(p.t->tflops) << " TFlops, " << Num(p.t->gbps) << " GB/s";
+    if (!p.data_type->empty()) {
+      h << ", ";
+      h.Text(*p.data_type);
+    }
+    if (p.roof && p.roof->tflops) {
+      h << ", " << Percent(p.t->tflops, *p.roof->tflops) << " of ";
+      h.Text(p.roof->data_type.empty() ? std::string("the") : "the " + p.roof->data_type);
+      h << " roof";
+    }
+    h << "</title></circle>";
   }
   if (points.empty()) {
     h << "<text x=\"" << Co(L + 20) << "\" y=\"" << Co(T + 60)
@@ -866,15 +962,27 @@ void TimelineChart(Html& h, const ResultsReply& job, const ReportOptions& o) {
       break;
     }
   }
+  if (raw >= 1) {  // whole seconds: a step the clock reads well (15 s, 5 min, 1 h, ...)
+    step = std::ceil(raw / 86400) * 86400;
+    for (double m : {1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
+                     43200, 86400}) {
+      if (m >= raw) {
+        step = m;
+        break;
+      }
+    }
+  }
+  // Every time on the chart, ticks and tooltips alike, in one format: H:MM:SS since the first
+  // task started, with the fraction of a second the tick step needs.
+  const int decimals = TimelineDecimals(step);
   for (double s = 0; s <= span + 1e-9; s += step) {
     const double px = X(t0 + s);
     h << "<line x1=\"" << Co(px) << "\" x2=\"" << Co(px) << "\" y1=\"" << Co(T) << "\" y2=\""
       << Co(H - B) << "\" stroke=\"var(--grid)\"/><text x=\"" << Co(px) << "\" y=\""
-      << Co(H - B + 14) << "\" text-anchor=\"middle\">"
-      << (step < 1 ? Printf("%.2f s", s) : Duration(s)) << "</text>";
+      << Co(H - B + 14) << "\" text-anchor=\"middle\">" << TimelineTime(s, decimals) << "</text>";
   }
   h << "<text x=\"" << Co((L + W - R) / 2) << "\" y=\"" << Co(H - 6)
-    << "\" text-anchor=\"middle\">time since the first task started</text>";
+    << "\" text-anchor=\"middle\">time since the first task started (H:MM:SS)</text>";
   for (const auto& [g, i] : row_of) {
     h << "<text x=\"0\" y=\"" << Co(T + i * row + row / 2 + 4) << "\">GPU " << std::to_string(g)
       << "</text>";
@@ -885,8 +993,9 @@ void TimelineChart(Html& h, const ResultsReply& job, const ReportOptions& o) {
     h << "<rect x=\"" << Co(x0) << "\" y=\"" << Co(T + row_of[b.gpu] * row + 3) << "\" width=\""
       << Co(w) << "\" height=\"" << Co(row - 6) << "\" fill=\"" << ColourOf(*b.t)
       << "\" stroke=\"#fff\" stroke-width=\"0.5\"><title>#" << std::to_string(b.t->position) << " "
-      << ShortOp(b.t->operation) << " " << EnumName(b.t->state) << " " << Duration(b.end - b.start)
-      << "</title></rect>";
+      << ShortOp(b.t->operation) << " " << EnumName(b.t->state) << " "
+      << TimelineTime(b.start - t0, decimals) << "–" << TimelineTime(b.end - t0, decimals) << " ("
+      << TimelineTime(b.end - b.start, decimals) << ")</title></rect>";
   }
   if (bars.empty()) {
     h << "<text x=\"" << Co(L + 10) << "\" y=\"" << Co(T + 16) << "\">no task has run</text>";
@@ -903,6 +1012,14 @@ void TimelineChart(Html& h, const ResultsReply& job, const ReportOptions& o) {
   h << "</figcaption></figure>";
 }
 
+// What the GPU table's runs are.
+constexpr const char* kRunsNote =
+    "Runs: each run on the GPU it ran on (a config of a repeated job, submit --repeat N, counts "
+    "once per run).";
+constexpr const char* kUnrecordedRuns =
+    "runs of repeated configs that did not succeed: the results keep the GPU of succeeded runs "
+    "only";
+
 // Readings of a GPU over the job's tasks, as "min–max unit".
 struct Range {
   double lo = HUGE_VAL, hi = -HUGE_VAL;
@@ -916,16 +1033,41 @@ struct Range {
 };
 struct GpuRow {
   std::string name, uuid, arch, driver;
-  int64_t tasks = 0;
+  int64_t runs = 0;
   Range sclk, mclk, temp, power;
 };
 
-std::map<int, GpuRow> GpuRows(const ResultsReply& job) {
+// The GPU rows, by index, and the runs of a repeated job whose GPU the results do not record
+// (a merged result keeps only its succeeded runs' GPUs): together they add up to the job's
+// runs that ended (and, of a job not repeated, its tasks running now).
+struct GpuRuns {
   std::map<int, GpuRow> rows;
+  int64_t unrecorded = 0;
+};
+
+GpuRuns GpuRows(const ResultsReply& job) {
+  GpuRuns out;
+  std::map<int, GpuRow>& rows = out.rows;
   for (const TaskResult& t : job.tasks) {
+    if (t.repeats) {
+      // Each run on the GPU it ran on; the merged result's GPU is only its median run's.
+      const RepeatStats& rep = *t.repeats;
+      for (int g : rep.gpus) {
+        if (g >= 0) ++rows[g].runs;
+      }
+      int64_t unrecorded =
+          std::max<int64_t>(0, rep.finished - static_cast<int64_t>(rep.gpus.size()));
+      // No run succeeded: the result is its first run's, on the GPU it says.
+      if (rep.gpus.empty() && t.gpu >= 0 && t.finished() && unrecorded > 0) {
+        ++rows[t.gpu].runs;
+        --unrecorded;
+      }
+      out.unrecorded += unrecorded;
+    } else if (t.gpu >= 0) {
+      ++rows[t.gpu].runs;
+    }
     if (t.gpu < 0) continue;
     GpuRow& g = rows[t.gpu];
-    ++g.tasks;
     if (!t.gpu_state) continue;
     const GpuState& s = *t.gpu_state;
     if (g.name.empty()) g.name = s.name, g.uuid = s.uuid, g.arch = s.arch, g.driver = s.driver;
@@ -937,7 +1079,7 @@ std::map<int, GpuRow> GpuRows(const ResultsReply& job) {
       g.power.Add((*reading)->power_w);
     }
   }
-  return rows;
+  return out;
 }
 
 std::vector<std::pair<std::string, std::string>> Settings(const ResultsReply& job) {
@@ -1201,16 +1343,16 @@ std::string RenderReportHtml(const ResultsReply& job, const ResultsReply* baseli
     h << "</dd>";
   }
   h << "</dl><h2 id=\"gpus\">GPU state</h2>";
-  const auto gpus = GpuRows(job);
-  if (gpus.empty()) {
+  const GpuRuns gpus = GpuRows(job);
+  if (gpus.rows.empty() && gpus.unrecorded == 0) {
     h << "<p>No task ran on a GPU.</p>";
   } else {
-    h << "<table><thead><tr><th class=\"n\">GPU</th><th class=\"n\">tasks</th><th>model</th>"
+    h << "<table><thead><tr><th class=\"n\">GPU</th><th class=\"n\">runs</th><th>model</th>"
          "<th>arch</th><th>driver</th><th>UUID</th><th>graphics clock</th><th>memory clock</th>"
          "<th>temperature</th><th>power</th></tr></thead><tbody>";
-    for (const auto& [g, row] : gpus) {
+    for (const auto& [g, row] : gpus.rows) {
       h << "<tr><td class=\"n\">" << std::to_string(g) << "</td><td class=\"n\">"
-        << std::to_string(row.tasks) << "</td><td>";
+        << std::to_string(row.runs) << "</td><td>";
       h.Text(row.name.empty() ? "unknown" : row.name);
       h << "</td><td>";
       h.Text(row.arch);
@@ -1221,8 +1363,12 @@ std::string RenderReportHtml(const ResultsReply& job, const ResultsReply* baseli
       h << "</td><td>" << row.sclk.Text("MHz") << "</td><td>" << row.mclk.Text("MHz") << "</td><td>"
         << row.temp.Text("°C") << "</td><td>" << row.power.Text("W") << "</td></tr>";
     }
-    h << "</tbody></table><p class=\"note\">Readings before and after each task, lowest to "
-         "highest over the job.</p>";
+    if (gpus.unrecorded > 0) {
+      h << "<tr><td>not recorded</td><td class=\"n\">" << std::to_string(gpus.unrecorded)
+        << "</td><td colspan=\"8\">" << kUnrecordedRuns << "</td></tr>";
+    }
+    h << "</tbody></table><p class=\"note\">" << kRunsNote
+      << " Readings before and after each task, lowest to highest over the job.</p>";
   }
   h << "<p class=\"note\">Made by ckprof report";
   if (!o.generated_at.empty()) {
@@ -1296,19 +1442,24 @@ std::string RenderReportMarkdown(const ResultsReply& job, const ResultsReply* ba
   }
   m += "\n## Job settings\n\n| setting | value |\n|---|---|\n";
   for (const auto& [k, v] : Settings(job)) m += "| " + k + " | " + MdCell(v) + " |\n";
-  const auto gpus = GpuRows(job);
+  const GpuRuns gpus = GpuRows(job);
   m += "\n## GPU state\n\n";
-  if (gpus.empty()) {
+  if (gpus.rows.empty() && gpus.unrecorded == 0) {
     m += "No task ran on a GPU.\n";
   } else {
-    m += "| GPU | tasks | model | arch | driver | graphics clock | memory clock | temperature | "
+    m += "| GPU | runs | model | arch | driver | graphics clock | memory clock | temperature | "
          "power |\n|--:|--:|---|---|---|---|---|---|---|\n";
-    for (const auto& [g, row] : gpus) {
-      m += "| " + std::to_string(g) + " | " + std::to_string(row.tasks) + " | " +
+    for (const auto& [g, row] : gpus.rows) {
+      m += "| " + std::to_string(g) + " | " + std::to_string(row.runs) + " | " +
            MdCell(row.name.empty() ? "unknown" : row.name) + " | " + MdCell(row.arch) + " | " +
            MdCell(row.driver) + " | " + row.sclk.Text("MHz") + " | " + row.mclk.Text("MHz") +
            " | " + row.temp.Text("°C") + " | " + row.power.Text("W") + " |\n";
     }
+    if (gpus.unrecorded > 0) {
+      m += "| not recorded | " + std::to_string(gpus.unrecorded) + " | " +
+           std::string(kUnrecordedRuns) + " | | | | | | |\n";
+    }
+    m += "\n" + std::string(kRunsNote) + "\n";
   }
   m += "\nRoofline peaks: " + MdCell(r.peaks.source) + ". Charts: in the HTML report (`ckprof " +
        "report --format html`).\n";

@@ -103,6 +103,12 @@ struct RooflinePeaks {
   std::string source;  // where they came from, as the report says it
 };
 
+// The compute roof of one data type in the roofline.
+struct ComputeRoof {
+  std::string data_type;         // "fp32", "bf16", ...; "" = every type (--peak-tflops)
+  std::optional<double> tflops;  // nullopt: no peak known for this type on this GPU
+};
+
 struct Report {
   bool has_baseline = false;
   bool has_trace = false;               // some problem carries trace figures
@@ -111,7 +117,10 @@ struct Report {
   ReportTotals overall;
   std::vector<std::pair<std::string, ReportTotals>> by_group;  // "fwd", "bwd"
   ReportCoverage coverage;
-  RooflinePeaks peaks;
+  RooflinePeaks peaks;  // the dominant data type's (the most trace time)
+  // One compute roof per data type of the job's problems, by name; one for all types when
+  // --peak-tflops was given. Each config's point is drawn against its own type's roof.
+  std::vector<ComputeRoof> roofs;
 };
 
 // The figures: problems paired and matched, the verdict, the coverage and the peaks.
@@ -120,7 +129,8 @@ Report BuildReport(const ResultsReply& job, const ResultsReply* baseline,
                    const ReportOptions& options);
 
 // The known dense peaks of a GPU model (by its name, e.g. "AMD Instinct MI300X") for a data
-// type ("fp16", "bf16", "fp32"; "" = fp16); nullopt fields when unknown.
+// type ("fp16", "bf16", "fp32", "tf32"; "" = fp16); nullopt fields when unknown (tflops also
+// for a type the model has no known peak for, e.g. int8, whose peak is in TOPS).
 RooflinePeaks KnownPeaks(const std::string& gpu_name, const std::string& data_type);
 
 // The whole page: one HTML document, every style inline, charts as inline SVG
@@ -130,6 +140,13 @@ std::string RenderReportHtml(const ResultsReply& job, const ResultsReply* baseli
 // The same figures as GitHub-flavoured Markdown tables (no images).
 std::string RenderReportMarkdown(const ResultsReply& job, const ResultsReply* baseline,
                                  const ReportOptions& options);
+
+// A time on the report's GPU timeline (ticks and tooltips alike): seconds since the first task
+// started as "H:MM:SS", with `decimals` (0..3) digits of a second: TimelineTime(3725.25, 1) is
+// "1:02:05.3". TimelineDecimals: the digits a tick step needs (0 for 1 s and above, 1 for
+// 0.1 s, ... at most 3). "-" for a negative or non-finite time.
+std::string TimelineTime(double seconds, int decimals);
+int TimelineDecimals(double step_s);
 
 // &, <, >, " and ' as HTML entities; control characters escaped first (EscapeControl, keeping
 // line breaks and tabs).

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ckprof {
@@ -268,6 +270,193 @@ TEST(Report, TenThousandProblemsStayBoundedInTheCharts) {
   EXPECT_GE(Count(html, "<tr><td class=\"n\">"), 11000u);
   const std::string md = RenderReportMarkdown(job, nullptr, o);
   EXPECT_GE(Count(md, "\n| "), 11000u);
+}
+
+// A forward config of `data_type` (CK's fwd encoding: 0 fp32, 1 fp16, 2 bf16, 3 int8, 8 tf32)
+// for problem N=`n`.
+nlohmann::ordered_json FwdConfig(int data_type, int n) {
+  auto c = nlohmann::ordered_json::parse(R"({"operation_type": "profile_grouped_conv_fwd",
+ "profiler_args": {"data_type": 1, "layout": 3, "index_type": 0, "verify": 0, "init": 1, "log": 0,
+   "time": 1, "num_dim_spatial": 2, "G": 1, "N": 1, "K": 64, "C": 64, "filter_spatial": [3, 3],
+   "input_spatial": [56, 56], "strides": [1, 1], "dilations": [1, 1], "left_pads": [1, 1],
+   "right_pads": [1, 1]},
+ "metadata": {"priority_rank": 1, "description": "Forward conv"}})");
+  c["profiler_args"]["data_type"] = data_type;
+  c["profiler_args"]["N"] = n;
+  return c;
+}
+
+TEST(Report, KnownPeaksDifferPerDataType) {
+  struct Case {
+    const char* model;
+    const char* type;
+    std::optional<double> tflops;
+  };
+  const Case cases[] = {
+      {"AMD Instinct MI300X", "fp32", 163.4},
+      {"AMD Instinct MI300X", "fp16", 1307.4},
+      {"AMD Instinct MI300X", "bf16", 1307.4},
+      {"AMD Instinct MI300X", "tf32", 653.7},
+      {"AMD Instinct MI300X", "", 1307.4},
+      {"AMD Instinct MI300X", "int8", std::nullopt},
+      {"AMD Instinct MI250X", "fp32", 95.7},
+      {"AMD Instinct MI250X", "bf16", 383},
+      {"AMD Instinct MI250X", "tf32", std::nullopt},
+      {"NVIDIA H100 80GB HBM3", "fp32", 67},
+      {"NVIDIA H100 80GB HBM3", "tf32", 494.7},
+      {"NVIDIA H100 80GB HBM3", "bf16", 989.4},
+      {"NVIDIA H200", "fp16", 989.4},
+      {"NVIDIA H200", "fp32", 67},
+      {"Radeon RX 7900", "fp32", std::nullopt},
+  };
+  for (const Case& c : cases) {
+    const RooflinePeaks p = KnownPeaks(c.model, c.type);
+    EXPECT_EQ(p.tflops, c.tflops) << c.model << " " << c.type;
+  }
+}
+
+TEST(Report, EachDataTypeHasItsOwnComputeRoof) {
+  ResultsReply job;
+  const int types[] = {0, 2, 2, 3};  // fp32, bf16 (two problems), int8
+  for (int i = 0; i < 4; ++i) {
+    TaskResult t =
+        Task(i + 1, i + 1, "fwd", "N=" + std::to_string(i + 1), TaskState::kSucceeded, 0.1, 100, 1);
+    t.config = FwdConfig(types[i], i + 1);
+    t.gpu_state = GpuState{};
+    t.gpu_state->name = "AMD Instinct MI300X";
+    job.tasks.push_back(t);
+  }
+  struct Case {
+    std::optional<double> given;
+    std::vector<std::pair<std::string, std::optional<double>>> roofs;
+    std::vector<std::string> in_html;
+  };
+  const Case cases[] = {
+      {std::nullopt,
+       {{"bf16", 1307.4}, {"fp32", 163.4}, {"int8", std::nullopt}},
+       {"data-roof=\"fp32\"", "data-roof=\"bf16\"", "fp32 roof 163.4 TFlops",
+        "bf16 roof 1307 TFlops", "int8: no compute peak known", "of the fp32 roof",
+        "of the bf16 roof", "compute per data type: bf16 1307.4 TFlops, fp32 163.4 TFlops"}},
+      {100.0, {{"", 100.0}}, {"data-roof=\"all\"", "every data type roof 100.0 TFlops"}},
+  };
+  for (const Case& c : cases) {
+    ReportOptions o;
+    o.peak_tflops = c.given;
+    const Report r = BuildReport(job, nullptr, o);
+    ASSERT_EQ(r.roofs.size(), c.roofs.size());
+    for (size_t i = 0; i < c.roofs.size(); ++i) {
+      EXPECT_EQ(r.roofs[i].data_type, c.roofs[i].first);
+      EXPECT_EQ(r.roofs[i].tflops, c.roofs[i].second) << r.roofs[i].data_type;
+    }
+    const std::string html = RenderReportHtml(job, nullptr, o);
+    for (const std::string& want : c.in_html) EXPECT_NE(html.find(want), std::string::npos) << want;
+    if (c.given) {
+      EXPECT_EQ(html.find("data-roof=\"fp32\""), std::string::npos);
+      EXPECT_EQ(Count(html, "data-roof="), 1u);
+    }
+  }
+}
+
+TEST(Report, TimelineTimesHaveOneFormat) {
+  struct Case {
+    double seconds;
+    int decimals;
+    const char* text;
+  };
+  const Case cases[] = {
+      {0, 0, "0:00:00"},         {5, 0, "0:00:05"},          {59.6, 0, "0:01:00"},
+      {3725, 0, "1:02:05"},      {3725.25, 1, "1:02:05.3"},  {0.25, 2, "0:00:00.25"},
+      {59.999, 2, "0:01:00.00"}, {0.0005, 3, "0:00:00.001"}, {-1, 0, "-"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(TimelineTime(c.seconds, c.decimals), c.text);
+  const std::pair<double, int> steps[] = {{600, 0},  {1, 0},     {0.5, 1}, {0.1, 1},
+                                          {0.02, 2}, {0.001, 3}, {1e-5, 3}};
+  for (const auto& [step, decimals] : steps) EXPECT_EQ(TimelineDecimals(step), decimals) << step;
+
+  // Every label of the chart, ticks and tooltips, in H:MM:SS: none in "N.N s" or "N.NN s".
+  struct Span {
+    double length_s;
+    const char* tick;     // a tick label it must have
+    const char* tooltip;  // its one task's tooltip times
+  };
+  const Span spans[] = {
+      {0.5, ">0:00:00.1<", "0:00:00.0–0:00:00.5 (0:00:00.5)"},
+      {30, ">0:00:05<", "0:00:00–0:00:30 (0:00:30)"},
+      {7200, ">0:15:00<", "0:00:00–2:00:00 (2:00:00)"},
+  };
+  for (const Span& sp : spans) {
+    ResultsReply job;
+    TaskResult t = Task(1, 1, "fwd", "N=1", TaskState::kSucceeded, 0.1, -1, 1);
+    t.started_at = 1000;
+    t.ended_at = 1000 + sp.length_s;
+    job.tasks.push_back(t);
+    const std::string html = RenderReportHtml(job, nullptr, ReportOptions{});
+    const size_t a = html.find("data-chart=\"timeline\""), b = html.find("</svg>", a);
+    ASSERT_NE(a, std::string::npos);
+    const std::string chart = html.substr(a, b - a);
+    EXPECT_NE(chart.find(sp.tick), std::string::npos) << sp.length_s << "\n" << chart;
+    EXPECT_NE(chart.find(sp.tooltip), std::string::npos) << sp.length_s << "\n" << chart;
+    EXPECT_EQ(chart.find(" s<"), std::string::npos) << chart;
+    EXPECT_EQ(chart.find(" s)"), std::string::npos) << chart;
+  }
+}
+
+TEST(Report, GpuTableCountsEachRunOnItsGpu) {
+  // A config merged from its runs: `gpus` are its succeeded runs' GPUs; `finished` ended;
+  // `gpu` the result's (its median run's, or its first run's when none succeeded).
+  auto repeated = [](int64_t position, int gpu, std::vector<int> gpus, int finished) {
+    TaskResult t = Task(position, position, "fwd", "N=" + std::to_string(position),
+                        gpus.empty() ? TaskState::kFailed : TaskState::kSucceeded, 0.1, -1, 1);
+    t.gpu = gpu;
+    t.repeats = RepeatStats{};
+    t.repeats->runs = 3;
+    t.repeats->finished = finished;
+    t.repeats->succeeded = static_cast<int>(gpus.size());
+    t.repeats->times_ms.assign(gpus.size(), 0.1);
+    t.repeats->gpus = std::move(gpus);
+    return t;
+  };
+  struct Case {
+    const char* what;
+    std::vector<TaskResult> tasks;
+    std::vector<std::string> rows;  // Markdown rows' first two cells, in order
+    bool not_recorded;
+  };
+  const Case cases[] = {
+      {"not repeated: one run per task",
+       {Task(1, 1, "fwd", "N=1", TaskState::kSucceeded, 0.1, -1, 1),
+        Task(2, 2, "fwd", "N=2", TaskState::kSucceeded, 0.1, -1, 1),
+        Task(3, 3, "fwd", "N=3", TaskState::kFailed, -1, -1, 1)},
+       {"| 0 | 1 |", "| 1 | 2 |"},
+       false},
+      {"repeat 3: 2 configs, 6 runs, each on its GPU",
+       {repeated(1, 1, {0, 1, 1}, 3), repeated(2, 0, {0, 0, 0}, 3)},
+       {"| 0 | 4 |", "| 1 | 2 |"},
+       false},
+      {"repeat 3: failed runs' GPUs are not recorded (but the first's), yet counted",
+       {repeated(1, 1, {1}, 3), repeated(2, 0, {}, 3)},
+       {"| 0 | 1 |", "| 1 | 1 |", "| not recorded | 4 |"},
+       true},
+  };
+  for (const Case& c : cases) {
+    ResultsReply job;
+    job.tasks = c.tasks;
+    const std::string md = RenderReportMarkdown(job, nullptr, ReportOptions{});
+    const size_t start = md.find("## GPU state");
+    ASSERT_NE(start, std::string::npos) << c.what;
+    const std::string table = md.substr(start);
+    EXPECT_NE(table.find("| GPU | runs |"), std::string::npos) << c.what;
+    size_t at = 0;
+    for (const std::string& row : c.rows) {
+      const size_t found = table.find(row, at);
+      EXPECT_NE(found, std::string::npos) << c.what << ": " << row << "\n" << table;
+      if (found != std::string::npos) at = found;
+    }
+    EXPECT_EQ(table.find("| not recorded |") != std::string::npos, c.not_recorded) << c.what;
+    const std::string html = RenderReportHtml(job, nullptr, ReportOptions{});
+    EXPECT_NE(html.find("<th class=\"n\">runs</th>"), std::string::npos) << c.what;
+    EXPECT_NE(html.find("once per run"), std::string::npos) << c.what;
+  }
 }
 
 }  // namespace
