@@ -46,10 +46,10 @@ struct JobRecord {
   bool cancelled = false;
   double submitted_at = 0;
   double finished_at = 0;
-  int repeat = 1;              // runs of each config (submit --repeat)
-  bool reuse = true;           // submit --reuse auto (true) or never
-  double noise_threshold = 0;  // a repeated config whose CV is above it is noisy
-  std::string on_end;          // a shell command run as the owner when the job ends ("" = none)
+  int repeat = 1;                // runs of each config (submit --repeat)
+  bool reuse = true;             // submit --reuse auto (true) or never
+  double noise_threshold = 0;    // a repeated config whose CV is above it is noisy
+  std::string on_end;            // a shell command run as the owner when the job ends ("" = none)
   std::vector<std::string> env;  // "K=V" its profilers and --on-end get (submit --env)
   std::optional<OnEndResult> on_end_result;  // how on_end ended (table job_on_end); none yet
 };
