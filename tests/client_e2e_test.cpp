@@ -1078,7 +1078,9 @@ TEST_F(ClientTest, ListFiltersAndHistoryColumns) {
   EXPECT_EQ(ids({"--state", "finished"}), std::vector<int64_t>{a});
   EXPECT_EQ(ids({"--state", "waiting,finished"}), (std::vector<int64_t>{a, b}));
   EXPECT_EQ(ids({"--mine", "--all"}), (std::vector<int64_t>{a, b}));
-  EXPECT_EQ(ids({"--user", "nobody-at-all"}), std::vector<int64_t>{});
+  CommandResult nobody = Ckprof({"list", "--user", "nobody-at-all", "--json"});
+  EXPECT_EQ(nobody.exit_code, 1) << "a user that does not exist is said so, not an empty list";
+  EXPECT_NE(nobody.err.find("no such user"), std::string::npos) << nobody.err;
   EXPECT_EQ(ids({"--since", "1h", "--limit", "1"}), std::vector<int64_t>{b});
   EXPECT_EQ(ids({"--since", "2020-01-01"}), (std::vector<int64_t>{a, b}));
   EXPECT_EQ(ids({"--since", "+1h"}), std::vector<int64_t>{});  // submitted in an hour: none
