@@ -37,6 +37,7 @@
 #include "daemon/state_guard.h"
 #include "daemon/store.h"
 #include "daemon/systemd_notify.h"
+#include "daemon/user_names.h"
 
 namespace ckprof {
 namespace {
@@ -293,22 +294,6 @@ Result<StateDirLock> LockStateDir(const std::string& state_dir) {
                  d.error);
   }
   return held;
-}
-
-std::string UserNameOf(uid_t uid) {
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  char buf[4096];
-  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found) return pw.pw_name;
-  return "uid " + std::to_string(uid);
-}
-
-std::string GroupNameOf(gid_t gid) {
-  struct group gr {};
-  struct group* found = nullptr;
-  std::vector<char> buf(16384);
-  if (getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) == 0 && found) return gr.gr_name;
-  return "gid " + std::to_string(gid);
 }
 
 // Who may connect to the socket at `path`, as its owner, group and mode (and its directory's)

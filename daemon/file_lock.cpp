@@ -16,20 +16,10 @@
 #include <vector>
 
 #include "daemon/process_util.h"
+#include "daemon/user_names.h"
 
 namespace ckprof {
 namespace {
-
-std::string UserName(int64_t uid) {
-  if (uid < 0) return "";
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  char buf[4096];
-  if (getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof buf, &found) == 0 && found) {
-    return pw.pw_name;
-  }
-  return "uid " + std::to_string(uid);
-}
 
 LockHolder HolderOf(int fd) {
   LockHolder h;
@@ -78,7 +68,7 @@ std::string LockHolder::Describe() const {
   std::string name;
   if (std::getline(comm, name) && !name.empty()) s = name + " " + s;
   std::vector<std::string> notes;
-  if (uid >= 0) notes.push_back(UserName(uid));
+  if (uid >= 0) notes.push_back(UserNameOf(static_cast<uint32_t>(uid)));
   if (kill(pid, 0) != 0 && errno == ESRCH) notes.push_back("exited; a process it started holds it");
   for (size_t i = 0; i < notes.size(); ++i) s += (i ? ", " : " (") + notes[i];
   return notes.empty() ? s : s + ")";

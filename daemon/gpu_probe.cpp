@@ -19,6 +19,7 @@
 
 #include "common/gpu_list.h"
 #include "daemon/process_util.h"
+#include "daemon/user_names.h"
 
 extern char** environ;
 
@@ -64,14 +65,6 @@ std::map<std::string, long long> ReadProperties(const std::string& path) {
   return out;
 }
 
-std::string UserName(uint32_t uid) {
-  std::vector<char> buf(16384);
-  passwd pw{};
-  passwd* found = nullptr;
-  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) return pw.pw_name;
-  return std::to_string(uid);
-}
-
 // Who `pid` is, or nullopt when it is gone (a stale entry must not hold a GPU for ever).
 std::optional<ProbedProcess> Probe(pid_t pid, const std::string& marker) {
   auto owner = ReadProcOwner(pid);
@@ -79,7 +72,7 @@ std::optional<ProbedProcess> Probe(pid_t pid, const std::string& marker) {
   ProbedProcess p;
   p.user.pid = pid;
   p.user.uid = owner->uid;
-  p.user.user = UserName(owner->uid);
+  p.user.user = UserNameOf(owner->uid);
   p.user.command = owner->command;
   if (auto st = ReadProcStat(pid)) p.pgid = st->pgrp;
   p.ours = !marker.empty() && ProcessHasEnv(pid, marker);

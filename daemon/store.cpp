@@ -20,6 +20,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "daemon/user_names.h"
+
 namespace ckprof {
 
 // Checkpoints the WAL on its own thread and connection (SQLite's own automatic checkpoint would
@@ -273,22 +275,6 @@ INSERT OR IGNORE INTO id_marks (name, last) VALUES ('jobs', 0), ('tasks', 0);
 PRAGMA user_version = 7;
 )SQL";
 
-std::string UserName(uid_t uid) {
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  char buf[4096];
-  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found) return pw.pw_name;
-  return "uid " + std::to_string(uid);
-}
-
-std::string GroupName(gid_t gid) {
-  struct group gr {};
-  struct group* found = nullptr;
-  std::vector<char> buf(16384);
-  if (getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) == 0 && found) return gr.gr_name;
-  return "gid " + std::to_string(gid);
-}
-
 // Why this process cannot write `path` (a file or directory), with how to make it writable; ""
 // when nothing says it cannot (it does not exist, or it may be written). Never "move it
 // aside": the database holds every job and result.
@@ -309,16 +295,16 @@ std::string WhyNotWritable(const std::string& path) {
   if (err != EACCES) return path + ": " + std::strerror(err);
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-  const std::string me = UserName(getuid());
+  const std::string me = UserNameOf(getuid());
   const std::string files = dir ? path : path + "*";
   const std::string fix =
       st.st_uid == getuid()
           ? "chmod u+" + std::string(dir ? "wx " : "rw ") + files
-          : "chown " + me + " " + files + ", or run ckprofd as " + UserName(st.st_uid);
-  return path + " is owned by " + UserName(st.st_uid) + ":" + GroupName(st.st_gid) + " with mode " +
-         mode + ", and ckprofd runs as " + me + " (uid " + std::to_string(getuid()) +
-         "), who may not " + (dir ? "create files in it" : "write it") + ": make it writable for " +
-         me + " (" + fix + ")" +
+          : "chown " + me + " " + files + ", or run ckprofd as " + UserNameOf(st.st_uid);
+  return path + " is owned by " + UserNameOf(st.st_uid) + ":" + GroupNameOf(st.st_gid) +
+         " with mode " + mode + ", and ckprofd runs as " + me + " (uid " +
+         std::to_string(getuid()) + "), who may not " + (dir ? "create files in it" : "write it") +
+         ": make it writable for " + me + " (" + fix + ")" +
          (dir ? "" : "; the -wal and -shm files beside it too, where they exist");
 }
 
