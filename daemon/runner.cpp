@@ -649,6 +649,7 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   child.cwd = s.cwd.c_str();
   child.exec_fd = s.exec_fd;
   child.status_fd = status_pipe[1];
+  child.status_read_fd = status_pipe[0];
   child.reset_nice = OwnNiceIsRaised();
   if (s.uid && *s.uid != geteuid()) {
     // Another user's process: started through ckprofd-exec (spawn.h), never switched here.

@@ -280,6 +280,19 @@ pid_t SpawnThread::Clone(ChildArgs& child, int* clone_errno) {
   // the runner through the status pipe alone.
   pid_t pid = vfork();
   if (pid == 0) _exit(ChildMain(&child));
+  // Where vfork became fork (TSan), the parent returns before the child has exec'd: a child
+  // of our own (no helper: it never holds a user's uid) is waited for here until its exec
+  // closes the pipe, as a vfork would, so that its failure and its pid come back together.
+  // One that execs ckprofd-exec is not: the helper's exec of the profiler is its user's.
+  if (pid > 0 && child.helper == nullptr && child.status_read_fd >= 0 && child.status_fd >= 0) {
+    close(child.status_fd);
+    child.status_fd = -1;
+    SpawnError report;
+    ssize_t got;
+    while ((got = read(child.status_read_fd, &report, sizeof report)) < 0 && errno == EINTR) {
+    }
+    if (got == static_cast<ssize_t>(sizeof report)) child.error = report;
+  }
 #else
   pid_t pid =
       clone(ChildMain, stack_.get() + kChildStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD, &child);

@@ -62,6 +62,7 @@ struct ChildArgs {
   int cgroup_fd = -1;          // the run's cgroup.procs, open for writing; the child joins it
   bool reset_nice = false;     // run at nice 0 (the daemon's own may be raised)
   int status_fd = -1;          // the status pipe's write end (close-on-exec); -1 = none
+  int status_read_fd = -1;     // its read end (the parent's; sanitizer builds read it: Clone)
   // ckprofd-exec and its arguments (see HelperArguments): set when the child is to switch to
   // `uid`; then the child leaves the uid and the directory to the helper.
   const char* helper = nullptr;
