@@ -143,7 +143,9 @@ TEST_F(RepeatsTest, EachConfigRunsNTimesOverBothGpusAndItsResultIsTheMedian) {
   EXPECT_EQ(compared.exit_code, 0) << compared.err;
   EXPECT_NE(compared.out.find(" ±"), std::string::npos) << compared.out;
   // Runs alike to the last digit: "±0%", never rounding noise such as "±1.76e-14%".
-  if (spread < 4) EXPECT_NE(compared.out.find(" ±0%"), std::string::npos) << compared.out;
+  if (spread < 4) {
+    EXPECT_NE(compared.out.find(" ±0%"), std::string::npos) << compared.out;
+  }
   EXPECT_EQ(compared.out.find("e-1"), std::string::npos) << compared.out;
   EXPECT_NE(compared.out.find("coefficient of variation"), std::string::npos) << compared.out;
   auto compared_json = Ckprof({"compare", job, job, "--json"});
