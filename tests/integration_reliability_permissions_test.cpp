@@ -15,6 +15,7 @@
 #include "tests/util/emulator.h"
 #include "tests/util/files.h"
 #include "tests/util/launched_daemon.h"
+#include "tests/util/multi_user.h"
 #include "tests/util/processes.h"
 #include "tests/util/requests.h"
 #include "tests/util/users.h"
@@ -30,9 +31,7 @@ using testing::SystemGroup;
 using testing::SystemUser;
 
 // Short unique names: tests of several binaries create users at the same time.
-std::string Name(const std::string& role) {
-  return "ckr" + role + std::to_string(getpid() % 1000000);
-}
+std::string Name(const std::string& role) { return testing::UniqueName("ckr", role); }
 
 // A configs file whose i-th config has the emulator batch size magic[i] (0 = normal).
 std::string MagicConfigs(const std::vector<int>& magic, int64_t spatial = 8) {
@@ -44,35 +43,8 @@ std::string MagicConfigs(const std::vector<int>& magic, int64_t spatial = 8) {
   return j.dump(2);
 }
 
-class ReliabilityPermissionsTest : public testing::EmulatorDaemonTest {
+class ReliabilityPermissionsTest : public testing::MultiUserDaemonTest {
  protected:
-  void SetUp() override {
-    if (getuid() != 0) GTEST_SKIP() << "needs root to create users and groups";
-    EmulatorDaemonTest::SetUp();
-  }
-
-  // Runs ckprof as `user` (nullptr: as root) against the daemon.
-  CommandResult Ckprof(const SystemUser* user, const std::vector<std::string>& args) {
-    std::vector<std::string> argv = user ? user->As() : std::vector<std::string>{};
-    argv.insert(argv.end(), {testing::SharedBinPath("ckprof"), "--socket", daemon_.socket()});
-    argv.insert(argv.end(), args.begin(), args.end());
-    return testing::RunCommand(argv, {}, dir_.path());
-  }
-
-  // Submits a configs text as `user`; the job id, or 0 (and the error in `error`).
-  int64_t SubmitAs(const SystemUser* user, const std::string& text,
-                   std::vector<std::string> extra = {}, std::string* error = nullptr) {
-    const std::string file = dir_.File("configs-" + std::to_string(++files_) + ".json");
-    testing::WriteFile(file, text);
-    chmod(file.c_str(), 0644);
-    std::vector<std::string> args = {"submit", file};
-    args.insert(args.end(), extra.begin(), extra.end());
-    CommandResult r = Ckprof(user, args);
-    if (error) *error = r.err;
-    if (r.exit_code != 0) return 0;
-    return std::stoll(r.out);
-  }
-
   JobSummary Status(int64_t job) {
     Request r;
     r.type = RequestType::kStatus;
@@ -101,8 +73,6 @@ class ReliabilityPermissionsTest : public testing::EmulatorDaemonTest {
     }
     return out;
   }
-
-  int files_ = 0;
 };
 
 TEST_F(ReliabilityPermissionsTest, SocketModeAndGroupAreAsConfigured) {

@@ -17,6 +17,7 @@
 #include "tests/util/daemon_fixture.h"
 #include "tests/util/emulator.h"
 #include "tests/util/files.h"
+#include "tests/util/multi_user.h"
 #include "tests/util/requests.h"
 #include "tests/util/users.h"
 #include "tests/util/victim_probe.h"
@@ -31,9 +32,7 @@ using testing::VictimFigures;
 using testing::VictimProbe;
 
 // Short unique names: tests of several binaries create users at the same time.
-std::string Name(const std::string& role) {
-  return "ckl" + role + std::to_string(getpid() % 1000000);
-}
+std::string Name(const std::string& role) { return testing::UniqueName("ckl", role); }
 
 // A config that lets every local user reach the socket, with `keys` ("" = nothing else).
 std::string Config(const std::string& keys = "") {
@@ -44,40 +43,8 @@ bool Has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-class SecurityLimitsTest : public testing::EmulatorDaemonTest {
+class SecurityLimitsTest : public testing::MultiUserDaemonTest {
  protected:
-  void SetUp() override {
-    if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
-    EmulatorDaemonTest::SetUp();
-  }
-
-  // Runs ckprof as `user` (nullptr: as root, an admin) against the daemon.
-  CommandResult Ckprof(const SystemUser* user, const std::vector<std::string>& args) {
-    std::vector<std::string> argv = user ? user->As() : std::vector<std::string>{};
-    argv.insert(argv.end(), {testing::SharedBinPath("ckprof"), "--socket", daemon_.socket()});
-    argv.insert(argv.end(), args.begin(), args.end());
-    return testing::RunCommand(argv, {}, dir_.path());
-  }
-
-  // A configs file every user may read.
-  std::string File(const std::string& text) {
-    const std::string file = dir_.File("configs-" + std::to_string(++files_) + ".json");
-    testing::WriteFile(file, text);
-    chmod(file.c_str(), 0644);
-    return file;
-  }
-
-  // Submits a configs text as `user`; the job id, or 0 (and the error in `error`).
-  int64_t SubmitAs(const SystemUser* user, const std::string& text,
-                   std::vector<std::string> extra = {}, std::string* error = nullptr) {
-    std::vector<std::string> args = {"submit", File(text)};
-    args.insert(args.end(), extra.begin(), extra.end());
-    CommandResult r = Ckprof(user, args);
-    if (error) *error = r.err;
-    if (r.exit_code != 0) return 0;
-    return std::stoll(r.out);
-  }
-
   // `status --json` of the jobs named: the first of them; of none: the whole answer (the
   // jobs and "you").
   json StatusJson(const SystemUser* user, const std::vector<std::string>& jobs = {}) {
@@ -91,20 +58,6 @@ class SecurityLimitsTest : public testing::EmulatorDaemonTest {
     EXPECT_EQ(j["jobs"].size(), 1u) << r.out;
     return j["jobs"].empty() ? json() : j["jobs"][0];
   }
-
-  // The victim's figures, printed and recorded, checked: served, and no stall.
-  void CheckVictim(VictimProbe& probe, const std::string& what) {
-    VictimFigures f = probe.Stop();
-    std::cout << "victim status during " << what << ": " << f.requests << " requests, p50/p99/max "
-              << f.p50_ms << "/" << f.p99_ms << "/" << f.max_ms << " ms\n";
-    RecordProperty("victim_p99_ms", std::to_string(f.p99_ms));
-    RecordProperty("victim_max_ms", std::to_string(f.max_ms));
-    EXPECT_EQ(f.errors, 0) << f.first_error << "\n" << f.text;
-    EXPECT_GT(f.requests, 0) << f.text;
-    EXPECT_LT(f.max_ms, 5000) << "the victim's status stalled: " << f.text;
-  }
-
-  int files_ = 0;
 };
 
 // 30.7: a plain user's --timeout is at most max_timeout and never none; an admin's is anything.
@@ -124,7 +77,7 @@ TEST_F(SecurityLimitsTest, PlainUserCannotLiftTheTimeLimit) {
   EXPECT_EQ(SubmitAs(&alice, configs, {"--timeout", "10000000"}, &err), 0);
   EXPECT_TRUE(Has(err, "--timeout 10000000 is above this daemon's max_timeout of 3600 s")) << err;
   // run passes its --timeout through submit: the same rule.
-  CommandResult run = Ckprof(&alice, {"run", File(configs), "--timeout", "0", "--no-save"});
+  CommandResult run = Ckprof(&alice, {"run", ReadableFile(configs), "--timeout", "0", "--no-save"});
   EXPECT_NE(run.exit_code, 0);
   EXPECT_TRUE(Has(run.err, "--timeout 0 (no limit) is for admins only")) << run.err;
   EXPECT_TRUE(testing::ReadEmuRuns(emu_log_).empty()) << "a refused run ran";
@@ -157,7 +110,7 @@ TEST_F(SecurityLimitsTest, PlainUserCannotLiftTheTimeLimit) {
   EXPECT_TRUE(StatusJson(nullptr, {std::to_string(own)})["timeout_s"].is_null());
   // The limit is shown to the user.
   EXPECT_EQ(StatusJson(&alice)["you"]["max_timeout_s"], 3600);
-  CheckVictim(probe, "the timeout attempts");
+  testing::ExpectVictimServed(probe.Stop(), "the timeout attempts");
 }
 
 // 31.14: without a timeout in the config it is 1800 s, and a plain user may not exceed it.
@@ -192,7 +145,7 @@ TEST_F(SecurityLimitsTest, HugeSubmitIsRefusedByTheDefaultRunCap) {
                            " would have 2,000,000 queued runs (0 now, 2,000,000 more asked); "
                            "this daemon allows 1,000,000 per user (max_queued_runs_per_user)"))
       << err;
-  CheckVictim(probe, "a 2,000,000-run submit");
+  testing::ExpectVictimServed(probe.Stop(), "a 2,000,000-run submit");
   json status = StatusJson(&alice);
   EXPECT_TRUE(status["jobs"].empty()) << status.dump();
   EXPECT_EQ(status["you"]["queued_runs"], 0);
@@ -263,7 +216,7 @@ TEST_F(SecurityLimitsTest, QueueCapsNameTheLimitAndSpareAdmins) {
   EXPECT_TRUE(Has(Ckprof(nullptr, {"status"}).out,
                   "you: 1 active job, 20 queued runs, 0 GPUs in use\nlimits (admin): no job or run "
                   "cap, no GPU cap, any --timeout\n"));
-  CheckVictim(probe, "submits at the caps");
+  testing::ExpectVictimServed(probe.Stop(), "submits at the caps");
 }
 
 // 30.8: retry counts runs too (jobs cap out of the way).
@@ -331,7 +284,7 @@ TEST_F(SecurityLimitsTest, GpuCapRunsAUsersTasksOneAtATime) {
   auto end = testing::WaitJobEnd(daemon_.socket(), hers);
   ASSERT_TRUE(end.ok()) << end.error();
   EXPECT_EQ(end->succeeded, 7);
-  CheckVictim(probe, "a capped user's 8 tasks");
+  testing::ExpectVictimServed(probe.Stop(), "a capped user's 8 tasks");
 
   // From the emulator's log: hers never overlap; each of his overlaps her hung one.
   std::vector<testing::EmuRun> runs = testing::ReadEmuRuns(emu_log_), mine, theirs;
@@ -379,7 +332,7 @@ TEST_F(SecurityLimitsTest, PriorityRuleIsTheSameForSubmitAndEdit) {
     EXPECT_EQ(StatusJson(&alice, {id})["priority"], std::stoi(p));
   }
   CommandResult submit =
-      Ckprof(&alice, {"submit", File(testing::FwdConfigsText(1)), "--priority", "1001"});
+      Ckprof(&alice, {"submit", ReadableFile(testing::FwdConfigsText(1)), "--priority", "1001"});
   CommandResult edit = Ckprof(&alice, {"edit", id, "--priority", "1001"});
   EXPECT_EQ(submit.exit_code, 2);
   EXPECT_EQ(edit.exit_code, 2);

@@ -25,6 +25,7 @@
 #include "tests/util/emulator.h"
 #include "tests/util/files.h"
 #include "tests/util/launched_daemon.h"
+#include "tests/util/multi_user.h"
 #include "tests/util/raw_client.h"
 #include "tests/util/requests.h"
 #include "tests/util/users.h"
@@ -42,9 +43,7 @@ using testing::VictimFigures;
 using testing::VictimProbe;
 
 // Short unique names: tests of several binaries create users at the same time.
-std::string Name(const std::string& role) {
-  return "cks" + role + std::to_string(getpid() % 1000000);
-}
+std::string Name(const std::string& role) { return testing::UniqueName("cks", role); }
 
 // `n` connections to `socket` made as `user` (in the socket's group `gid`): a child process
 // takes the user's identity, connects (the daemon reads who it is from SO_PEERCRED, fixed at
@@ -108,25 +107,11 @@ std::vector<std::unique_ptr<RawClient>> ConnectAs(const SystemUser& user, gid_t 
   return out;
 }
 
-void Report(const char* attack, const VictimFigures& f) {
-  std::cout << "[ info ] victim status during " << attack << ": " << f.requests
-            << " requests, p50/p99/max ms: " << f.p50_ms << "/" << f.p99_ms << "/" << f.max_ms
-            << ", errors " << f.errors << "\n";
-  ::testing::Test::RecordProperty("victim_p99_ms", std::to_string(f.p99_ms));
-  ::testing::Test::RecordProperty("victim_max_ms", std::to_string(f.max_ms));
-}
-
-void ExpectServed(const VictimFigures& f) {
-  EXPECT_GT(f.requests, 0) << f.text;
-  EXPECT_EQ(f.errors, 0) << f.first_error;
-  EXPECT_LT(f.max_ms, 5000) << f.text;  // a stall, not a speed
-}
-
-class SecurityServerTest : public testing::EmulatorDaemonTest {
+class SecurityServerTest : public testing::MultiUserDaemonTest {
  protected:
   void SetUp() override {
-    if (getuid() != 0) GTEST_SKIP() << "needs root to create users and groups";
-    EmulatorDaemonTest::SetUp();
+    MultiUserDaemonTest::SetUp();
+    if (IsSkipped()) return;
     lab_ = std::make_unique<SystemGroup>(Name("g"));
     ASSERT_TRUE(lab_->ok());
     attacker_ = std::make_unique<SystemUser>(Name("a"), std::vector<std::string>{lab_->name()});
@@ -139,24 +124,6 @@ class SecurityServerTest : public testing::EmulatorDaemonTest {
     Start(EmulatorOptions("0-3", R"({"socket_group": ")" + lab_->name() +
                                      R"(", "socket_mode": "0660")" +
                                      (extra.empty() ? "" : ", " + extra) + "}"));
-  }
-
-  // Runs ckprof as `user` (nullptr: as root) against `socket` (default: the daemon's).
-  CommandResult Ckprof(const SystemUser* user, const std::vector<std::string>& args,
-                       const std::string& socket = "") {
-    std::vector<std::string> argv = user ? user->As() : std::vector<std::string>{};
-    argv.insert(argv.end(), {testing::SharedBinPath("ckprof"), "--socket",
-                             socket.empty() ? daemon_.socket() : socket});
-    argv.insert(argv.end(), args.begin(), args.end());
-    return testing::RunCommand(argv, {}, dir_.path());
-  }
-
-  // A file of the test's that every user may read.
-  std::string Readable(const std::string& name, const std::string& content) {
-    const std::string file = dir_.File(name);
-    testing::WriteFile(file, content);
-    chmod(file.c_str(), 0644);
-    return file;
   }
 
   std::vector<std::unique_ptr<RawClient>> Attack(int n) {
@@ -197,8 +164,7 @@ TEST_F(SecurityServerTest, OneUserCannotHoldEveryConnectionAndAdminsKeepTheirSlo
   CommandResult admin = Ckprof(nullptr, {"status"});
   EXPECT_EQ(admin.exit_code, 0) << admin.err;
   const VictimFigures f = probe.Stop();
-  Report("one user holding her connection cap", f);
-  ExpectServed(f);
+  testing::ExpectVictimServed(f, "one user holding her connection cap");
 
   // An accomplice takes his 12 too: 24 of 28, the 4 left are the admins'.
   SystemUser accomplice(Name("c"), {lab_->name()});
@@ -224,7 +190,7 @@ TEST_F(SecurityServerTest, OneUserCannotHoldEveryConnectionAndAdminsKeepTheirSlo
 TEST_F(SecurityServerTest, OneUserCannotFollowMoreThanHerCapOfStreams) {
   StartLab(R"("max_streams_per_user": 3)");
   // A job that waits an hour: a watch of it streams until the test ends.
-  const std::string configs = Readable("configs.json", testing::FwdConfigsText(2));
+  const std::string configs = ReadableFile(testing::FwdConfigsText(2), "configs.json");
   CommandResult submitted = Ckprof(attacker_.get(), {"submit", configs, "--not-before", "+1h"});
   ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
   const std::string job = submitted.out.substr(0, submitted.out.find_first_of(" \n"));
@@ -286,8 +252,7 @@ TEST_F(SecurityServerTest, OneUserCannotFollowMoreThanHerCapOfStreams) {
     EXPECT_TRUE(first->value("ok", false)) << first->dump();
   }
   const VictimFigures f = probe.Stop();
-  Report("one user holding her stream cap", f);
-  ExpectServed(f);
+  testing::ExpectVictimServed(f, "one user holding her stream cap");
   // One of her streams ends: she may follow another (once the daemon has seen it go).
   conns[0]->Close();
   bool followed = false;
@@ -331,7 +296,7 @@ TEST_F(SecurityServerTest, LargeFramesAtOnceAreRefusedAsTheyArriveAndMemoryStays
   }
   for (auto& t : senders) t.join();
   // Meanwhile another user's small submit goes through.
-  const std::string configs = Readable("victim.json", testing::FwdConfigsText(2));
+  const std::string configs = ReadableFile(testing::FwdConfigsText(2), "victim.json");
   CommandResult victim_submit = Ckprof(victim_.get(), {"submit", configs});
   EXPECT_EQ(victim_submit.exit_code, 0) << victim_submit.err;
   int refused = 0, served = 0;
@@ -360,8 +325,7 @@ TEST_F(SecurityServerTest, LargeFramesAtOnceAreRefusedAsTheyArriveAndMemoryStays
             << " refused (the earliest after " << (least_sent >> 20) << " MiB); daemon peak +"
             << (growth >> 20) << " MiB\n";
   RecordProperty("daemon_peak_growth_mib", std::to_string(growth >> 20));
-  Report("8 large frames at once", f);
-  ExpectServed(f);
+  testing::ExpectVictimServed(f, "8 large frames at once");
   // Her budget holds three at most: the rest were refused, before they were all there.
   EXPECT_GE(refused, kFrames - 3);
   EXPECT_GE(served, 1);
@@ -394,7 +358,7 @@ TEST_F(SecurityServerTest, TheGlobalBudgetRefusesTheFrameThatCrossesIt) {
     sent[i] = senders[i]->Send(frame);
   }
   // Meanwhile another user is served.
-  const std::string configs = Readable("victim.json", testing::FwdConfigsText(2));
+  const std::string configs = ReadableFile(testing::FwdConfigsText(2), "victim.json");
   CommandResult victim_submit = Ckprof(victim_.get(), {"submit", configs});
   EXPECT_EQ(victim_submit.exit_code, 0) << victim_submit.err;
   int refused = 0;
@@ -423,7 +387,7 @@ TEST_F(SecurityServerTest, AnOversizedSubmitIsRefusedNamingTheLimitAndItsKey) {
   std::string noise(1 << 20, '\0');
   std::mt19937 random(7);
   for (char& c : noise) c = static_cast<char>(random());
-  const std::string big = Readable("big.json.gz", *Gzip(noise, 1));
+  const std::string big = ReadableFile(*Gzip(noise, 1), "big.json.gz");
   CommandResult r = Ckprof(attacker_.get(), {"submit", big});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("frame too large: over the limit of 1048576 bytes (1 MiB, "
@@ -433,7 +397,7 @@ TEST_F(SecurityServerTest, AnOversizedSubmitIsRefusedNamingTheLimitAndItsKey) {
       << r.err;
   // A real gzipped trace fits.
   const std::string vit =
-      Readable("vit.json.gz", testing::ReadFile(testing::DataPath("vit_h100_trace.json.gz")));
+      ReadableFile(testing::ReadFile(testing::DataPath("vit_h100_trace.json.gz")), "vit.json.gz");
   CommandResult trace = Ckprof(victim_.get(), {"submit", vit});
   EXPECT_EQ(trace.exit_code, 0) << trace.err;
 }
@@ -442,7 +406,7 @@ TEST_F(SecurityServerTest, SocketErrorsSayWhatIsWrongWithThePath) {
   StartLab();
   SystemUser outsider(Name("o"));
   ASSERT_TRUE(outsider.ok());
-  const std::string file = Readable("plain-file", "not a socket\n");
+  const std::string file = ReadableFile("not a socket\n", "plain-file");
   const std::string directory = dir_.File("a-directory");
   ASSERT_EQ(mkdir(directory.c_str(), 0755), 0);
   // A socket its daemon left behind: bound, never listened on, closed.
@@ -489,7 +453,7 @@ TEST_F(SecurityServerTest, SocketErrorsSayWhatIsWrongWithThePath) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
-    CommandResult r = Ckprof(c.user, {"status"}, c.socket);
+    CommandResult r = Ckprof(c.user, {"status"}, Where::Socket(c.socket));
     EXPECT_EQ(r.exit_code, 2) << r.err;
     size_t at = 0;
     for (const auto& part : c.expected) {

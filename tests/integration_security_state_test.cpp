@@ -27,6 +27,7 @@
 #include "tests/util/emulator.h"
 #include "tests/util/files.h"
 #include "tests/util/launched_daemon.h"
+#include "tests/util/multi_user.h"
 #include "tests/util/processes.h"
 #include "tests/util/requests.h"
 #include "tests/util/users.h"
@@ -42,9 +43,7 @@ using testing::SystemGroup;
 using testing::SystemUser;
 
 // Short unique names: tests of several binaries create users at the same time.
-std::string Name(const std::string& role) {
-  return "cks" + role + std::to_string(getpid() % 1000000);
-}
+std::string Name(const std::string& role) { return testing::UniqueName("cks", role); }
 
 // A configs file whose one config hangs in the emulator (batch size 9001) until it is stopped.
 std::string HangingConfig() {
@@ -69,39 +68,8 @@ bool Contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
 }
 
-class SecurityStateTest : public testing::EmulatorDaemonTest {
+class SecurityStateTest : public testing::MultiUserDaemonTest {
  protected:
-  void SetUp() override {
-    if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
-    EmulatorDaemonTest::SetUp();
-  }
-
-  // Runs ckprof as `user` (nullptr: as root) against `socket` (daemon_'s when empty).
-  CommandResult Ckprof(const SystemUser* user, const std::vector<std::string>& args,
-                       const std::string& socket = "") {
-    std::vector<std::string> argv = user ? user->As() : std::vector<std::string>{};
-    argv.insert(argv.end(), {testing::SharedBinPath("ckprof"), "--socket",
-                             socket.empty() ? daemon_.socket() : socket});
-    argv.insert(argv.end(), args.begin(), args.end());
-    return testing::RunCommand(argv, {}, dir_.path());
-  }
-
-  // Submits a configs text as `user` with the real client; the job id, or 0 (and the client's
-  // stderr in `error`).
-  int64_t SubmitAs(const SystemUser* user, const std::string& text,
-                   std::vector<std::string> extra = {}, std::string* error = nullptr) {
-    const std::string file = dir_.File("configs-" + std::to_string(++files_) + ".json");
-    testing::WriteFile(file, text);
-    chmod(file.c_str(), 0644);
-    std::vector<std::string> args = {"submit", file};
-    args.insert(args.end(), extra.begin(), extra.end());
-    CommandResult r = Ckprof(user, args);
-    if (error) *error = r.err;
-    if (r.exit_code != 0) return 0;
-    return std::stoll(r.out);
-  }
-
-  // The job's summary as the daemon sends it (status's "job"); {} when there is none.
   json StatusJson(int64_t job) {
     Request r;
     r.type = RequestType::kStatus;

@@ -18,6 +18,7 @@
 #include "tests/util/emulator.h"
 #include "tests/util/files.h"
 #include "tests/util/launched_daemon.h"
+#include "tests/util/multi_user.h"
 #include "tests/util/requests.h"
 #include "tests/util/users.h"
 #include "tests/util/victim_probe.h"
@@ -32,15 +33,13 @@ using testing::SystemUser;
 using testing::VictimFigures;
 using testing::VictimProbe;
 
-std::string Name(const std::string& role) {
-  return "cks" + role + std::to_string(getpid() % 1000000);
-}
+std::string Name(const std::string& role) { return testing::UniqueName("cks", role); }
 
-class SecurityTest : public testing::EmulatorDaemonTest {
+class SecurityTest : public testing::MultiUserDaemonTest {
  protected:
   void SetUp() override {
-    if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
-    EmulatorDaemonTest::SetUp();
+    MultiUserDaemonTest::SetUp();
+    if (IsSkipped()) return;
     lab_ = std::make_unique<testing::SystemGroup>(Name("g"));
     ASSERT_TRUE(lab_->ok());
     eve_ = std::make_unique<SystemUser>(Name("e"), std::vector<std::string>{lab_->name()});
@@ -59,27 +58,6 @@ class SecurityTest : public testing::EmulatorDaemonTest {
     return EmulatorOptions(gpus, json + "}");
   }
 
-  CommandResult Ckprof(const SystemUser* user, const std::vector<std::string>& args,
-                       const std::string& cwd = "") {
-    std::vector<std::string> argv = user ? user->As() : std::vector<std::string>{};
-    argv.insert(argv.end(), {testing::SharedBinPath("ckprof"), "--socket", daemon_.socket()});
-    argv.insert(argv.end(), args.begin(), args.end());
-    return testing::RunCommand(argv, {}, cwd.empty() ? dir_.path() : cwd);
-  }
-
-  int64_t SubmitAs(const SystemUser* user, const std::string& text,
-                   std::vector<std::string> extra = {}, const std::string& cwd = "") {
-    const std::string file = dir_.File("configs-" + std::to_string(++files_) + ".json");
-    testing::WriteFile(file, text);
-    chmod(file.c_str(), 0644);
-    std::vector<std::string> args = {"submit", file};
-    args.insert(args.end(), extra.begin(), extra.end());
-    CommandResult r = Ckprof(user, args, cwd);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    if (r.exit_code != 0) return 0;
-    return std::stoll(r.out);
-  }
-
   // Writes an executable script owned by `user` (mode 0755).
   void Script(const std::string& path, const std::string& text, const SystemUser& user) {
     testing::WriteFile(path, text);
@@ -87,19 +65,9 @@ class SecurityTest : public testing::EmulatorDaemonTest {
     ASSERT_EQ(chown(path.c_str(), user.uid(), user.gid()), 0);
   }
 
-  static void ExpectServed(const VictimFigures& f, const std::string& what) {
-    std::cout << "victim status during " << what << ": " << f.requests << " requests, p50 "
-              << f.p50_ms << " ms, p99 " << f.p99_ms << " ms, max " << f.max_ms << " ms\n";
-    ::testing::Test::RecordProperty("victim_p99_ms_" + what, std::to_string(f.p99_ms));
-    EXPECT_EQ(f.errors, 0) << f.first_error << " " << f.text;
-    EXPECT_GT(f.requests, 0) << f.text;
-    EXPECT_LT(f.max_ms, 5000) << "the victim waited: " << f.text;
-  }
-
   std::unique_ptr<testing::SystemGroup> lab_;
   std::unique_ptr<SystemUser> eve_, bob_;
   std::string eve_dir_;
-  int files_ = 0;
 };
 
 // Item 1: eve stops every process of hers as it appears (kill -STOP -1 in a loop), so any
@@ -124,7 +92,7 @@ TEST_F(SecurityTest, AUserStoppingHerProfilersStartsStopsOnlyHerTasks) {
   for (std::string d = deep; d != eve_dir_; d = d.substr(0, d.rfind('/'))) {
     ASSERT_EQ(chown(d.c_str(), eve_->uid(), eve_->gid()), 0);
   }
-  const int64_t evil = SubmitAs(eve_.get(), testing::FwdConfigsText(4), {}, deep);
+  const int64_t evil = SubmitAs(eve_.get(), testing::FwdConfigsText(4), {}, nullptr, deep);
   const int64_t job = SubmitAs(bob_.get(), testing::FwdConfigsText(6));
   ASSERT_GT(evil, 0);
   ASSERT_GT(job, 0);
@@ -141,7 +109,7 @@ TEST_F(SecurityTest, AUserStoppingHerProfilersStartsStopsOnlyHerTasks) {
   ASSERT_TRUE(evil_end.ok()) << evil_end.error();
   stopper.Signal(SIGKILL);
   (void)stopper.Finish(10);
-  ExpectServed(probe.Stop(), "stop_before_exec");
+  testing::ExpectVictimServed(probe.Stop(), "stop_before_exec");
   // Her tasks ended: not started within the deadline, or stopped after their exec and timed
   // out; none is left running.
   auto results = testing::JobResults(daemon_.socket(), evil, /*with_output=*/false);
@@ -177,10 +145,7 @@ TEST_F(SecurityTest, HostLocksCannotBeFakedOrReleasedByUsers) {
   ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
                 return s.running >= 1;
               }).ok());
-  std::vector<testing::EmuRun> runs;
-  for (int i = 0; i < 3000 && (runs = testing::ReadEmuRuns(emu_log_)).empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const std::vector<testing::EmuRun> runs = testing::WaitForEmuRuns(emu_log_, 1);
   ASSERT_EQ(runs.size(), 1u);
   std::error_code ec;
   for (const auto& fd :
@@ -194,7 +159,7 @@ TEST_F(SecurityTest, HostLocksCannotBeFakedOrReleasedByUsers) {
   ASSERT_TRUE(end.ok()) << end.error();
   EXPECT_EQ(end->succeeded, 4);
   ASSERT_TRUE(Ckprof(nullptr, {"cancel", std::to_string(hang)}).exit_code == 0);
-  ExpectServed(probe.Stop(), "held_lock");
+  testing::ExpectVictimServed(probe.Stop(), "held_lock");
   struct stat st {};
   ASSERT_EQ(stat((locks + "/gpu0.lock").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0644u);
@@ -232,8 +197,8 @@ TEST_F(SecurityTest, ASwappedProfilerCannotForgeSharedResults) {
               }).ok());
   // One config: the fake puts the link back as it starts, so a second task of the job would
   // run (and be measured with) the real build, rightly.
-  const int64_t forged =
-      SubmitAs(eve_.get(), testing::FwdConfigsText(1), {"--profiler-path", link}, eve_dir_);
+  const int64_t forged = SubmitAs(eve_.get(), testing::FwdConfigsText(1), {"--profiler-path", link},
+                                  nullptr, eve_dir_);
   ASSERT_GT(forged, 0);
   ASSERT_EQ(unlink(link.c_str()), 0);
   ASSERT_EQ(symlink(fake.c_str(), link.c_str()), 0);
@@ -262,7 +227,7 @@ TEST_F(SecurityTest, ASwappedProfilerCannotForgeSharedResults) {
   CommandResult best = Ckprof(bob_.get(), {"best", "--format", "json"});
   EXPECT_EQ(best.exit_code, 0) << best.err;
   EXPECT_EQ(best.out.find("EVIL_"), std::string::npos) << best.out;
-  ExpectServed(probe.Stop(), "swapped_profiler");
+  testing::ExpectVictimServed(probe.Stop(), "swapped_profiler");
 }
 
 // Items 4 and 10: a profiler of 40 GB (sparse) is not hashed: the submit answers at once, the
@@ -284,7 +249,7 @@ TEST_F(SecurityTest, AHugeProfilerAndTheDaemonsEnvironment) {
   const int64_t job = SubmitAs(
       eve_.get(), testing::FwdConfigsText(2),
       {"--profiler-path", huge, "--env", "EVE_SETTING=a=b c", "--env", "ROCM_PATH=/home/eve/rocm"},
-      eve_dir_);
+      nullptr, eve_dir_);
   const double submit_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "submit with a 40 GB profiler: " << submit_s << " s\n";
@@ -292,7 +257,7 @@ TEST_F(SecurityTest, AHugeProfilerAndTheDaemonsEnvironment) {
   auto end = testing::WaitJobEnd(daemon_.socket(), job);
   ASSERT_TRUE(end.ok()) << end.error();
   EXPECT_EQ(end->succeeded, 2);
-  ExpectServed(probe.Stop(), "huge_profiler");
+  testing::ExpectVictimServed(probe.Stop(), "huge_profiler");
   CommandResult best = Ckprof(nullptr, {"best", "--format", "json"});
   EXPECT_EQ(best.out.find("huge.sh"), std::string::npos) << best.out;
 
@@ -309,7 +274,7 @@ TEST_F(SecurityTest, AHugeProfilerAndTheDaemonsEnvironment) {
   testing::WriteFile(file, testing::FwdConfigsText(1));
   chmod(file.c_str(), 0644);
   CommandResult pinned =
-      Ckprof(eve_.get(), {"submit", file, "--env", "HIP_VISIBLE_DEVICES=3"}, eve_dir_);
+      Ckprof(eve_.get(), {"submit", file, "--env", "HIP_VISIBLE_DEVICES=3"}, Where::Dir(eve_dir_));
   EXPECT_EQ(pinned.exit_code, 1) << pinned.out;
   EXPECT_NE(pinned.err.find("ckprofd sets it to the task's GPU"), std::string::npos) << pinned.err;
   unlink(huge.c_str());
@@ -324,8 +289,8 @@ TEST_F(SecurityTest, AProfilerSheMayNotReadIsNotRunForHer) {
   testing::WriteFile(secret, "#!/bin/sh\n# a root secret\nexec " +
                                  testing::SharedBinPath("ckprofiler-emu") + " \"$@\"\n");
   chmod(secret.c_str(), 0711);
-  const int64_t job =
-      SubmitAs(eve_.get(), testing::FwdConfigsText(1), {"--profiler-path", secret}, eve_dir_);
+  const int64_t job = SubmitAs(eve_.get(), testing::FwdConfigsText(1), {"--profiler-path", secret},
+                               nullptr, eve_dir_);
   ASSERT_GT(job, 0);
   auto end = testing::WaitJobEnd(daemon_.socket(), job);
   ASSERT_TRUE(end.ok()) << end.error();

@@ -17,6 +17,7 @@
 #include "tests/util/daemon_fixture.h"
 #include "tests/util/emulator.h"
 #include "tests/util/files.h"
+#include "tests/util/multi_user.h"
 #include "tests/util/users.h"
 
 namespace ckprof {
@@ -27,9 +28,7 @@ using testing::CommandResult;
 using testing::SystemUser;
 
 // Short unique names: tests of several binaries create users at the same time.
-std::string Name(const std::string& role) {
-  return "cks" + role + std::to_string(getpid() % 1000000);
-}
+std::string Name(const std::string& role) { return testing::UniqueName("cks", role); }
 
 // An OSC 52 clipboard write ("rm -rf ~"), a screen clear, BEL and U+009B (CSI on terminals
 // that take C1 controls): all valid UTF-8, as the protocol's JSON requires.
@@ -54,38 +53,11 @@ std::string RawControl(const std::string& text) {
   return "";
 }
 
-class SecurityTextTest : public testing::EmulatorDaemonTest {
+class SecurityTextTest : public testing::MultiUserDaemonTest {
  protected:
   void SetUp() override {
-    if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
-    EmulatorDaemonTest::SetUp();
-  }
-
-  CommandResult Ckprof(const SystemUser* user, const std::vector<std::string>& args) {
-    std::vector<std::string> argv = user ? user->As() : std::vector<std::string>{};
-    argv.insert(argv.end(), {testing::SharedBinPath("ckprof"), "--socket", daemon_.socket()});
-    argv.insert(argv.end(), args.begin(), args.end());
-    return testing::RunCommand(argv, {"COLUMNS=200"}, dir_.path());
-  }
-  std::vector<std::string> CkprofArgv(const SystemUser& user,
-                                      const std::vector<std::string>& args) {
-    std::vector<std::string> argv = user.As();
-    argv.insert(argv.end(), {testing::SharedBinPath("ckprof"), "--socket", daemon_.socket()});
-    argv.insert(argv.end(), args.begin(), args.end());
-    return argv;
-  }
-
-  // Submits a configs text as `user`; the job id, or 0.
-  int64_t SubmitAs(const SystemUser& user, const std::string& text,
-                   std::vector<std::string> extra = {}) {
-    const std::string file = dir_.File("configs-" + std::to_string(++files_) + ".json");
-    testing::WriteFile(file, text);
-    chmod(file.c_str(), 0644);
-    std::vector<std::string> args = {"submit", file};
-    args.insert(args.end(), extra.begin(), extra.end());
-    CommandResult r = Ckprof(&user, args);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return r.exit_code == 0 ? std::stoll(r.out) : 0;
+    MultiUserDaemonTest::SetUp();
+    ckprof_env_ = {"COLUMNS=200"};
   }
 
   // The daemon on GPUs 0-1, its socket open to every user, with `extra` config keys.
@@ -93,8 +65,6 @@ class SecurityTextTest : public testing::EmulatorDaemonTest {
     Start(EmulatorOptions("0-1",
                           R"({"socket_mode": "0666")" + (extra.empty() ? "" : ", " + extra) + "}"));
   }
-
-  int files_ = 0;
 };
 
 TEST_F(SecurityTextTest, AnotherUsersNamesPathsAndOutputReachTheTerminalEscaped) {
@@ -115,12 +85,12 @@ TEST_F(SecurityTextTest, AnotherUsersNamesPathsAndOutputReachTheTerminalEscaped)
                     "\\n'\nprintf 'err \\033[2J\\007\\n' >&2\nread line < " + fifo + "\nexit 3\n");
   chmod(profiler.c_str(), 0755);
   const int64_t id =
-      SubmitAs(alice, testing::FwdConfigsText(1), {"--name", kEvil, "--profiler-path", profiler});
+      SubmitAs(&alice, testing::FwdConfigsText(1), {"--name", kEvil, "--profiler-path", profiler});
   ASSERT_GT(id, 0);
   const std::string job = std::to_string(id);
 
   // bob watches it to its end (stdout a pipe: a line per event).
-  testing::BackgroundCommand watch(CkprofArgv(bob, {"watch", job}));
+  testing::BackgroundCommand watch(CkprofArgv(&bob, {"watch", job}));
   ASSERT_TRUE(watch.WaitForOutput("job " + job + " \"")) << "the watch did not begin";
   testing::BackgroundCommand go({"/bin/sh", "-c", "echo go > '" + fifo + "'"});
   EXPECT_EQ(go.Finish(60).exit_code, 0);
@@ -177,7 +147,7 @@ TEST_F(SecurityTextTest, OnJobEndSeesTheNameEscaped) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0666), 0);
   StartShared(R"("on_job_end": "printf '%s|%s' \"$CKPROF_JOB_NAME\" \"$CKPROF_JOB_OWNER\" > )" +
               fifo + R"(")");
-  ASSERT_GT(SubmitAs(alice, testing::FwdConfigsText(1), {"--name", kEvil}), 0);
+  ASSERT_GT(SubmitAs(&alice, testing::FwdConfigsText(1), {"--name", kEvil}), 0);
   testing::BackgroundCommand cat({"/bin/cat", fifo});
   const std::string seen = cat.Finish(60).out;
   EXPECT_EQ(seen, kShown + "|" + alice.name());
@@ -189,8 +159,8 @@ TEST_F(SecurityTextTest, WaitTimeoutJsonListsEveryJob) {
   SystemUser alice(Name("a"));
   ASSERT_TRUE(alice.ok());
   StartShared();
-  const int64_t quick = SubmitAs(alice, testing::FwdConfigsText(1));
-  const int64_t hung = SubmitAs(alice, testing::FwdConfigsText(1, 9001));  // hangs
+  const int64_t quick = SubmitAs(&alice, testing::FwdConfigsText(1));
+  const int64_t hung = SubmitAs(&alice, testing::FwdConfigsText(1, 9001));  // hangs
   ASSERT_GT(quick, 0);
   ASSERT_GT(hung, 0);
   ASSERT_EQ(Ckprof(&alice, {"wait", std::to_string(quick)}).exit_code, 0);
@@ -216,8 +186,8 @@ TEST_F(SecurityTextTest, FormatsAndShapesAreWhatWasAsked) {
   SystemUser alice(Name("a"));
   ASSERT_TRUE(alice.ok());
   StartShared();
-  const int64_t a = SubmitAs(alice, testing::FwdConfigsText(2));
-  const int64_t b = SubmitAs(alice, testing::FwdConfigsText(1), {"--gpus", "1"});
+  const int64_t a = SubmitAs(&alice, testing::FwdConfigsText(2));
+  const int64_t b = SubmitAs(&alice, testing::FwdConfigsText(1), {"--gpus", "1"});
   ASSERT_GT(a, 0);
   ASSERT_GT(b, 0);
   const std::string ja = std::to_string(a), jb = std::to_string(b);
