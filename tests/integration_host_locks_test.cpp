@@ -52,16 +52,6 @@ class HostLocksTest : public ::testing::Test {
     ASSERT_TRUE(d.Start(o, &error)) << error;
   }
 
-  // The emulator's runs in NAME's log once there are `n` (a run is "running" at its spawn,
-  // a moment before the emulator logs its start); bounded.
-  std::vector<testing::EmuRun> WaitForRuns(const std::string& name, size_t n) {
-    std::vector<testing::EmuRun> runs;
-    for (int i = 0; i < 3000 && (runs = testing::ReadEmuRuns(EmuLog(name))).size() < n; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return runs;
-  }
-
   // Waits (bounded) until `daemon`'s GPU 0 waits for a host lock; returns who holds it.
   static std::string WaitUntilGpuWaits(const LaunchedDaemon& daemon) {
     for (int i = 0; i < 3000; ++i) {
@@ -89,7 +79,7 @@ TEST_F(HostLocksTest, SecondDaemonOnALiveStateDirExitsAtOnceAndDisturbsNothing) 
   auto running =
       testing::WatchUntil(a.socket(), *job, [](const JobSummary& s) { return s.running >= 1; });
   ASSERT_TRUE(running.ok()) << running.error();
-  auto runs = WaitForRuns("a", 1);
+  auto runs = testing::WaitForEmuRuns(EmuLog("a"), 1);
   ASSERT_EQ(runs.size(), 1u);
 
   LaunchedDaemon b;
@@ -127,7 +117,7 @@ TEST_F(HostLocksTest, TwoDaemonsOnOneGpuTakeTurns) {
               }).ok());
   // Running means spawned; the emulator logs its start a moment later. Cancelled before
   // that, it would leave no line to check below.
-  ASSERT_EQ(WaitForRuns("a", 1).size(), 1u);
+  ASSERT_EQ(testing::WaitForEmuRuns(EmuLog("a"), 1).size(), 1u);
 
   auto job = testing::SubmitContent(b.socket(), testing::FwdConfigsText(3));
   ASSERT_TRUE(job.ok()) << job.error();
@@ -163,7 +153,7 @@ TEST_F(HostLocksTest, AKilledDaemonsLockGoesWithItAndItsRestartStopsTheLeftover)
   ASSERT_TRUE(testing::WatchUntil(a.socket(), *hang, [](const JobSummary& s) {
                 return s.running >= 1;
               }).ok());
-  const auto a_runs = WaitForRuns("a", 1);
+  const auto a_runs = testing::WaitForEmuRuns(EmuLog("a"), 1);
   ASSERT_EQ(a_runs.size(), 1u);
   a.KeepLeftovers();
   a.Stop(SIGKILL);

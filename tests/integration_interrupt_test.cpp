@@ -50,14 +50,6 @@ class InterruptTest : public ::testing::Test {
             "--no-save",       "--lock-dir", dir_.File("locks")};
   }
 
-  // The emulator's runs once `n` have logged their start (bounded).
-  std::vector<testing::EmuRun> WaitForRuns(size_t n) {
-    std::vector<testing::EmuRun> runs;
-    for (int i = 0; i < 3000 && (runs = testing::ReadEmuRuns(EmuLog())).size() < n; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return runs;
-  }
   // The parent of the first logged run: the private ckprofd.
   pid_t DaemonOfFirstRun() {
     std::ifstream in(EmuLog());
@@ -99,7 +91,7 @@ class InterruptTest : public ::testing::Test {
 TEST_F(InterruptTest, CtrlCOnRunLocalStopsItsDaemonAndProfilersAndRemovesItsFiles) {
   BackgroundCommand run(LocalRun("hang.json"), Env(), dir_.path());
   ASSERT_TRUE(run.WaitForOutput("Running 2 config(s)")) << "no start";
-  const auto runs = WaitForRuns(2);
+  const auto runs = testing::WaitForEmuRuns(EmuLog(), 2);
   ASSERT_EQ(runs.size(), 2u);
   const pid_t daemon = DaemonOfFirstRun();
   ASSERT_GT(daemon, 0);
@@ -124,7 +116,7 @@ TEST_F(InterruptTest, CtrlCOnRunLocalStopsItsDaemonAndProfilersAndRemovesItsFile
 
 TEST_F(InterruptTest, SigtermOnRunLocalExits143AndLeavesNothing) {
   BackgroundCommand run(LocalRun("hang.json"), Env(), dir_.path());
-  ASSERT_EQ(WaitForRuns(2).size(), 2u);
+  ASSERT_EQ(testing::WaitForEmuRuns(EmuLog(), 2).size(), 2u);
   const pid_t daemon = DaemonOfFirstRun();
   run.Signal(SIGTERM);
   CommandResult r = run.Finish();
@@ -135,7 +127,7 @@ TEST_F(InterruptTest, SigtermOnRunLocalExits143AndLeavesNothing) {
 
 TEST_F(InterruptTest, AKilledClientsPrivateDaemonStopsByItselfAndItsFilesGoNextTime) {
   BackgroundCommand run(LocalRun("hang.json"), Env(), dir_.path());
-  const auto runs = WaitForRuns(2);
+  const auto runs = testing::WaitForEmuRuns(EmuLog(), 2);
   ASSERT_EQ(runs.size(), 2u);
   const pid_t daemon = DaemonOfFirstRun();
   run.Signal(SIGKILL);

@@ -166,11 +166,7 @@ TEST_F(ReliabilityCrashTest, RecoveryDoesNotKillAnUnrelatedProcessThatReusedASto
   // The daemon reports a run as started before its spawn thread clones the profiler, and the
   // emulator logs its start line once it runs: killed before that, the daemon would leave no
   // orphan behind (this test once failed so, under load).
-  auto runs = testing::ReadEmuRuns(emu_log_);
-  for (int i = 0; i < 1000 && runs.empty(); ++i) {
-    usleep(10000);
-    runs = testing::ReadEmuRuns(emu_log_);
-  }
+  const auto runs = testing::WaitForEmuRuns(emu_log_, 1);
   ASSERT_EQ(runs.size(), 1u);
   daemon_.Stop(SIGKILL);
   // The orphaned hang: stop it ourselves, as if it had ended long ago.

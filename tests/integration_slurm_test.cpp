@@ -116,13 +116,7 @@ class SlurmTest : public testing::EmulatorDaemonTest {
   }
   // Waits until the emulator logged `n` starts (profilers running in Slurm jobs).
   bool WaitForStarts(size_t n, double timeout_s = 60) {
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (testing::ReadEmuRuns(emu_log_).size() >= n) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
+    return testing::WaitForEmuRuns(emu_log_, n, timeout_s).size() >= n;
   }
   std::string SlurmField(int64_t slurm_job, const std::string& format) {
     auto r =

@@ -34,4 +34,9 @@ struct EmuRun {
 // time together: pids wrap quickly on a busy machine, so two runs may share a pid.
 std::vector<EmuRun> ReadEmuRuns(const std::string& log_path);
 
+// Waits until the log holds at least `n` runs (the emulator writes its start line once it
+// runs, a moment after the daemon reports the task running), woken by each write to the log
+// (inotify), for at most `timeout_s`; the runs then logged (fewer than `n` on a timeout).
+std::vector<EmuRun> WaitForEmuRuns(const std::string& log_path, size_t n, double timeout_s = 30);
+
 }  // namespace ckprof::testing
