@@ -247,17 +247,7 @@ struct StateDirLock {
 };
 
 Result<StateDirLock> LockStateDir(const std::string& state_dir) {
-  struct stat st {};
-  if (stat(state_dir.c_str(), &st) != 0) {
-    if (mkdir(state_dir.c_str(), 0750) != 0 && errno != EEXIST) {
-      return MakeError("state dir " + state_dir + " cannot be created: " + std::strerror(errno));
-    }
-  } else if (!S_ISDIR(st.st_mode)) {
-    return MakeError("state dir " + state_dir + " is not a directory");
-  }
-  if (access(state_dir.c_str(), W_OK | X_OK) != 0) {
-    return MakeError("state dir " + state_dir + " is not writable: " + std::strerror(errno));
-  }
+  if (Status s = PrepareStateDir(state_dir); !s) return Error{s.error()};
   const std::string lock_path = state_dir + "/ckprofd.lock";
   LockAttempt a = FileLock::TryAcquire(lock_path, 0644);
   // A daemon killed a moment ago may have left a child between its clone and its exec, which

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "daemon/runner.h"
+#include "daemon/run_result.h"
 
 namespace ckprof {
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string_view>
 
 #include "common/protocol.h"
 #include "daemon/runner.h"
@@ -25,6 +26,9 @@ class Launcher {
   // What a run has written so far (see ProcessRunner::Output); nullopt when unknown.
   virtual std::optional<RunOutput> Output(RunId id) const = 0;
 
+  // The executor's name, as the config's `executor` kind says it ("local", "slurm"): what
+  // `gpus` answers and a Placement carries.
+  virtual std::string_view Name() const = 0;
   // A remote launcher (a cluster's: SlurmLauncher) pins the GPU itself (RunSpec::set_env
   // holds no pin variable for it), takes no host lock, and its runs outlive the daemon: a
   // stopping daemon leaves them running, and the next one follows them with Adopt.
@@ -36,7 +40,7 @@ class Launcher {
     return Start(std::move(spec), std::move(on_done));
   }
   // Where a remote run is now; nullopt for local runs or when unknown.
-  virtual std::optional<RemoteRun> Where(RunId id) const {
+  virtual std::optional<Placement> Where(RunId id) const {
     (void)id;
     return std::nullopt;
   }
@@ -49,6 +53,7 @@ class ProcessLauncher final : public Launcher {
   // `cgroups` (may be null) gives each run a cgroup of its own (see ProcessRunner).
   explicit ProcessLauncher(asio::any_io_executor ex, TaskCgroups* cgroups = nullptr)
       : runner_(std::move(ex), cgroups) {}
+  std::string_view Name() const override { return "local"; }
   RunId Start(RunSpec spec, std::function<void(RunResult)> on_done) override {
     return runner_.Start(std::move(spec), std::move(on_done));
   }

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "common/result.h"
-#include "daemon/scheduler.h"
+#include "daemon/identity.h"
 
 namespace ckprof {
 

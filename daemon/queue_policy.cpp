@@ -66,7 +66,7 @@ void QueuePolicy::UpdateActive(int64_t job_id, const JobQueue& job,
   Account& a = accounts_[job.params.uid];
   if (old_priority) a.active_jobs.erase({-*old_priority, job_id});
   const auto key = std::make_pair(-job.params.priority, job_id);
-  if (job.queue.empty() || job.params.held) {
+  if (job.queue.empty() || job.params.cancelled) {
     a.active_jobs.erase(key);
   } else {
     a.active_jobs.insert(key);
@@ -257,7 +257,7 @@ std::optional<int64_t> QueuePolicy::PickImpl(int gpu, double now, int freed_gpu)
     for (const auto& [neg_prio, job_id] : accounts_.at(c.uid).active_jobs) {
       const JobQueue& job = jobs_.at(job_id);
       const JobParams& p = job.params;
-      if (job.queue.empty() || p.held || p.not_before > now) continue;
+      if (job.queue.empty() || p.cancelled || p.not_before > now) continue;
       const int running = job.running - (job_id == freed_job ? 1 : 0);
       if (p.max_gpus > 0 && running >= p.max_gpus) continue;
       if (!p.gpus.empty() && std::find(p.gpus.begin(), p.gpus.end(), gpu) == p.gpus.end()) {
@@ -273,7 +273,7 @@ double QueuePolicy::NextNotBefore(double now) const {
   double next = 0;
   for (const auto& [id, job] : jobs_) {
     const JobParams& p = job.params;
-    if (job.queue.empty() || p.held || p.not_before <= now) continue;
+    if (job.queue.empty() || p.cancelled || p.not_before <= now) continue;
     if (next == 0 || p.not_before < next) next = p.not_before;
   }
   return next;

@@ -10,7 +10,7 @@
 // fewer running tasks, then the lower uid). Within a user: higher job priority, then submit
 // order (job id). Within a job: rank order (priority_rank; a long task is not left for last,
 // see NextOf in queue_policy.cpp) or, for a longest-first job, the most estimated work first.
-// A job takes a GPU only when it is not held (cancelled), its not-before time has come, it runs
+// A job takes a GPU only when it is not cancelled, its not-before time has come, it runs
 // on fewer than its max_gpus, its user runs fewer tasks than the per-user cap
 // (SetUserGpuCap), and the GPU is one it may use. A drained GPU takes nothing.
 //
@@ -35,7 +35,7 @@ class QueuePolicy {
     uint32_t uid = 0;
     int priority = 0;            // higher first, within its user
     bool longest_first = false;  // its tasks by estimated work, not by rank
-    bool held = false;           // cancelled: takes no GPU
+    bool cancelled = false;      // takes no GPU (its queued tasks are being ended)
     double not_before = 0;       // Unix seconds before which it takes no GPU; 0 = none
     int max_gpus = 0;            // GPUs at once; 0 = no limit
     std::vector<int> gpus;       // the GPUs it may use; empty = any
@@ -103,7 +103,7 @@ class QueuePolicy {
   std::optional<int64_t> Pick(int gpu, double now) const;
   // The same, as if the task running on `gpu` had ended and been charged already.
   std::optional<int64_t> PickAfterEnd(int gpu, double now) const;
-  // The earliest not-before time after `now` of a job with queued work that is not held;
+  // The earliest not-before time after `now` of a job with queued work that is not cancelled;
   // 0 = none.
   double NextNotBefore(double now) const;
 
@@ -121,7 +121,7 @@ class QueuePolicy {
   };
   struct Account {
     Usage usage;
-    std::set<std::pair<int, int64_t>> active_jobs;  // (-priority, job id): queued, not held
+    std::set<std::pair<int, int64_t>> active_jobs;  // (-priority, job id): queued, not cancelled
   };
   struct Slot {
     int gpu = 0;

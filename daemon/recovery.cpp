@@ -23,17 +23,17 @@ Status StopLeftoverProfilers(const std::string& state_dir,
     }
   }
   for (const auto& r : was_running) {
-    if (r.pgid <= 1) continue;
-    if (marked_groups.count(static_cast<pid_t>(r.pgid))) {
+    if (r.handle <= 1) continue;
+    if (marked_groups.count(static_cast<pid_t>(r.handle))) {
       spdlog::warn(
           "task {} (job {}) was running on GPU {} when ckprofd stopped; stopping its "
           "process group {}",
-          r.id, r.job_id, r.gpu, r.pgid);
+          r.id, r.job_id, r.gpu, r.handle);
     } else {
       spdlog::info(
           "task {} (job {}): its process group {} is gone (or reused by another "
           "program, which is left alone)",
-          r.id, r.job_id, r.pgid);
+          r.id, r.job_id, r.handle);
     }
   }
   for (pid_t pgid : marked_groups) {
@@ -176,9 +176,9 @@ Status Scheduler::AdoptRunning(const std::vector<TaskRecord>& was_running) {
       spdlog::warn("task {} (job {}): {}", r.id, r.job_id, start.error);
     }
     spdlog::info("task {} (job {}) was in Slurm when ckprofd stopped ({}): followed again", r.id,
-                 r.job_id, r.pgid > 0 ? "job " + std::to_string(r.pgid) : "no job id stored");
+                 r.job_id, r.handle > 0 ? "job " + std::to_string(r.handle) : "no job id stored");
     Gpu& slot = *free_slot;
-    LaunchStart(std::move(start), r.pgid > 0 ? r.pgid : 0);
+    LaunchStart(std::move(start), r.handle > 0 ? r.handle : 0);
     // A cancel that was stored but not carried out (ckprofd stopped in between): scancel now.
     if (jobs_.at(r.job_id).rec.cancelled) launcher_.Cancel(slot.run);
   }

@@ -32,6 +32,7 @@
 #include "common/result.h"
 #include "daemon/cgroup.h"
 #include "daemon/process_util.h"
+#include "daemon/run_result.h"
 #include "daemon/spawn.h"  // BuildChildEnvironment
 
 namespace ckprof {
@@ -73,35 +74,9 @@ struct RunSpec {
   std::string name, comment, stem;
 };
 
-// Where a remote run (Slurm) runs: its cluster job, node and the GPUs granted to it.
-struct RemoteRun {
-  int64_t job_id = 0;
-  std::string state;  // the cluster's word for it (PENDING, RUNNING, ...)
-  std::string node;   // "" until known
-  std::string gpus;   // the granted GPU indexes on the node ("3", "0,1"); "" until known
-};
-
 // What a run has written so far: the bounded head+tail captures, as RunResult will hold them.
 struct RunOutput {
   std::string stdout_text, stderr_text;
-};
-
-struct RunResult {
-  Outcome outcome;
-  CkPerf perf;
-  std::string stdout_capture, stderr_capture;  // head + "\n[... N bytes omitted ...]\n" + tail
-  uint64_t stdout_bytes = 0, stderr_bytes = 0;
-  pid_t pid = -1;  // also the process group id; -1 when the spawn failed before fork
-  std::chrono::system_clock::time_point started_at, ended_at;
-  double elapsed_s = 0;
-  // What the run used. CPU time: of all its processes from its cgroup (usage_from "cgroup"),
-  // else of the leader and the children it waited for (wait4's rusage, "rusage"). Peak memory:
-  // the cgroup's memory.peak where the memory controller is on, else the largest resident set
-  // of the leader and those children. nullopt when nothing says.
-  std::optional<double> cpu_s;
-  std::optional<uint64_t> peak_memory_bytes;
-  std::string usage_from;           // "cgroup", "rusage" or ""
-  std::optional<RemoteRun> remote;  // a remote run's job, node and GPUs
 };
 
 // Keeps the first `head` and the last `tail` bytes of a stream and counts the rest (a run's

@@ -56,7 +56,7 @@ Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
       not_before_timer_(ex),
       store_retry_timer_(ex),
       end_retry_timer_(ex),
-      pgid_flush_timer_(ex),
+      handle_flush_timer_(ex),
       host_lock_timer_(ex) {
   for (int g : options_.gpus) {
     Gpu gpu;
@@ -224,7 +224,7 @@ QueuePolicy::JobParams Scheduler::ParamsOf(const JobRecord& rec) {
   p.uid = rec.uid;
   p.priority = rec.priority;
   p.longest_first = rec.order == TaskOrder::kLongestFirst;
-  p.held = rec.cancelled;
+  p.cancelled = rec.cancelled;
   p.not_before = rec.not_before;
   p.max_gpus = rec.max_gpus;
   p.gpus = rec.gpus;
@@ -558,8 +558,7 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
     if (job.rec.uid != geteuid()) spec.base_env = OwnerEnvironment(job.rec.uid);
   }
   spec.cwd = job.rec.cwd;
-  double timeout = job.rec.timeout_s >= 0 ? job.rec.timeout_s : options_.default_timeout_s;
-  if (job.rec.timeout_s < 0) timeout = options_.default_timeout_s;
+  const double timeout = job.rec.timeout_s >= 0 ? job.rec.timeout_s : options_.default_timeout_s;
   spec.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
   spec.grace = std::chrono::milliseconds(static_cast<int64_t>(options_.grace_s * 1000));
   spec.capture_head = spec.capture_tail = options_.capture_bytes;
@@ -594,7 +593,7 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
   gpu.before = ReadNow(gpu);
   const int64_t task_id = task.id;
   const int gpu_index = gpu.index;
-  spec.on_started = [this, task_id, attempt](pid_t pid) { RecordPgid(task_id, attempt, pid); };
+  spec.on_started = [this, task_id, attempt](pid_t pid) { RecordHandle(task_id, attempt, pid); };
   spec.on_output = [this, task_id](bool is_stderr, std::string_view data) {
     EmitOutput(task_id, is_stderr, data);
   };
@@ -626,26 +625,27 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
 
 // With the next transaction (usually another task's start or end, within milliseconds), or on
 // its own a moment later.
-void Scheduler::RecordPgid(int64_t task_id, int attempt, int64_t pid) {
+void Scheduler::RecordHandle(int64_t task_id, int attempt, int64_t handle) {
   for (auto& g : gpus_) {
-    if (g.task_id == task_id) g.pgid = pid;
+    if (g.task_id == task_id) g.pgid = handle;
   }
-  store_.SetPgidLater(task_id, attempt, pid);
+  store_.SetHandleLater(task_id, attempt, handle);
   if (launcher_.Remote()) {
-    // A cluster's job id: stored now, so that a restart follows the job instead of submitting
-    // the task again.
-    if (Status s = store_.FlushPgids(); !s) {
-      spdlog::error("cannot record the Slurm job of task {}: {}", task_id, s.error());
+    // A remote executor's id of the run: stored now, so that a restart follows the run instead
+    // of starting the task again.
+    if (Status s = store_.FlushHandles(); !s) {
+      spdlog::error("cannot record the {} job of task {}: {}", launcher_.Name(), task_id,
+                    s.error());
     }
     return;
   }
-  if (pgid_flush_armed_) return;
-  pgid_flush_armed_ = true;
-  pgid_flush_timer_.expires_after(std::chrono::milliseconds(100));
-  pgid_flush_timer_.async_wait([this](const asio::error_code& ec) {
+  if (handle_flush_armed_) return;
+  handle_flush_armed_ = true;
+  handle_flush_timer_.expires_after(std::chrono::milliseconds(100));
+  handle_flush_timer_.async_wait([this](const asio::error_code& ec) {
     if (ec) return;  // cancelled: the scheduler may be gone
-    pgid_flush_armed_ = false;
-    if (Status s = store_.FlushPgids(); !s) {
+    handle_flush_armed_ = false;
+    if (Status s = store_.FlushHandles(); !s) {
       spdlog::error("cannot record the process groups of started tasks: {}", s.error());
     }
   });
@@ -841,9 +841,9 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
     CountFinal(job, outcome.kind, +1);
   }
   spdlog::info("end job {} task {} (#{}) {}: {} in {:.3f} s{}", job.rec.id, task_id, task.position,
-               r.remote ? fmt::format("in Slurm job {} on {} GPU {}", r.remote->job_id,
-                                      r.remote->node, r.remote->gpus)
-                        : fmt::format("on GPU {}", gpu_index),
+               r.placement ? fmt::format("in {} job {} on {} GPU {}", r.placement->executor,
+                                         r.placement->id, r.placement->node, r.placement->granted)
+                           : fmt::format("on GPU {}", gpu_index),
                outcome.Summary(), elapsed,
                r.perf.has_best
                    ? fmt::format(", best {:.4g} ms {:.4g} TFlops", r.perf.avg_ms, r.perf.tflops)
@@ -1394,10 +1394,10 @@ std::vector<GpuInfo> Scheduler::Gpus() const {
     i.reading = g.reading;
     if (g.task_id && g.run) {
       if (auto where = launcher_.Where(g.run)) {
-        i.slurm_job_id = where->job_id;
+        i.slurm_job_id = where->id;
         i.slurm_state = where->state;
         i.node = where->node;
-        i.granted = where->gpus;
+        i.granted = where->granted;
       }
     }
     out.push_back(i);

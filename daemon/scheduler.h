@@ -34,6 +34,7 @@
 #include "common/result.h"
 #include "daemon/file_lock.h"
 #include "daemon/gpu_watch.h"
+#include "daemon/identity.h"
 #include "daemon/launcher.h"
 #include "daemon/profiler_identity.h"
 #include "daemon/queue_policy.h"
@@ -42,16 +43,6 @@
 #include "daemon/unique_fd.h"
 
 namespace ckprof {
-
-// Who is asking, from SO_PEERCRED (never from what the client says).
-struct Identity {
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  int32_t pid = 0;
-  std::string user;              // name from the password database, else the uid
-  std::vector<uint32_t> groups;  // supplementary groups
-  bool admin = false;            // root, or a member of the configured admin group
-};
 
 // What a GPU does while a process that is none of ours uses it (DaemonConfig::foreign_gpu_use).
 enum class ForeignGpuUse { kWait, kFlag, kIgnore };
@@ -330,7 +321,8 @@ class Scheduler {
   void LaunchStart(Start start, std::optional<int64_t> adopt = std::nullopt);
   // Recover's part for a remote launcher: the tasks that were running are followed again.
   Status AdoptRunning(const std::vector<TaskRecord>& was_running);
-  void RecordPgid(int64_t task_id, int attempt, int64_t pid);
+  // The run's handle (its process group; a remote executor's id of it), once known: stored.
+  void RecordHandle(int64_t task_id, int attempt, int64_t handle);
   void OnRunDone(int64_t task_id, int gpu_index, int attempt, const std::string& command,
                  const std::string& description, RunResult result);
   // A run's end, as recorded in the Store and then applied to memory.
@@ -464,14 +456,14 @@ class Scheduler {
   asio::steady_timer not_before_timer_;
   asio::steady_timer store_retry_timer_;
   asio::steady_timer end_retry_timer_;
-  asio::steady_timer pgid_flush_timer_;
-  asio::steady_timer host_lock_timer_;  // retries GPUs that another daemon holds
+  asio::steady_timer handle_flush_timer_;  // Store::FlushHandles, 100 ms after a start
+  asio::steady_timer host_lock_timer_;     // retries GPUs that another daemon holds
   GpuWatch* watch_ = nullptr;
   std::chrono::steady_clock::time_point snapshot_at_{};  // the latest snapshot's, or a probe's
   bool snapshot_asked_ = false;                          // PollNow is under way
   std::string probe_error_;                              // the last one logged
-  bool host_lock_armed_ = false;                         // Store::FlushPgids, 100 ms after a start
-  bool pgid_flush_armed_ = false;
+  bool host_lock_armed_ = false;
+  bool handle_flush_armed_ = false;
   std::deque<PendingEnd> pending_ends_;  // ends the Store could not record yet, in order
   double not_before_armed_ = 0;
 };

@@ -704,7 +704,7 @@ std::optional<RunOutput> SlurmLauncher::Output(RunId id) const {
   return out;
 }
 
-std::optional<RemoteRun> SlurmLauncher::Where(RunId id) const {
+std::optional<Placement> SlurmLauncher::Where(RunId id) const {
   auto it = runs_.find(id);
   if (it == runs_.end()) return std::nullopt;
   const Run& run = *it->second;
@@ -713,7 +713,7 @@ std::optional<RemoteRun> SlurmLauncher::Where(RunId id) const {
     ParseSlurmStartLine(SmallFile(run.stem + ".start", run.spec.uid), &f);
     run.gpus = f.gpus;
   }
-  return RemoteRun{run.job_id, run.state, run.node, run.gpus};
+  return Placement{std::string(Name()), run.job_id, run.state, run.node, run.gpus};
 }
 
 std::vector<ClusterNode> SlurmLauncher::Cluster() {
@@ -869,8 +869,8 @@ void SlurmLauncher::Collect(const RunPtr& run, std::optional<Outcome> slurm_outc
   r.ended_at = FromUnix(end);
   r.elapsed_s = files.start > 0 && end >= start ? end - start : 0;
   r.pid = -1;
-  r.remote = RemoteRun{run->job_id, state.empty() ? "COMPLETED" : state,
-                       files.node.empty() ? run->node : files.node, files.gpus};
+  r.placement = Placement{std::string(Name()), run->job_id, state.empty() ? "COMPLETED" : state,
+                          files.node.empty() ? run->node : files.node, files.gpus};
   Finish(run, std::move(r));
 }
 

@@ -106,8 +106,9 @@ class SlurmLauncher final : public Launcher {
   bool Interrupt(RunId id) override;  // a remote run outlives the daemon: nothing to do
   size_t running() const override { return runs_.size(); }
   std::optional<RunOutput> Output(RunId id) const override;
+  std::string_view Name() const override { return "slurm"; }
   bool Remote() const override { return true; }
-  std::optional<RemoteRun> Where(RunId id) const override;
+  std::optional<Placement> Where(RunId id) const override;
   std::vector<ClusterNode> Cluster() override;
 
   const SlurmSettings& settings() const { return settings_; }

@@ -229,7 +229,7 @@ std::vector<T> IntsFromJson(const std::string& s) {
   return out;
 }
 
-constexpr int64_t kSchemaVersion = 7;  // PRAGMA user_version below
+constexpr int64_t kSchemaVersion = 8;  // PRAGMA user_version below
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS jobs (
   id INTEGER PRIMARY KEY,
@@ -247,14 +247,14 @@ CREATE TABLE IF NOT EXISTS tasks (
   job_id INTEGER NOT NULL REFERENCES jobs(id),
   position INTEGER NOT NULL, rank INTEGER NOT NULL, op TEXT NOT NULL, config TEXT NOT NULL,
   est_cost REAL NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
-  gpu INTEGER NOT NULL DEFAULT -1, pgid INTEGER NOT NULL DEFAULT 0,
+  gpu INTEGER NOT NULL DEFAULT -1, handle INTEGER NOT NULL DEFAULT 0,
   started_at REAL NOT NULL DEFAULT 0, ended_at REAL NOT NULL DEFAULT 0,
   result TEXT NOT NULL DEFAULT '', run INTEGER NOT NULL DEFAULT 0,
   problem TEXT NOT NULL DEFAULT '', reused_from INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS tasks_by_job ON tasks(job_id, position);
 CREATE TABLE IF NOT EXISTS attempts (
   task_id INTEGER NOT NULL REFERENCES tasks(id), attempt INTEGER NOT NULL,
-  gpu INTEGER NOT NULL, pgid INTEGER NOT NULL DEFAULT 0, started_at REAL NOT NULL,
+  gpu INTEGER NOT NULL, handle INTEGER NOT NULL DEFAULT 0, started_at REAL NOT NULL,
   ended_at REAL NOT NULL DEFAULT 0, outcome TEXT NOT NULL DEFAULT 'running',
   PRIMARY KEY (task_id, attempt));
 CREATE TABLE IF NOT EXISTS usage (
@@ -272,7 +272,7 @@ CREATE INDEX IF NOT EXISTS measurements_by_problem
   ON measurements(problem, profiler, gpu_model, measured_at);
 CREATE TABLE IF NOT EXISTS id_marks (name TEXT PRIMARY KEY, last INTEGER NOT NULL);
 INSERT OR IGNORE INTO id_marks (name, last) VALUES ('jobs', 0), ('tasks', 0);
-PRAGMA user_version = 7;
+PRAGMA user_version = 8;
 )SQL";
 
 // Why this process cannot write `path` (a file or directory), with how to make it writable; ""
@@ -357,7 +357,7 @@ Status Store::Exec(const char* sql) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool full_sync) {
+Status PrepareStateDir(const std::string& state_dir) {
   struct stat st {};
   if (stat(state_dir.c_str(), &st) != 0) {
     if (mkdir(state_dir.c_str(), 0750) != 0 && errno != EEXIST) {
@@ -366,9 +366,17 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   } else if (!S_ISDIR(st.st_mode)) {
     return MakeError("state dir " + state_dir + " is not a directory");
   }
-  if (std::string why = WhyNotWritable(state_dir); !why.empty()) {
-    return MakeError("state dir " + state_dir + " is not writable: " + why);
+  if (access(state_dir.c_str(), W_OK | X_OK) != 0) {
+    const std::string err = std::strerror(errno);
+    const std::string why = WhyNotWritable(state_dir);
+    return MakeError("state dir " + state_dir + " is not writable: " + err +
+                     (why.empty() ? "" : " (" + why + ")"));
   }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool full_sync) {
+  if (Status s = PrepareStateDir(state_dir); !s) return Error{s.error()};
   const std::string path = state_dir + "/ckprofd.db";
   // A file it may not write is opened read-only by SQLite, or not at all: say why, and how
   // to make it writable, before SQLite says "attempt to write a readonly database".
@@ -463,6 +471,17 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   // 6 -> 7: jobs.env, the variables the submitter passed (submit --env).
   if (schema >= 1 && schema < 7)
     migrate += "ALTER TABLE jobs ADD COLUMN env TEXT NOT NULL DEFAULT '';";
+  // 7 -> 8: tasks.pgid and attempts.pgid are the attempt's handle (a process group, or a
+  // remote executor's id of the run): renamed. (A table that has no such column yet is made
+  // with the new name below.)
+  for (const char* table : {"tasks", "attempts"}) {
+    if (schema < 1 || schema >= 8) break;
+    Stmt has(store.get(), "SELECT count(*) FROM pragma_table_info(?) WHERE name='pgid'");
+    has.Bind(1, std::string_view(table));
+    if (!has.ok() || has.Step() != SQLITE_ROW) return fail("cannot be read", has.error());
+    if (has.Int(0) > 0)
+      migrate += "ALTER TABLE " + std::string(table) + " RENAME COLUMN pgid TO handle;";
+  }
   // 5 -> 6: ids are never given twice (`clean`, keep_finished_days): the highest job and task
   // id ever given is kept in id_marks, from the largest an older database holds (the ids of
   // jobs it removed before are not known).
@@ -622,7 +641,7 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
 Status Store::MarkRunning(int64_t task_id, int attempt, int gpu, double started_at) {
   if (Status s = BeginWrite(); !s) return s;
   Stmt up(this,
-          "UPDATE tasks SET state='running', attempts=?, gpu=?, pgid=0, started_at=?, "
+          "UPDATE tasks SET state='running', attempts=?, gpu=?, handle=0, started_at=?, "
           "ended_at=0 WHERE id=?");
   up.Bind(1, int64_t{attempt}).Bind(2, int64_t{gpu}).Bind(3, started_at).Bind(4, task_id);
   Status s = StepDone(up, "mark task running");
@@ -636,26 +655,26 @@ Status Store::MarkRunning(int64_t task_id, int attempt, int gpu, double started_
   return EndWrite(s);
 }
 
-void Store::SetPgidLater(int64_t task_id, int attempt, int64_t pgid) {
-  pending_pgids_.push_back({task_id, attempt, pgid});
+void Store::SetHandleLater(int64_t task_id, int attempt, int64_t handle) {
+  pending_handles_.push_back({task_id, attempt, handle});
 }
 
-Status Store::FlushPgids() {
-  if (pending_pgids_.empty()) return Status::Ok();
+Status Store::FlushHandles() {
+  if (pending_handles_.empty()) return Status::Ok();
   if (Status s = Begin(); !s) return s;
   return Commit();
 }
 
 Status Store::Begin() {
   if (Status s = Exec("BEGIN IMMEDIATE"); !s) return s;
-  for (const auto& p : pending_pgids_) {
-    Stmt up(this, "UPDATE tasks SET pgid=? WHERE id=? AND attempts=? AND state='running'");
-    up.Bind(1, p.pgid).Bind(2, p.task_id).Bind(3, int64_t{p.attempt});
-    Status s = StepDone(up, "record process group");
+  for (const auto& p : pending_handles_) {
+    Stmt up(this, "UPDATE tasks SET handle=? WHERE id=? AND attempts=? AND state='running'");
+    up.Bind(1, p.handle).Bind(2, p.task_id).Bind(3, int64_t{p.attempt});
+    Status s = StepDone(up, "record a run's handle");
     if (s) {
-      Stmt up2(this, "UPDATE attempts SET pgid=? WHERE task_id=? AND attempt=?");
-      up2.Bind(1, p.pgid).Bind(2, p.task_id).Bind(3, int64_t{p.attempt});
-      s = StepDone(up2, "record process group");
+      Stmt up2(this, "UPDATE attempts SET handle=? WHERE task_id=? AND attempt=?");
+      up2.Bind(1, p.handle).Bind(2, p.task_id).Bind(3, int64_t{p.attempt});
+      s = StepDone(up2, "record a run's handle");
     }
     if (!s) {
       Rollback();
@@ -672,7 +691,7 @@ Status Store::Commit() {
     Rollback();  // a COMMIT that failed may leave its transaction open
     return s;
   }
-  pending_pgids_.clear();
+  pending_handles_.clear();
   return Status::Ok();
 }
 
@@ -707,7 +726,7 @@ Status Store::FinishAttempt(int64_t task_id, int attempt, Outcome::Kind outcome,
   if (Status s = BeginWrite(); !s) return s;
   Status s;
   {
-    Stmt up(this, "UPDATE tasks SET state=?, pgid=0, ended_at=?, result=? WHERE id=?");
+    Stmt up(this, "UPDATE tasks SET state=?, handle=0, ended_at=?, result=? WHERE id=?");
     up.Bind(1, EnumName(final_state)).Bind(2, ended_at).Bind(3, result_json).Bind(4, task_id);
     s = StepDone(up, "finish task");
   }
@@ -988,34 +1007,6 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
   return Status::Ok();
 }
 
-Status Store::ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn) {
-  Stmt q(this,
-         "SELECT id, job_id, position, rank, op, est_cost, state, attempts, gpu, pgid, "
-         "started_at, ended_at, run, reused_from FROM tasks ORDER BY id");
-  if (!q.ok()) return MakeError("database: load tasks: " + q.error());
-  int rc;
-  while ((rc = q.Step()) == SQLITE_ROW) {
-    TaskRecord t;
-    t.id = q.Int(0);
-    t.job_id = q.Int(1);
-    t.position = q.Int(2);
-    t.rank = q.Int(3);
-    t.op = q.Text(4);
-    t.est_cost = q.Double(5);
-    if (!ParseEnum(q.Text(6), &t.state)) t.state = TaskState::kFailed;
-    t.attempts = static_cast<int>(q.Int(7));
-    t.gpu = static_cast<int>(q.Int(8));
-    t.pgid = q.Int(9);
-    t.started_at = q.Double(10);
-    t.ended_at = q.Double(11);
-    t.run = static_cast<int>(q.Int(12));
-    t.reused_from = q.Int(13);
-    fn(std::move(t));
-  }
-  if (rc != SQLITE_DONE) return MakeError("database: load tasks: " + q.error());
-  return Status::Ok();
-}
-
 Status Store::ForEachUsage(const std::function<void(UsageRecord&&)>& fn) {
   Stmt q(this, "SELECT uid, usage, updated_at FROM usage");
   if (!q.ok()) return MakeError("database: load usage: " + q.error());
@@ -1040,8 +1031,13 @@ namespace {
 
 // The columns ReadTaskRow reads, in its order.
 constexpr const char* kTaskColumns =
-    "id, job_id, position, rank, op, config, est_cost, state, attempts, gpu, pgid, started_at, "
+    "id, job_id, position, rank, op, config, est_cost, state, attempts, gpu, handle, started_at, "
     "ended_at, result, run, problem, reused_from";
+// The same, without the config, result and problem texts (read as ""): the scheduler's working
+// set.
+constexpr const char* kTaskBriefColumns =
+    "id, job_id, position, rank, op, '', est_cost, state, attempts, gpu, handle, started_at, "
+    "ended_at, '', run, '', reused_from";
 
 template <typename Q>
 TaskRecord ReadTaskRow(Q& q) {
@@ -1056,7 +1052,7 @@ TaskRecord ReadTaskRow(Q& q) {
   if (!ParseEnum(q.Text(7), &t.state)) t.state = TaskState::kFailed;
   t.attempts = static_cast<int>(q.Int(8));
   t.gpu = static_cast<int>(q.Int(9));
-  t.pgid = q.Int(10);
+  t.handle = q.Int(10);
   t.started_at = q.Double(11);
   t.ended_at = q.Double(12);
   t.result = q.Text(13);
@@ -1067,6 +1063,17 @@ TaskRecord ReadTaskRow(Q& q) {
 }
 
 }  // namespace
+
+Status Store::ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn) {
+  static const std::string sql =
+      std::string("SELECT ") + kTaskBriefColumns + " FROM tasks ORDER BY id";
+  Stmt q(this, sql.c_str());
+  if (!q.ok()) return MakeError("database: load tasks: " + q.error());
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) fn(ReadTaskRow(q));
+  if (rc != SQLITE_DONE) return MakeError("database: load tasks: " + q.error());
+  return Status::Ok();
+}
 
 Result<std::vector<TaskRecord>> Store::JobTasks(int64_t job_id) {
   static const std::string sql =
@@ -1096,9 +1103,9 @@ Result<std::vector<TaskRecord>> Store::JobTasksAt(int64_t job_id, int64_t positi
 
 Result<std::vector<AttemptRecord>> Store::Attempts(int64_t task_id_or_0) {
   Stmt q(this, task_id_or_0
-                   ? "SELECT task_id, attempt, gpu, pgid, started_at, ended_at, outcome FROM "
+                   ? "SELECT task_id, attempt, gpu, handle, started_at, ended_at, outcome FROM "
                      "attempts WHERE task_id=? ORDER BY attempt"
-                   : "SELECT task_id, attempt, gpu, pgid, started_at, ended_at, outcome FROM "
+                   : "SELECT task_id, attempt, gpu, handle, started_at, ended_at, outcome FROM "
                      "attempts ORDER BY started_at");
   if (!q.ok()) return MakeError("database: load attempts: " + q.error());
   if (task_id_or_0) q.Bind(1, task_id_or_0);

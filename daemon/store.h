@@ -66,7 +66,9 @@ struct TaskRecord {
   TaskState state = TaskState::kQueued;  // (a name the Store does not know: failed)
   int attempts = 0;
   int gpu = -1;
-  int64_t pgid = 0;
+  // The running attempt's handle: its process group (a local run), or its executor's id of it
+  // (a remote run: Placement::id); 0 = not known (yet).
+  int64_t handle = 0;
   double started_at = 0, ended_at = 0;
   std::string result;  // JSON: parsed perf, captures, error, returncode, command
   // ProblemKey of its config (common/ck_config.h): what reuse and the tuning table group by.
@@ -113,7 +115,7 @@ struct AttemptRecord {
   int64_t task_id = 0;
   int attempt = 0;
   int gpu = -1;
-  int64_t pgid = 0;
+  int64_t handle = 0;  // as TaskRecord::handle
   double started_at = 0, ended_at = 0;
   std::string outcome;
 };
@@ -123,6 +125,11 @@ struct UsageRecord {
   double usage = 0;       // decayed GPU seconds at `updated_at`
   double updated_at = 0;  // unix seconds
 };
+
+// Makes the state dir (mode 0750) unless it is there, and checks that it is a directory this
+// process may create files in; the error names the dir and what to do. Store::Open and the
+// daemon's start (before it locks the dir) ask the same.
+Status PrepareStateDir(const std::string& state_dir);
 
 class Store {
  public:
@@ -140,11 +147,12 @@ class Store {
 
   // A task starts an attempt on a GPU: state running, attempts+1, attempt row. Commits.
   Status MarkRunning(int64_t task_id, int attempt, int gpu, double started_at);
-  // The process group of the running attempt, known right after spawn. Written with the next
-  // transaction rather than in one of its own (a commit per task less); FlushPgids writes it
-  // now. Until then, recovery still finds the group by the marker in its environment.
-  void SetPgidLater(int64_t task_id, int attempt, int64_t pgid);
-  Status FlushPgids();
+  // The running attempt's handle (TaskRecord::handle), known right after its start. Written
+  // with the next transaction rather than in one of its own (a commit per task less);
+  // FlushHandles writes it now. Until then, recovery still finds a local run's group by the
+  // marker in its environment.
+  void SetHandleLater(int64_t task_id, int attempt, int64_t handle);
+  Status FlushHandles();
   // A task attempt ended with `outcome`. `final_state` is the task's new state (queued to
   // requeue). `usage` (when uid_for_usage is set) is the owner's new decayed usage. One
   // transaction.
@@ -226,7 +234,7 @@ class Store {
   };
   std::unordered_map<const char*, Cached> stmts_;  // by SQL text (string literals)
   void Rollback();
-  // BEGIN IMMEDIATE, then the pending process groups; COMMIT, then they are no longer pending
+  // BEGIN IMMEDIATE, then the pending handles; COMMIT, then they are no longer pending
   // (a failed COMMIT is rolled back).
   Status Begin();
   Status Commit();
@@ -237,12 +245,12 @@ class Store {
   Status WriteUsage(const UsageRecord& u);  // inside a transaction
   bool grouped_ = false;
   bool fail_commits_ = false;
-  struct PendingPgid {
+  struct PendingHandle {
     int64_t task_id;
     int attempt;
-    int64_t pgid;
+    int64_t handle;
   };
-  std::vector<PendingPgid> pending_pgids_;
+  std::vector<PendingHandle> pending_handles_;
   sqlite3* db_;
   std::string path_;
   bool full_sync_ = false;

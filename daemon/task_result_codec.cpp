@@ -62,12 +62,12 @@ std::string ResultJson(const Outcome& o, const std::string& command, int gpu, co
         .Field("stdout", r->stdout_capture)
         .Field("stderr", r->stderr_capture);
   }
-  if (r && r->remote) {
+  if (r && r->placement) {
     JsonObjectWriter slurm(w.Key("slurm"));
-    slurm.Field("job_id", r->remote->job_id)
-        .Field("state", r->remote->state)
-        .Field("node", r->remote->node)
-        .Field("gpus", r->remote->gpus);
+    slurm.Field("job_id", r->placement->id)
+        .Field("state", r->placement->state)
+        .Field("node", r->placement->node)
+        .Field("gpus", r->placement->granted);
   }
   if (context) {
     if (!context->contended.empty()) wire::AppendValue(w.Key("contended"), context->contended);

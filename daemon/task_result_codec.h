@@ -11,7 +11,7 @@
 
 #include "common/outcome.h"
 #include "common/protocol.h"
-#include "daemon/runner.h"
+#include "daemon/run_result.h"
 #include "daemon/store.h"
 
 namespace ckprof {

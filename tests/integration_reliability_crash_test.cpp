@@ -185,7 +185,8 @@ TEST_F(ReliabilityCrashTest, RecoveryDoesNotKillAnUnrelatedProcessThatReusedASto
     _exit(0);
   }
   setpgid(victim, victim);
-  SqlQuery(Db(), "UPDATE tasks SET pgid = " + std::to_string(victim) + " WHERE state = 'running'");
+  SqlQuery(Db(),
+           "UPDATE tasks SET handle = " + std::to_string(victim) + " WHERE state = 'running'");
   Start(o);
   int status = 0;
   EXPECT_EQ(waitpid(victim, &status, WNOHANG), 0) << "recovery killed an unrelated process";

@@ -131,9 +131,9 @@ TEST(QueuePolicy, PicksAsThePolicySays) {
        0,
        10,
        201},
-      {"a held (cancelled) job takes nothing",
+      {"a cancelled job takes nothing",
        {0},
-       {{1, With(User(1), [](Params& p) { p.held = true; }), Tasks({101})},
+       {{1, With(User(1), [](Params& p) { p.cancelled = true; }), Tasks({101})},
         {2, User(2), Tasks({201})}},
        {},
        {{2, 1e6}},
@@ -359,9 +359,9 @@ TEST(QueuePolicy, UpdateJobMovesItBetweenPrioritiesAndHolds) {
   EXPECT_EQ(p.Pick(0, 10), 101);
   p.UpdateJob(2, User(1, 9));  // boosted
   EXPECT_EQ(p.Pick(0, 10), 201);
-  Params held = User(1, 9);
-  held.held = true;
-  p.UpdateJob(2, held);
+  Params cancelled = User(1, 9);
+  cancelled.cancelled = true;
+  p.UpdateJob(2, cancelled);
   EXPECT_EQ(p.Pick(0, 10), 101);
   p.UpdateJob(2, User(1, 9));  // revived (a retry)
   EXPECT_EQ(p.Pick(0, 10), 201);

@@ -25,6 +25,7 @@ using testing::TempDir;
 // Records every start; the test finishes runs explicitly.
 class FakeLauncher final : public Launcher {
  public:
+  std::string_view Name() const override { return "fake"; }
   struct Run {
     RunSpec spec;
     std::function<void(RunResult)> done;
@@ -956,7 +957,7 @@ TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
 
 // A state directory written by the first ckprofd release (schema 1, no jobs.task_order) opens:
 // its jobs keep the rank order, and the file is brought to the current schema in place.
-TEST(StoreSchema, Version1DatabaseIsMigratedToVersion7) {
+TEST(StoreSchema, Version1DatabaseIsMigratedToVersion8) {
   TempDir dir;
   const std::string path = dir.File("ckprofd.db");
   sqlite3* db = nullptr;
@@ -981,8 +982,8 @@ CREATE TABLE tasks (
 INSERT INTO jobs (id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before,
   timeout_s, profiler_path, cwd, input_format, submitted_at)
   VALUES (7, 1000, 1000, '[]', 'ann', 'old sweep', 0, '[]', 0, 0, -1, '/opt/ck', '/', 'ir', 1.0);
-INSERT INTO tasks (id, job_id, position, rank, op, config, est_cost, state)
-  VALUES (40, 7, 1, 1, 'profile_grouped_conv_fwd', '{}', 1.0, 'queued');
+INSERT INTO tasks (id, job_id, position, rank, op, config, est_cost, state, pgid)
+  VALUES (40, 7, 1, 1, 'profile_grouped_conv_fwd', '{}', 1.0, 'running', 4242);
 PRAGMA user_version = 1;
 )SQL";
   char* err = nullptr;
@@ -1009,6 +1010,14 @@ PRAGMA user_version = 1;
     // Schema 5: an old task has no problem key, so it is neither reused nor in the table.
     EXPECT_EQ((*tasks)[0].problem, "");
     EXPECT_EQ((*tasks)[0].reused_from, 0);
+    // Schema 8: the pgid column is the attempt's handle, its value kept.
+    EXPECT_EQ((*tasks)[0].handle, 4242);
+    std::vector<TaskRecord> brief;
+    ASSERT_TRUE((*store)->ForEachTaskBrief([&](TaskRecord&& t) { brief.push_back(t); }).ok());
+    ASSERT_EQ(brief.size(), 1u);
+    EXPECT_EQ(brief[0].handle, 4242);
+    EXPECT_EQ(brief[0].state, TaskState::kRunning);
+    EXPECT_EQ(brief[0].config, "");  // the brief rows leave the texts out
     auto best = (*store)->Best({});
     ASSERT_TRUE(best.ok()) << best.error();
     EXPECT_TRUE(best->empty());
@@ -1037,8 +1046,16 @@ PRAGMA user_version = 1;
   sqlite3_stmt* q = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(q, 0), 7);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 8);
   sqlite3_finalize(q);
+  for (const char* table : {"tasks", "attempts"}) {
+    const std::string sql =
+        std::string("SELECT count(*) FROM pragma_table_info('") + table + "') WHERE name='handle'";
+    ASSERT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &q, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+    EXPECT_EQ(sqlite3_column_int(q, 0), 1) << table;
+    sqlite3_finalize(q);
+  }
   sqlite3_close(db);
   auto store = Store::Open(dir.path(), false);
   ASSERT_TRUE(store.ok()) << store.error();

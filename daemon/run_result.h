@@ -1,0 +1,47 @@
+// RunResult: how one profiler run ended and what it left (outcome, parsed figures, bounded
+// captures, what it used, and where it ran), as a Launcher reports it (daemon/launcher.h) and
+// the Store keeps it (daemon/task_result_codec.h). Below both, so that the Store's codec does
+// not depend on the process runner. Plain value types; any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/ck_output.h"
+#include "common/outcome.h"
+
+namespace ckprof {
+
+// Where a run runs or ran, in its executor's words: data, not an executor's own fields, so
+// that the Scheduler and the codec name no executor. Only a remote executor's runs have one.
+struct Placement {
+  std::string executor;  // the launcher's name (Launcher::Name: "slurm")
+  int64_t id = 0;        // the executor's id of the run (a Slurm job id): the attempt's handle
+  std::string state;     // the executor's word for it (PENDING, RUNNING, COMPLETED, ...)
+  std::string node;      // "" until known
+  std::string granted;   // the GPU indexes granted on the node ("3", "0,1"); "" until known
+};
+
+struct RunResult {
+  Outcome outcome;
+  CkPerf perf;
+  std::string stdout_capture, stderr_capture;  // head + "\n[... N bytes omitted ...]\n" + tail
+  uint64_t stdout_bytes = 0, stderr_bytes = 0;
+  pid_t pid = -1;  // also the process group id; -1 when the spawn failed before fork
+  std::chrono::system_clock::time_point started_at, ended_at;
+  double elapsed_s = 0;
+  // What the run used. CPU time: of all its processes from its cgroup (usage_from "cgroup"),
+  // else of the leader and the children it waited for (wait4's rusage, "rusage"). Peak memory:
+  // the cgroup's memory.peak where the memory controller is on, else the largest resident set
+  // of the leader and those children. nullopt when nothing says.
+  std::optional<double> cpu_s;
+  std::optional<uint64_t> peak_memory_bytes;
+  std::string usage_from;              // "cgroup", "rusage" or ""
+  std::optional<Placement> placement;  // a remote run's: where it ran
+};
+
+}  // namespace ckprof
