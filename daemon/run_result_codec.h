@@ -2,13 +2,13 @@
 // profiler with a ProcessRunner of its own and sends the RunResult it reported to ckprofd, which
 // reads it back and goes on as for a local run. Every field round-trips (the outcome, the parsed
 // figures with their top instances, the bounded captures, times, usage); where the run ran
-// (`remote`) is the daemon's to fill, not the sender's. Plain functions; any thread.
+// (`placement`) is the daemon's to fill, not the sender's. Plain functions; any thread.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
-#include "daemon/runner.h"
+#include "daemon/run_result.h"
 
 namespace ckprof {
 
