@@ -20,6 +20,7 @@
 #include "daemon/agent_channel.h"
 #include "daemon/run_result_codec.h"
 #include "tests/util/commands.h"
+#include "tests/util/emulator.h"
 #include "tests/util/files.h"
 
 namespace ckprof {
@@ -28,35 +29,7 @@ namespace {
 using json = nlohmann::json;
 using testing::BinPath;
 
-// The emulator on a small fwd problem; `n`: its batch size (9001 hangs after a few instances).
-std::vector<std::string> Emu(int n = 4) {
-  return {BinPath("ckprofiler-emu"),
-          "grouped_conv_fwd",
-          "1",
-          "1",
-          "0",
-          "0",
-          "1",
-          "0",
-          "1",
-          "2",
-          "1",
-          std::to_string(n),
-          "64",
-          "32",
-          "3",
-          "3",
-          "14",
-          "14",
-          "1",
-          "1",
-          "1",
-          "1",
-          "1",
-          "1",
-          "1",
-          "1"};
-}
+std::vector<std::string> Emu(int n = 4) { return testing::EmulatorArgv(n); }
 
 // One connection accepted from the agent, read line by line with a deadline.
 class Conn {

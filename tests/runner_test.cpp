@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "tests/util/emulator.h"
 #include "tests/util/files.h"
 
 namespace ckprof {
@@ -57,35 +58,7 @@ class Harness {
   ProcessRunner runner_;
 };
 
-// An emulator command for a small fwd problem with batch size `n` (magic values inject faults).
-std::vector<std::string> Emu(int n = 4) {
-  return {BinPath("ckprofiler-emu"),
-          "grouped_conv_fwd",
-          "1",
-          "1",
-          "0",
-          "0",
-          "1",
-          "0",
-          "1",
-          "2",
-          "1",
-          std::to_string(n),
-          "64",
-          "32",
-          "3",
-          "3",
-          "14",
-          "14",
-          "1",
-          "1",
-          "1",
-          "1",
-          "1",
-          "1",
-          "1",
-          "1"};
-}
+std::vector<std::string> Emu(int n = 4) { return testing::EmulatorArgv(n); }
 
 RunSpec Spec(std::vector<std::string> argv) {
   RunSpec s;

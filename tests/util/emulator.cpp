@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "common/json_util.h"
+#include "tests/util/files.h"
 
 namespace ckprof::testing {
 
@@ -42,6 +43,28 @@ std::string FwdConfigsText(int n, int magic_n, int every, int64_t spatial) {
     configs.push_back(c);
   }
   return ConfigsToText(configs);
+}
+
+std::vector<std::string> EmulatorArgv(int n) {
+  std::vector<std::string> argv = {BinPath("ckprofiler-emu"),
+                                   "grouped_conv_fwd",
+                                   "1",
+                                   "1",
+                                   "0",
+                                   "0",
+                                   "1",
+                                   "0",
+                                   "1",
+                                   "2",
+                                   "1",
+                                   std::to_string(n),
+                                   "64",
+                                   "32"};
+  // 3x3 filter over 14x14, stride, dilation and padding 1.
+  for (const char* a : {"3", "3", "14", "14", "1", "1", "1", "1", "1", "1", "1", "1"}) {
+    argv.push_back(a);
+  }
+  return argv;
 }
 
 std::vector<EmuRun> ReadEmuRuns(const std::string& log_path) {

@@ -19,6 +19,10 @@ CkConfig Conv3x3(ConvOp op, int64_t n, int64_t k, int64_t c, int64_t spatial);
 // `every`-th config gets the emulator's fault-selecting batch size `magic_n` (0 = none).
 std::string FwdConfigsText(int n, int magic_n = 0, int every = 1, int64_t spatial = 8);
 
+// The emulator's command line (its path first) for a small 2-D fwd problem with batch size
+// `n` (the emulator's magic batch sizes inject faults: 9001 hangs after a few instances, ...).
+std::vector<std::string> EmulatorArgv(int n = 4);
+
 // One invocation of the emulator, from its CKEMU_LOG (its start and end lines merged).
 struct EmuRun {
   int pid = 0, pgid = 0, uid = -1, gid = -1;
