@@ -52,7 +52,8 @@ std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const 
         std::find(job.rec.gpus.begin(), job.rec.gpus.end(), g.index) == job.rec.gpus.end()) {
       continue;
     }
-    if (policy_.Drained(g.index)) {
+    const GpuWait why = board_->WhyNot(g.index);
+    if (why == GpuWait::kDrained) {
       drained.push_back(g.index);
     } else if (g.task_id) {
       const Task& t = tasks_.at(g.task_id);
@@ -64,9 +65,9 @@ std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const 
       const JobRecord& other = jobs_.at(t.job_id).rec;
       busy_with.insert("job " + std::to_string(other.id) + " (" + other.owner + ")");
       others[other.uid] = other.owner;
-    } else if (!g.foreign.empty()) {
+    } else if (why == GpuWait::kForeign) {
       foreign.push_back(g.index);
-    } else if (!g.held_by.empty()) {
+    } else if (why == GpuWait::kLocked) {
       locked.push_back(g.index);
     } else {
       return "";  // a free GPU: it starts at the next pick

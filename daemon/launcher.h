@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "common/protocol.h"
@@ -33,6 +34,9 @@ class Launcher {
   // holds no pin variable for it), takes no host lock, and its runs outlive the daemon: a
   // stopping daemon leaves them running, and the next one follows them with Adopt.
   virtual bool Remote() const { return false; }
+  // What an admin who drains one of its GPUs is told, for a launcher whose GPUs are not the
+  // daemon's to drain (a cluster's: its own way to drain a node); "" = the daemon drains them.
+  virtual std::string DrainAdvice() const { return ""; }
   // Follows a run a previous daemon started: `handle` is what its on_started gave (the
   // cluster's job id; 0 when it was not stored: the launcher looks for it). on_done as Start's.
   virtual RunId Adopt(RunSpec spec, int64_t handle, std::function<void(RunResult)> on_done) {

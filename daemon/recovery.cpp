@@ -125,7 +125,7 @@ Status Scheduler::Recover() {
   std::map<int64_t, std::vector<int64_t>> cancel;
   for (auto& [id, t] : tasks_) {
     if (t.gpu >= 0 && launcher_.Remote() && FindGpu(t.gpu) && FindGpu(t.gpu)->task_id == id) {
-      continue;  // followed in Slurm
+      continue;  // followed where it runs (a remote executor)
     }
     if (jobs_.at(t.job_id).rec.cancelled) {
       cancel[t.job_id].push_back(id);
@@ -159,9 +159,9 @@ Status Scheduler::AdoptRunning(const std::vector<TaskRecord>& was_running) {
     auto free_slot =
         std::find_if(gpus_.begin(), gpus_.end(), [](const Gpu& g) { return g.task_id == 0; });
     if (free_slot == gpus_.end()) {
-      // max_in_flight was lowered below what the last daemon had in flight: a slot more.
+      // The executor's slots were lowered below what the last daemon had in flight: a slot more.
       Gpu extra;
-      extra.index = gpus_.empty() ? 0 : gpus_.back().index + 1;
+      extra.index = board_->AddSlot();
       gpus_.push_back(std::move(extra));
       free_slot = gpus_.end() - 1;
     }
@@ -175,8 +175,9 @@ Status Scheduler::AdoptRunning(const std::vector<TaskRecord>& was_running) {
       // Its command cannot be built again (it was, when it started): follow it all the same.
       spdlog::warn("task {} (job {}): {}", r.id, r.job_id, start.error);
     }
-    spdlog::info("task {} (job {}) was in Slurm when ckprofd stopped ({}): followed again", r.id,
-                 r.job_id, r.handle > 0 ? "job " + std::to_string(r.handle) : "no job id stored");
+    spdlog::info("task {} (job {}) was in {} when ckprofd stopped ({}): followed again", r.id,
+                 r.job_id, launcher_.Name(),
+                 r.handle > 0 ? "job " + std::to_string(r.handle) : "no job id stored");
     Gpu& slot = *free_slot;
     LaunchStart(std::move(start), r.handle > 0 ? r.handle : 0);
     // A cancel that was stored but not carried out (ckprofd stopped in between): scancel now.

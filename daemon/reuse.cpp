@@ -47,7 +47,7 @@ int64_t Scheduler::ApplyReuse(const JobRecord& job, std::vector<TaskRecord>& rec
   std::set<std::string> models;
   for (const auto& g : gpus_) {
     if (job.gpus.empty() || std::count(job.gpus.begin(), job.gpus.end(), g.index))
-      models.insert(g.identity.name);
+      models.insert(board_->ModelOf(g.index));
   }
   if (models.size() != 1) {
     if (models.size() > 1) {
@@ -135,7 +135,7 @@ std::optional<MeasurementRecord> Scheduler::MeasurementOf(const Task& task, cons
   }
   MeasurementRecord m;
   m.profiler = std::move(*build);
-  m.gpu_model = gpu ? gpu->identity.name : "";
+  m.gpu_model = gpu ? board_->ModelOf(gpu->index) : "";
   m.gpu = gpu ? gpu->index : -1;
   m.best_name = r.perf.best_name;
   m.split_k = r.perf.split_k;

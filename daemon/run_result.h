@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/ck_output.h"
 #include "common/outcome.h"
+#include "common/protocol.h"
 
 namespace ckprof {
 
@@ -42,6 +44,12 @@ struct RunResult {
   std::optional<uint64_t> peak_memory_bytes;
   std::string usage_from;              // "cgroup", "rusage" or ""
   std::optional<Placement> placement;  // a remote run's: where it ran
+};
+
+// What the daemon saw of a run's GPU beside the run itself.
+struct RunContext {
+  std::vector<GpuUser> contended;     // foreign processes seen on the GPU while it ran
+  std::optional<GpuState> gpu_state;  // what the GPU is, before and after
 };
 
 }  // namespace ckprof

@@ -26,6 +26,14 @@ namespace {
 using json = nlohmann::json;
 using Kind = Outcome::Kind;
 
+BoardOptions BoardOptionsOf(const SchedulerOptions& o) {
+  BoardOptions b;
+  b.foreign_gpu_use = o.foreign_gpu_use;
+  b.foreign_poll_s = o.foreign_poll_s;
+  b.health_failures = o.health_failures;
+  return b;
+}
+
 // How often at most a user's usage is written with a task's end (see OnRunDone).
 constexpr double kUsageStoreInterval_s = 5;
 
@@ -39,11 +47,6 @@ bool Retryable(Kind k) {
 bool IsFailure(Kind k) { return Retryable(k) && k != Kind::kCancelled; }
 
 }  // namespace
-
-double UnixNow() {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count() / 1e6;
-}
 
 Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
                      SchedulerOptions options)
@@ -63,6 +66,12 @@ Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
     gpu.index = g;
     gpus_.push_back(std::move(gpu));
   }
+  if (launcher_.Remote()) {
+    board_ = std::make_unique<SlotBoard>(options_.gpus, launcher_.DrainAdvice());
+  } else {
+    board_ =
+        std::make_unique<LocalGpuBoard>(options_.gpus, options_.lock_dir, BoardOptionsOf(options_));
+  }
   policy_.SetUserGpuCap(options_.max_gpus_per_user);
 }
 
@@ -77,132 +86,20 @@ void Scheduler::UpdateOptions(const SchedulerOptions& o) {
   policy_.SetHalfLife(options_.half_life_s);
   const bool cap_changed = policy_.user_gpu_cap() != options_.max_gpus_per_user;
   policy_.SetUserGpuCap(options_.max_gpus_per_user);
-  // (All of them when health checks are now off; a changed per-user cap may start work.)
-  if (ReleaseHeldGpus() || cap_changed) Dispatch();
+  // (A board lets its suspect GPUs go when health checks are now off; a changed per-user cap
+  // may start work.)
+  const BoardDecision d = board_->UpdateOptions(BoardOptionsOf(options_));
+  Apply(d);
+  if (d.dispatch || cap_changed) Dispatch();
 }
 
-void Scheduler::AttachGpuWatch(GpuWatch* watch) {
-  watch_ = watch;
-  if (!watch_) return;
-  auto ids = watch_->probe().Identities();
-  for (auto& g : gpus_) {
-    if (auto it = ids.find(g.index); it != ids.end()) g.identity = it->second;
-  }
-  // A first look, so that `ckprof gpus` names what is there before any task starts.
-  if (watch_->probe().cheap()) {
-    RefreshGpus();
-  } else {
-    snapshot_asked_ = true;
-    watch_->PollNow();
-  }
-  UpdateWatch();
-}
+void Scheduler::AttachGpuWatch(GpuWatch* watch) { board_->AttachWatch(watch); }
 
-void Scheduler::RefreshGpus() {
-  if (!watch_ || !watch_->probe().cheap()) return;
-  auto procs = watch_->probe().Processes();
-  snapshot_at_ = std::chrono::steady_clock::now();
-  ApplyProcesses(procs ? *procs : std::map<int, std::vector<ProbedProcess>>{});
-  for (auto& g : gpus_) ReadNow(g);
-}
+void Scheduler::RefreshGpus() { board_->Refresh(); }
 
 void Scheduler::OnGpuSnapshot(GpuSnapshot snapshot) {
-  snapshot_asked_ = false;
-  snapshot_at_ = snapshot.taken;
-  if (!snapshot.error.empty()) {
-    // Unseen is not busy: a probe that fails holds no GPU back.
-    if (snapshot.error != probe_error_) {
-      spdlog::warn(
-          "cannot see which processes use the GPUs: {}; foreign_gpu_use is not applied "
-          "until this works again",
-          snapshot.error);
-    }
-    probe_error_ = snapshot.error;
-    ApplyProcesses({});
-  } else {
-    if (!probe_error_.empty()) spdlog::info("the GPUs can be seen again");
-    probe_error_.clear();
-    ApplyProcesses(snapshot.processes);
-  }
-  for (auto& [index, reading] : snapshot.readings) {
-    if (Gpu* g = FindGpu(index)) g->reading = reading;
-  }
+  board_->OnSnapshot(std::move(snapshot));
   Dispatch();
-}
-
-void Scheduler::ApplyProcesses(const std::map<int, std::vector<ProbedProcess>>& processes) {
-  const bool look = options_.foreign_gpu_use != ForeignGpuUse::kIgnore;
-  for (auto& gpu : gpus_) {
-    std::vector<GpuUser> foreign;
-    if (auto it = processes.find(gpu.index); look && it != processes.end()) {
-      for (const ProbedProcess& p : it->second) {
-        if (p.ours || (gpu.task_id && gpu.pgid > 0 && p.pgid == gpu.pgid)) continue;
-        foreign.push_back(p.user);
-      }
-    }
-    auto pids = [](const std::vector<GpuUser>& users) {
-      std::set<int64_t> out;
-      for (const auto& u : users) out.insert(u.pid);
-      return out;
-    };
-    if (pids(foreign) != pids(gpu.foreign)) {
-      if (foreign.empty()) {
-        spdlog::info("GPU {}: no foreign process on it any more", gpu.index);
-      } else {
-        std::string who;
-        for (const auto& u : foreign) who += (who.empty() ? "" : ", ") + u.Describe();
-        spdlog::warn("GPU {}: in use by {}{}", gpu.index, who,
-                     options_.foreign_gpu_use == ForeignGpuUse::kWait
-                         ? ": it takes no task until they are gone"
-                         : "");
-      }
-    }
-    if (gpu.task_id) {
-      for (const auto& u : foreign) {
-        if (!pids(gpu.contended).count(u.pid)) gpu.contended.push_back(u);
-      }
-    }
-    gpu.foreign = std::move(foreign);
-  }
-  UpdateWatch();
-}
-
-bool Scheduler::ForeignAllows(Gpu& gpu) {
-  if (!watch_ || options_.foreign_gpu_use == ForeignGpuUse::kIgnore) return true;
-  const auto now = std::chrono::steady_clock::now();
-  if (watch_->probe().cheap()) {
-    // Looked at now: once for all GPUs of one dispatch round, else each time.
-    if (!dispatching_ || probed_round_ != dispatch_round_) {
-      auto procs = watch_->probe().Processes();
-      snapshot_at_ = now;
-      probed_round_ = dispatch_round_;
-      ApplyProcesses(procs ? *procs : std::map<int, std::vector<ProbedProcess>>{});
-    }
-  } else if (now - snapshot_at_ >
-             std::chrono::milliseconds(static_cast<int64_t>(2000 * options_.foreign_poll_s))) {
-    if (!snapshot_asked_) {
-      snapshot_asked_ = true;
-      watch_->PollNow();  // OnGpuSnapshot dispatches again
-    }
-    return false;
-  }
-  return options_.foreign_gpu_use != ForeignGpuUse::kWait || gpu.foreign.empty();
-}
-
-std::optional<GpuReading> Scheduler::ReadNow(Gpu& gpu) {
-  if (!watch_) return std::nullopt;
-  // (A task's end and the next start on its GPU come within a millisecond: one reading.)
-  if (watch_->probe().cheap() && (!gpu.reading || UnixNow() - gpu.reading->at > 1e-3)) {
-    gpu.reading = watch_->probe().ReadingOf(gpu.index);
-  }
-  return gpu.reading;
-}
-
-void Scheduler::UpdateWatch() {
-  if (!watch_) return;
-  bool active = false;
-  for (const auto& g : gpus_) active = active || g.task_id || !g.foreign.empty();
-  watch_->SetActive(active);
 }
 
 Scheduler::Task Scheduler::TaskFromRecord(const TaskRecord& r) {
@@ -345,80 +242,38 @@ void Scheduler::Dispatch() {
   dispatching_ = true;
   do {
     dispatch_again_ = false;
-    ++dispatch_round_;
     if (shutting_down_) break;
     const double now = UnixNow();
+    board_->BeginPass();
     for (auto& gpu : gpus_) {
       if (policy_.Drained(gpu.index) || gpu.task_id) continue;
       while (!gpu.task_id) {
         Task* t = PickTask(gpu, now);
-        if (!t) gpu.held_by.clear();  // nothing waits for it
-        if (!t || !ForeignAllows(gpu) || !HoldHostLock(gpu)) break;
+        if (!t) board_->NothingWaits(gpu.index);
+        if (!t || !MayStart(gpu)) break;
         StartTask(*t, gpu, now);
         if (store_retry_timer_.expiry() > std::chrono::steady_clock::now()) break;
       }
     }
+    board_->EndPass();
     ArmNotBeforeTimer(now);
   } while (dispatch_again_);
   dispatching_ = false;
-  ReleaseIdleHostLocks();
+  board_->ReleaseIdle();
   Changed();
 }
 
-bool Scheduler::HoldHostLock(Gpu& gpu) {
-  if (options_.lock_dir.empty() || gpu.host_lock) return true;
-  const std::string path = options_.lock_dir + "/gpu" + std::to_string(gpu.index) + ".lock";
-  LockAttempt a = FileLock::TryAcquire(path, 0644);
-  if (a.lock) {
-    if (!gpu.held_by.empty())
-      spdlog::info("GPU {}: free again ({} let it go)", gpu.index, gpu.held_by);
-    gpu.host_lock = std::move(a.lock);
-    gpu.held_by.clear();
-    return true;
-  }
-  std::string held_by = a.busy ? a.holder.Describe() : "unknown: " + a.error;
-  // A root daemon serves everyone: a lock that a plain user's process holds (any account may
-  // open the file and flock it), or one whose holder cannot be told (it exited, a process it
-  // started keeps the descriptor), must not hold everyone's work back. Only root's are waited
-  // for (another root ckprofd's; profilers never hold one); the user's profiler on that GPU is
-  // a foreign process (foreign_gpu_use) like any other.
-  if (a.busy && geteuid() == 0 && a.holder.uid != 0) {
-    if (held_by != gpu.lock_ignored) {
-      spdlog::warn(
-          "GPU {}: its host lock {} is held by {}, not by an admin's daemon: not waited "
-          "for (a user's lock never holds the system daemon back)",
-          gpu.index, path, held_by);
-      gpu.lock_ignored = std::move(held_by);
-    }
-    gpu.held_by.clear();
-    return true;
-  }
-  if (held_by != gpu.held_by) {
-    if (a.busy) {
-      spdlog::warn("GPU {} is in use by another ckprofd or profiler ({} holds {}): its tasks wait",
-                   gpu.index, held_by, path);
-    } else {
-      spdlog::error("GPU {}: {}; its tasks wait", gpu.index, a.error);
-    }
-    gpu.held_by = std::move(held_by);
-  }
-  if (!host_lock_armed_) {
-    host_lock_armed_ = true;
-    host_lock_timer_.expires_after(std::chrono::milliseconds(250));
-    host_lock_timer_.async_wait([this](const asio::error_code& ec) {
-      if (ec) return;  // cancelled: the scheduler may be gone
-      host_lock_armed_ = false;
-      Dispatch();
-    });
-  }
+bool Scheduler::MayStart(const Gpu& gpu) {
+  const Admission a = board_->MayStart(gpu.index);
+  if (a.ok || a.retry_after.count() == 0 || host_lock_armed_) return a.ok;
+  host_lock_armed_ = true;
+  host_lock_timer_.expires_after(a.retry_after);
+  host_lock_timer_.async_wait([this](const asio::error_code& ec) {
+    if (ec) return;  // cancelled: the scheduler may be gone
+    host_lock_armed_ = false;
+    Dispatch();
+  });
   return false;
-}
-
-void Scheduler::ReleaseIdleHostLocks() {
-  for (auto& gpu : gpus_) {
-    if (!gpu.task_id && gpu.host_lock) gpu.host_lock.reset();
-    if (policy_.Drained(gpu.index)) gpu.held_by.clear();  // it waits for nothing
-  }
 }
 
 void Scheduler::ArmNotBeforeTimer(double now) {
@@ -536,7 +391,7 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
     const size_t eq = e.find('=');
     spec.set_env.emplace_back(e.substr(0, eq), e.substr(eq + 1));
   }
-  // A remote launcher (Slurm) pins the GPU its cluster grants; `gpu` is only a slot then.
+  // A remote launcher pins the GPU its cluster grants; `gpu` is only a slot then.
   const bool remote = launcher_.Remote();
   for (const auto& var : options_.pin_env) {
     if (!remote) spec.set_env.emplace_back(var, std::to_string(gpu.index));
@@ -587,10 +442,7 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
 
   gpu.task_id = task.id;
   gpu.busy_since = now;
-  gpu.pgid = 0;
-  // A foreign process already there (foreign_gpu_use "flag") contends this task too.
-  gpu.contended = gpu.foreign;
-  gpu.before = ReadNow(gpu);
+  board_->NoteStart(gpu.index);
   const int64_t task_id = task.id;
   const int gpu_index = gpu.index;
   spec.on_started = [this, task_id, attempt](pid_t pid) { RecordHandle(task_id, attempt, pid); };
@@ -610,15 +462,16 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
   gpu.run = adopt ? launcher_.Adopt(std::move(spec), *adopt, std::move(on_done))
                   : launcher_.Start(std::move(spec), std::move(on_done));
   spdlog::info("{} job {} task {} (#{}, rank {}) {} {}, attempt {}: {}", adopt ? "follow" : "start",
-               job.rec.id, task.id, task.position, task.rank, remote ? "in Slurm, slot" : "on GPU",
-               gpu.index, attempt, command);
+               job.rec.id, task.id, task.position, task.rank,
+               remote ? fmt::format("in {}, slot", launcher_.Name()) : "on GPU", gpu.index, attempt,
+               command);
   Emit(job, EventKind::kTaskStarted, [&](JobEventFrame& e) {
     e.task_id = task.id;
     e.position = task.position;
     e.priority_rank = task.rank;
     e.operation = OperationTypeName(task.op);
     e.description = description;
-    e.gpu = remote ? -1 : gpu.index;  // Slurm grants the GPU later
+    e.gpu = remote ? -1 : gpu.index;  // a remote executor grants the GPU later
     e.attempt = attempt;
   });
 }
@@ -627,7 +480,7 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
 // its own a moment later.
 void Scheduler::RecordHandle(int64_t task_id, int attempt, int64_t handle) {
   for (auto& g : gpus_) {
-    if (g.task_id == task_id) g.pgid = handle;
+    if (g.task_id == task_id) board_->NoteHandle(g.index, handle);
   }
   store_.SetHandleLater(task_id, attempt, handle);
   if (launcher_.Remote()) {
@@ -722,22 +575,7 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   // the daemon stops): written with every end, it cost a statement and a page per task. A crash
   // forgets at most those seconds of GPU time, a rounding error next to the hour's half-life.
   end.store_usage = end.now - usage_stored_at_[job.rec.uid] >= kUsageStoreInterval_s;
-  RunContext context;
-  if (Gpu* g = FindGpu(gpu_index); g && watch_) {
-    // The last look, so that a process that came in the last moments is seen too.
-    if (watch_->probe().cheap() && options_.foreign_gpu_use != ForeignGpuUse::kIgnore) {
-      auto procs = watch_->probe().Processes();
-      if (procs) ApplyProcesses(*procs);
-    }
-    context.contended = g->contended;
-    GpuState state = g->identity;
-    state.before = g->before;
-    // A reading older than the start (a slow probe's) says nothing of the end.
-    if (auto after = ReadNow(*g); after && (!g->before || after->at > g->before->at)) {
-      state.after = after;
-    }
-    context.gpu_state = std::move(state);
-  }
+  const RunContext context = board_->EndContext(gpu_index);
   end.result_json = ResultJson(r.outcome, command, gpu_index, &r, &context);
   if (!end.requeue) end.measurement = MeasurementOf(task, job, FindGpu(gpu_index), r, context);
   if (Gpu* g = FindGpu(gpu_index)) g->exec_fd.reset();
@@ -768,7 +606,7 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
 
 std::optional<Scheduler::Start> Scheduler::PrepareNextStart(const PendingEnd& end) {
   Gpu* gpu = FindGpu(end.gpu_index);
-  // (After a device error NoteHealth may hold the GPU: Dispatch decides, once it has.)
+  // (After a device error the board may take the GPU out: Dispatch decides, once it has.)
   if (!gpu || policy_.Drained(end.gpu_index) || end.requeue || !end.device_error.empty() ||
       shutting_down_ || !pending_ends_.empty() ||
       store_retry_timer_.expiry() > std::chrono::steady_clock::now()) {
@@ -778,8 +616,9 @@ std::optional<Scheduler::Start> Scheduler::PrepareNextStart(const PendingEnd& en
   const double now = UnixNow();
   std::optional<int64_t> picked = policy_.PickAfterEnd(gpu->index, now);
   if (!picked) return std::nullopt;
-  // (The ending task is still the GPU's: its own processes are not foreign to the check.)
-  if (!ForeignAllows(*gpu)) return std::nullopt;
+  // (The ending task is still the GPU's: its own processes are not foreign to the check, and
+  // its host lock is held.)
+  if (!MayStart(*gpu)) return std::nullopt;
   Start start = PrepareStart(tasks_.at(*picked), *gpu);
   if (!start.error.empty()) return std::nullopt;  // Dispatch records why it cannot start
   start.now = now;
@@ -831,7 +670,8 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
     gpu->task_id = 0;
     gpu->run = 0;
     ++gpu->tasks_run;
-    NoteHealth(*gpu, end, task);
+    Apply(
+        board_->NoteEnd(gpu_index, EndOnGpu{task.job_id, task_id, end.outcome, end.device_error}));
   }
   job.elapsed_sum += elapsed;
   ++job.elapsed_n;
@@ -863,97 +703,29 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
   Dispatch();
 }
 
-void Scheduler::NoteHealth(Gpu& gpu, const PendingEnd& end, const Task& task) {
-  const int limit = options_.health_failures;
-  if (limit <= 0) return;
-  using Kind = Outcome::Kind;
-  if (!end.device_error.empty()) {
-    ++gpu.device_errors;
-    gpu.last_device_error = end.device_error;
-    gpu.error_tasks.emplace_back(task.job_id, task.id);
-    if (gpu.device_errors >= limit && !gpu.suspect && !policy_.Drained(gpu.index)) {
-      gpu.suspect = true;
-      policy_.SetDrained(gpu.index, true);
-      spdlog::warn(
-          "GPU {}: {} device errors in a row (the last, task {}: {}); it takes no task "
-          "until another GPU shows that the profiler works",
-          gpu.index, gpu.device_errors, task.id, end.device_error);
-    }
-    ReleaseHeldGpus();
-    return;
-  }
-  if (end.outcome != Kind::kSucceeded && end.outcome != Kind::kUnsupported) return;
-  // The profiler works here.
-  gpu.device_errors = 0;
-  gpu.error_tasks.clear();
-  every_gpu_failing_ = false;
-  if (gpu.suspect) {  // (a start prepared before it was held)
-    gpu.suspect = false;
-    policy_.SetDrained(gpu.index, false);
-    return;
-  }
-  // The held GPUs are broken: drained, and the tasks they failed run again elsewhere.
-  for (Gpu& g : gpus_) {
-    if (!g.suspect) continue;
-    g.suspect = false;
-    g.drain_reason = fmt::format(
-        "{} device errors in a row while GPU {} ran the profiler (the last: {}); an admin "
-        "resumes it with 'ckprof resume {}'",
-        g.device_errors, gpu.index, g.last_device_error, g.index);
-    spdlog::error("GPU {} drained: {}", g.index, g.drain_reason);
-    RequeueFailedOn(g);
-    Changed();
-  }
+void Scheduler::Apply(const BoardDecision& d) {
+  for (const auto& [gpu, drained] : d.drained) policy_.SetDrained(gpu, drained);
+  for (const auto& r : d.requeue) RequeueFailedOn(r);
+  if (d.changed) Changed();
 }
 
-void Scheduler::RequeueFailedOn(Gpu& gpu) {
-  std::map<int64_t, std::vector<int64_t>> by_job;
-  for (const auto& [job_id, task_id] : gpu.error_tasks) by_job[job_id].push_back(task_id);
-  gpu.error_tasks.clear();
-  for (const auto& [job_id, ids] : by_job) {
-    auto it = jobs_.find(job_id);
-    if (it == jobs_.end() || it->second.rec.finished_at > 0 || it->second.rec.cancelled) {
-      spdlog::warn(
-          "GPU {}: job {} has ended: 'ckprof retry {}' runs the {} task(s) it failed "
-          "again",
-          gpu.index, job_id, job_id, ids.size());
-      continue;
-    }
-    auto requeued = RequeueFinal(it->second, ids);
-    if (!requeued) {
-      spdlog::error("job {}: cannot requeue the tasks GPU {} failed: {}", job_id, gpu.index,
-                    requeued.error());
-    } else {
-      spdlog::info("job {}: {} task(s) GPU {} failed run again elsewhere", job_id, *requeued,
-                   gpu.index);
-    }
-  }
-}
-
-bool Scheduler::ReleaseHeldGpus() {
-  // No GPU that might show the profiler working (one not drained, with no device error since
-  // its last working run) is left, or health checks are off: it is the profiler or the
-  // driver, not one GPU. The held ones take tasks again (each is held anew at its next error
-  // and let go again while this holds); their failed tasks stay failed.
-  bool any_clean = false, any_suspect = false;
-  for (const Gpu& g : gpus_) {
-    any_suspect = any_suspect || g.suspect;
-    any_clean = any_clean || (!g.suspect && !policy_.Drained(g.index) && g.device_errors == 0);
-  }
-  if (!any_suspect || (any_clean && options_.health_failures > 0)) return false;
-  for (Gpu& g : gpus_) {
-    if (!g.suspect) continue;
-    g.suspect = false;
-    g.error_tasks.clear();
-    policy_.SetDrained(g.index, false);
-  }
-  if (!every_gpu_failing_ && options_.health_failures > 0) {  // once, until a run works again
+void Scheduler::RequeueFailedOn(const BoardDecision::Requeue& r) {
+  const int64_t job_id = r.job_id;
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || it->second.rec.finished_at > 0 || it->second.rec.cancelled) {
     spdlog::warn(
-        "device errors on every GPU that could take a task: the profiler or the "
-        "driver, not one GPU; no GPU is drained for it");
+        "GPU {}: job {} has ended: 'ckprof retry {}' runs the {} task(s) it failed "
+        "again",
+        r.gpu, job_id, job_id, r.task_ids.size());
+    return;
   }
-  every_gpu_failing_ = true;
-  return true;
+  auto requeued = RequeueFinal(it->second, r.task_ids);
+  if (!requeued) {
+    spdlog::error("job {}: cannot requeue the tasks GPU {} failed: {}", job_id, r.gpu,
+                  requeued.error());
+  } else {
+    spdlog::info("job {}: {} task(s) GPU {} failed run again elsewhere", job_id, *requeued, r.gpu);
+  }
 }
 
 void Scheduler::MaybeFinishShutdown() {
@@ -1248,24 +1020,10 @@ Status Scheduler::Boost(int64_t job_id, int priority, const Identity& who) {
 
 Status Scheduler::SetDrained(int gpu_index, bool drained, const Identity& who) {
   if (!who.admin) return MakeError("only an admin may drain or resume a GPU");
-  if (launcher_.Remote()) {
-    return MakeError(
-        "the GPUs are Slurm's (executor slurm): drain a node in Slurm (scontrol update "
-        "nodename=NODE state=drain reason=...), or lower max_in_flight");
-  }
-  Gpu* g = FindGpu(gpu_index);
-  if (!g) return MakeError("this daemon drives no GPU " + std::to_string(gpu_index));
-  if (!drained && !policy_.Drained(gpu_index)) {
-    return MakeError("GPU " + std::to_string(gpu_index) + " is not drained: nothing to resume");
-  }
-  policy_.SetDrained(gpu_index, drained);
-  g->suspect = false;
-  g->device_errors = 0;
-  g->error_tasks.clear();
-  g->drain_reason = drained ? "drained by " + who.user : "";
-  spdlog::info("GPU {} {} by {}", gpu_index, drained ? "drained" : "resumed", who.user);
-  // An admin's drain may leave the held GPUs with no GPU that could clear them.
-  if (ReleaseHeldGpus() || !drained) Dispatch();
+  auto d = board_->SetDrained(gpu_index, drained, who.user);
+  if (!d) return MakeError(d.error());
+  Apply(*d);
+  if (d->dispatch) Dispatch();
   Changed();
   return Status::Ok();
 }
@@ -1289,7 +1047,7 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.cancelled = job.cancelled;
   s.reused = job.reused;
   for (const auto& g : gpus_) {
-    // (Under Slurm the indexes are slots, not GPUs: none is named.)
+    // (Under a remote executor the indexes are slots, not GPUs: none is named.)
     if (g.task_id && tasks_.at(g.task_id).job_id == job.rec.id && !launcher_.Remote()) {
       s.gpus_in_use.push_back(g.index);
     }
@@ -1371,14 +1129,7 @@ std::vector<GpuInfo> Scheduler::Gpus() const {
   for (const auto& g : gpus_) {
     GpuInfo i;
     i.index = g.index;
-    i.drained = policy_.Drained(g.index);
-    i.drain_reason = g.drain_reason;
-    if (g.suspect) {
-      i.drain_reason = fmt::format(
-          "held: {} device errors in a row (the last: {}); drained once another GPU runs the "
-          "profiler",
-          g.device_errors, g.last_device_error);
-    }
+    board_->Describe(g.index, &i);
     i.task_id = g.task_id;
     if (g.task_id) {
       i.job_id = tasks_.at(g.task_id).job_id;
@@ -1388,10 +1139,6 @@ std::vector<GpuInfo> Scheduler::Gpus() const {
       i.busy_since = g.busy_since;
     }
     i.tasks_run = g.tasks_run;
-    i.held_by = g.held_by;
-    i.foreign = g.foreign;
-    i.model = g.identity.name;
-    i.reading = g.reading;
     if (g.task_id && g.run) {
       if (auto where = launcher_.Where(g.run)) {
         i.slurm_job_id = where->id;
@@ -1420,8 +1167,8 @@ void Scheduler::Shutdown(std::function<void()> done) {
   shutdown_done_ = std::move(done);
   if (launcher_.Remote()) {
     // The cluster's jobs go on; the next start follows them (Recover).
-    spdlog::info("{} task(s) left running in Slurm; the next ckprofd follows them",
-                 running_count());
+    spdlog::info("{} task(s) left running in {}; the next ckprofd follows them", running_count(),
+                 launcher_.Name());
   } else {
     for (auto& g : gpus_) {
       if (g.task_id && g.run) launcher_.Interrupt(g.run);
@@ -1431,7 +1178,7 @@ void Scheduler::Shutdown(std::function<void()> done) {
 }
 
 void Scheduler::Changed() {
-  UpdateWatch();
+  board_->UpdateWatch();
   if (on_change) on_change();
 }
 

@@ -32,7 +32,7 @@
 #include "common/profiler_path.h"
 #include "common/protocol.h"
 #include "common/result.h"
-#include "daemon/file_lock.h"
+#include "daemon/gpu_board.h"
 #include "daemon/gpu_watch.h"
 #include "daemon/identity.h"
 #include "daemon/launcher.h"
@@ -41,11 +41,9 @@
 #include "daemon/store.h"
 #include "daemon/task_result_codec.h"
 #include "daemon/unique_fd.h"
+#include "daemon/unix_time.h"
 
 namespace ckprof {
-
-// What a GPU does while a process that is none of ours uses it (DaemonConfig::foreign_gpu_use).
-enum class ForeignGpuUse { kWait, kFlag, kIgnore };
 
 struct SchedulerOptions {
   std::vector<int> gpus;  // GPU indexes this daemon drives
@@ -260,31 +258,17 @@ class Scheduler {
     int64_t elapsed_n = 0;
     std::vector<JobWatcher*> watchers;
   };
+  // What runs on a GPU (or a remote executor's slot); the rest of its state is the board's
+  // (board_).
   struct Gpu {
     int index = 0;
     int64_t task_id = 0;
     Launcher::RunId run = 0;
     double busy_since = 0;
     int64_t tasks_run = 0;
-    std::optional<FileLock> host_lock;  // held while it runs our tasks (options_.lock_dir)
-    std::string held_by;                // who holds the host lock while we wait for it
-    std::string lock_ignored;           // a user's process holding it that we did not wait for
-    int64_t pgid = 0;                   // the running task's process group, once known
     // The running task's profiler, open: what the runner executes (RunSpec::exec_fd), and
     // what its measurement is identified by.
     UniqueFd exec_fd;
-    std::vector<GpuUser> foreign;       // processes none of ours on it now (watched GPUs)
-    std::vector<GpuUser> contended;     // foreign processes seen during the running task
-    GpuState identity;                  // what it is (watched GPUs)
-    std::optional<GpuReading> reading;  // the latest reading
-    std::optional<GpuReading> before;   // the reading as the running task started
-    // Health: device errors in a row, the last one's line, and whether the GPU is held (its
-    // count reached, waiting for another GPU to show that the profiler works).
-    int device_errors = 0;
-    std::vector<std::pair<int64_t, int64_t>> error_tasks;  // (job, task) those errors ended
-    std::string last_device_error;
-    bool suspect = false;
-    std::string drain_reason;  // why it is drained (an admin, or its health); "" = not drained
   };
 
   // What the policy knows of a job.
@@ -292,11 +276,6 @@ class Scheduler {
   // The one test of a job's end: nothing queued, nothing running, every task final.
   bool Ended(const Job& job) const;
   void Dispatch();
-  // Takes the GPU's host lock unless held already; false (the holder noted, a retry armed)
-  // when another process holds it.
-  bool HoldHostLock(Gpu& gpu);
-  // Lets other daemons have the GPUs that run nothing of ours.
-  void ReleaseIdleHostLocks();
   // The policy's pick for a free GPU, or nullptr.
   Task* PickTask(const Gpu& gpu, double now);
   // A task's start: prepared (its command built from the stored config), then recorded in the
@@ -350,15 +329,14 @@ class Scheduler {
   // nothing foreign on its GPU, its profiler build known).
   std::optional<MeasurementRecord> MeasurementOf(const Task& task, const Job& job, const Gpu* gpu,
                                                  const RunResult& r, const RunContext& context);
-  // Counts a device error (or a working run) on the end's GPU: a GPU at health_failures is
-  // held; a working run on another GPU drains the held ones; held GPUs alone (every GPU
-  // failing: the profiler or the driver, not a GPU) are let go again.
-  void NoteHealth(Gpu& gpu, const PendingEnd& end, const Task& task);
+  // Carries out a board's decision: the policy's drained GPUs, the requeues, what `gpus`
+  // shows. The caller dispatches (d.dispatch) where it would not anyway.
+  void Apply(const BoardDecision& d);
   // Runs the tasks a drained GPU failed again (those of jobs that have not ended).
-  void RequeueFailedOn(Gpu& gpu);
-  // Lets the held GPUs go when no GPU could show the profiler working, or health is off; true
-  // when it did (the caller dispatches).
-  bool ReleaseHeldGpus();
+  void RequeueFailedOn(const BoardDecision::Requeue& r);
+  // Asks the board whether `gpu` may take a task now; arms the host-lock retry when it says
+  // to ask again later.
+  bool MayStart(const Gpu& gpu);
   // Final tasks `task_ids` of `job` queued again (retry); how many. The caller dispatches.
   Result<int64_t> RequeueFinal(Job& job, const std::vector<int64_t>& task_ids);
   // An error naming the first of `positions` (#N) the job has not.
@@ -367,7 +345,6 @@ class Scheduler {
   Status CancelQueued(Job& job, const std::vector<int64_t>& ids, const Identity& who, double now);
   // Cancel of some of a job's tasks (by #N): queued ones end cancelled, running ones stop.
   Status CancelTasks(Job& job, const Identity& who, const std::vector<int>& positions);
-  bool every_gpu_failing_ = false;  // said in the log, until a run works again
   Status RecordEnd(const PendingEnd& end);
   // The task the end's GPU starts next, prepared for the end's transaction; none when Dispatch
   // is to decide after the end is applied (no task, a requeue, a drained GPU, a failing Store).
@@ -419,15 +396,6 @@ class Scheduler {
                          double ended_at, const std::string& result_json,
                          const std::string& description) const;
   void ArmNotBeforeTimer(double now);
-  // Whether a GPU may take a task as far as foreign processes go: a cheap probe is asked now,
-  // else the watch's snapshot must be fresh (one is asked for when it is not: false meanwhile).
-  bool ForeignAllows(Gpu& gpu);
-  // Applies what the probe saw on each GPU: the foreign ones, and the running tasks they contend.
-  void ApplyProcesses(const std::map<int, std::vector<ProbedProcess>>& processes);
-  // The GPU's reading now: at once with a cheap probe, else the watch's latest.
-  std::optional<GpuReading> ReadNow(Gpu& gpu);
-  // The watch polls while tasks run or a GPU waits for a foreign process.
-  void UpdateWatch();
   bool MayActOn(const Job& job, const Identity& who) const;
   void ResolveTarget(Job& job);
   void Changed();
@@ -446,29 +414,22 @@ class Scheduler {
   QueuePolicy policy_;                          // the queues, GPUs' jobs and fair-share accounts
   std::map<uint32_t, double> usage_stored_at_;  // when the Store last got a user's usage
   std::vector<Gpu> gpus_;
+  // Each GPU's (slot's) own state: locks, foreign processes, health (daemon/gpu_board.h).
+  std::unique_ptr<GpuBoard> board_;
   ProfilerIdentities identities_;
   bool dispatching_ = false;
   bool dispatch_again_ = false;
-  uint64_t dispatch_round_ = 0;  // each pass of Dispatch's loop
-  uint64_t probed_round_ = 0;    // the pass whose cheap probe ForeignAllows took
   bool shutting_down_ = false;
   std::function<void()> shutdown_done_;
   asio::steady_timer not_before_timer_;
   asio::steady_timer store_retry_timer_;
   asio::steady_timer end_retry_timer_;
   asio::steady_timer handle_flush_timer_;  // Store::FlushHandles, 100 ms after a start
-  asio::steady_timer host_lock_timer_;     // retries GPUs that another daemon holds
-  GpuWatch* watch_ = nullptr;
-  std::chrono::steady_clock::time_point snapshot_at_{};  // the latest snapshot's, or a probe's
-  bool snapshot_asked_ = false;                          // PollNow is under way
-  std::string probe_error_;                              // the last one logged
+  asio::steady_timer host_lock_timer_;     // retries GPUs whose host lock another daemon holds
   bool host_lock_armed_ = false;
   bool handle_flush_armed_ = false;
   std::deque<PendingEnd> pending_ends_;  // ends the Store could not record yet, in order
   double not_before_armed_ = 0;
 };
-
-// Unix time now, in seconds with microseconds.
-double UnixNow();
 
 }  // namespace ckprof

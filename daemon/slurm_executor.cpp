@@ -716,6 +716,11 @@ std::optional<Placement> SlurmLauncher::Where(RunId id) const {
   return Placement{std::string(Name()), run.job_id, run.state, run.node, run.gpus};
 }
 
+std::string SlurmLauncher::DrainAdvice() const {
+  return "the GPUs are Slurm's (executor slurm): drain a node in Slurm (scontrol update "
+         "nodename=NODE state=drain reason=...), or lower max_in_flight";
+}
+
 std::vector<ClusterNode> SlurmLauncher::Cluster() {
   if (UnixNowSeconds() - cluster_at_ > kClusterMaxAge_s) RefreshCluster();
   return cluster_;

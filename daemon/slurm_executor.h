@@ -108,6 +108,7 @@ class SlurmLauncher final : public Launcher {
   std::optional<RunOutput> Output(RunId id) const override;
   std::string_view Name() const override { return "slurm"; }
   bool Remote() const override { return true; }
+  std::string DrainAdvice() const override;
   std::optional<Placement> Where(RunId id) const override;
   std::vector<ClusterNode> Cluster() override;
 

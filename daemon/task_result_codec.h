@@ -16,12 +16,6 @@
 
 namespace ckprof {
 
-// What the daemon saw of a run's GPU beside the run itself.
-struct RunContext {
-  std::vector<GpuUser> contended;     // foreign processes seen on the GPU while it ran
-  std::optional<GpuState> gpu_state;  // what the GPU is, before and after
-};
-
 // The result JSON of a run that ended with `o` on `gpu` (-1: none); `r` is null when no process
 // ran (a spawn failure, a cancelled queued task, an interruption found at restart); `context`
 // may be null (nothing seen).
