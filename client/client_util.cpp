@@ -24,7 +24,7 @@
 namespace ckprof {
 
 std::string JobCountsText(const JobSummary& job) {
-  const TaskCounts c = job.counts();
+  const TaskCounts& c = job.counts;
   std::string ran;
   if (job.state == JobState::kCancelled || job.state == JobState::kCancelling) {
     ran = std::to_string(c.ran()) + " of " + std::to_string(job.total) + " ran: ";
@@ -258,22 +258,27 @@ bool UseColour() {
   return use;
 }
 
-std::string ColourState(const std::string& state) {
-  if (!UseColour()) return state;
-  const char* code = nullptr;
-  if (state == "succeeded" || state == "finished")
-    code = "32";  // green
-  else if (state == "running" || state == "cancelling")
-    code = "36";  // cyan
-  else if (state == "queued" || state == "waiting")
-    code = "33";  // yellow
-  else if (state == "cancelled" || state == "unsupported")
-    code = "2";  // dim
-  else if (state == "failed" || state == "crashed" || state == "timed_out" ||
-           state == "spawn_failed" || state == "interrupted")
-    code = "31";  // red
-  if (!code) return state;
-  return std::string("\x1b[") + code + "m" + state + "\x1b[0m";
+std::string ColourState(JobState state) {
+  const std::string name(EnumName(state));
+  if (!UseColour()) return name;
+  const char* code = "";
+  switch (state) {
+    case JobState::kFinished:
+      code = "32";  // green
+      break;
+    case JobState::kRunning:
+    case JobState::kCancelling:
+      code = "36";  // cyan
+      break;
+    case JobState::kQueued:
+    case JobState::kWaiting:
+      code = "33";  // yellow
+      break;
+    case JobState::kCancelled:
+      code = "2";  // dim
+      break;
+  }
+  return std::string("\x1b[") + code + "m" + name + "\x1b[0m";
 }
 
 Result<std::string> PickFormat(const std::string& format, bool json, const std::string& output,

@@ -74,9 +74,9 @@ std::string FormatClock(double unix_time);
 // Whether states are coloured: stdout is a terminal, NO_COLOR is unset or empty, TERM is not
 // "dumb" (https://no-color.org).
 bool UseColour();
-// A task or job state's name, coloured when UseColour (green: succeeded/finished, red: failed
-// ends, cyan: running, yellow: queued/waiting, dim: cancelled/unsupported).
-std::string ColourState(const std::string& state);
+// A job state's name, coloured when UseColour (green: finished, cyan: running/cancelling,
+// yellow: queued/waiting, dim: cancelled).
+std::string ColourState(JobState state);
 
 // A task as the views name it: "#3 fwd (rank 2)", of a repeated job "#3 fwd (rank 2) run 1".
 std::string TaskLabel(const TaskResult& t);

@@ -164,18 +164,12 @@ TaskFacts Facts(const TaskResult& t) {
 }
 
 Coverage TaskCoverage(const TaskResult& t) {
-  switch (t.state) {
-    case TaskState::kSucceeded:
-      if (!t.contended.empty()) return Coverage::kContended;
-      return t.avg_ms > 0 && std::isfinite(t.avg_ms) ? Coverage::kCovered : Coverage::kFailed;
-    case TaskState::kUnsupported:
-      return Coverage::kUnsupported;
-    case TaskState::kQueued:
-    case TaskState::kRunning:
-      return Coverage::kNotRun;
-    default:
-      return Coverage::kFailed;
+  if (t.state == TaskState::kSucceeded) {
+    if (!t.contended.empty()) return Coverage::kContended;
+    return t.avg_ms > 0 && std::isfinite(t.avg_ms) ? Coverage::kCovered : Coverage::kFailed;
   }
+  if (t.state == TaskState::kUnsupported) return Coverage::kUnsupported;
+  return IsFinal(t.state) ? Coverage::kFailed : Coverage::kNotRun;  // every other end: no kernel
 }
 
 // The worse of two coverages for a problem of several configs.
@@ -1089,13 +1083,13 @@ std::vector<std::pair<std::string, std::string>> Settings(const ResultsReply& jo
   if (!s.name.empty()) kv.push_back({"name", s.name});
   if (!s.owner.empty()) kv.push_back({"owner", s.owner});
   kv.push_back({"state", std::string(EnumName(s.state))});
-  kv.push_back({"tasks", std::to_string(s.total) + " (" + std::to_string(s.succeeded) +
-                             " succeeded, " + std::to_string(s.failed) + " failed, " +
-                             std::to_string(s.unsupported) + " unsupported, " +
-                             std::to_string(s.timed_out) + " timed out, " +
-                             std::to_string(s.crashed) + " crashed, " +
-                             std::to_string(s.cancelled) + " cancelled" +
-                             (s.reused ? ", " + std::to_string(s.reused) + " reused" : "") + ")"});
+  std::string tasks;  // "12 succeeded, 0 failed, 1 unsupported, ...": every column
+  for (TaskState c : FinalColumns()) {
+    tasks +=
+        (tasks.empty() ? "" : ", ") + std::to_string(s.counts.of(c)) + " " + std::string(Label(c));
+  }
+  if (s.reused) tasks += ", " + std::to_string(s.reused) + " reused";
+  kv.push_back({"tasks", std::to_string(s.total) + " (" + tasks + ")"});
   if (!s.profiler.empty()) kv.push_back({"profiler", s.profiler});
   kv.push_back({"priority", std::to_string(s.priority)});
   kv.push_back({"task order", std::string(EnumName(s.order))});

@@ -152,31 +152,7 @@ Result<Loaded> LoadFile(const std::string& path) {
   s.state = JobState::kFinished;
   for (const TaskResult& t : out.reply.tasks) {
     ++s.total;
-    switch (t.state) {
-      case TaskState::kSucceeded:
-        ++s.succeeded;
-        break;
-      case TaskState::kUnsupported:
-        ++s.unsupported;
-        break;
-      case TaskState::kTimedOut:
-        ++s.timed_out;
-        break;
-      case TaskState::kCrashed:
-        ++s.crashed;
-        break;
-      case TaskState::kCancelled:
-        ++s.cancelled;
-        break;
-      case TaskState::kQueued:
-        ++s.queued;
-        break;
-      case TaskState::kRunning:
-        ++s.running;
-        break;
-      default:
-        ++s.failed;
-    }
+    s.counts.Add(t.state);
     if (t.reused_from) ++s.reused;
   }
   out.has_start_times = false;

@@ -64,8 +64,8 @@ int RunResultsCommand(const GlobalOptions& global, const Args& args) {
       runs && !fetched->runs.empty() ? &fetched->runs : &fetched->tasks;
   // Not all there yet: said on stderr, so that the results on stdout stay what they are.
   if (std::string partial = PartialNote(summary); !partial.empty()) {
-    PrintError("results", partial + " (" + std::to_string(summary.queued) + " queued, " +
-                              std::to_string(summary.running) + " running)");
+    PrintError("results", partial + " (" + std::to_string(summary.counts.queued()) + " queued, " +
+                              std::to_string(summary.counts.running()) + " running)");
   }
   std::string text;
   if (format == "json") {

@@ -61,14 +61,14 @@ void PrintSummary(const ResultStats& s, const std::string& saved_to) {
             << "  ✗ Failed:         " << s.failed;
   // The failures in the words every view uses ("2 unsupported, 1 timed out").
   std::string kinds;
-  const std::pair<int64_t, const char*> failures[] = {{s.counts.failed, "failed"},
-                                                      {s.counts.unsupported, "unsupported"},
-                                                      {s.counts.timed_out, "timed out"},
-                                                      {s.counts.crashed, "crashed"}};
-  for (const auto& [n, word] : failures) {
-    if (n > 0) kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + word;
+  for (TaskState c : FinalColumns()) {
+    if (c == TaskState::kSucceeded || c == TaskState::kCancelled || s.counts.of(c) == 0) continue;
+    kinds +=
+        (kinds.empty() ? "" : ", ") + std::to_string(s.counts.of(c)) + " " + std::string(Label(c));
   }
-  if (s.counts.failed != s.failed) std::cout << " (" << kinds << ")";  // not all plain failures
+  if (s.counts.of(TaskState::kFailed) != s.failed) {
+    std::cout << " (" << kinds << ")";  // not all plain failures
+  }
   std::cout << "\n  ⚠ Skipped:        " << s.skipped << "\n";
   if (!saved_to.empty()) std::cout << "Results saved to: " << saved_to << "\n";
 }
@@ -119,7 +119,7 @@ bool SaveWhatEnded(const std::string& socket, int64_t job, const std::string& ou
   std::string line = std::to_string(ended) + " result" + (ended == 1 ? "" : "s") + " saved to " +
                      output + " (partial";
   if (stats.skipped > 0) line += ": " + std::to_string(stats.skipped) + " cancelled";
-  const int64_t open = stats.counts.queued + stats.counts.running;
+  const int64_t open = stats.counts.queued() + stats.counts.running();
   if (open > 0) line += (stats.skipped > 0 ? ", " : ": ") + std::to_string(open) + " not ended";
   said->push_back(line + ")");
   return true;

@@ -60,11 +60,12 @@ void PrintJobTable(const std::vector<JobSummary>& jobs, size_t width) {
                    {"ETA", true}});
   for (const auto& j : jobs) {
     // A cancelled job: how many of its tasks ran.
-    const int64_t done = j.state == JobState::kCancelled ? j.counts().ran() : j.done();
+    const int64_t done = j.state == JobState::kCancelled ? j.counts.ran() : j.done();
     table.AddRow(
-        {std::to_string(j.id), j.owner, j.name, ColourState(std::string(EnumName(j.state))),
+        {std::to_string(j.id), j.owner, j.name, ColourState(j.state),
          std::to_string(done) + "/" + std::to_string(j.total),
-         std::to_string(j.succeeded) + "/" + std::to_string(j.counts().ran() - j.succeeded),
+         std::to_string(j.counts.succeeded()) + "/" +
+             std::to_string(j.counts.ran() - j.counts.succeeded()),
          GpuList(j.gpus_in_use), FormatAge(j.submitted_at),
          // As sacct: from its first start to its end (or now).
          j.started_at > 0

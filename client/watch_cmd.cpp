@@ -44,11 +44,12 @@ class ProgressView {
     if (!running_.empty() && live_) LabelRunning();
     if (!live_) {
       std::cout << "job " << job_id_ << " \"" << EscapeControl(job_.name) << "\": " << job_.done()
-                << "/" << job_.total << " done, " << job_.running << " running, " << job_.queued
-                << " queued" << std::endl;  // each line as it happens, even into a pipe
+                << "/" << job_.total << " done, " << job_.counts.running() << " running, "
+                << job_.counts.queued() << " queued"
+                << std::endl;  // each line as it happens, even into a pipe
     }
     start_done_ = job_.done();
-    if (job_.counts().unsuccessful() > 0) EarlierFailures();
+    if (job_.counts.unsuccessful() > 0) EarlierFailures();
     if (live_) Redraw();
   }
 
@@ -369,7 +370,7 @@ int FollowJob(Connection& conn, int64_t job_id, Follow mode, bool live, double t
     return kExitUnreachable;
   }
   if (show) view.End();
-  return last->total > 0 && last->succeeded == last->total ? 0 : 1;
+  return last->total > 0 && last->counts.succeeded() == last->total ? 0 : 1;
 }
 
 }  // namespace

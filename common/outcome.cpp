@@ -2,39 +2,89 @@
 
 #include <string.h>
 
+#include <array>
 #include <cstdio>
+
+#include "common/states.h"
 
 namespace ckprof {
 namespace {
 
-constexpr Outcome::Kind kAllKinds[] = {Outcome::Kind::kSucceeded,   Outcome::Kind::kUnsupported,
-                                       Outcome::Kind::kFailed,      Outcome::Kind::kCrashed,
-                                       Outcome::Kind::kTimedOut,    Outcome::Kind::kCancelled,
-                                       Outcome::Kind::kInterrupted, Outcome::Kind::kSpawnFailed};
+using Kind = Outcome::Kind;
+
+// The table of kinds: one row each, and a switch without `default:` so that a new kind does
+// not compile until its row says what it is.
+constexpr OutcomeTraits OutcomeRow(Kind k) {
+  using S = TaskState;
+  switch (k) {
+    case Kind::kSucceeded:
+      return {"succeeded", "succeeded", S::kSucceeded, false, false, Kind::kSucceeded};
+    case Kind::kUnsupported:
+      return {"unsupported", "unsupported", S::kUnsupported, false, false, Kind::kUnsupported};
+    case Kind::kFailed:
+      return {"failed", "failed", S::kFailed, true, true, Kind::kFailed};
+    case Kind::kCrashed:
+      return {"crashed", "crashed", S::kCrashed, true, true, Kind::kCrashed};
+    case Kind::kTimedOut:
+      return {"timed_out", "timed out", S::kTimedOut, true, true, Kind::kTimedOut};
+    case Kind::kCancelled:
+      return {"cancelled", "cancelled", S::kCancelled, false, true, Kind::kCancelled};
+    case Kind::kInterrupted:
+      return {"interrupted", "interrupted", S::kInterrupted, true, true, Kind::kFailed};
+    case Kind::kSpawnFailed:
+      return {"spawn_failed", "spawn failed", S::kSpawnFailed, true, true, Kind::kFailed};
+  }
+  return {nullptr, nullptr, S::kQueued, false, false, k};  // not a kind
+}
+
+constexpr std::array<Kind, kOutcomeKinds> MakeKinds() {
+  std::array<Kind, kOutcomeKinds> kinds{};
+  for (int i = 0; i < kOutcomeKinds; ++i) kinds[i] = static_cast<Kind>(i);
+  return kinds;
+}
+constexpr std::array<Kind, kOutcomeKinds> kAllKinds = MakeKinds();
+
+constexpr std::array<OutcomeTraits, kOutcomeKinds> MakeRows() {
+  std::array<OutcomeTraits, kOutcomeKinds> rows{};
+  for (int i = 0; i < kOutcomeKinds; ++i) rows[i] = OutcomeRow(static_cast<Kind>(i));
+  return rows;
+}
+constexpr std::array<OutcomeTraits, kOutcomeKinds> kRows = MakeRows();
+
+// The columns of TaskCounts, in the order views show them.
+constexpr Kind kColumns[] = {Kind::kSucceeded, Kind::kFailed,  Kind::kUnsupported,
+                             Kind::kTimedOut,  Kind::kCrashed, Kind::kCancelled};
+
+// kOutcomeKinds is the number of kinds; each leaves a final state of its own; a kind is
+// counted in a column that counts itself and is listed in kColumns.
+constexpr bool TableHolds() {
+  if (OutcomeRow(static_cast<Kind>(kOutcomeKinds)).name != nullptr) return false;
+  for (int i = 0; i < kOutcomeKinds; ++i) {
+    const OutcomeTraits& r = kRows[i];
+    if (r.name == nullptr || r.state == TaskState::kQueued || r.state == TaskState::kRunning) {
+      return false;
+    }
+    if (kRows[static_cast<int>(r.counted_as)].counted_as != r.counted_as) return false;
+    bool listed = false;
+    for (Kind c : kColumns) listed = listed || c == r.counted_as;
+    if (!listed) return false;
+    for (int j = 0; j < i; ++j) {
+      if (kRows[j].state == r.state) return false;
+    }
+  }
+  return true;
+}
+static_assert(TableHolds(), "kOutcomeKinds, OutcomeRow, kColumns and TaskState disagree");
 
 }  // namespace
 
-std::string_view OutcomeKindName(Outcome::Kind k) {
-  switch (k) {
-    case Outcome::Kind::kSucceeded:
-      return "succeeded";
-    case Outcome::Kind::kUnsupported:
-      return "unsupported";
-    case Outcome::Kind::kFailed:
-      return "failed";
-    case Outcome::Kind::kCrashed:
-      return "crashed";
-    case Outcome::Kind::kTimedOut:
-      return "timed_out";
-    case Outcome::Kind::kCancelled:
-      return "cancelled";
-    case Outcome::Kind::kInterrupted:
-      return "interrupted";
-    case Outcome::Kind::kSpawnFailed:
-      return "spawn_failed";
-  }
-  return "unknown";
-}
+const OutcomeTraits& TraitsOf(Outcome::Kind k) { return kRows.at(static_cast<size_t>(k)); }
+
+std::span<const Outcome::Kind> AllOutcomeKinds() { return kAllKinds; }
+
+std::span<const Outcome::Kind> CountColumns() { return kColumns; }
+
+std::string_view OutcomeKindName(Outcome::Kind k) { return TraitsOf(k).name; }
 
 std::optional<Outcome::Kind> ParseOutcomeKindName(std::string_view name) {
   for (Outcome::Kind k : kAllKinds) {
@@ -89,7 +139,7 @@ std::string Outcome::Summary() const {
     case Kind::kSpawnFailed:
       return reason.empty() ? "spawn failed" : "spawn failed: " + reason;
   }
-  return std::string(OutcomeKindName(kind));
+  return std::string(OutcomeKindName(kind));  // not a kind
 }
 
 }  // namespace ckprof

@@ -1,15 +1,21 @@
 // An Outcome says how one profiler run ended: the real type of a task's end, never a
-// raw waitpid status.
+// raw waitpid status. Its kinds are the one vocabulary of ends: each kind's name, the task
+// state it leaves, whether it is a failure, whether retry takes it and its word in views are
+// one row of one table (OutcomeRow in outcome.cpp); every view and count follows that table.
 //
 // Plain value type; any thread may use its own copies. Produced by ClassifyExit (ck_output.h)
 // for processes that ran, and by the runner for timeouts, cancellation and spawn failures.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
 namespace ckprof {
+
+enum class TaskState : uint8_t;  // common/states.h
 
 struct Outcome {
   enum class Kind {
@@ -21,6 +27,8 @@ struct Outcome {
     kCancelled,    // a user cancelled it and it was killed
     kInterrupted,  // the daemon shut down and killed it
     kSpawnFailed,  // could not be started (exec, chdir, setuid failed)
+    // A new kind: its row in OutcomeRow (outcome.cpp), its TaskState (states.h), its case in
+    // Summary, and kOutcomeKinds below; the compiler names each switch that must decide.
   };
   Kind kind = Kind::kSucceeded;
   int exit_code = 0;  // for kFailed
@@ -35,10 +43,39 @@ struct Outcome {
   std::string Summary() const;
 };
 
+// How many kinds there are (outcome.cpp checks it against its table).
+inline constexpr int kOutcomeKinds = 8;
+
+// What the vocabulary says of one kind: one row per kind, in outcome.cpp.
+struct OutcomeTraits {
+  // "timed_out": its name in results files, the protocol, the store and the task's state.
+  const char* name;
+  // "timed out": its word in views (counts, sentences).
+  const char* label;
+  // The final task state it leaves.
+  TaskState state;
+  // A failure: `retry --failed` takes it, views show it as one (failed, crashed, timed out,
+  // spawn failed, interrupted).
+  bool failure;
+  // `retry` without tasks named takes it (every end but succeeded and unsupported).
+  bool retryable;
+  // The column of TaskCounts that counts it: itself, or another kind's (a spawn failure and an
+  // interruption are counted as failed).
+  Outcome::Kind counted_as;
+};
+const OutcomeTraits& TraitsOf(Outcome::Kind k);
+// Every kind, in the enum's order.
+std::span<const Outcome::Kind> AllOutcomeKinds();
+// The kinds that are columns of their own (counted_as itself), in the order every view shows
+// them: succeeded, failed, unsupported, timed_out, crashed, cancelled.
+std::span<const Outcome::Kind> CountColumns();
+
 // "succeeded", "unsupported", "failed", "crashed", "timed_out", "cancelled", "interrupted",
 // "spawn_failed": the names used in results files, the protocol and the store.
 std::string_view OutcomeKindName(Outcome::Kind k);
 std::optional<Outcome::Kind> ParseOutcomeKindName(std::string_view name);
+inline bool IsFailure(Outcome::Kind k) { return TraitsOf(k).failure; }
+inline bool Retryable(Outcome::Kind k) { return TraitsOf(k).retryable; }
 
 // "SIGSEGV", "SIGKILL", ...; "signal 77" for numbers without a name.
 std::string SignalName(int sig);

@@ -446,52 +446,6 @@ json ErrorResponse(int64_t id, std::string_view message) {
 
 std::string Frame(const json& j) { return DumpJson(j) + "\n"; }
 
-void TaskCounts::Add(TaskState state) {
-  switch (state) {
-    case TaskState::kSucceeded:
-      ++succeeded;
-      break;
-    case TaskState::kUnsupported:
-      ++unsupported;
-      break;
-    case TaskState::kTimedOut:
-      ++timed_out;
-      break;
-    case TaskState::kCrashed:
-      ++crashed;
-      break;
-    case TaskState::kCancelled:
-      ++cancelled;
-      break;
-    case TaskState::kQueued:
-      ++queued;
-      break;
-    case TaskState::kRunning:
-      ++running;
-      break;
-    case TaskState::kFailed:
-    case TaskState::kSpawnFailed:
-    case TaskState::kInterrupted:
-      ++failed;
-      break;
-  }
-}
-
-int64_t TaskCounts::total() const { return ran() + cancelled + queued + running; }
-
-int64_t TaskCounts::ran() const { return succeeded + failed + unsupported + timed_out + crashed; }
-
-std::string TaskCounts::Describe() const {
-  std::string out = std::to_string(succeeded) + " succeeded, " + std::to_string(failed) + " failed";
-  const std::pair<int64_t, const char*> others[] = {
-      {unsupported, "unsupported"}, {timed_out, "timed out"}, {crashed, "crashed"},
-      {cancelled, "cancelled"},     {queued, "queued"},       {running, "running"}};
-  for (const auto& [n, word] : others) {
-    if (n > 0) out += ", " + std::to_string(n) + " " + word;
-  }
-  return out;
-}
-
 std::string GpuUser::Describe() const {
   std::string out =
       "pid " + std::to_string(pid) + " (" + (user.empty() ? std::to_string(uid) : user);

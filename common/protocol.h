@@ -149,25 +149,6 @@ nlohmann::json ErrorResponse(int64_t id, std::string_view message);
 // Formats a frame: compact JSON plus '\n'. Invalid UTF-8 is replaced, never thrown on.
 std::string Frame(const nlohmann::json& j);
 
-// A job's tasks counted by state, in the one vocabulary every view uses (list, status, watch,
-// wait, results, run): succeeded, failed, unsupported, timed out, crashed, cancelled, queued,
-// running. Each task is counted once; "failed" holds the other ends (a non-zero exit, a spawn
-// failure, an interruption with its attempts used up).
-struct TaskCounts {
-  int64_t succeeded = 0, failed = 0, unsupported = 0, timed_out = 0, crashed = 0, cancelled = 0,
-          queued = 0, running = 0;
-  // Counts one task by its state.
-  void Add(TaskState state);
-  int64_t total() const;
-  // The tasks that ran to an end (neither cancelled, nor queued, nor running).
-  int64_t ran() const;
-  // The tasks that ended without success (cancelled ones included).
-  int64_t unsuccessful() const { return failed + unsupported + timed_out + crashed + cancelled; }
-  // "3 succeeded, 1 failed, 2 timed out, 4 queued": succeeded and failed always, the others
-  // when there are any, in the order above.
-  std::string Describe() const;
-};
-
 // How a job's --on-end command ended (status shows it to the job's owner: "on-end: exited 3:
 // notify-send: Permission denied"). Not set until it has ended.
 struct OnEndResult {
@@ -198,9 +179,9 @@ struct JobSummary {
   JobState state = JobState::kQueued;
   int priority = 0;
   TaskOrder order = TaskOrder::kRank;  // of its tasks (submit --order)
-  // By state, each task once (see TaskCounts): total is their sum.
-  int64_t total = 0, queued = 0, running = 0, succeeded = 0, failed = 0, unsupported = 0,
-          timed_out = 0, crashed = 0, cancelled = 0;
+  // By state, each task once (TaskCounts, common/states.h): total is their sum.
+  int64_t total = 0;
+  TaskCounts counts;
   // Of the succeeded, how many were not run but reused (submit --reuse auto).
   int64_t reused = 0;
   std::vector<int> gpus_in_use;
@@ -223,11 +204,8 @@ struct JobSummary {
   std::string waiting_reason;
   // How its --on-end command ended (JSON "on_end", absent until it has ended, or without one).
   std::optional<OnEndResult> on_end;
-  int64_t done() const { return total - queued - running; }
-  TaskCounts counts() const {
-    return {succeeded, failed, unsupported, timed_out, crashed, cancelled, queued, running};
-  }
-  bool all_ok() const { return succeeded == total; }
+  int64_t done() const { return total - counts.queued() - counts.running(); }
+  bool all_ok() const { return counts.succeeded() == total; }
 };
 // The field list of each wire struct (common/wire_fields.h): the one place its JSON names are.
 template <typename S, typename V>
@@ -241,15 +219,11 @@ void VisitFields(S& s, V& v) {
   v("priority", s.priority);
   v("order", s.order);
   v("total", s.total);
-  v("queued", s.queued);
-  v("running", s.running);
+  v("queued", s.counts.at(TaskState::kQueued));
+  v("running", s.counts.at(TaskState::kRunning));
   v.Derived("done", s.done());
-  v("succeeded", s.succeeded);
-  v("failed", s.failed);
-  v("unsupported", s.unsupported);
-  v("timed_out", s.timed_out);
-  v("crashed", s.crashed);
-  v("cancelled", s.cancelled);
+  // "succeeded", "failed", "unsupported", "timed_out", ...: each column by its state's name.
+  for (TaskState c : FinalColumns()) v(EnumName(c).data(), s.counts.at(c));
   v("reused", s.reused);
   v("gpus_in_use", s.gpus_in_use);
   v.Nullable("allowed_gpus", s.allowed_gpus, !s.allowed_gpus.empty());  // null: any GPU

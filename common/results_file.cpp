@@ -77,9 +77,9 @@ ResultStats ComputeStats(const std::vector<TaskResult>& tasks) {
   ResultStats s;
   for (const auto& t : tasks) s.counts.Add(t.state);
   s.total = static_cast<int64_t>(tasks.size());
-  s.success = s.counts.succeeded;
-  s.skipped = s.counts.cancelled;
-  s.failed = s.counts.ran() - s.counts.succeeded;
+  s.success = s.counts.succeeded();
+  s.skipped = s.counts.of(TaskState::kCancelled);
+  s.failed = s.counts.ran() - s.counts.succeeded();
   return s;
 }
 
@@ -97,17 +97,16 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
   ResultStats s = ComputeStats(tasks);
   ojson out = ojson::object();
   out["timestamp"] = timestamp;
-  out["stats"] = {{"total", s.total},
-                  {"success", s.success},
-                  {"failed", s.failed},
-                  {"skipped", s.skipped},
-                  {"unsupported", s.counts.unsupported},
-                  {"timed_out", s.counts.timed_out},
-                  {"crashed", s.counts.crashed},
-                  {"cancelled", s.counts.cancelled},
-                  {"queued", s.counts.queued},
-                  {"running", s.counts.running},
-                  {"partial", stopped || s.partial()}};
+  ojson stats = {
+      {"total", s.total}, {"success", s.success}, {"failed", s.failed}, {"skipped", s.skipped}};
+  // Ours: the other columns by name ("unsupported", "timed_out", ...), queued, running.
+  for (TaskState c : FinalColumns()) {
+    if (c != TaskState::kSucceeded && c != TaskState::kFailed) stats[EnumName(c)] = s.counts.of(c);
+  }
+  stats["queued"] = s.counts.queued();
+  stats["running"] = s.counts.running();
+  stats["partial"] = stopped || s.partial();
+  out["stats"] = std::move(stats);
   ojson results = ojson::array();
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);

@@ -17,7 +17,7 @@ struct ResultStats {
   int64_t total = 0, success = 0, failed = 0, skipped = 0;  // the original's four
   TaskCounts counts;  // ours: each task once, in the words every view uses
   // Some tasks are still queued or running: the results are not all there yet.
-  bool partial() const { return counts.queued + counts.running > 0; }
+  bool partial() const { return counts.queued() + counts.running() > 0; }
 };
 
 // The original's four: success: succeeded; skipped: cancelled; failed: every other end

@@ -1,6 +1,7 @@
 #include "common/states.h"
 
 #include <utility>
+#include <vector>
 
 namespace ckprof {
 namespace {
@@ -24,25 +25,6 @@ bool ParseIn(const std::pair<E, std::string_view> (&table)[N], std::string_view 
   return false;
 }
 
-constexpr std::pair<TaskState, std::string_view> kTaskStates[] = {
-    {TaskState::kQueued, "queued"},           {TaskState::kRunning, "running"},
-    {TaskState::kSucceeded, "succeeded"},     {TaskState::kUnsupported, "unsupported"},
-    {TaskState::kFailed, "failed"},           {TaskState::kCrashed, "crashed"},
-    {TaskState::kTimedOut, "timed_out"},      {TaskState::kCancelled, "cancelled"},
-    {TaskState::kInterrupted, "interrupted"}, {TaskState::kSpawnFailed, "spawn_failed"},
-};
-
-constexpr std::pair<TaskState, Outcome::Kind> kFinalStates[] = {
-    {TaskState::kSucceeded, Outcome::Kind::kSucceeded},
-    {TaskState::kUnsupported, Outcome::Kind::kUnsupported},
-    {TaskState::kFailed, Outcome::Kind::kFailed},
-    {TaskState::kCrashed, Outcome::Kind::kCrashed},
-    {TaskState::kTimedOut, Outcome::Kind::kTimedOut},
-    {TaskState::kCancelled, Outcome::Kind::kCancelled},
-    {TaskState::kInterrupted, Outcome::Kind::kInterrupted},
-    {TaskState::kSpawnFailed, Outcome::Kind::kSpawnFailed},
-};
-
 constexpr std::pair<JobState, std::string_view> kJobStates[] = {
     {JobState::kQueued, "queued"},     {JobState::kWaiting, "waiting"},
     {JobState::kRunning, "running"},   {JobState::kCancelling, "cancelling"},
@@ -56,26 +38,80 @@ constexpr std::pair<TaskOrder, std::string_view> kTaskOrders[] = {
 
 }  // namespace
 
-std::string_view EnumName(TaskState s) { return NameIn(kTaskStates, s); }
-bool ParseEnum(std::string_view name, TaskState* out) { return ParseIn(kTaskStates, name, out); }
+std::string_view EnumName(TaskState s) {
+  if (s == TaskState::kQueued) return "queued";
+  if (s == TaskState::kRunning) return "running";
+  const std::optional<Outcome::Kind> kind = OutcomeOf(s);
+  return kind ? OutcomeKindName(*kind) : "unknown";
+}
+
+bool ParseEnum(std::string_view name, TaskState* out) {
+  if (name == "queued" || name == "running") {
+    *out = name == "queued" ? TaskState::kQueued : TaskState::kRunning;
+    return true;
+  }
+  const std::optional<Outcome::Kind> kind = ParseOutcomeKindName(name);
+  if (kind) *out = StateOf(*kind);
+  return kind.has_value();
+}
+
 std::optional<TaskState> ParseTaskState(std::string_view name) {
   TaskState s;
   return ParseEnum(name, &s) ? std::optional<TaskState>(s) : std::nullopt;
 }
+
 bool IsFinal(TaskState s) { return s != TaskState::kQueued && s != TaskState::kRunning; }
 
-TaskState StateOf(Outcome::Kind kind) {
-  for (const auto& [state, k] : kFinalStates) {
-    if (k == kind) return state;
-  }
-  return TaskState::kFailed;
-}
+TaskState StateOf(Outcome::Kind kind) { return TraitsOf(kind).state; }
 
 std::optional<Outcome::Kind> OutcomeOf(TaskState s) {
-  for (const auto& [state, k] : kFinalStates) {
-    if (state == s) return k;
+  for (Outcome::Kind k : AllOutcomeKinds()) {
+    if (TraitsOf(k).state == s) return k;
   }
   return std::nullopt;
+}
+
+std::string_view Label(TaskState s) {
+  const std::optional<Outcome::Kind> kind = OutcomeOf(s);
+  return kind ? TraitsOf(*kind).label : EnumName(s);
+}
+
+std::span<const TaskState> FinalColumns() {
+  static const std::vector<TaskState> columns = [] {
+    std::vector<TaskState> v;
+    for (Outcome::Kind k : CountColumns()) v.push_back(StateOf(k));
+    return v;
+  }();
+  return columns;
+}
+
+void TaskCounts::Add(TaskState state, int64_t n) {
+  const std::optional<Outcome::Kind> kind = OutcomeOf(state);
+  at(kind ? StateOf(TraitsOf(*kind).counted_as) : state) += n;
+}
+
+int64_t TaskCounts::ended() const {
+  int64_t n = 0;
+  for (TaskState c : FinalColumns()) n += of(c);
+  return n;
+}
+
+int64_t TaskCounts::total() const { return ended() + queued() + running(); }
+
+int64_t TaskCounts::ran() const { return ended() - of(TaskState::kCancelled); }
+
+std::string TaskCounts::Describe() const {
+  std::string out = std::to_string(succeeded()) + " succeeded, " +
+                    std::to_string(of(TaskState::kFailed)) + " failed";
+  auto add = [&](TaskState c) {
+    if (of(c) > 0) out += ", " + std::to_string(of(c)) + " " + std::string(Label(c));
+  };
+  for (TaskState c : FinalColumns()) {
+    if (c != TaskState::kSucceeded && c != TaskState::kFailed) add(c);
+  }
+  add(TaskState::kQueued);
+  add(TaskState::kRunning);
+  return out;
 }
 
 std::string_view EnumName(JobState s) { return NameIn(kJobStates, s); }

@@ -28,14 +28,14 @@ std::string Span(double seconds) {
 }  // namespace
 
 std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const {
-  if (s.queued == 0 || job.rec.cancelled) return "";
+  if (s.counts.queued() == 0 || job.rec.cancelled) return "";
   const double now = UnixNow();
   if (job.rec.not_before > now) {
     return "not before its start time (in " + Span(job.rec.not_before - now) +
            " from now; 'ckprof edit " + std::to_string(job.rec.id) + " --not-before now')";
   }
-  if (job.rec.max_gpus > 0 && s.running >= job.rec.max_gpus) {
-    return "at its --max-gpus limit: " + std::to_string(s.running) + " running";
+  if (job.rec.max_gpus > 0 && s.counts.running() >= job.rec.max_gpus) {
+    return "at its --max-gpus limit: " + std::to_string(s.counts.running()) + " running";
   }
   if (const int cap = policy_.user_gpu_cap(); cap > 0) {
     if (const int mine = policy_.RunningOfUser(job.rec.uid); mine >= cap) {

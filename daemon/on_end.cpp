@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cctype>
+
 #include "common/terminal_text.h"
 #include "daemon/scheduler.h"
 #include "daemon/spawn.h"
@@ -81,21 +83,23 @@ void Scheduler::RecordOnEndResult(int64_t job_id, OnEndResult result) {
 
 std::vector<std::pair<std::string, std::string>> Scheduler::OnEndEnvironment(const Job& job) const {
   const JobSummary s = MakeSummary(job);
-  const TaskCounts c = s.counts();
+  const TaskCounts& c = s.counts;
   // The name is the submitter's text and on_job_end is the admin's command, which may echo it to
   // a terminal or a mail: its control characters escaped, as every view shows them.
-  return {{"CKPROF_JOB_ID", std::to_string(s.id)},
-          {"CKPROF_JOB_NAME", EscapeControl(s.name)},
-          {"CKPROF_JOB_STATE", std::string(EnumName(s.state))},
-          {"CKPROF_JOB_OWNER", EscapeControl(s.owner)},
-          {"CKPROF_TOTAL", std::to_string(s.total)},
-          {"CKPROF_SUCCEEDED", std::to_string(c.succeeded)},
-          {"CKPROF_FAILED", std::to_string(c.failed)},
-          {"CKPROF_UNSUPPORTED", std::to_string(c.unsupported)},
-          {"CKPROF_TIMED_OUT", std::to_string(c.timed_out)},
-          {"CKPROF_CRASHED", std::to_string(c.crashed)},
-          {"CKPROF_CANCELLED", std::to_string(c.cancelled)},
-          {"CKPROF_COUNTS", c.Describe()}};
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"CKPROF_JOB_ID", std::to_string(s.id)},
+      {"CKPROF_JOB_NAME", EscapeControl(s.name)},
+      {"CKPROF_JOB_STATE", std::string(EnumName(s.state))},
+      {"CKPROF_JOB_OWNER", EscapeControl(s.owner)},
+      {"CKPROF_TOTAL", std::to_string(s.total)}};
+  // CKPROF_SUCCEEDED, CKPROF_FAILED, CKPROF_UNSUPPORTED, CKPROF_TIMED_OUT, ...: every column.
+  for (TaskState column : FinalColumns()) {
+    std::string name = "CKPROF_";
+    for (char ch : EnumName(column)) name += static_cast<char>(std::toupper(ch));
+    env.push_back({name, std::to_string(c.of(column))});
+  }
+  env.push_back({"CKPROF_COUNTS", c.Describe()});
+  return env;
 }
 
 std::vector<std::string> Scheduler::OwnerEnvironment(uint32_t uid) const {

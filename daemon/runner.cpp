@@ -490,17 +490,14 @@ RunResult RunSteps::MakeResult(ProcessRunner::Run& run) {
   } else if (run.stop_kind) {
     r.outcome.kind = *run.stop_kind;
     if (signaled) r.outcome.signal = WTERMSIG(run.wait_status);
-    switch (*run.stop_kind) {
-      case Outcome::Kind::kTimedOut:
-        r.outcome.reason = "timed out after " +
-                           FormatSeconds(std::chrono::duration<double>(run.spec.timeout).count());
-        break;
-      case Outcome::Kind::kCancelled:
-        r.outcome.reason = "cancelled";
-        break;
-      default:
-        r.outcome.reason = "interrupted (daemon shutdown)";
-        break;
+    // Stop() is asked for one of three kinds: timed out, cancelled, else interrupted.
+    if (*run.stop_kind == Outcome::Kind::kTimedOut) {
+      r.outcome.reason = "timed out after " +
+                         FormatSeconds(std::chrono::duration<double>(run.spec.timeout).count());
+    } else if (*run.stop_kind == Outcome::Kind::kCancelled) {
+      r.outcome.reason = "cancelled";
+    } else {
+      r.outcome.reason = "interrupted (daemon shutdown)";
     }
     if (run.kill_sent) {
       r.outcome.reason += " (still running " +

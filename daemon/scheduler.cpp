@@ -37,15 +37,6 @@ BoardOptions BoardOptionsOf(const SchedulerOptions& o) {
 // How often at most a user's usage is written with a task's end (see OnRunDone).
 constexpr double kUsageStoreInterval_s = 5;
 
-// What `retry` takes without naming tasks: every end but success and unsupported.
-bool Retryable(Kind k) {
-  return k == Kind::kFailed || k == Kind::kCrashed || k == Kind::kTimedOut ||
-         k == Kind::kSpawnFailed || k == Kind::kInterrupted || k == Kind::kCancelled;
-}
-
-// What `retry --failed` takes: the failures (in TaskCounts' words failed, crashed, timed out).
-bool IsFailure(Kind k) { return Retryable(k) && k != Kind::kCancelled; }
-
 }  // namespace
 
 Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
@@ -753,28 +744,7 @@ void Scheduler::StoreUsage() {
   }
 }
 
-void Scheduler::CountFinal(Job& job, Kind kind, int delta) {
-  switch (kind) {
-    case Kind::kSucceeded:
-      job.succeeded += delta;
-      break;
-    case Kind::kUnsupported:
-      job.unsupported += delta;
-      break;
-    case Kind::kTimedOut:
-      job.timed_out += delta;
-      break;
-    case Kind::kCrashed:
-      job.crashed += delta;
-      break;
-    case Kind::kCancelled:
-      job.cancelled += delta;
-      break;
-    default:
-      job.failed += delta;
-      break;
-  }
-}
+void Scheduler::CountFinal(Job& job, Kind kind, int delta) { job.counts.Add(StateOf(kind), delta); }
 
 void Scheduler::MaybeFinishJob(Job& job, double now) {
   if (!Ended(job)) return;
@@ -784,7 +754,7 @@ void Scheduler::MaybeFinishJob(Job& job, double now) {
       spdlog::error("cannot record the end of job {}: {}", job.rec.id, s.error());
     }
     spdlog::info("job {} {}: {}", job.rec.id, job.rec.cancelled ? "cancelled" : "finished",
-                 MakeSummary(job).counts().Describe());
+                 MakeSummary(job).counts.Describe());
     if (!shutting_down_) RunOnEnd(job);
   }
   Emit(job, EventKind::kJobFinished);
@@ -1037,14 +1007,9 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.priority = job.rec.priority;
   s.order = job.rec.order;
   s.total = job.total;
-  s.queued = static_cast<int64_t>(policy_.Queued(job.rec.id));
-  s.running = policy_.Running(job.rec.id);
-  s.succeeded = job.succeeded;
-  s.failed = job.failed;
-  s.unsupported = job.unsupported;
-  s.timed_out = job.timed_out;
-  s.crashed = job.crashed;
-  s.cancelled = job.cancelled;
+  s.counts = job.counts;
+  s.counts.at(TaskState::kQueued) = static_cast<int64_t>(policy_.Queued(job.rec.id));
+  s.counts.at(TaskState::kRunning) = policy_.Running(job.rec.id);
   s.reused = job.reused;
   for (const auto& g : gpus_) {
     // (Under a remote executor the indexes are slots, not GPUs: none is named.)
@@ -1064,15 +1029,18 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
     s.state = job.rec.cancelled ? JobState::kCancelled : JobState::kFinished;  // no eta_s
   } else if (job.rec.cancelled) {
     s.state = JobState::kCancelling;
-  } else if (s.running > 0 || s.done() > 0) {
+  } else if (s.counts.running() > 0 || s.done() > 0) {
     s.state = JobState::kRunning;
   } else {
     s.state = job.rec.not_before > UnixNow() ? JobState::kWaiting : JobState::kQueued;
   }
   if (!ended && job.elapsed_n > 0) {
     double avg = job.elapsed_sum / static_cast<double>(job.elapsed_n);
-    double lanes = std::max<double>(1, s.running);
-    s.eta_s = avg * (static_cast<double>(s.queued) + 0.5 * static_cast<double>(s.running)) / lanes;
+    double lanes = std::max<double>(1, s.counts.running());
+    s.eta_s =
+        avg *
+        (static_cast<double>(s.counts.queued()) + 0.5 * static_cast<double>(s.counts.running())) /
+        lanes;
   }
   s.profiler = job.target ? job.target->Describe() : "not found: " + job.target_error;
   s.repeat = job.rec.repeat > 1 ? job.rec.repeat : 1;

@@ -246,13 +246,11 @@ class Scheduler {
     JobRecord rec;
     std::optional<ProfilerTarget> target;
     std::string target_error;  // why the profiler path did not resolve
-    // Final tasks by outcome, in TaskCounts' words (queued and running: the policy's).
-    int64_t total = 0, succeeded = 0, failed = 0, unsupported = 0, timed_out = 0, crashed = 0,
-            cancelled = 0;
+    // Final tasks by outcome (queued and running: the policy's, not counted here).
+    int64_t total = 0;
+    TaskCounts counts;
     int64_t reused = 0;  // of the succeeded, copied from a stored success (not run)
-    int64_t final_count() const {
-      return succeeded + failed + unsupported + timed_out + crashed + cancelled;
-    }
+    int64_t final_count() const { return counts.ended(); }
     double first_start = 0;
     double elapsed_sum = 0;
     int64_t elapsed_n = 0;

@@ -447,7 +447,7 @@ TEST_F(ClientTest, ResultsOfAJobStillRunningArePartial) {
   const std::string job = Submit(SampleWithFaults(9001, 0), {"--gpus", "1", "--max-gpus", "1"});
   ASSERT_FALSE(job.empty());
   ASSERT_TRUE(testing::WatchUntil(daemon_->socket(), std::stoll(job), [](const JobSummary& s) {
-                return s.running == 1;
+                return s.counts.running() == 1;
               }).ok());
   const std::string note =
       "ckprof results: partial: job " + job + " still running (1 queued, 1 running)\n";
@@ -683,7 +683,7 @@ TEST_F(ClientTest, WatchBegunLateListsTheFailuresSoFar) {
   const std::string job = Submit(SampleWithFaults(9003, 9001), {"--max-gpus", "1"});
   ASSERT_FALSE(job.empty());
   ASSERT_TRUE(testing::WatchUntil(daemon_->socket(), std::stoll(job), [](const JobSummary& s) {
-                return s.failed == 1 && s.running == 1;
+                return s.counts.of(TaskState::kFailed) == 1 && s.counts.running() == 1;
               }).ok());
   auto late = Start({"watch", job}, "late");
   ASSERT_TRUE(late->WaitForLine("1 task ended without success before this watch began:"))

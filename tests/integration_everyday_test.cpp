@@ -258,7 +258,7 @@ TEST_F(EverydayTest, AJobWhoseTasksHoldAllItsGpusSaysSo) {
   const int64_t job = SubmitAs(nullptr, testing::FwdConfigsText(8, /*hang*/ 9001));
   ASSERT_GT(job, 0);
   ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), job, [](const JobSummary& s) {
-                return s.running == 4;
+                return s.counts.running() == 4;
               }).ok());
   CommandResult s = Ckprof(nullptr, {"status", std::to_string(job)});
   EXPECT_EQ(s.exit_code, 0) << s.err;
@@ -274,7 +274,7 @@ TEST_F(EverydayTest, SmallAnswersSayWhatIsMeant) {
   const int64_t hang = SubmitAs(nullptr, testing::FwdConfigsText(2, /*hang*/ 9001));
   ASSERT_GT(hang, 0);
   ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
-                return s.running == 1;
+                return s.counts.running() == 1;
               }).ok());
   CommandResult queued = Ckprof(nullptr, {"log", std::to_string(hang) + "#2"});
   EXPECT_NE(queued.err.find("has not started yet (queued)"), std::string::npos) << queued.err;

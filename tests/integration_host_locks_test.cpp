@@ -76,8 +76,8 @@ TEST_F(HostLocksTest, SecondDaemonOnALiveStateDirExitsAtOnceAndDisturbsNothing) 
   Start(a, Options("a"));
   auto job = testing::SubmitContent(a.socket(), testing::FwdConfigsText(1, /*hang*/ 9001));
   ASSERT_TRUE(job.ok()) << job.error();
-  auto running =
-      testing::WatchUntil(a.socket(), *job, [](const JobSummary& s) { return s.running >= 1; });
+  auto running = testing::WatchUntil(a.socket(), *job,
+                                     [](const JobSummary& s) { return s.counts.running() >= 1; });
   ASSERT_TRUE(running.ok()) << running.error();
   auto runs = testing::WaitForEmuRuns(EmuLog("a"), 1);
   ASSERT_EQ(runs.size(), 1u);
@@ -113,7 +113,7 @@ TEST_F(HostLocksTest, TwoDaemonsOnOneGpuTakeTurns) {
   auto hang = testing::SubmitContent(a.socket(), testing::FwdConfigsText(1, /*hang*/ 9001));
   ASSERT_TRUE(hang.ok()) << hang.error();
   ASSERT_TRUE(testing::WatchUntil(a.socket(), *hang, [](const JobSummary& s) {
-                return s.running >= 1;
+                return s.counts.running() >= 1;
               }).ok());
   // Running means spawned; the emulator logs its start a moment later. Cancelled before
   // that, it would leave no line to check below.
@@ -132,7 +132,7 @@ TEST_F(HostLocksTest, TwoDaemonsOnOneGpuTakeTurns) {
   ASSERT_TRUE(testing::CallOnce(a.socket(), cancel).ok());
   auto end = testing::WaitJobEnd(b.socket(), *job);
   ASSERT_TRUE(end.ok()) << end.error();
-  EXPECT_EQ(end->succeeded, 3);
+  EXPECT_EQ(end->counts.succeeded(), 3);
   const auto a_runs = testing::ReadEmuRuns(EmuLog("a"));
   ASSERT_EQ(a_runs.size(), 1u);
   EXPECT_FALSE(testing::ProcessIsLive(a_runs[0].pid));
@@ -151,7 +151,7 @@ TEST_F(HostLocksTest, AKilledDaemonsLockGoesWithItAndItsRestartStopsTheLeftover)
   auto hang = testing::SubmitContent(a.socket(), testing::FwdConfigsText(1, /*hang*/ 9001));
   ASSERT_TRUE(hang.ok()) << hang.error();
   ASSERT_TRUE(testing::WatchUntil(a.socket(), *hang, [](const JobSummary& s) {
-                return s.running >= 1;
+                return s.counts.running() >= 1;
               }).ok());
   const auto a_runs = testing::WaitForEmuRuns(EmuLog("a"), 1);
   ASSERT_EQ(a_runs.size(), 1u);
@@ -163,7 +163,7 @@ TEST_F(HostLocksTest, AKilledDaemonsLockGoesWithItAndItsRestartStopsTheLeftover)
   ASSERT_TRUE(job.ok()) << job.error();
   auto end = testing::WaitJobEnd(b.socket(), *job);
   ASSERT_TRUE(end.ok()) << end.error();
-  EXPECT_EQ(end->succeeded, 2);
+  EXPECT_EQ(end->counts.succeeded(), 2);
 
   Start(a, Options("a"));  // the same state dir: recovery stops the leftover first
   EXPECT_FALSE(testing::ProcessIsLive(a_runs[0].pid));

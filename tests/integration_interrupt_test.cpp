@@ -81,7 +81,7 @@ class InterruptTest : public ::testing::Test {
   static void WaitUntilBothRun(const testing::LaunchedDaemon& d, BackgroundCommand& run) {
     ASSERT_TRUE(run.WaitForOutput("as job 1 on ckprofd"));
     ASSERT_TRUE(testing::WatchUntil(d.socket(), 1, [](const JobSummary& s) {
-                  return s.running >= 2;
+                  return s.counts.running() >= 2;
                 }).ok());
   }
 

@@ -308,7 +308,7 @@ TEST_F(ReliabilityClientsTest, TruncatedFramesAndVanishingClientsAreHarmless) {
   }
   auto end = testing::WaitJobEnd(daemon_.socket(), *job2);
   ASSERT_TRUE(end.ok()) << end.error();
-  EXPECT_EQ(end->succeeded, 60);
+  EXPECT_EQ(end->counts.succeeded(), 60);
   EXPECT_TRUE(testing::Ping(daemon_.socket()));
 }
 
@@ -414,9 +414,9 @@ TEST_F(ReliabilityClientsTest, TwoHundredClientsAtOnceAreAllServed) {
         return true;
       });
       if (!w) return fail("watch: " + w.error());
-      if (last.succeeded != 1 + i % 3) {
-        return fail("job " + std::to_string(job) + " ended with " + std::to_string(last.succeeded) +
-                    " succeeded");
+      if (last.counts.succeeded() != 1 + i % 3) {
+        return fail("job " + std::to_string(job) + " ended with " +
+                    std::to_string(last.counts.succeeded()) + " succeeded");
       }
       std::lock_guard<std::mutex> lock(mu);
       jobs.push_back(job);

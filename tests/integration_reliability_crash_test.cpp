@@ -106,7 +106,7 @@ TEST_F(ReliabilityCrashTest, TwentyKillNinesDuringA500TaskSweepLoseNothing) {
   Start(o);
   auto end = testing::WaitJobEnd(daemon_.socket(), *job);
   ASSERT_TRUE(end.ok()) << end.error();
-  EXPECT_EQ(end->succeeded, kTasks);
+  EXPECT_EQ(end->counts.succeeded(), kTasks);
   auto results = testing::JobResults(daemon_.socket(), *job);
   ASSERT_TRUE(results.ok()) << results.error();
   ASSERT_EQ(results->size(), static_cast<size_t>(kTasks));
@@ -161,7 +161,7 @@ TEST_F(ReliabilityCrashTest, RecoveryDoesNotKillAnUnrelatedProcessThatReusedASto
   auto job = testing::SubmitContent(daemon_.socket(), testing::FwdConfigsText(1, 9001));
   ASSERT_TRUE(job.ok()) << job.error();
   ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), *job, [](const JobSummary& s) {
-                return s.running == 1;
+                return s.counts.running() == 1;
               }).ok());
   // The daemon reports a run as started before its spawn thread clones the profiler, and the
   // emulator logs its start line once it runs: killed before that, the daemon would leave no
@@ -225,7 +225,7 @@ void ReliabilityCrashTest::DiskFull(bool check_results_live) {
   for (int64_t job : accepted) {
     auto end = testing::WaitJobEnd(daemon_.socket(), job);
     ASSERT_TRUE(end.ok()) << end.error();
-    EXPECT_EQ(end->succeeded, 40) << "job " << job;
+    EXPECT_EQ(end->counts.succeeded(), 40) << "job " << job;
     if (check_results_live) {
       auto results = testing::JobResults(daemon_.socket(), job);
       ASSERT_TRUE(results.ok()) << results.error();
@@ -244,7 +244,7 @@ void ReliabilityCrashTest::DiskFull(bool check_results_live) {
     auto end = testing::WaitJobEnd(daemon_.socket(), job);
     ASSERT_TRUE(end.ok()) << end.error();
     EXPECT_EQ(end->total, 40);
-    EXPECT_EQ(end->succeeded, 40) << "job " << job;
+    EXPECT_EQ(end->counts.succeeded(), 40) << "job " << job;
   }
   EXPECT_EQ(IntegrityCheck(Db()), "ok");
 }

@@ -283,7 +283,7 @@ TEST_F(ReliabilityFaultsTest, MissingOrNonExecutableProfilerIsSpawnFailedWithThe
   EXPECT_EQ(results[3].state, TaskState::kSucceeded) << results[3].error;
   // And the daemon serves the next job normally.
   int64_t ok_job = Submit(FaultConfigs({0}));
-  EXPECT_EQ(WaitEnd(ok_job).succeeded, 1);
+  EXPECT_EQ(WaitEnd(ok_job).counts.succeeded(), 1);
 }
 
 // A profiler that prints binary garbage (random bytes, NULs, invalid UTF-8) on both streams:
@@ -353,7 +353,7 @@ TEST_F(ReliabilityFaultsTest, ProfilerDeletedMidSweepFailsTheRestClearlyAndRetry
   auto a = testing::CallOnce(daemon_.socket(), retry);
   ASSERT_TRUE(a.ok()) << a.error();
   EXPECT_EQ(a->value("requeued", 0), spawn_failed);
-  EXPECT_EQ(WaitEnd(job).succeeded, total);
+  EXPECT_EQ(WaitEnd(job).counts.succeeded(), total);
   ExpectNoProfilerLeft();
 }
 

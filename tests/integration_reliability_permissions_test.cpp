@@ -162,7 +162,7 @@ TEST_F(ReliabilityPermissionsTest, OtherUsersCannotCancelRetryBoostOrDrain) {
   int64_t job = SubmitAs(&alice, MagicConfigs({9003, 9001}));
   ASSERT_GT(job, 0);
   ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), job, [](const JobSummary& s) {
-                return s.failed == 1 && s.running == 1;
+                return s.counts.of(TaskState::kFailed) == 1 && s.counts.running() == 1;
               }).ok());
   const std::string id = std::to_string(job);
   struct Attempt {
@@ -187,9 +187,9 @@ TEST_F(ReliabilityPermissionsTest, OtherUsersCannotCancelRetryBoostOrDrain) {
   JobSummary s = Status(job);
   EXPECT_EQ(s.state, JobState::kRunning);
   EXPECT_EQ(s.priority, 0);
-  EXPECT_EQ(s.failed, 1);
-  EXPECT_EQ(s.running, 1);
-  EXPECT_EQ(s.queued, 0) << "bob's retry requeued alice's failed task";
+  EXPECT_EQ(s.counts.of(TaskState::kFailed), 1);
+  EXPECT_EQ(s.counts.running(), 1);
+  EXPECT_EQ(s.counts.queued(), 0) << "bob's retry requeued alice's failed task";
   // The owner may retry and cancel, but not boost; an admin-group member may do all.
   CommandResult own_boost = Ckprof(&alice, {"boost", id, "100"});
   EXPECT_EQ(own_boost.exit_code, 1);
@@ -288,7 +288,7 @@ TEST_F(ReliabilityPermissionsTest, NonRootDaemonRunsOtherUsersProfilersOnlyFromA
       ASSERT_GT(job, 0) << error;
       auto end = testing::WaitJobEnd(daemon_.socket(), job);
       ASSERT_TRUE(end.ok()) << end.error();
-      EXPECT_EQ(end->succeeded, 1);
+      EXPECT_EQ(end->counts.succeeded(), 1);
       // A non-root daemon runs every task as itself.
       auto ids = TaskIds(job);
       ASSERT_EQ(ids.size(), 1u);
@@ -304,7 +304,7 @@ TEST_F(ReliabilityPermissionsTest, NonRootDaemonRunsOtherUsersProfilersOnlyFromA
   // The daemon's own user may run any profiler.
   int64_t own = SubmitAs(&svc, MagicConfigs({0}), {"--profiler-path", outside + "/ckProfiler"});
   ASSERT_GT(own, 0);
-  EXPECT_EQ(testing::WaitJobEnd(daemon_.socket(), own)->succeeded, 1);
+  EXPECT_EQ(testing::WaitJobEnd(daemon_.socket(), own)->counts.succeeded(), 1);
 
   // A link Eve controls passes the check while it points into the root; re-pointed before the
   // task runs, it must not make the daemon run Eve's program.
@@ -319,7 +319,7 @@ TEST_F(ReliabilityPermissionsTest, NonRootDaemonRunsOtherUsersProfilersOnlyFromA
   auto end = testing::WaitJobEnd(daemon_.socket(), job);
   ASSERT_TRUE(end.ok()) << end.error();
   EXPECT_FALSE(fs::exists(marker)) << "the daemon ran a program outside allowed_profiler_roots";
-  EXPECT_EQ(end->succeeded, 1);
+  EXPECT_EQ(end->counts.succeeded(), 1);
   daemon_.Stop(SIGTERM);  // before svc is deleted
 }
 

@@ -257,14 +257,14 @@ TEST_F(SecurityLimitsTest, GpuCapRunsAUsersTasksOneAtATime) {
   ASSERT_GT(hers, 0) << err;
   const std::string id = std::to_string(hers);
   auto running = testing::WatchUntil(daemon_.socket(), hers,
-                                     [](const JobSummary& s) { return s.running > 0; });
+                                     [](const JobSummary& s) { return s.counts.running() > 0; });
   ASSERT_TRUE(running.ok()) << running.error();
   // bob's 6 tasks run beside it, on the other GPUs, and end.
   const int64_t his = SubmitAs(&bob, testing::FwdConfigsText(6), {}, &err);
   ASSERT_GT(his, 0) << err;
   auto his_end = testing::WaitJobEnd(daemon_.socket(), his);
   ASSERT_TRUE(his_end.ok()) << his_end.error();
-  EXPECT_EQ(his_end->succeeded, 6);
+  EXPECT_EQ(his_end->counts.succeeded(), 6);
   json status = StatusJson(&alice, {id});
   EXPECT_EQ(status["running"], 1) << status.dump();
   EXPECT_EQ(status["queued"], 7) << status.dump();
@@ -283,7 +283,7 @@ TEST_F(SecurityLimitsTest, GpuCapRunsAUsersTasksOneAtATime) {
   ASSERT_EQ(Ckprof(&alice, {"cancel", id + "#1"}).exit_code, 0);
   auto end = testing::WaitJobEnd(daemon_.socket(), hers);
   ASSERT_TRUE(end.ok()) << end.error();
-  EXPECT_EQ(end->succeeded, 7);
+  EXPECT_EQ(end->counts.succeeded(), 7);
   testing::ExpectVictimServed(probe.Stop(), "a capped user's 8 tasks");
 
   // From the emulator's log: hers never overlap; each of his overlaps her hung one.

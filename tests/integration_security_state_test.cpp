@@ -93,9 +93,9 @@ class SecurityStateTest : public testing::MultiUserDaemonTest {
   // Waits until the job has a running task and its profiler has logged its start.
   void WaitRunning(int64_t job) {
     auto s = testing::WatchUntil(daemon_.socket(), job,
-                                 [](const JobSummary& j) { return j.running > 0; });
+                                 [](const JobSummary& j) { return j.counts.running() > 0; });
     ASSERT_TRUE(s.ok()) << s.error();
-    ASSERT_GT(s->running, 0);
+    ASSERT_GT(s->counts.running(), 0);
     ASSERT_TRUE(WaitUntil([&] { return !LiveRuns().empty(); })) << "the profiler never started";
   }
 

@@ -82,7 +82,7 @@ TEST_F(SecurityTest, AUserStoppingHerProfilersStartsStopsOnlyHerTasks) {
   // Both GPUs busy while eve submits (her loop would stop her own client too), then freed.
   const int64_t hang = SubmitAs(bob_.get(), testing::FwdConfigsText(2, /*hang*/ 9001));
   ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
-                return s.running >= 2;
+                return s.counts.running() >= 2;
               }).ok());
   // Submitted from a deep directory of hers: the start's chdir, as her, takes a while (the
   // window in which the old spawn could be stopped).
@@ -104,7 +104,7 @@ TEST_F(SecurityTest, AUserStoppingHerProfilersStartsStopsOnlyHerTasks) {
   ASSERT_EQ(Ckprof(bob_.get(), {"cancel", std::to_string(hang)}).exit_code, 0);
   auto end = testing::WaitJobEnd(daemon_.socket(), job);
   ASSERT_TRUE(end.ok()) << end.error();
-  EXPECT_EQ(end->succeeded, 6);
+  EXPECT_EQ(end->counts.succeeded(), 6);
   auto evil_end = testing::WaitJobEnd(daemon_.socket(), evil);
   ASSERT_TRUE(evil_end.ok()) << evil_end.error();
   stopper.Signal(SIGKILL);
@@ -143,7 +143,7 @@ TEST_F(SecurityTest, HostLocksCannotBeFakedOrReleasedByUsers) {
   // A hanging task on one GPU: its profiler's descriptors are looked at.
   const int64_t hang = SubmitAs(bob_.get(), testing::FwdConfigsText(1, /*hang*/ 9001));
   ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
-                return s.running >= 1;
+                return s.counts.running() >= 1;
               }).ok());
   const std::vector<testing::EmuRun> runs = testing::WaitForEmuRuns(emu_log_, 1);
   ASSERT_EQ(runs.size(), 1u);
@@ -157,7 +157,7 @@ TEST_F(SecurityTest, HostLocksCannotBeFakedOrReleasedByUsers) {
   const int64_t job = SubmitAs(bob_.get(), testing::FwdConfigsText(4));
   auto end = testing::WaitJobEnd(daemon_.socket(), job);
   ASSERT_TRUE(end.ok()) << end.error();
-  EXPECT_EQ(end->succeeded, 4);
+  EXPECT_EQ(end->counts.succeeded(), 4);
   ASSERT_TRUE(Ckprof(nullptr, {"cancel", std::to_string(hang)}).exit_code == 0);
   testing::ExpectVictimServed(probe.Stop(), "held_lock");
   struct stat st {};
@@ -193,7 +193,7 @@ TEST_F(SecurityTest, ASwappedProfilerCannotForgeSharedResults) {
   const int64_t hang =
       SubmitAs(eve_.get(), testing::FwdConfigsText(1, /*hang*/ 9001), {"--reuse", "never"});
   ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
-                return s.running >= 1;
+                return s.counts.running() >= 1;
               }).ok());
   // One config: the fake puts the link back as it starts, so a second task of the job would
   // run (and be measured with) the real build, rightly.
@@ -219,7 +219,7 @@ TEST_F(SecurityTest, ASwappedProfilerCannotForgeSharedResults) {
   const int64_t job = SubmitAs(bob_.get(), testing::FwdConfigsText(1), {"--profiler-path", real});
   auto bob_end = testing::WaitJobEnd(daemon_.socket(), job);
   ASSERT_TRUE(bob_end.ok()) << bob_end.error();
-  EXPECT_EQ(bob_end->succeeded, 1);
+  EXPECT_EQ(bob_end->counts.succeeded(), 1);
   EXPECT_EQ(testing::ReadEmuRuns(emu_log_).size(), runs_before + 1) << "bob's run was reused";
   auto bob_results = testing::JobResults(daemon_.socket(), job, /*with_output=*/false);
   ASSERT_TRUE(bob_results.ok()) << bob_results.error();
@@ -256,7 +256,7 @@ TEST_F(SecurityTest, AHugeProfilerAndTheDaemonsEnvironment) {
   ASSERT_GT(job, 0);
   auto end = testing::WaitJobEnd(daemon_.socket(), job);
   ASSERT_TRUE(end.ok()) << end.error();
-  EXPECT_EQ(end->succeeded, 2);
+  EXPECT_EQ(end->counts.succeeded(), 2);
   testing::ExpectVictimServed(probe.Stop(), "huge_profiler");
   CommandResult best = Ckprof(nullptr, {"best", "--format", "json"});
   EXPECT_EQ(best.out.find("huge.sh"), std::string::npos) << best.out;

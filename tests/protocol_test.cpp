@@ -23,10 +23,10 @@ TEST(Protocol, SummariesAndResultsWrittenDirectlyEqualTheDom) {
   s.state = JobState::kRunning;
   s.priority = -3;
   s.total = 100;
-  s.queued = 40;
-  s.running = 2;
-  s.succeeded = 50;
-  s.failed = 8;
+  s.counts.at(TaskState::kQueued) = 40;
+  s.counts.at(TaskState::kRunning) = 2;
+  s.counts.at(TaskState::kSucceeded) = 50;
+  s.counts.at(TaskState::kFailed) = 8;
   s.gpus_in_use = {0, 5};
   s.submitted_at = 1764500000.123456;
   s.started_at = 1764500001.0;
@@ -157,6 +157,56 @@ TEST(Protocol, TaskCountsCountEachTaskOnceInOneVocabulary) {
             "2 succeeded, 3 failed, 1 unsupported, 1 timed out, 1 crashed, 1 cancelled, "
             "1 queued, 1 running");
   EXPECT_EQ(TaskCounts{}.Describe(), "0 succeeded, 0 failed");
+}
+
+// Issue 32.2: one table says, per outcome, its name, state, failure, retry and column.
+TEST(Protocol, OutcomeTableIsTheOneVocabulary) {
+  using K = Outcome::Kind;
+  struct Row {
+    K kind;
+    const char* name;
+    bool failure, retryable;
+    TaskState column;
+  };
+  const Row rows[] = {
+      {K::kSucceeded, "succeeded", false, false, TaskState::kSucceeded},
+      {K::kUnsupported, "unsupported", false, false, TaskState::kUnsupported},
+      {K::kFailed, "failed", true, true, TaskState::kFailed},
+      {K::kCrashed, "crashed", true, true, TaskState::kCrashed},
+      {K::kTimedOut, "timed_out", true, true, TaskState::kTimedOut},
+      {K::kCancelled, "cancelled", false, true, TaskState::kCancelled},
+      {K::kInterrupted, "interrupted", true, true, TaskState::kFailed},
+      {K::kSpawnFailed, "spawn_failed", true, true, TaskState::kFailed},
+  };
+  ASSERT_EQ(AllOutcomeKinds().size(), std::size(rows));
+  for (const Row& r : rows) {
+    EXPECT_EQ(OutcomeKindName(r.kind), r.name);
+    EXPECT_EQ(ParseOutcomeKindName(r.name), r.kind) << r.name;
+    EXPECT_EQ(EnumName(StateOf(r.kind)), r.name);
+    EXPECT_EQ(ParseTaskState(r.name), StateOf(r.kind)) << r.name;
+    EXPECT_EQ(OutcomeOf(StateOf(r.kind)), r.kind) << r.name;
+    EXPECT_EQ(IsFailure(r.kind), r.failure) << r.name;
+    EXPECT_EQ(Retryable(r.kind), r.retryable) << r.name;
+    TaskCounts c;
+    c.Add(StateOf(r.kind));
+    EXPECT_EQ(c.of(r.column), 1) << r.name;
+  }
+  EXPECT_EQ(ParseTaskState("queued"), TaskState::kQueued);
+  EXPECT_EQ(ParseTaskState("oom"), std::nullopt);  // no fallback to failed
+  EXPECT_EQ(OutcomeOf(TaskState::kRunning), std::nullopt);
+  EXPECT_EQ(Label(TaskState::kTimedOut), "timed out");
+  // The JSON of a summary names each column as before.
+  JobSummary s;
+  s.counts.Add(TaskState::kTimedOut);
+  s.counts.Add(TaskState::kSpawnFailed);
+  const nlohmann::json j = ToJson(s);
+  for (const char* key : {"succeeded", "failed", "unsupported", "timed_out", "crashed", "cancelled",
+                          "queued", "running", "done", "total"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["timed_out"], 1);
+  EXPECT_EQ(j["failed"], 1);
+  EXPECT_FALSE(j.contains("spawn_failed"));
 }
 
 // Five tasks, one in each state a results file may hold.

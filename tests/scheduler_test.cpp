@@ -190,7 +190,7 @@ TEST_F(SchedulerTest, EachGpuRunsOneTaskPinnedToIt) {
   for (auto id : launcher_.Active()) launcher_.Finish(id);
   auto s = sched_->Summary(job);
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ(s->succeeded, 5);
+  EXPECT_EQ(s->counts.succeeded(), 5);
   EXPECT_EQ(s->state, JobState::kFinished);
 }
 
@@ -301,7 +301,7 @@ TEST_F(SchedulerTest, JobOrderRankOrLongestFirstAndItSurvivesARestart) {
   Scheduler again(io_.get_executor(), *store_, fresh, Options());
   ASSERT_TRUE(again.Recover().ok());
   EXPECT_EQ(positions_run(fresh, 3), (std::vector<int64_t>{5, 3, 1}));
-  EXPECT_EQ(again.Summary(*longest)->succeeded, 5);
+  EXPECT_EQ(again.Summary(*longest)->counts.succeeded(), 5);
 }
 
 // In rank order, a task too long to run last starts once the rest of the queued work, spread over
@@ -358,7 +358,8 @@ TEST_F(SchedulerTest, OnlyOwnerOrAdminMayCancel) {
   owner.user = "user1000";
   ASSERT_TRUE(sched_->Cancel(job, owner).ok());
   auto sum = sched_->Summary(job);
-  EXPECT_EQ(sum->cancelled, 3);  // two queued, one running (cancelled through the launcher)
+  EXPECT_EQ(sum->counts.of(TaskState::kCancelled),
+            3);  // two queued, one running (cancelled through the launcher)
   EXPECT_EQ(sum->state, JobState::kCancelled);
   EXPECT_TRUE(launcher_.Active().empty());
 }
@@ -375,7 +376,7 @@ TEST_F(SchedulerTest, CancelOfAnEndedJobIsRefusedAndChangesNothing) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error(), "job " + std::to_string(done) + " already finished: nothing to cancel");
   EXPECT_EQ(sched_->Summary(done)->state, JobState::kFinished);
-  EXPECT_EQ(sched_->Summary(done)->cancelled, 0);
+  EXPECT_EQ(sched_->Summary(done)->counts.of(TaskState::kCancelled), 0);
   // The store too: a restart still sees it finished.
   Open();
   EXPECT_EQ(sched_->Summary(done)->state, JobState::kFinished);
@@ -409,8 +410,9 @@ TEST_F(SchedulerTest, ARetriedCancelledJobStaysRevivedAfterARestart) {
   EXPECT_NE(again.Summary(job)->state, JobState::kCancelled);
   for (int i = 0; i < 2 && !fresh.Active().empty(); ++i) fresh.Finish(fresh.Active()[0]);
   EXPECT_EQ(again.Summary(job)->state, JobState::kFinished);
-  EXPECT_EQ(again.Summary(job)->cancelled, 0);  // (the task interrupted twice used its attempts)
-  EXPECT_EQ(again.Summary(job)->queued + again.Summary(job)->running, 0);
+  EXPECT_EQ(again.Summary(job)->counts.of(TaskState::kCancelled),
+            0);  // (the task interrupted twice used its attempts)
+  EXPECT_EQ(again.Summary(job)->counts.queued() + again.Summary(job)->counts.running(), 0);
 }
 
 TEST_F(SchedulerTest, FailuresAreRecordedAndRetried) {
@@ -431,7 +433,7 @@ TEST_F(SchedulerTest, FailuresAreRecordedAndRetried) {
   EXPECT_EQ(launcher_.Active().size(), 1u);
   launcher_.Finish(launcher_.Active()[0]);
   launcher_.Finish(launcher_.Active()[0]);
-  EXPECT_EQ(sched_->Summary(job)->succeeded, 2);
+  EXPECT_EQ(sched_->Summary(job)->counts.succeeded(), 2);
   EXPECT_EQ((*sched_->Results(job, false))[0].attempts, 2);
 }
 
@@ -454,9 +456,9 @@ TEST_F(SchedulerTest, AnEndTheStoreCannotRecordKeepsItsGpuAndTheNextTaskQueued) 
   EXPECT_TRUE(launcher_.Active().empty());  // nothing launched that the Store does not know of
   EXPECT_EQ(states(), (std::vector<std::string>{"running", "queued", "queued"}));
   auto sum = sched_->Summary(job);
-  EXPECT_EQ(sum->running, 1);
-  EXPECT_EQ(sum->queued, 2);
-  EXPECT_EQ(sum->succeeded, 0);
+  EXPECT_EQ(sum->counts.running(), 1);
+  EXPECT_EQ(sum->counts.queued(), 2);
+  EXPECT_EQ(sum->counts.succeeded(), 0);
 
   store_->FailCommitsForTesting(false);
   // The end is retried on a timer: run the loop until the next task is launched.
@@ -469,7 +471,7 @@ TEST_F(SchedulerTest, AnEndTheStoreCannotRecordKeepsItsGpuAndTheNextTaskQueued) 
   launcher_.Finish(launcher_.Active()[0]);
   launcher_.Finish(launcher_.Active()[0]);
   sum = sched_->Summary(job);
-  EXPECT_EQ(sum->succeeded, 3);
+  EXPECT_EQ(sum->counts.succeeded(), 3);
   EXPECT_EQ(sum->state, JobState::kFinished);
   auto history = store_->Attempts(0);
   ASSERT_TRUE(history.ok());
@@ -562,7 +564,7 @@ TEST_F(SchedulerTest, MissingProfilerIsASpawnFailureAndTheJobGoesOn) {
   j.profiler_path = dir_.File("no-such-ckProfiler");
   int64_t job = Submit(std::move(j), 3);
   auto s = sched_->Summary(job);
-  EXPECT_EQ(s->failed, 3);
+  EXPECT_EQ(s->counts.of(TaskState::kFailed), 3);
   EXPECT_EQ(s->state, JobState::kFinished);
   auto results = sched_->Results(job, false);
   EXPECT_EQ((*results)[0].state, TaskState::kSpawnFailed);
@@ -709,7 +711,7 @@ TEST_F(SchedulerTest, TaskFinishedEventsAndResultsAgree) {
   EXPECT_EQ(returncodes["failed"], 3);
   EXPECT_EQ(returncodes["spawn_failed"], -1);
   EXPECT_EQ(returncodes["succeeded"], 0);
-  EXPECT_EQ(sched_->Summary(job)->counts().Describe(),
+  EXPECT_EQ(sched_->Summary(job)->counts.Describe(),
             "1 succeeded, 1 failed, 1 timed out, 1 crashed");
 }
 
