@@ -26,6 +26,7 @@
 #include "common/version.h"
 #include "daemon/cgroup.h"
 #include "daemon/daemon_config.h"
+#include "daemon/executor.h"
 #include "daemon/file_lock.h"
 #include "daemon/gpu_probe.h"
 #include "daemon/gpu_watch.h"
@@ -218,8 +219,9 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
                                                       : ForeignGpuUse::kWait;
   o.foreign_poll_s = c.foreign_poll_ms / 1000;
   o.max_gpus_per_user = c.max_gpus_per_user;
-  if (c.executor == "slurm") {
-    // Slurm allocates, pins and shares the GPUs: no host locks, no per-slot health.
+  if (c.executor.RemoteSlots() > 0) {
+    // A remote executor allocates, pins and shares the GPUs: no host locks, no per-slot health
+    // (the Scheduler's slot board has neither).
     o.lock_dir.clear();
     o.health_failures = 0;
     char host[256] = {};
@@ -356,10 +358,12 @@ int Run(const Flags& flags, DaemonConfig config) {
 
   std::string gpu_note;
   std::vector<int> gpus;
-  const bool slurm = config.executor == "slurm";
-  if (slurm) {
-    // Slots, one per task handed to Slurm at once; Slurm picks the GPUs.
-    for (int i = 0; i < config.slurm.max_in_flight; ++i) gpus.push_back(i);
+  // A remote executor's GPUs are its own: the daemon fills its slots (one per task handed to
+  // it at once) and takes no host locks.
+  const int remote_slots = config.executor.RemoteSlots();
+  const bool remote = remote_slots > 0;
+  if (remote) {
+    for (int i = 0; i < remote_slots; ++i) gpus.push_back(i);
     config.lock_dir.clear();
   } else if (config.gpus == "auto") {
     gpus = DetectGpus(&gpu_note, config.sysfs_root);
@@ -387,8 +391,8 @@ int Run(const Flags& flags, DaemonConfig config) {
     spdlog::error("cannot start: {}", state_lock.error());
     return 1;
   }
-  if (slurm) {
-    // (No host GPU locks: Slurm allocates the GPUs.)
+  if (remote) {
+    // (No host GPU locks: the executor allocates the GPUs.)
   } else if (!config.lock_dir.empty()) {
     if (Status s = PrepareLockDir(config.lock_dir); !s) {
       spdlog::error(
@@ -402,7 +406,7 @@ int Run(const Flags& flags, DaemonConfig config) {
   }
   WarnAboutProfiler(config);
   // A root daemon starts other users' profilers through ckprofd-exec (daemon/spawn.h).
-  if (!slurm && geteuid() == 0 && FindExecHelper().empty()) {
+  if (!remote && geteuid() == 0 && FindExecHelper().empty()) {
     spdlog::error(
         "cannot start: ckprofd-exec, the helper that starts profilers as their users, is not "
         "beside ckprofd nor in ../libexec/ckprof/ (install ckprofd whole)");
@@ -450,27 +454,19 @@ int Run(const Flags& flags, DaemonConfig config) {
           opened.error());
     }
   }
-  std::unique_ptr<Launcher> launcher;
-  if (slurm) {
-    auto slurm_launcher = std::make_unique<SlurmLauncher>(
-        io.get_executor(), config.slurm, SchedulerOptionsFrom(config, gpus).remote_tag,
-        config.pin_env);
-    if (Status s = slurm_launcher->Check(); !s) {
-      spdlog::error("cannot start: {}", s.error());
-      return 1;
-    }
-    spdlog::info("executor slurm: partition {}, gres {}, at most {} task(s) in flight, work dir {}",
-                 config.slurm.partition.empty() ? "(default)" : config.slurm.partition,
-                 config.slurm.gres.empty() ? "(none)" : config.slurm.gres,
-                 config.slurm.max_in_flight, config.slurm.work_dir);
-    launcher = std::move(slurm_launcher);
-  } else {
-    launcher = std::make_unique<ProcessLauncher>(io.get_executor(), cgroups.get());
+  auto made =
+      MakeLauncher(config.executor,
+                   LauncherContext{io.get_executor(), cgroups.get(),
+                                   SchedulerOptionsFrom(config, gpus).remote_tag, config.pin_env});
+  if (!made) {
+    spdlog::error("cannot start: {}", made.error());
+    return 1;
   }
+  std::unique_ptr<Launcher> launcher = std::move(*made);
   Scheduler scheduler(io.get_executor(), **store, *launcher, SchedulerOptionsFrom(config, gpus));
   // The GPUs watched from outside: foreign processes and each task's GPU state.
   std::unique_ptr<GpuWatch> watch;
-  if (!slurm) {
+  if (!launcher->Remote()) {
     std::string note;
     auto probe = MakeGpuProbe(config.sysfs_root, config.pin_env, config.nvidia_smi,
                               "CKPROFD_STATE=" + config.state_dir, &note);
@@ -504,7 +500,10 @@ int Run(const Flags& flags, DaemonConfig config) {
   }
   std::string gpu_list;
   for (int g : gpus) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);
-  if (slurm) gpu_list = "from Slurm (" + std::to_string(gpus.size()) + " slots)";
+  if (launcher->Remote()) {
+    gpu_list =
+        "from " + std::string(launcher->Name()) + " (" + std::to_string(gpus.size()) + " slots)";
+  }
   std::string pins;
   for (const auto& v : config.pin_env) pins += (pins.empty() ? "" : ",") + v;
   spdlog::info("ckprofd {} listening on {} (uid {}), GPUs {}, pin {}, state {}", kVersion,
@@ -649,7 +648,6 @@ int Run(const Flags& flags, DaemonConfig config) {
           next.lock_dir = config.lock_dir;
           // (The executor is chosen once, at start: its runs are in flight.)
           next.executor = config.executor;
-          next.slurm = config.slurm;
           // Containment is set up once, at start.
           next.task_cgroups = config.task_cgroups;
           next.task_memory_max = config.task_memory_max;

@@ -197,6 +197,8 @@ class Scheduler {
   // The cluster's GPU nodes under a remote executor (empty for local GPUs).
   std::vector<ClusterNode> Cluster() { return launcher_.Cluster(); }
   bool remote() const { return launcher_.Remote(); }
+  // Where tasks run: the launcher's name ("local", "slurm").
+  std::string executor() const { return std::string(launcher_.Name()); }
   bool JobExists(int64_t job_id) const { return jobs_.count(job_id) > 0; }
   bool JobEnded(int64_t job_id) const;
 
