@@ -9,7 +9,7 @@
 
 #include "common/gpu_list.h"
 #include "common/result.h"
-#include "daemon/slurm_executor.h"
+#include "daemon/executor.h"
 
 namespace ckprof {
 
@@ -69,10 +69,8 @@ struct DaemonConfig {
   // false = process groups alone. Falls back to them where cgroups cannot be written.
   bool task_cgroups = true;
   uint64_t task_memory_max = 0;  // bytes a profiler may use (memory controller); 0 = no limit
-  // Where tasks run: "local" (this host's GPUs, `gpus`) or "slurm" (each task a Slurm job;
-  // `slurm` says how).
-  std::string executor = "local";
-  SlurmSettings slurm;
+  // Where tasks run: "local" (this host's GPUs, `gpus`) or a remote executor (daemon/executor.h).
+  ExecutorConfig executor;
 
   // Per-user limits: what a plain user may ask for and hold (admins are exempt from all but
   // max_gpus_per_user, which is the GPU sharing itself). See UserLimitsError below.

@@ -26,6 +26,7 @@
 #include "common/version.h"
 #include "daemon/cgroup.h"
 #include "daemon/daemon_config.h"
+#include "daemon/executor.h"
 #include "daemon/file_lock.h"
 #include "daemon/gpu_probe.h"
 #include "daemon/gpu_watch.h"
@@ -218,8 +219,9 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
                                                       : ForeignGpuUse::kWait;
   o.foreign_poll_s = c.foreign_poll_ms / 1000;
   o.max_gpus_per_user = c.max_gpus_per_user;
-  if (c.executor == "slurm") {
-    // Slurm allocates, pins and shares the GPUs: no host locks, no per-slot health.
+  if (c.executor.RemoteSlots() > 0) {
+    // A remote executor allocates, pins and shares the GPUs: no host locks, no per-slot health
+    // (the Scheduler's slot board has neither).
     o.lock_dir.clear();
     o.health_failures = 0;
     char host[256] = {};
@@ -344,6 +346,194 @@ void WarnAboutProfiler(const DaemonConfig& config) {
   }
 }
 
+// The GPUs the daemon drives: a remote executor's slots (one per task handed to it at once;
+// its GPUs are its own, so no host locks: `config.lock_dir` is cleared), the ones named, or
+// those found (--gpus auto). An error says why there are none.
+Result<std::vector<int>> ChooseGpus(DaemonConfig& config) {
+  std::vector<int> gpus;
+  if (const int slots = config.executor.RemoteSlots(); slots > 0) {
+    for (int i = 0; i < slots; ++i) gpus.push_back(i);
+    config.lock_dir.clear();
+    return gpus;
+  }
+  if (config.gpus == "auto") {
+    std::string note;
+    gpus = DetectGpus(&note, config.sysfs_root);
+    spdlog::info("--gpus auto: {}", note);
+    if (gpus.empty()) {
+      return MakeError("no GPU to drive: pass --gpus LIST (e.g. --gpus 0-7) to name them");
+    }
+    return gpus;
+  }
+  return ParseGpuList(config.gpus);
+}
+
+// What this host must offer to run local tasks: the host locks' directory (or a warning that
+// there is none) and, for a root daemon, ckprofd-exec. Nothing for a remote executor.
+Status PrepareHost(const DaemonConfig& config, bool remote) {
+  if (remote) return Status::Ok();  // (no host GPU locks: the executor allocates the GPUs)
+  if (!config.lock_dir.empty()) {
+    if (Status s = PrepareLockDir(config.lock_dir); !s) {
+      return MakeError(s.error() +
+                       " (set lock_dir/--lock-dir to a directory every ckprofd of this host can "
+                       "write, or to \"\" to run without host GPU locks)");
+    }
+  } else {
+    spdlog::warn("lock_dir is \"\": no host GPU locks; another ckprofd may drive these GPUs too");
+  }
+  return Status::Ok();
+}
+
+// A root daemon starts other users' profilers through ckprofd-exec (daemon/spawn.h).
+Status CheckExecHelper(bool remote) {
+  if (remote || geteuid() != 0 || !FindExecHelper().empty()) return Status::Ok();
+  return MakeError(
+      "ckprofd-exec, the helper that starts profilers as their users, is not beside ckprofd "
+      "nor in ../libexec/ckprof/ (install ckprofd whole)");
+}
+
+// The state dir's files the daemon stops for when they are removed or replaced: the database,
+// its log, and the state dir's lock file.
+Status WatchStateFiles(StateGuard& guard, const Store& store, const StateDirLock& state_lock) {
+  const std::string lost = "stopping so that nothing is acknowledged that would be lost";
+  Status s = guard.Watch(store.path(), -1, lost);
+  // (The log exists while the database is open in WAL mode.)
+  if (s && access((store.path() + "-wal").c_str(), F_OK) == 0) {
+    s = guard.Watch(store.path() + "-wal", -1, lost);
+  }
+  if (s) {
+    s = guard.Watch(state_lock.file.path(), state_lock.file.fd(),
+                    "stopping, since a second ckprofd could take this state dir now and stop "
+                    "this one's profilers");
+  }
+  return s;
+}
+
+// Each profiler in a cgroup of its own where cgroups can be written (task_cgroups); null, and
+// said in the log, where they cannot.
+std::unique_ptr<TaskCgroups> OpenCgroups(const DaemonConfig& config) {
+  if (!config.task_cgroups) return nullptr;
+  std::string note;
+  auto opened = TaskCgroups::Open(config.task_memory_max, &note);
+  if (!opened) {
+    spdlog::warn(
+        "containment: process groups only ({}); a profiler that leaves its process "
+        "group is not stopped with it, and its CPU time and memory are its own only",
+        opened.error());
+    return nullptr;
+  }
+  spdlog::info("containment: {}", note);
+  return std::move(*opened);
+}
+
+// The GPUs watched from outside (foreign processes and each task's GPU state), for a local
+// executor where a probe sees them; null otherwise. Attached to the scheduler.
+std::unique_ptr<GpuWatch> StartGpuWatch(asio::io_context& io, const DaemonConfig& config,
+                                        Scheduler& scheduler) {
+  if (scheduler.remote()) return nullptr;
+  std::string note;
+  auto probe = MakeGpuProbe(config.sysfs_root, config.pin_env, config.nvidia_smi,
+                            "CKPROFD_STATE=" + config.state_dir, &note);
+  spdlog::info("GPU watch: {}{}", note,
+               probe && config.foreign_gpu_use != "ignore"
+                   ? ", foreign processes: " + config.foreign_gpu_use
+                   : "");
+  if (!probe) return nullptr;
+  auto watch = std::make_unique<GpuWatch>(
+      io.get_executor(), std::move(probe),
+      std::chrono::milliseconds(static_cast<int64_t>(config.foreign_poll_ms)),
+      [&scheduler](GpuSnapshot s) { scheduler.OnGpuSnapshot(std::move(s)); });
+  scheduler.AttachGpuWatch(watch.get());
+  return watch;
+}
+
+// SIGHUP's reload policy: the config file read again, the flags over it as at start, and what
+// is fixed for the daemon's life kept from `current` (the socket, state dir, GPUs and their
+// locks, the executor, whose runs are in flight, and containment, set up once).
+Result<DaemonConfig> ReloadConfig(const Flags& flags, const DaemonConfig& current) {
+  Result<DaemonConfig> reloaded = Error{"unreadable"};
+  try {  // a second line of defence: a reload must never end the daemon
+    reloaded = LoadDaemonConfigFile(current.config_file, DaemonConfig{});
+    if (reloaded) reloaded = ApplyFlags(flags, std::move(*reloaded));
+  } catch (const std::exception& e) {
+    reloaded = Error{current.config_file + ": " + e.what()};
+  }
+  if (!reloaded) return reloaded;
+  DaemonConfig next = std::move(*reloaded);
+  next.socket = current.socket;
+  next.state_dir = current.state_dir;
+  next.gpus = current.gpus;
+  next.lock_dir = current.lock_dir;
+  next.executor = current.executor;
+  next.task_cgroups = current.task_cgroups;
+  next.task_memory_max = current.task_memory_max;
+  return next;
+}
+
+// What systemd is told while the daemon runs (when it listens): READY with the first status,
+// then STATUS= lines as the counts change (at most two a second: every task's start and end
+// changes them, and a datagram to systemd per change, hundreds a second, loads both it and
+// us), and WATCHDOG= pings when the unit asks for them. Io thread only.
+class SystemdReporter {
+ public:
+  SystemdReporter(asio::io_context& io, Scheduler& scheduler, size_t gpus)
+      : scheduler_(scheduler), gpus_(gpus), status_timer_(io), watchdog_(io) {}
+
+  void Start() {
+    last_status_ = StatusLine();
+    SystemdNotify("READY=1\n" + last_status_);
+    if (auto every = SystemdWatchdogInterval(); every.count() > 0) Pet(every);
+  }
+  // The counts may have changed.
+  void Changed() {
+    if (status_due_ || !SystemdNotifyEnabled()) return;
+    status_due_ = true;
+    status_timer_.expires_after(std::chrono::milliseconds(500));
+    status_timer_.async_wait([this](const asio::error_code& ec) {
+      status_due_ = false;
+      if (ec) return;
+      if (std::string line = StatusLine(); line != last_status_) {
+        SystemdNotify(line);
+        last_status_ = std::move(line);
+      }
+    });
+  }
+  void Stop() {
+    watchdog_.cancel();
+    status_timer_.cancel();
+  }
+
+ private:
+  std::string StatusLine() const {
+    return "STATUS=" + std::to_string(scheduler_.running_count()) + " running, " +
+           std::to_string(scheduler_.queued_count()) + " queued on " + std::to_string(gpus_) +
+           " GPU(s)";
+  }
+  void Pet(std::chrono::microseconds every) {
+    SystemdNotify("WATCHDOG=1");
+    watchdog_.expires_after(every);
+    watchdog_.async_wait([this, every](const asio::error_code& ec) {
+      if (!ec) Pet(every);
+    });
+  }
+
+  Scheduler& scheduler_;
+  size_t gpus_;
+  asio::steady_timer status_timer_, watchdog_;
+  std::string last_status_;
+  bool status_due_ = false;
+};
+
+// The GPUs for the start's log line: "0,1,2" or "from slurm (64 slots)".
+std::string DescribeGpus(const std::vector<int>& gpus, const Launcher& launcher) {
+  if (launcher.Remote()) {
+    return "from " + std::string(launcher.Name()) + " (" + std::to_string(gpus.size()) + " slots)";
+  }
+  std::string list;
+  for (int g : gpus) list += (list.empty() ? "" : ",") + std::to_string(g);
+  return list;
+}
+
 int Run(const Flags& flags, DaemonConfig config) {
   if (Status s = ApplyLogLevel(config.log_level); !s) {
     spdlog::error("{}", s.error());
@@ -354,28 +544,13 @@ int Run(const Flags& flags, DaemonConfig config) {
   };
   apply_env_level();
 
-  std::string gpu_note;
-  std::vector<int> gpus;
-  const bool slurm = config.executor == "slurm";
-  if (slurm) {
-    // Slots, one per task handed to Slurm at once; Slurm picks the GPUs.
-    for (int i = 0; i < config.slurm.max_in_flight; ++i) gpus.push_back(i);
-    config.lock_dir.clear();
-  } else if (config.gpus == "auto") {
-    gpus = DetectGpus(&gpu_note, config.sysfs_root);
-    spdlog::info("--gpus auto: {}", gpu_note);
-    if (gpus.empty()) {
-      spdlog::error("no GPU to drive: pass --gpus LIST (e.g. --gpus 0-7) to name them");
-      return 1;
-    }
-  } else {
-    auto parsed = ParseGpuList(config.gpus);
-    if (!parsed) {
-      spdlog::error("{}", parsed.error());
-      return 1;
-    }
-    gpus = *parsed;
+  auto chosen = ChooseGpus(config);
+  if (!chosen) {
+    spdlog::error("{}", chosen.error());
+    return 1;
   }
+  const std::vector<int> gpus = std::move(*chosen);
+  const bool remote = config.executor.RemoteSlots() > 0;
 
   // What can be checked is checked before the database is touched.
   if (Status s = Server::CheckSocketPath(config); !s) {
@@ -387,25 +562,13 @@ int Run(const Flags& flags, DaemonConfig config) {
     spdlog::error("cannot start: {}", state_lock.error());
     return 1;
   }
-  if (slurm) {
-    // (No host GPU locks: Slurm allocates the GPUs.)
-  } else if (!config.lock_dir.empty()) {
-    if (Status s = PrepareLockDir(config.lock_dir); !s) {
-      spdlog::error(
-          "cannot start: {} (set lock_dir/--lock-dir to a directory every ckprofd of "
-          "this host can write, or to \"\" to run without host GPU locks)",
-          s.error());
-      return 1;
-    }
-  } else {
-    spdlog::warn("lock_dir is \"\": no host GPU locks; another ckprofd may drive these GPUs too");
+  if (Status s = PrepareHost(config, remote); !s) {
+    spdlog::error("cannot start: {}", s.error());
+    return 1;
   }
   WarnAboutProfiler(config);
-  // A root daemon starts other users' profilers through ckprofd-exec (daemon/spawn.h).
-  if (!slurm && geteuid() == 0 && FindExecHelper().empty()) {
-    spdlog::error(
-        "cannot start: ckprofd-exec, the helper that starts profilers as their users, is not "
-        "beside ckprofd nor in ../libexec/ckprof/ (install ckprofd whole)");
+  if (Status s = CheckExecHelper(remote); !s) {
+    spdlog::error("cannot start: {}", s.error());
     return 1;
   }
 
@@ -415,77 +578,25 @@ int Run(const Flags& flags, DaemonConfig config) {
     return 1;
   }
   StateGuard guard(config.state_dir);
-  {
-    const std::string lost = "stopping so that nothing is acknowledged that would be lost";
-    Status s = guard.Watch((*store)->path(), -1, lost);
-    // (The log exists while the database is open in WAL mode.)
-    if (s && access(((*store)->path() + "-wal").c_str(), F_OK) == 0) {
-      s = guard.Watch((*store)->path() + "-wal", -1, lost);
-    }
-    if (s) {
-      s = guard.Watch(state_lock->file.path(), state_lock->file.fd(),
-                      "stopping, since a second ckprofd could take this state dir now and stop "
-                      "this one's profilers");
-    }
-    if (!s) {
-      spdlog::error("cannot start: {}", s.error());
-      return 1;
-    }
+  if (Status s = WatchStateFiles(guard, **store, *state_lock); !s) {
+    spdlog::error("cannot start: {}", s.error());
+    return 1;
   }
 
   asio::io_context io(1);
   asio::thread_pool pool(2);
-  // Each profiler in a cgroup of its own where cgroups can be written.
-  std::unique_ptr<TaskCgroups> cgroups;
-  if (config.task_cgroups) {
-    std::string note;
-    auto opened = TaskCgroups::Open(config.task_memory_max, &note);
-    if (opened) {
-      cgroups = std::move(*opened);
-      spdlog::info("containment: {}", note);
-    } else {
-      spdlog::warn(
-          "containment: process groups only ({}); a profiler that leaves its process "
-          "group is not stopped with it, and its CPU time and memory are its own only",
-          opened.error());
-    }
+  std::unique_ptr<TaskCgroups> cgroups = OpenCgroups(config);
+  auto made =
+      MakeLauncher(config.executor,
+                   LauncherContext{io.get_executor(), cgroups.get(),
+                                   SchedulerOptionsFrom(config, gpus).remote_tag, config.pin_env});
+  if (!made) {
+    spdlog::error("cannot start: {}", made.error());
+    return 1;
   }
-  std::unique_ptr<Launcher> launcher;
-  if (slurm) {
-    auto slurm_launcher = std::make_unique<SlurmLauncher>(
-        io.get_executor(), config.slurm, SchedulerOptionsFrom(config, gpus).remote_tag,
-        config.pin_env);
-    if (Status s = slurm_launcher->Check(); !s) {
-      spdlog::error("cannot start: {}", s.error());
-      return 1;
-    }
-    spdlog::info("executor slurm: partition {}, gres {}, at most {} task(s) in flight, work dir {}",
-                 config.slurm.partition.empty() ? "(default)" : config.slurm.partition,
-                 config.slurm.gres.empty() ? "(none)" : config.slurm.gres,
-                 config.slurm.max_in_flight, config.slurm.work_dir);
-    launcher = std::move(slurm_launcher);
-  } else {
-    launcher = std::make_unique<ProcessLauncher>(io.get_executor(), cgroups.get());
-  }
+  std::unique_ptr<Launcher> launcher = std::move(*made);
   Scheduler scheduler(io.get_executor(), **store, *launcher, SchedulerOptionsFrom(config, gpus));
-  // The GPUs watched from outside: foreign processes and each task's GPU state.
-  std::unique_ptr<GpuWatch> watch;
-  if (!slurm) {
-    std::string note;
-    auto probe = MakeGpuProbe(config.sysfs_root, config.pin_env, config.nvidia_smi,
-                              "CKPROFD_STATE=" + config.state_dir, &note);
-    spdlog::info("GPU watch: {}{}", note,
-                 probe && config.foreign_gpu_use != "ignore"
-                     ? ", foreign processes: " + config.foreign_gpu_use
-                     : "");
-    if (probe) {
-      watch = std::make_unique<GpuWatch>(
-          io.get_executor(), std::move(probe),
-          std::chrono::milliseconds(static_cast<int64_t>(config.foreign_poll_ms)),
-          [&scheduler](GpuSnapshot s) { scheduler.OnGpuSnapshot(std::move(s)); });
-      scheduler.AttachGpuWatch(watch.get());
-    }
-  }
+  std::unique_ptr<GpuWatch> watch = StartGpuWatch(io, config, scheduler);
   Service service(io.get_executor(), pool, scheduler, config);
   Server server(io, service, config);
 
@@ -502,13 +613,10 @@ int Run(const Flags& flags, DaemonConfig config) {
     spdlog::error("cannot start: {}", s.error());
     return 1;
   }
-  std::string gpu_list;
-  for (int g : gpus) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);
-  if (slurm) gpu_list = "from Slurm (" + std::to_string(gpus.size()) + " slots)";
   std::string pins;
   for (const auto& v : config.pin_env) pins += (pins.empty() ? "" : ",") + v;
   spdlog::info("ckprofd {} listening on {} (uid {}), GPUs {}, pin {}, state {}", kVersion,
-               server.path(), getuid(), gpu_list, pins, (*store)->path());
+               server.path(), getuid(), DescribeGpus(gpus, *launcher), pins, (*store)->path());
   spdlog::info("{}", DescribeSocketAccess(config.socket));
   server.Start();
 
@@ -526,43 +634,9 @@ int Run(const Flags& flags, DaemonConfig config) {
   };
   expire();
 
-  auto status_line = [&] {
-    return "STATUS=" + std::to_string(scheduler.running_count()) + " running, " +
-           std::to_string(scheduler.queued_count()) + " queued on " + std::to_string(gpus.size()) +
-           " GPU(s)";
-  };
-  std::string last_status = status_line();
-  SystemdNotify("READY=1\n" + last_status);
-  // At most two status lines a second: every task's start and end changes the counts, and a
-  // datagram to systemd per change (hundreds a second) loads both it and us.
-  asio::steady_timer status_timer(io);
-  bool status_due = false;
-  scheduler.on_change = [&] {
-    if (status_due || !SystemdNotifyEnabled()) return;
-    status_due = true;
-    status_timer.expires_after(std::chrono::milliseconds(500));
-    status_timer.async_wait([&](const asio::error_code& ec) {
-      status_due = false;
-      if (ec) return;
-      if (std::string line = status_line(); line != last_status) {
-        SystemdNotify(line);
-        last_status = std::move(line);
-      }
-    });
-  };
-
-  asio::steady_timer watchdog(io);
-  std::function<void()> pet;
-  if (auto every = SystemdWatchdogInterval(); every.count() > 0) {
-    pet = [&, every] {
-      SystemdNotify("WATCHDOG=1");
-      watchdog.expires_after(every);
-      watchdog.async_wait([&](const asio::error_code& ec) {
-        if (!ec) pet();
-      });
-    };
-    pet();
-  }
+  SystemdReporter systemd(io, scheduler, gpus.size());
+  systemd.Start();
+  scheduler.on_change = [&] { systemd.Changed(); };
 
   int exit_code = 0;
   bool stopping = false;
@@ -576,9 +650,8 @@ int Run(const Flags& flags, DaemonConfig config) {
     stop_signals.cancel();
     state_timer.cancel();
     scheduler.Shutdown([&] {
-      watchdog.cancel();
+      systemd.Stop();
       expiry_timer.cancel();
-      status_timer.cancel();
       if (rescue_db) RescueDatabase(**store);
       if (exit_code == 0) {
         spdlog::info("stopped: state committed to {}", (*store)->path());
@@ -631,28 +704,11 @@ int Run(const Flags& flags, DaemonConfig config) {
       if (config.config_file.empty()) {
         spdlog::info("SIGHUP: no config file to re-read");
       } else {
-        Result<DaemonConfig> reloaded = Error{"unreadable"};
-        try {  // a second line of defence: a reload must never end the daemon
-          reloaded = LoadDaemonConfigFile(config.config_file, DaemonConfig{});
-          // The command line still overrides the file, as at start.
-          if (reloaded) reloaded = ApplyFlags(flags, std::move(*reloaded));
-        } catch (const std::exception& e) {
-          reloaded = Error{config.config_file + ": " + e.what()};
-        }
+        Result<DaemonConfig> reloaded = ReloadConfig(flags, config);
         if (!reloaded) {
           spdlog::error("SIGHUP: keeping the current config: {}", reloaded.error());
         } else {
-          DaemonConfig next = *reloaded;
-          next.socket = config.socket;
-          next.state_dir = config.state_dir;
-          next.gpus = config.gpus;
-          next.lock_dir = config.lock_dir;
-          // (The executor is chosen once, at start: its runs are in flight.)
-          next.executor = config.executor;
-          next.slurm = config.slurm;
-          // Containment is set up once, at start.
-          next.task_cgroups = config.task_cgroups;
-          next.task_memory_max = config.task_memory_max;
+          const DaemonConfig& next = *reloaded;
           if (Status s = ApplyLogLevel(next.log_level); !s) spdlog::error("SIGHUP: {}", s.error());
           apply_env_level();
           config = next;

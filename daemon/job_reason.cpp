@@ -77,22 +77,18 @@ std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const 
   if (!busy.empty()) {
     std::string p = "waiting for " + GpuNames(busy) + ", busy with " +
                     fmt::format("{}", fmt::join(busy_with, ", "));
-    // Who a freed GPU goes to before this job: users with less recent GPU time and work queued.
-    const double mine = policy_.EffectiveUsage(job.rec.uid, now);
-    std::vector<std::string> ahead;
-    for (const auto& [id, other] : jobs_) {
-      if (other.rec.uid == job.rec.uid || policy_.Queued(id) == 0 || other.rec.cancelled ||
-          other.rec.not_before > now) {
-        continue;
-      }
-      if (policy_.EffectiveUsage(other.rec.uid, now) < mine &&
-          std::find(ahead.begin(), ahead.end(), other.rec.owner) == ahead.end()) {
-        ahead.push_back(other.rec.owner);
-      }
+    // Who a freed GPU goes to before this job, and why: the policy's answer, by owner name.
+    std::map<uint32_t, std::string> names;
+    for (const auto& [id, other] : jobs_) names.emplace(other.rec.uid, other.rec.owner);
+    std::vector<std::pair<std::string, std::vector<std::string>>> ahead;  // (why, names)
+    for (const auto& a : policy_.UsersAhead(job.rec.uid, now)) {
+      if (ahead.empty() || ahead.back().first != a.why) ahead.push_back({a.why, {}});
+      auto it = names.find(a.uid);
+      ahead.back().second.push_back(it != names.end() ? it->second : std::to_string(a.uid));
     }
-    if (!ahead.empty()) {
-      p += "; fair share: behind " + fmt::format("{}", fmt::join(ahead, ", ")) +
-           " (less GPU time lately)";
+    for (size_t i = 0; i < ahead.size(); ++i) {
+      p += (i == 0 ? "; fair share: behind " : ", then ") +
+           fmt::format("{} ({})", fmt::join(ahead[i].second, ", "), ahead[i].first);
     }
     parts.push_back(p);
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <tuple>
 
 namespace ckprof {
 
@@ -230,19 +232,9 @@ std::optional<int64_t> QueuePolicy::PickAfterEnd(int gpu, double now) const {
   return PickImpl(gpu, now, gpu);
 }
 
-std::optional<int64_t> QueuePolicy::PickImpl(int gpu, double now, int freed_gpu) const {
-  const Slot* slot = FindSlot(gpu);
-  if (!slot || slot->drained) return std::nullopt;
-  const int64_t freed_job = [&]() -> int64_t {
-    const Slot* f = freed_gpu >= 0 ? FindSlot(freed_gpu) : nullptr;
-    return f ? f->job_id : 0;
-  }();
-  // Users with work, least effective usage first (ties: fewer running tasks, then uid).
-  struct Candidate {
-    double usage;
-    int running;
-    uint32_t uid;
-  };
+// The fair-share rule: users with work, least effective usage first; ties: fewer running
+// tasks, then the lower uid. Pick serves them in this order, and UsersAhead says it.
+std::vector<QueuePolicy::Candidate> QueuePolicy::Candidates(double now, int freed_gpu) const {
   std::vector<Candidate> users;
   for (const auto& [uid, a] : accounts_) {
     if (a.active_jobs.empty()) continue;
@@ -253,13 +245,56 @@ std::optional<int64_t> QueuePolicy::PickImpl(int gpu, double now, int freed_gpu)
   std::sort(users.begin(), users.end(), [](const Candidate& a, const Candidate& b) {
     return std::tie(a.usage, a.running, a.uid) < std::tie(b.usage, b.running, b.uid);
   });
-  for (const auto& c : users) {
+  return users;
+}
+
+// Why `a` comes before `b` in Candidates' order.
+std::string QueuePolicy::WhyAhead(const Candidate& a, const Candidate& b) {
+  if (a.usage < b.usage) return "less GPU time lately";
+  if (a.running < b.running) return "as much GPU time lately and fewer tasks running";
+  return "as much GPU time lately and as many tasks running: a lower uid";
+}
+
+bool QueuePolicy::MayStartNow(int64_t job_id, double now, int64_t freed_job) const {
+  const JobQueue& job = jobs_.at(job_id);
+  const JobParams& p = job.params;
+  if (job.queue.empty() || p.cancelled || p.not_before > now) return false;
+  const int running = job.running - (job_id == freed_job ? 1 : 0);
+  return p.max_gpus <= 0 || running < p.max_gpus;
+}
+
+std::vector<QueuePolicy::Ahead> QueuePolicy::UsersAhead(uint32_t uid, double now) const {
+  std::vector<Ahead> out;
+  const std::vector<Candidate> users = Candidates(now, /*freed_gpu=*/-1);
+  // Where `uid` stands (a user at the per-user cap is no candidate: as if last).
+  Candidate me{EffectiveUsage(uid, now), RunningOfUser(uid), uid};
+  for (const Candidate& c : users) {
+    if (c.uid == uid) break;
+    if (std::tie(me.usage, me.running, me.uid) < std::tie(c.usage, c.running, c.uid)) break;
+    // Only a user whose work may start now takes a freed GPU first.
+    const auto& active = accounts_.at(c.uid).active_jobs;
+    if (std::none_of(active.begin(), active.end(), [&](const auto& key) {
+          return MayStartNow(key.second, now, /*freed_job=*/0);
+        })) {
+      continue;
+    }
+    out.push_back({c.uid, WhyAhead(c, me)});
+  }
+  return out;
+}
+
+std::optional<int64_t> QueuePolicy::PickImpl(int gpu, double now, int freed_gpu) const {
+  const Slot* slot = FindSlot(gpu);
+  if (!slot || slot->drained) return std::nullopt;
+  const int64_t freed_job = [&]() -> int64_t {
+    const Slot* f = freed_gpu >= 0 ? FindSlot(freed_gpu) : nullptr;
+    return f ? f->job_id : 0;
+  }();
+  for (const auto& c : Candidates(now, freed_gpu)) {
     for (const auto& [neg_prio, job_id] : accounts_.at(c.uid).active_jobs) {
+      if (!MayStartNow(job_id, now, freed_job)) continue;
       const JobQueue& job = jobs_.at(job_id);
       const JobParams& p = job.params;
-      if (job.queue.empty() || p.cancelled || p.not_before > now) continue;
-      const int running = job.running - (job_id == freed_job ? 1 : 0);
-      if (p.max_gpus > 0 && running >= p.max_gpus) continue;
       if (!p.gpus.empty() && std::find(p.gpus.begin(), p.gpus.end(), gpu) == p.gpus.end()) {
         continue;
       }

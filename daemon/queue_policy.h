@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -103,6 +104,14 @@ class QueuePolicy {
   std::optional<int64_t> Pick(int gpu, double now) const;
   // The same, as if the task running on `gpu` had ended and been charged already.
   std::optional<int64_t> PickAfterEnd(int gpu, double now) const;
+  // Who a freed GPU goes to before `uid`'s work, by fair share: the users whom Pick serves
+  // first and whose work may start now, in Pick's order, each with why ("less GPU time
+  // lately", ...). (Within a user, priority and submit order decide: none of fair share.)
+  struct Ahead {
+    uint32_t uid = 0;
+    std::string why;
+  };
+  std::vector<Ahead> UsersAhead(uint32_t uid, double now) const;
   // The earliest not-before time after `now` of a job with queued work that is not cancelled;
   // 0 = none.
   double NextNotBefore(double now) const;
@@ -130,6 +139,17 @@ class QueuePolicy {
     double since = 0;
   };
 
+  // A user as fair share orders them (Candidates).
+  struct Candidate {
+    double usage;
+    int running;
+    uint32_t uid;
+  };
+  std::vector<Candidate> Candidates(double now, int freed_gpu) const;
+  static std::string WhyAhead(const Candidate& a, const Candidate& b);
+  // Whether a task of the job may start now (queued, not cancelled, its not-before come, below
+  // its max_gpus; `freed_job`'s task on the freed GPU counted as ended).
+  bool MayStartNow(int64_t job_id, double now, int64_t freed_job) const;
   static QueueKey KeyOf(const JobQueue& job, const TaskKey& t);
   void UpdateActive(int64_t job_id, const JobQueue& job, std::optional<int> old_priority);
   int64_t NextOf(const JobQueue& job) const;

@@ -1,7 +1,8 @@
 // RunResult: how one profiler run ended and what it left (outcome, parsed figures, bounded
 // captures, what it used, and where it ran), as a Launcher reports it (daemon/launcher.h) and
-// the Store keeps it (daemon/task_result_codec.h). Below both, so that the Store's codec does
-// not depend on the process runner. Plain value types; any thread.
+// the Store keeps it (daemon/task_result_codec.h), with RunContext, what the daemon saw of its
+// GPU meanwhile (daemon/gpu_board.h). Below all of them, so that the Store's codec does not
+// depend on the process runner. Plain value types; any thread.
 #pragma once
 
 #include <sys/types.h>

@@ -2,10 +2,12 @@
 //
 // It owns the in-memory view of every job and task (the working set; configs and results stay
 // in the Store), asks the QueuePolicy (daemon/queue_policy.h: fair share, priorities, task
-// order) which task each free GPU runs next, takes the GPU's host lock, records every
-// transition in the Store before acting on it, starts the task through the Launcher and tells
-// the job's watchers. Each GPU runs one task at a time; a GPU that frees takes the next task at
-// once. Recover (daemon/recovery.cpp) loads it after a stop or a crash.
+// order) which task each free GPU runs next and its GpuBoard (daemon/gpu_board.h: host locks,
+// foreign processes, health) whether the GPU may take it, records every transition in the
+// Store before acting on it, starts the task through the Launcher, applies what the board
+// decides at each end (drains, requeues) and tells the job's watchers. Each GPU runs one task at a
+// time; a GPU that frees takes the next task at once. Recover (daemon/recovery.cpp) loads it after
+// a stop or a crash.
 //
 // Single-threaded: construct, call and destroy on the daemon's io thread; callbacks (watchers,
 // on_change) are called on it too.
@@ -73,8 +75,7 @@ struct SchedulerOptions {
   // share_results (then each user reuses their own).
   double reuse_max_age_s = 30 * 86400.0;
   bool share_results = true;
-  // A remote launcher's (Slurm's) name for this daemon in its jobs' comments: host and state
-  // dir.
+  // A remote launcher's name for this daemon in its jobs' comments: host and state dir.
   std::string remote_tag;
   // A user's tasks running at once, over all their jobs (the QueuePolicy skips a user at it;
   // the config's max_gpus_per_user). 0 = no limit.
@@ -197,6 +198,8 @@ class Scheduler {
   // The cluster's GPU nodes under a remote executor (empty for local GPUs).
   std::vector<ClusterNode> Cluster() { return launcher_.Cluster(); }
   bool remote() const { return launcher_.Remote(); }
+  // Where tasks run: the launcher's name ("local", "slurm").
+  std::string executor() const { return std::string(launcher_.Name()); }
   bool JobExists(int64_t job_id) const { return jobs_.count(job_id) > 0; }
   bool JobEnded(int64_t job_id) const;
 

@@ -660,7 +660,7 @@ GpusReply Service::HandleGpus() {
   reply.gpus = scheduler_.Gpus();
   reply.pin_env = config_.pin_env;
   if (scheduler_.remote()) {
-    reply.executor = "slurm";
+    reply.executor = scheduler_.executor();
     reply.cluster = scheduler_.Cluster();
   }
   return reply;

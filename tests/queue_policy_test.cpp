@@ -299,6 +299,124 @@ TEST(QueuePolicy, PicksAsThePolicySays) {
   }
 }
 
+// Who is ahead of a user in fair share, and why: the users Pick serves first whose work may
+// start now, in Pick's order. (The reason `status` gives a waiting job: job_reason.cpp.)
+TEST(QueuePolicy, SaysWhoIsAheadAndWhy) {
+  using Ahead = std::vector<std::pair<uint32_t, std::string>>;
+  struct Case {
+    std::string name;
+    PickCase setup;  // its gpus, jobs, running, usage, user_gpu_cap, now
+    uint32_t uid;    // who asks
+    Ahead expected;
+  };
+  const std::string less = "less GPU time lately";
+  const std::string fewer = "as much GPU time lately and fewer tasks running";
+  const std::string lower = "as much GPU time lately and as many tasks running: a lower uid";
+  const std::vector<Case> cases = {
+      {"less usage is ahead, more is not",
+       {"",
+        {0},
+        {{1, User(1), Tasks({101})}, {2, User(2), Tasks({201})}, {3, User(3), Tasks({301})}},
+        {},
+        {{1, 100}, {2, 50}, {3, 200}},
+        {},
+        0,
+        10,
+        std::nullopt},
+       1,
+       {{2, less}}},
+      {"in Pick's order: the least usage first",
+       {"",
+        {0},
+        {{1, User(1), Tasks({101})}, {2, User(2), Tasks({201})}, {3, User(3), Tasks({301})}},
+        {},
+        {{1, 100}, {2, 50}, {3, 10}},
+        {},
+        0,
+        10,
+        std::nullopt},
+       1,
+       {{3, less}, {2, less}}},
+      {"a tie in usage: fewer running tasks first",
+       {"",
+        {0, 1},
+        {{1, User(1), Tasks({101})}, {2, User(2), Tasks({201})}, {3, User(3), Tasks({301, 302})}},
+        {{1, 3, 10}},
+        {},
+        {},
+        1,
+        10,
+        std::nullopt},
+       3,
+       {{1, fewer}, {2, fewer}}},
+      {"then the lower uid",
+       {"",
+        {0},
+        {{1, User(1), Tasks({101})}, {2, User(2), Tasks({201})}},
+        {},
+        {},
+        {},
+        0,
+        10,
+        std::nullopt},
+       2,
+       {{1, lower}}},
+      {"a user whose running task has taken GPU time is behind",
+       {"",
+        {0, 1},
+        {{1, User(1), Tasks({101})}, {2, User(2), Tasks({201, 202})}},
+        {{1, 2, 10}},
+        {},
+        {},
+        1,
+        100,
+        std::nullopt},
+       2,
+       {{1, less}}},
+      {"work that may not start now is not ahead (cancelled, not yet, at its max)",
+       {"",
+        {0, 1},
+        {{1, With(User(1), [](Params& p) { p.cancelled = true; }), Tasks({101})},
+         {2, With(User(2), [](Params& p) { p.not_before = 1000; }), Tasks({201})},
+         {3, With(User(3), [](Params& p) { p.max_gpus = 1; }), Tasks({301, 302})},
+         {4, User(4), Tasks({401})}},
+        {{1, 3, 10}},
+        {{1, 0}, {2, 0}, {3, 0}, {4, 1000}},
+        {},
+        1,
+        10,
+        std::nullopt},
+       4,
+       {}},
+      {"a user at the per-user cap is not ahead",
+       {"",
+        {0, 1},
+        {{1, User(1), Tasks({101, 102})}, {2, User(2), Tasks({201})}},
+        {{1, 1, 10}},
+        {{1, 0}, {2, 1000}},
+        {},
+        1,
+        10,
+        std::nullopt,
+        false,
+        1},
+       2,
+       {}},
+  };
+  for (const auto& c : cases) {
+    QueuePolicy p = Build(c.setup);
+    Ahead got;
+    for (const auto& a : p.UsersAhead(c.uid, c.setup.now)) got.emplace_back(a.uid, a.why);
+    EXPECT_EQ(got, c.expected) << c.name;
+    // The first ahead is whom a free GPU goes to (when one is free).
+    for (int g : c.setup.gpus) {
+      auto picked = p.Pick(g, c.setup.now);
+      if (!picked || c.expected.empty()) continue;
+      EXPECT_EQ(static_cast<uint32_t>(*picked / 100), c.expected.front().first) << c.name;
+    }
+  }
+}
+
 TEST(QueuePolicy, UsageDecaysWithTheHalfLife) {
   QueuePolicy p({0}, /*half_life_s=*/100);
   p.Charge(1, 80, /*now=*/1000);

@@ -145,10 +145,10 @@ TEST(SlurmConfig, ExecutorKey) {
                     "max_in_flight": 16, "sbatch_args": ["--account=lab"],
                     "work_dir": "/shared/ckprofd", "poll_ms": 500}})");
   ASSERT_TRUE(ok.ok()) << ok.error();
-  EXPECT_EQ(ok->executor, "slurm");
-  EXPECT_EQ(ok->slurm.max_in_flight, 16);
-  EXPECT_EQ(ok->slurm.sbatch_args, std::vector<std::string>{"--account=lab"});
-  EXPECT_EQ(load(R"({"executor": "local"})")->executor, "local");
+  EXPECT_EQ(ok->executor.kind, "slurm");
+  EXPECT_EQ(ok->executor.slurm.max_in_flight, 16);
+  EXPECT_EQ(ok->executor.slurm.sbatch_args, std::vector<std::string>{"--account=lab"});
+  EXPECT_EQ(load(R"({"executor": "local"})")->executor.kind, "local");
   struct Bad {
     const char* text;
     const char* says;
