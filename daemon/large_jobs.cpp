@@ -70,6 +70,8 @@ Result<int64_t> Scheduler::BeginSubmit(JobRecord job, int64_t runs) {
   params.held = true;
   policy_.AddJob(id, params);
   ResolveTarget(sub.job);
+  // Room for its tasks now: growing by doubling would rehash a million of them inside a step.
+  tasks_.reserve(tasks_.size() + static_cast<size_t>(runs));
   return id;
 }
 
