@@ -20,12 +20,14 @@ namespace {
 using Kind = Outcome::Kind;
 using Clock = std::chrono::steady_clock;
 
-constexpr double kStepSeconds = 0.005;  // what a step should take
-constexpr int64_t kMinStepRows = 200, kMaxStepRows = 50000;
+// What a step should take. A request waits behind one step at each of its turns on the io
+// thread (accept, hello, request, reply: four or five), so steps are short.
+constexpr double kStepSeconds = 0.002;
+constexpr int64_t kMinStepRows = 50, kMaxStepRows = 50000;
 // How long the daemon stays without a step before it compacts, and the pages given back per
-// compaction step (8 MiB).
+// compaction step (1 MiB: a step of a few milliseconds).
 constexpr auto kQuietBeforeCompaction = std::chrono::milliseconds(500);
-constexpr int64_t kShrinkPages = 2048;
+constexpr int64_t kShrinkPages = 256;
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -60,7 +62,7 @@ Result<int64_t> Scheduler::BeginSubmit(JobRecord job, int64_t runs) {
     return MakeError("the job could not be stored, so it was not accepted: " + first.error());
   }
   const int64_t id = job.id;
-  store_.SetBulkWriting(true);
+  if (runs > StepRows()) store_.SetBulkWriting(true);  // until CompactStep
   Submitting& sub = submitting_[id];
   sub.runs = runs;
   sub.next_id = *first;
@@ -228,13 +230,14 @@ void Scheduler::CancelStep() {
     done += took;
   }
   if (done > 0) {
+    spdlog::trace("cancel step: {} task(s) in {:.1f} ms", done, SecondsSince(start) * 1e3);
     TookStep(done, SecondsSince(start));
     Changed();
   }
   if (!cancelling_.empty() || !dropping_.empty()) {
     ArmStep(failed);
-  } else if (done > 0) {
-    tasks_.rehash(0);  // a million tasks' buckets, not needed any more
+  } else {
+    if (done > 0) tasks_.rehash(0);  // a million tasks' buckets, not needed any more
     ArmCompaction();
   }
 }
@@ -261,11 +264,14 @@ void Scheduler::DropStep(int64_t budget) {
       dropping_.pop_front();
     }
   }
-  if (done > 0) TookStep(done, SecondsSince(start));
+  if (done > 0) {
+    spdlog::trace("removal step: {} row(s) in {:.1f} ms", done, SecondsSince(start) * 1e3);
+    TookStep(done, SecondsSince(start));
+  }
   if (!dropping_.empty() || !cancelling_.empty()) {
     ArmStep(failed);
-  } else if (done > 0) {
-    ArmCompaction();
+  } else {
+    ArmCompaction();  // (also ends the bulk writing that RemoveJobs began)
   }
 }
 

@@ -61,9 +61,9 @@ class Store::Checkpointer {
 
   int64_t checkpoints() const { return checkpoints_.load(std::memory_order_relaxed); }
 
-  // While large work goes on in steps, no RESTART: it would hold each step back for as long as
-  // it copies the log (seconds, for a million rows); the passive ones keep up between steps,
-  // and a TRUNCATE ends it (Truncate).
+  // While large work goes on in steps, a RESTART only once passive ones have copied nearly all
+  // of the log: it would hold each step back for as long as it copies (seconds, for a million
+  // rows). So the log starts over (cut back to journal_size_limit) every 64 MiB or so.
   void SetBulk(bool bulk) { bulk_.store(bulk, std::memory_order_relaxed); }
 
   // A TRUNCATE checkpoint soon: the whole log copied, and the file cut to nothing.
@@ -111,12 +111,29 @@ class Store::Checkpointer {
       }
       // TRUNCATE, like RESTART, holds the writer back while it copies: asked for only when
       // the daemon is idle after large writes, when the passive ones have copied most frames.
-      const bool bulk = bulk_.load(std::memory_order_relaxed);
-      const int mode = truncate                          ? SQLITE_CHECKPOINT_TRUNCATE
-                       : pages >= kRestartPages && !bulk ? SQLITE_CHECKPOINT_RESTART
-                                                         : SQLITE_CHECKPOINT_PASSIVE;
+      int mode = truncate                 ? SQLITE_CHECKPOINT_TRUNCATE
+                 : pages >= kRestartPages ? SQLITE_CHECKPOINT_RESTART
+                                          : SQLITE_CHECKPOINT_PASSIVE;
       int log = 0, copied = 0;
-      int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, mode, &log, &copied);
+      int rc = SQLITE_OK;
+      if (mode != SQLITE_CHECKPOINT_PASSIVE) {
+        // The frames copied first by passive checkpoints, which hold no writer back: the
+        // RESTART or TRUNCATE then copies what is left and has the log start over (a writer
+        // waits for that, not for a gigabyte's copy).
+        for (int pass = 0; pass < 16; ++pass) {
+          rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+          if (rc != SQLITE_OK || copied >= log) break;
+        }
+        // Large work in steps writes faster than that: its steps are not held back for a
+        // long remainder; a later pass tries again.
+        if (mode == SQLITE_CHECKPOINT_RESTART && bulk_.load(std::memory_order_relaxed) &&
+            log - copied > kPages) {
+          mode = SQLITE_CHECKPOINT_PASSIVE;
+        }
+      }
+      if (rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE) {
+        rc = sqlite3_wal_checkpoint_v2(db_, nullptr, mode, &log, &copied);
+      }
       if (rc == SQLITE_OK && copied > 0) checkpoints_.fetch_add(1, std::memory_order_relaxed);
       // After a RESTART the log starts over: nothing of it is left to copy.
       copied_.store(rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE ? 0 : std::max(copied, 0),

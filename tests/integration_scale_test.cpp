@@ -83,6 +83,13 @@ class ScaleTest : public testing::EmulatorDaemonTest {
     return false;
   }
 
+  size_t CountInLog(const std::string& needle) {
+    const std::string log = testing::ReadFile(daemon_.log_path());
+    size_t n = 0;
+    for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+    return n;
+  }
+
   static void Report(const char* what, const VictimFigures& f) {
     std::cout << what << ": victim status p50/p99/max ms: " << f.p50_ms << " / " << f.p99_ms
               << " / " << f.max_ms << " (" << f.requests << " requests)\n";
@@ -140,6 +147,7 @@ TEST_F(ScaleTest, SubmitCancelAndCleanInStepsAreWholeAndOthersAreServed) {
   // The other job was left alone.
   EXPECT_EQ(Count("SELECT count(*) FROM tasks WHERE state = 'queued'"), kTasks);
 
+  const size_t compactions = CountInLog("compacted after large work");
   VictimProbe clean_probe(victim, daemon_.socket());
   CommandResult clean = Ckprof({"clean", std::to_string(job), "--yes"});
   ASSERT_EQ(clean.exit_code, 0) << clean.err;
@@ -152,6 +160,22 @@ TEST_F(ScaleTest, SubmitCancelAndCleanInStepsAreWholeAndOthersAreServed) {
   EXPECT_EQ(Count("SELECT count(*) FROM jobs WHERE id=" + std::to_string(job)), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM jobs_dropped"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM tasks"), kTasks);
+  // Once quiet: the freed pages given back to the filesystem, the log truncated.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (CountInLog("compacted after large work") <= compactions &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(Count("PRAGMA freelist_count"), 0);
+  // (The checkpoint thread truncates the log right after.)
+  auto wal_size = [&] {
+    struct stat wal {};
+    return stat((Db() + "-wal").c_str(), &wal) == 0 ? wal.st_size : 0;
+  };
+  while (wal_size() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(wal_size(), 0);
 }
 
 // A cancel that a retry overtakes: the retry's tasks run (the steps left stop), and the job
