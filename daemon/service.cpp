@@ -312,7 +312,8 @@ struct Service::SubmitWork {
   std::vector<CkConfig> configs;  // a dry run's (else made into records)
   size_t converted_count = 0;     // configs the input made (before --max-ops)
   std::vector<TaskRecord> records;
-  std::string refusal;  // a limit the configs break ("" = none)
+  std::string refusal;        // a limit the configs break ("" = none)
+  ConversionSummary summary;  // the answer's account of the conversion
   std::chrono::steady_clock::time_point convert_start, records_start;
 };
 
@@ -523,6 +524,14 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   SubmitWork w;
   co_await ToPool();
   ConvertSubmit(o, conv, profiler, use, &w);
+  if (w.converted) {
+    // Told now, and the records' outcomes (one per config) freed here rather than on the io
+    // thread: a million of them take a second to free.
+    w.summary = ConversionOf(*w.converted, w.converted_count,
+                             o.dry_run ? w.configs.size() : w.records.size());
+    std::vector<RecordOutcome>().swap(w.converted->records);
+    std::vector<std::string>().swap(w.converted->warnings);
+  }
   co_await ToIo();
   if (!w.converted) {
     // The converter calls the text it was given "input"; name it as the client sent it.
@@ -537,7 +546,7 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   const Conversion& c = *w.converted;
   const size_t task_count = o.dry_run ? w.configs.size() : w.records.size();
   SubmitReply reply;
-  reply.conversion = ConversionOf(c, w.converted_count, task_count);
+  reply.conversion = std::move(w.summary);
   if (task_count == 0) {
     co_return Refusal{"submit: the input holds no convolution that could be converted",
                       reply.conversion};
