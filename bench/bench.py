@@ -38,7 +38,7 @@ def env_num(name, default, quick_default=None):
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 BIN = os.path.abspath(os.environ.get("BENCH_BIN", os.path.join(REPO, "build", "bin")))
 GPUS = env_num("BENCH_GPUS", 8)
-SECTIONS = set(os.environ.get("BENCH_SECTIONS", "1,2,3,4,5,6,7").replace(" ", "").split(","))
+SECTIONS = set(os.environ.get("BENCH_SECTIONS", "1,2,3,4,5,6,7,8").replace(" ", "").split(","))
 DISPATCH_TASKS = env_num("BENCH_DISPATCH_TASKS", 2000, 300)
 REPEAT = env_num("BENCH_REPEAT", 5, 1)          # limit and ckprofd runs in section 1
 ALT_REPEAT = env_num("BENCH_ALT_REPEAT", 1)     # GNU parallel, tsp and the Python loop
@@ -69,6 +69,13 @@ SLURM_SRUN_TASKS = env_num("BENCH_SLURM_SRUN_TASKS", 20, 6)
 SLURM_TIME_SCALE = env_num("BENCH_SLURM_TIME_SCALE", 1.0)
 SLURM_POLL_MS = env_num("BENCH_SLURM_POLL_MS", 100)
 SLURM_IN_FLIGHT = env_num("BENCH_SLURM_IN_FLIGHT", 64)  # the executor's max_in_flight
+
+# Section 8: one user's LARGE_CONFIGS-config job submitted, cancelled and cleaned while another
+# user's job of LARGE_QUEUED configs waits queued and a second client polls `status` every
+# LARGE_POLL_MS (bench/status_probe).
+LARGE_CONFIGS = env_num("BENCH_LARGE_CONFIGS", 1000000, 50000)
+LARGE_QUEUED = env_num("BENCH_LARGE_QUEUED", 100000, 10000)
+LARGE_POLL_MS = env_num("BENCH_LARGE_POLL_MS", 50)
 
 EMU = os.path.join(BIN, "ckprofiler-emu")
 
@@ -900,6 +907,166 @@ def section_slurm(base, work):
               f"{run_ms:.0f} ms (median)"])
 
 
+def write_cycled_fast(path, base, n):
+    """As write_configs(cycled(base, n)), for millions of configs: each base config's text once,
+    its priority_rank put in by string."""
+    marker = 987654321
+    parts = []
+    for c in base:
+        c = json.loads(json.dumps(c))
+        c.setdefault("metadata", {})["priority_rank"] = marker
+        parts.append(json.dumps(c, separators=(",", ":")).split(str(marker)))
+    with open(path, "w") as f:
+        f.write("[")
+        for i in range(n):
+            head, tail = parts[i % len(parts)]
+            f.write(("," if i else "") + head + str(i + 1) + tail)
+        f.write("]")
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def section_large(base, work):
+    """8. Large requests: another user's LARGE_QUEUED configs wait queued; then a submit of
+    LARGE_CONFIGS configs, its cancel and its clean, each while a second client (status_probe,
+    as the user nobody where this runs as root) asks `status` every LARGE_POLL_MS. Every job is
+    held (--not-before +1d): the figures are the requests' own, not the GPUs'."""
+    import sqlite3
+    d = os.path.join(work, "ckprofd-large")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for path in (work, d):  # the second client, another user, reaches the socket
+        os.chmod(path, 0o755)
+    big, queued = os.path.join(d, "big.json"), os.path.join(d, "queued.json")
+    write_cycled_fast(big, base, LARGE_CONFIGS)
+    write_cycled_fast(queued, base, LARGE_QUEUED)
+    mib = os.path.getsize(big) / 2**20
+    log(f"large: {LARGE_CONFIGS} configs ({mib:.0f} MiB) beside {LARGE_QUEUED} queued")
+    sock, state = os.path.join(d, "s.sock"), os.path.join(d, "state")
+    config = os.path.join(d, "ckprofd.json")
+    with open(config, "w") as f:
+        json.dump({"socket_mode": "0666"}, f)
+    nice = DAEMON_NICE
+    daemon = subprocess.Popen(
+        [os.path.join(BIN, "ckprofd"), "--config", config, "--socket", sock, "--state-dir", state,
+         "--lock-dir", os.path.join(d, "locks"), "--gpus", f"0-{GPUS - 1}", "--profiler-path",
+         EMU, "--log-level", "info"],
+        env=with_env(CKEMU_TIME_SCALE=0), stderr=open(os.path.join(d, "ckprofd.log"), "a"),
+        preexec_fn=(lambda: os.nice(nice)) if nice else None)
+    ckprof = [os.path.join(BIN, "ckprof"), "--socket", sock]
+    for _ in range(200):
+        if subprocess.run(ckprof + ["ping"], capture_output=True).returncode == 0:
+            break
+        time.sleep(0.05)
+    as_other = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] \
+        if os.geteuid() == 0 and shutil.which("setpriv") else []
+
+    def timed(args):
+        t = time.monotonic()
+        p = subprocess.run(ckprof + args, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"ckprof {args[0]} failed: {p.stderr[-2000:]}")
+        return time.monotonic() - t, p.stdout
+
+    def probed(fn):
+        probe = subprocess.Popen(as_other + [os.path.join(BIN, "status_probe"), sock,
+                                             "--interval-ms", str(LARGE_POLL_MS)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        import select
+        if not select.select([probe.stderr], [], [], 60)[0] or \
+                "ready" not in probe.stderr.readline():  # answered once
+            probe.kill()
+            raise RuntimeError("the status probe was not answered within 60 s")
+        out = fn()
+        probe.stdin.close()
+        figures = json.loads(probe.stdout.read().strip().splitlines()[-1])
+        probe.wait()
+        return out, figures
+
+    def job_row_gone(job):
+        db = sqlite3.connect(f"file:{state}/ckprofd.db?mode=ro", uri=True, timeout=10)
+        try:
+            return db.execute("SELECT count(*) FROM jobs WHERE id=?", (job,)).fetchone()[0] == 0
+        finally:
+            db.close()
+
+    try:
+        rss_start = rss_mib(daemon.pid)
+        queued_s, out = timed(["submit", queued, "--not-before", "+1d", "--json"])
+        time.sleep(1)  # its compaction (memory given back) once quiet
+        rss_queued = rss_mib(daemon.pid)
+        (submit_s, out), submit_probe = probed(
+            lambda: timed(["submit", big, "--not-before", "+1d", "--json"]))
+        job = json.loads(out)["job_id"]
+        rss_submitted = rss_mib(daemon.pid)
+
+        def cancel():
+            answer_s, _ = timed(["cancel", str(job)])
+            t = time.monotonic()
+            subprocess.run(ckprof + ["wait", str(job)], capture_output=True)
+            return answer_s, answer_s + time.monotonic() - t
+
+        (cancel_answer_s, cancel_s), cancel_probe = probed(cancel)
+
+        def clean():
+            answer_s, _ = timed(["clean", str(job), "--yes"])
+            t = time.monotonic()
+            while not job_row_gone(job):
+                time.sleep(0.1)
+            return answer_s, answer_s + time.monotonic() - t
+
+        (clean_answer_s, clean_s), clean_probe = probed(clean)
+        # Idle: the log truncated, memory and file space given back.
+        wal = os.path.join(state, "ckprofd.db-wal")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and os.path.exists(wal) and os.path.getsize(wal) > 0:
+            time.sleep(0.2)
+        time.sleep(1)
+        rss_end = rss_mib(daemon.pid)
+        db_mib = os.path.getsize(os.path.join(state, "ckprofd.db")) / 2**20
+        wal_mib = os.path.getsize(wal) / 2**20 if os.path.exists(wal) else 0
+        with open(f"/proc/{daemon.pid}/status") as f:
+            hwm = next(int(x.split()[1]) / 1024 for x in f if x.startswith("VmHWM:"))
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=120)
+
+    def status_rows(what, f):
+        return [[f"  status of another user while it {what}: p50 / p99 / max "
+                 f"({f['requests']} calls, {f['errors']} errors)",
+                 f"{f['p50_ms']:.1f} / {f['p99_ms']:.1f} / {f['max_ms']:.0f} ms",
+                 "p99 <= 100 ms (<= 20 ms)",
+                 verdict(f["p99_ms"], 100) + " (" + verdict(f["p99_ms"], 20) + ")"]]
+
+    rows = [[f"submit {LARGE_QUEUED} configs (queued, another user's job)", f"{queued_s:.2f} s",
+             "<= 2 s", verdict(queued_s, 2)],
+            [f"submit {LARGE_CONFIGS} configs ({mib:.0f} MiB)", f"{submit_s:.2f} s", "<= 10 s",
+             verdict(submit_s, 10)]]
+    rows += status_rows("is stored", submit_probe)
+    rows += [[f"cancel of it: answered / every task cancelled",
+              f"{cancel_answer_s:.2f} / {cancel_s:.2f} s", "<= 3 s", verdict(cancel_s, 3)]]
+    rows += status_rows("is cancelled", cancel_probe)
+    rows += [[f"clean of it: answered / every row deleted",
+              f"{clean_answer_s:.2f} / {clean_s:.2f} s", "<= 3 s", verdict(clean_s, 3)]]
+    rows += status_rows("is deleted", clean_probe)
+    rows += [["daemon RSS: empty / with the queued job (the start) / after the big submit / "
+              "peak / idle at the end",
+              f"{rss_start:.0f} / {rss_queued:.0f} / {rss_submitted:.0f} / {hwm:.0f} / "
+              f"{rss_end:.0f} MiB", "end <= start + 50 MiB", verdict(rss_end - rss_queued, 50)],
+             ["database file / its log, idle at the end", f"{db_mib:.0f} / {wal_mib:.0f} MiB",
+              "log 0 (truncated)", verdict(wal_mib, 0)]]
+    table(f"8. Large requests: {LARGE_CONFIGS} configs submitted, cancelled, cleaned beside "
+          f"{LARGE_QUEUED} queued, another client polling status every {LARGE_POLL_MS} ms",
+          ["measure", "value", "goal", ""], rows)
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--python-loop":
         python_loop_main(sys.argv[2])
@@ -935,6 +1102,8 @@ def main():
             section_reuse(work)
         if "7" in SECTIONS:
             section_slurm(base, work)
+        if "8" in SECTIONS:
+            section_large(base, work)
     finally:
         if keep:
             log(f"kept {work}")

@@ -145,12 +145,18 @@ Result<std::vector<int64_t>> Scheduler::ExpireEndedBefore(double before) {
 Result<std::vector<int64_t>> Scheduler::RemoveJobs(const std::vector<int64_t>& ids,
                                                    const std::string& by) {
   if (ids.empty()) return ids;
-  if (Status s = store_.DeleteJobs(ids); !s) return Error{s.error()};
+  // Gone for good once marked (nothing loads them again); their rows go in steps, the first
+  // now (a small job's removal is complete when this returns), so that a million rows do not
+  // stall every other client.
+  if (Status s = store_.MarkDropped(ids); !s) return Error{s.error()};
   for (int64_t id : ids) {
     policy_.RemoveJob(id);
     jobs_.erase(id);
+    dropping_.emplace_back(id, Store::DropProgress{});
   }
   spdlog::info("{} ended job(s) removed ({}): {}", ids.size(), by, fmt::join(ids, ", "));
+  store_.SetBulkWriting(true);
+  DropStep();
   Changed();
   return ids;
 }

@@ -68,7 +68,7 @@ void QueuePolicy::UpdateActive(int64_t job_id, const JobQueue& job,
   Account& a = accounts_[job.params.uid];
   if (old_priority) a.active_jobs.erase({-*old_priority, job_id});
   const auto key = std::make_pair(-job.params.priority, job_id);
-  if (job.queue.empty() || job.params.cancelled) {
+  if (job.queue.empty() || job.params.paused) {
     a.active_jobs.erase(key);
   } else {
     a.active_jobs.insert(key);
@@ -258,7 +258,7 @@ std::string QueuePolicy::WhyAhead(const Candidate& a, const Candidate& b) {
 bool QueuePolicy::MayStartNow(int64_t job_id, double now, int64_t freed_job) const {
   const JobQueue& job = jobs_.at(job_id);
   const JobParams& p = job.params;
-  if (job.queue.empty() || p.cancelled || p.not_before > now) return false;
+  if (job.queue.empty() || p.paused || p.not_before > now) return false;
   const int running = job.running - (job_id == freed_job ? 1 : 0);
   return p.max_gpus <= 0 || running < p.max_gpus;
 }
@@ -308,7 +308,7 @@ double QueuePolicy::NextNotBefore(double now) const {
   double next = 0;
   for (const auto& [id, job] : jobs_) {
     const JobParams& p = job.params;
-    if (job.queue.empty() || p.cancelled || p.not_before <= now) continue;
+    if (job.queue.empty() || p.paused || p.not_before <= now) continue;
     if (next == 0 || p.not_before < next) next = p.not_before;
   }
   return next;

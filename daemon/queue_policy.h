@@ -10,7 +10,7 @@
 // fewer running tasks, then the lower uid). Within a user: higher job priority, then submit
 // order (job id). Within a job: rank order (priority_rank; a long task is not left for last,
 // see NextOf in queue_policy.cpp) or, for a longest-first job, the most estimated work first.
-// A job takes a GPU only when it is not cancelled, its not-before time has come, it runs
+// A job takes a GPU only when it is not paused, its not-before time has come, it runs
 // on fewer than its max_gpus, its user runs fewer tasks than the per-user cap
 // (SetUserGpuCap), and the GPU is one it may use. A drained GPU takes nothing.
 //
@@ -36,10 +36,11 @@ class QueuePolicy {
     uint32_t uid = 0;
     int priority = 0;            // higher first, within its user
     bool longest_first = false;  // its tasks by estimated work, not by rank
-    bool cancelled = false;      // takes no GPU (its queued tasks are being ended)
-    double not_before = 0;       // Unix seconds before which it takes no GPU; 0 = none
-    int max_gpus = 0;            // GPUs at once; 0 = no limit
-    std::vector<int> gpus;       // the GPUs it may use; empty = any
+    // Takes no GPU: cancelled (its queued tasks are being ended) or still being stored.
+    bool paused = false;
+    double not_before = 0;  // Unix seconds before which it takes no GPU; 0 = none
+    int max_gpus = 0;       // GPUs at once; 0 = no limit
+    std::vector<int> gpus;  // the GPUs it may use; empty = any
   };
   // A queued task as the policy orders it. Its values must not change while it is queued.
   struct TaskKey {
@@ -112,7 +113,7 @@ class QueuePolicy {
     std::string why;
   };
   std::vector<Ahead> UsersAhead(uint32_t uid, double now) const;
-  // The earliest not-before time after `now` of a job with queued work that is not cancelled;
+  // The earliest not-before time after `now` of a job with queued work that is not paused;
   // 0 = none.
   double NextNotBefore(double now) const;
 
@@ -130,7 +131,7 @@ class QueuePolicy {
   };
   struct Account {
     Usage usage;
-    std::set<std::pair<int, int64_t>> active_jobs;  // (-priority, job id): queued, not cancelled
+    std::set<std::pair<int, int64_t>> active_jobs;  // (-priority, job id): queued, not paused
   };
   struct Slot {
     int gpu = 0;
@@ -147,7 +148,7 @@ class QueuePolicy {
   };
   std::vector<Candidate> Candidates(double now, int freed_gpu) const;
   static std::string WhyAhead(const Candidate& a, const Candidate& b);
-  // Whether a task of the job may start now (queued, not cancelled, its not-before come, below
+  // Whether a task of the job may start now (queued, not paused, its not-before come, below
   // its max_gpus; `freed_job`'s task on the freed GPU counted as ended).
   bool MayStartNow(int64_t job_id, double now, int64_t freed_job) const;
   static QueueKey KeyOf(const JobQueue& job, const TaskKey& t);

@@ -133,20 +133,23 @@ Status Scheduler::Recover() {
       Enqueue(t);
     }
   }
+  // (In steps, as the cancel's own: a million of them would hold the start back.)
   for (auto& [job_id, ids] : cancel) {
-    Job& job = jobs_.at(job_id);
-    Outcome o{Kind::kCancelled, 0, 0, "cancelled"};
-    if (Status s =
-            store_.SetTasksState(ids, TaskState::kCancelled, ResultJson(o, "", -1, nullptr), now);
-        !s) {
-      return s;
-    }
-    for (int64_t tid : ids) {
-      CountFinal(job, Kind::kCancelled, +1);
-      Forget(tid, TaskState::kCancelled, o.Summary());
-    }
+    for (int64_t tid : ids) Enqueue(tasks_.at(tid));
+    Identity resumed;
+    resumed.user = "ckprofd (a cancel resumed at its start)";
+    if (Status s = CancelInSteps(job_id, std::move(ids), resumed, now); !s) return s;
   }
   for (auto& [id, job] : jobs_) MaybeFinishJob(job, now);
+  // Jobs removed (clean) or never stored whole (a submit cut short) go on being removed.
+  auto dropped = store_.DroppedJobs();
+  if (!dropped) return Error{dropped.error()};
+  for (int64_t id : *dropped) dropping_.emplace_back(id, Store::DropProgress{});
+  if (!dropped->empty()) {
+    spdlog::info("{} removed or incomplete job(s) still have rows: removing them", dropped->size());
+    store_.SetBulkWriting(true);
+    ArmStep();
+  }
   spdlog::info("recovered {} job(s): {} task(s) queued, {} were running", jobs_.size(),
                policy_.queued_total(), was_running.size());
   Dispatch();

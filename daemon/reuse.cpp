@@ -40,7 +40,7 @@ std::string ReusedResultJson(const ReusableRecord& from, const std::string& gpu_
 
 }  // namespace
 
-int64_t Scheduler::ApplyReuse(const JobRecord& job, std::vector<TaskRecord>& records) {
+int64_t Scheduler::ApplyReuse(const JobRecord& job, std::span<TaskRecord> records) {
   if (!job.reuse || job.repeat > 1 || options_.reuse_max_age_s <= 0) return 0;
   // The GPU model the job's tasks would run on: one for all of its GPUs, else each task's
   // model is known only once it is placed, and nothing is reused.

@@ -51,7 +51,9 @@ Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
       store_retry_timer_(ex),
       end_retry_timer_(ex),
       handle_flush_timer_(ex),
-      host_lock_timer_(ex) {
+      host_lock_timer_(ex),
+      step_timer_(ex),
+      compact_timer_(ex) {
   for (int g : options_.gpus) {
     Gpu gpu;
     gpu.index = g;
@@ -112,7 +114,7 @@ QueuePolicy::JobParams Scheduler::ParamsOf(const JobRecord& rec) {
   p.uid = rec.uid;
   p.priority = rec.priority;
   p.longest_first = rec.order == TaskOrder::kLongestFirst;
-  p.cancelled = rec.cancelled;
+  p.paused = rec.cancelled;
   p.not_before = rec.not_before;
   p.max_gpus = rec.max_gpus;
   p.gpus = rec.gpus;
@@ -183,36 +185,15 @@ Result<int64_t> Scheduler::Submit(JobRecord job, const std::vector<CkConfig>& co
 }
 
 Result<int64_t> Scheduler::Submit(JobRecord job, std::vector<TaskRecord> records) {
-  if (shutting_down_) return MakeError("ckprofd is shutting down; submit again once it is back");
-  if (records.empty()) return MakeError("the input holds no convolution to profile");
-  job.submitted_at = UnixNow();
-  const int64_t reused = ApplyReuse(job, records);
-  if (Status s = store_.InsertJob(&job, &records); !s) {
-    return MakeError("the job could not be stored, so it was not accepted: " + s.error());
+  // At once, in the same steps as a submit that yields between them (daemon/large_jobs.cpp).
+  auto id = BeginSubmit(std::move(job), static_cast<int64_t>(records.size()));
+  if (!id) return id;
+  Status s = AddSubmitTasks(*id, records);
+  if (s) s = CommitSubmit(*id);
+  if (!s) {
+    AbortSubmit(*id);
+    return Error{s.error()};
   }
-  const int64_t id = job.id;
-  Job& j = jobs_[id];
-  j.rec = std::move(job);
-  policy_.AddJob(id, ParamsOf(j.rec));
-  ResolveTarget(j);
-  for (auto& r : records) {
-    r.job_id = id;
-    ++j.total;
-    if (r.reused_from) {  // stored succeeded: counted, not queued
-      CountFinal(j, Kind::kSucceeded, +1);
-      ++j.reused;
-      continue;
-    }
-    auto [it, _] = tasks_.emplace(r.id, TaskFromRecord(r));
-    Enqueue(it->second);
-  }
-  spdlog::info("job {} \"{}\" from {} (uid {}): {} task(s){}, priority {}, profiler {}", id,
-               j.rec.name, j.rec.owner, j.rec.uid, j.total,
-               reused ? fmt::format(" ({} reused from earlier runs)", reused) : "", j.rec.priority,
-               j.target ? j.target->Describe() : "unresolved: " + j.target_error);
-  if (j.reused == j.total) MaybeFinishJob(j, UnixNow());
-  Dispatch();
-  Changed();
   return id;
 }
 
@@ -826,13 +807,16 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who, const std::vector<
   job.rec.cancelled = true;
   policy_.UpdateJob(job_id, ParamsOf(job.rec));
   const double now = UnixNow();
-  const std::vector<int64_t> ids = policy_.QueuedTasks(job_id);
-  if (Status s = CancelQueued(job, ids, who, now); !s) return s;
+  std::vector<int64_t> ids = policy_.QueuedTasks(job_id);
+  const size_t queued = ids.size();
   for (auto& g : gpus_) {
     if (g.task_id && tasks_.at(g.task_id).job_id == job_id) launcher_.Cancel(g.run);
   }
+  // Held from now on (the cancel is stored); its queued tasks end in steps, the first now.
+  Status stepped = CancelInSteps(job_id, std::move(ids), who, now);
+  if (!stepped) return stepped;
   spdlog::info("job {} cancelled by {} (uid {}): {} queued task(s) dropped", job_id, who.user,
-               who.uid, ids.size());
+               who.uid, queued);
   MaybeFinishJob(job, now);
   Changed();
   return Status::Ok();
@@ -1072,6 +1056,12 @@ UserUse Scheduler::UseOf(uint32_t uid) const {
     if (job.rec.uid != uid || Ended(job)) continue;
     ++u.jobs;
     u.queued_runs += static_cast<int64_t>(policy_.Queued(id)) + policy_.Running(id);
+  }
+  // Those being stored count whole: two large submits at once cannot both fit under a limit.
+  for (const auto& [id, sub] : submitting_) {
+    if (sub.job.rec.uid != uid) continue;
+    ++u.jobs;
+    u.queued_runs += sub.runs;
   }
   u.gpus_in_use = policy_.RunningOfUser(uid);
   return u;

@@ -24,6 +24,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -80,6 +81,11 @@ struct SchedulerOptions {
   // A user's tasks running at once, over all their jobs (the QueuePolicy skips a user at it;
   // the config's max_gpus_per_user). 0 = no limit.
   int max_gpus_per_user = 0;
+  // Rows per step of a large submit, cancel or removal (daemon/large_jobs.cpp): each step is
+  // one transaction, and other requests are served between steps. 0 = as many as take about
+  // 5 ms. (Tests set a few hundred, so that a small job takes several steps; also from the
+  // environment, CKPROFD_STEP_ROWS.)
+  int64_t step_rows = 0;
 };
 
 // A job's progress event, as the frame a watcher sends: one JSON object and its newline.
@@ -132,6 +138,17 @@ class Scheduler {
   // `repeat` > 1: each config becomes that many tasks (runs 1..repeat, next to each other).
   static std::vector<TaskRecord> MakeTaskRecords(const std::vector<CkConfig>& configs,
                                                  int repeat = 1);
+  // A submit in steps (daemon/large_jobs.cpp), so that a million tasks do not stall every other
+  // client: BeginSubmit stores the job, hidden (a crash before CommitSubmit leaves a job that
+  // Recover removes) with ids for `runs` tasks; AddSubmitTasks stores a step's records and
+  // queues them, held; CommitSubmit makes the job whole, visible and runnable (a crash after it
+  // keeps it); AbortSubmit forgets it and removes what was stored. The caller yields to the io
+  // thread between steps; StepRows says how many records a step should take.
+  Result<int64_t> BeginSubmit(JobRecord job, int64_t runs);
+  Status AddSubmitTasks(int64_t job_id, std::span<TaskRecord> records);
+  Status CommitSubmit(int64_t job_id);
+  void AbortSubmit(int64_t job_id);
+  int64_t StepRows() const;
 
   // `positions` empty: the whole job (it becomes cancelled); else only the tasks at those #N
   // (queued ones end cancelled, running ones are stopped; the job goes on).
@@ -225,6 +242,8 @@ class Scheduler {
   void RefreshGpus();
 
   size_t running_count() const;
+  // Large cancels and removals still going on in steps (tests).
+  bool StepsPending() const { return !cancelling_.empty() || !dropping_.empty(); }
   size_t queued_count() const { return policy_.queued_total(); }
   // Called after every change of running/queued counts (for systemd STATUS=).
   std::function<void()> on_change;
@@ -325,7 +344,7 @@ class Scheduler {
   // Reuse at submit (daemon/reuse.cpp): each record of a problem measured with the same
   // profiler build on the GPU model that the job's GPUs are becomes a succeeded task copying
   // that result (reused_from). Returns how many.
-  int64_t ApplyReuse(const JobRecord& job, std::vector<TaskRecord>& records);
+  int64_t ApplyReuse(const JobRecord& job, std::span<TaskRecord> records);
   // The figures of a run that ended, when they may be reused (a success with a best kernel,
   // nothing foreign on its GPU, its profiler build known).
   std::optional<MeasurementRecord> MeasurementOf(const Task& task, const Job& job, const Gpu* gpu,
@@ -371,8 +390,41 @@ class Scheduler {
   void EmitLogEvent(int64_t task_id, TaskLogEvent event, bool last);
   // A task's log entry: its stored result and output, or a running one's output so far.
   TaskResult LogEntry(const TaskRecord& row, int lines) const;
-  // Removes ended jobs from the Store and memory.
+  // Removes ended jobs from memory, and from the Store in steps (they are marked dropped
+  // first: nothing loads them again).
   Result<std::vector<int64_t>> RemoveJobs(const std::vector<int64_t>& ids, const std::string& by);
+  // Steps of large work (daemon/large_jobs.cpp), each posted to the io thread after the last.
+  // A cancelled job's queued tasks `queued` end cancelled, a step at a time (the first at
+  // once: a small job's cancel is done when it returns); a retry stops the steps.
+  // The first step's refusal (a failing Store) is returned; later steps try again.
+  Status CancelInSteps(int64_t job_id, std::vector<int64_t> queued, const Identity& who,
+                       double now);
+  void CancelStep();
+  // Removed jobs' rows deleted a step at a time; `budget` rows at most (0: a step's).
+  void DropStep(int64_t budget = 0);
+  // Once large work is done: memory given back (malloc_trim), then the database file shrunk
+  // (incremental vacuum) and its log truncated, a step at a time while nothing else runs.
+  void ArmCompaction();
+  void CompactStep();
+  struct Cancelling {
+    int64_t job_id = 0;
+    std::vector<int64_t> queued;  // the task ids the cancel found queued
+    size_t next = 0;              // queued[next...] are left
+    std::string by;               // who cancelled
+    double now = 0;
+  };
+  struct Submitting {
+    Job job;              // moved to jobs_ by CommitSubmit
+    int64_t runs = 0;     // tasks the job will have
+    int64_t next_id = 0;  // the next task's id (reserved by the Store)
+    int64_t reused = 0;
+  };
+  // Up to `budget` of the cancel's tasks end cancelled; how many it took (0 when the Store
+  // refused, logged).
+  int64_t CancelSome(Cancelling& c, int64_t budget);
+  // Adapts step_rows_ to a step that took `seconds` for `rows`.
+  void TookStep(int64_t rows, double seconds);
+  void ArmStep(bool after_failure = false);
   JobSummary MakeSummary(const Job& job) const;
   // Why the job's queued tasks wait (daemon/job_reason.cpp); "" when they do not.
   std::string WaitingReason(const Job& job, const JobSummary& s) const;
@@ -431,6 +483,15 @@ class Scheduler {
   bool handle_flush_armed_ = false;
   std::deque<PendingEnd> pending_ends_;  // ends the Store could not record yet, in order
   double not_before_armed_ = 0;
+  // Large work in steps (daemon/large_jobs.cpp).
+  std::map<int64_t, Submitting> submitting_;  // jobs being stored in steps (not in jobs_ yet)
+  std::deque<Cancelling> cancelling_;
+  std::deque<std::pair<int64_t, Store::DropProgress>> dropping_;  // jobs whose rows go
+  asio::steady_timer step_timer_;                                 // the next CancelStep or DropStep
+  asio::steady_timer compact_timer_;  // CompactStep, once things are quiet
+  bool step_armed_ = false;
+  bool compact_wanted_ = false;
+  int64_t step_rows_ = 2000;  // adapted to about 5 ms a step (unless options_.step_rows)
 };
 
 }  // namespace ckprof

@@ -1,5 +1,6 @@
 #include "daemon/service.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -305,167 +306,159 @@ UserUse Service::UseAndLimits(const Identity& who) const {
 // database.
 constexpr size_t kMaxJobTasks = 10'000'000;
 
-asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Request& r,
-                                                                    const Identity& who) {
-  const SubmitOptions& o = r.submit;
-  ConvertOptions conv;
+// The submit's work on the conversion pool: the input converted, its configs checked against
+// the limits, and (unless a dry run) made into task records.
+struct Service::SubmitWork {
+  Result<Conversion> converted = Error{""};
+  std::vector<CkConfig> configs;  // a dry run's (else made into records)
+  size_t converted_count = 0;     // configs the input made (before --max-ops)
+  std::vector<TaskRecord> records;
+  std::string refusal;        // a limit the configs break ("" = none)
+  ConversionSummary summary;  // the answer's account of the conversion
+  std::chrono::steady_clock::time_point convert_start, records_start;
+};
+
+std::optional<Service::Refusal> Service::CheckSubmit(const SubmitOptions& o, const Identity& who,
+                                                     ConvertOptions* conv,
+                                                     std::string* profiler) const {
   // Names in any case, as the client accepts them: "FP16", "NHWC", "Auto".
   auto is_auto = [](std::string v) {
     for (char& ch : v) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     return v.empty() || v == "auto";
   };
   if (!is_auto(o.data_type)) {
-    conv.data_type = ParseDataTypeName(o.data_type);
-    if (!conv.data_type) {
-      co_return Refuse("submit: data_type must be auto, fp16, bf16 or fp32, got '" + o.data_type +
-                       "'");
+    conv->data_type = ParseDataTypeName(o.data_type);
+    if (!conv->data_type) {
+      return Refuse("submit: data_type must be auto, fp16, bf16 or fp32, got '" + o.data_type +
+                    "'");
     }
   }
   if (!is_auto(o.layout)) {
-    conv.layout = ParseLayoutName(o.layout);
-    if (!conv.layout) {
-      co_return Refuse("submit: layout must be auto, nchw or nhwc, got '" + o.layout + "'");
+    conv->layout = ParseLayoutName(o.layout);
+    if (!conv->layout) {
+      return Refuse("submit: layout must be auto, nchw or nhwc, got '" + o.layout + "'");
     }
   }
-  std::string profiler = o.profiler_path.empty() ? config_.profiler_path : o.profiler_path;
-  if (profiler.empty() && !o.dry_run) {
-    co_return Refuse(
+  *profiler = o.profiler_path.empty() ? config_.profiler_path : o.profiler_path;
+  if (profiler->empty() && !o.dry_run) {
+    return Refuse(
         "submit: no profiler path: pass --profiler-path, or set "
         "profiler_path in the ckprofd config");
   }
-  if (!profiler.empty() && profiler[0] != '/') {
-    co_return Refuse("submit: profiler_path must be absolute, got '" + profiler + "'");
+  if (!profiler->empty() && (*profiler)[0] != '/') {
+    return Refuse("submit: profiler_path must be absolute, got '" + *profiler + "'");
   }
   if (!o.cwd.empty() && o.cwd[0] != '/') {
-    co_return Refuse("submit: cwd must be absolute, got '" + o.cwd + "'");
+    return Refuse("submit: cwd must be absolute, got '" + o.cwd + "'");
   }
   if (!o.reuse.empty() && o.reuse != "auto" && o.reuse != "never") {
-    co_return Refuse("submit: reuse must be auto or never, got '" + o.reuse + "'");
+    return Refuse("submit: reuse must be auto or never, got '" + o.reuse + "'");
   }
-  if (Status s = CheckTimeout(o.timeout_s, who); !s) co_return Refuse("submit: " + s.error());
-  // The per-user limits before any work, again on the pool with the runs counted (before
-  // their records are made), and last on the io thread right before the job is stored.
-  const UserUse use = UseAndLimits(who);
-  if (!o.dry_run) {
-    if (Status s = CheckQueueRoom(use, 1, 1); !s) co_return Refuse("submit refused: " + s.error());
+  if (Status s = CheckTimeout(o.timeout_s, who); !s) return Refuse("submit: " + s.error());
+  if (o.dry_run) return std::nullopt;
+  // The per-user limits before any work (again on the pool with the runs counted, and last
+  // on the io thread right before the job is stored).
+  if (Status s = CheckQueueRoom(UseAndLimits(who), 1, 1); !s) {
+    return Refuse("submit refused: " + s.error());
   }
-  if (!o.dry_run) {
-    auto accepted = AcceptProfiler(profiler, who);
-    if (!accepted) {
-      co_return Refuse("submit: " + accepted.error() +
-                       (o.profiler_path.empty() ? " (the daemon's default profiler_path; pass "
-                                                  "--profiler-path)"
-                                                : ""));
-    }
-    profiler = *accepted;
+  auto accepted = AcceptProfiler(*profiler, who);
+  if (!accepted) {
+    return Refuse("submit: " + accepted.error() +
+                  (o.profiler_path.empty() ? " (the daemon's default profiler_path; pass "
+                                             "--profiler-path)"
+                                           : ""));
   }
-  // Convert on the pool: a large trace must not stall every other client. The tasks' stored
-  // text is made there too (a second per 100,000 configs).
-  const auto convert_start = std::chrono::steady_clock::now();
-  co_await ToPool();
+  *profiler = *accepted;
+  return std::nullopt;
+}
+
+void Service::ConvertSubmit(const SubmitOptions& o, const ConvertOptions& conv,
+                            const std::string& profiler, const UserUse& use, SubmitWork* w) {
+  w->convert_start = w->records_start = std::chrono::steady_clock::now();
   // A large configs list is read on a few cores.
   const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
-  Result<Conversion> converted = Error{""};
   if (o.content_encoding.empty()) {
-    converted = ConvertText(o.content, conv, threads);  // plain: converted in place, not copied
+    w->converted = ConvertText(o.content, conv, threads);  // plain: converted in place
   } else if (auto text = DecodeSubmitContent(o); !text) {
-    converted = Error{text.error()};
+    w->converted = Error{text.error()};
   } else {
-    converted = ConvertText(*text, conv, threads);
+    w->converted = ConvertText(*text, conv, threads);
   }
-  std::vector<CkConfig> configs;
-  size_t converted_count = 0;
-  std::vector<TaskRecord> records;
-  std::string too_many;    // a repeat that would make too many tasks
-  std::string over_limit;  // more runs than the user's limit
-  auto records_start = std::chrono::steady_clock::now();
-  if (converted) {
-    configs = std::move(converted->configs);
-    converted->configs.clear();
-    converted_count = configs.size();
-    if (o.max_ops > 0 && configs.size() > static_cast<size_t>(o.max_ops)) {
-      configs.resize(static_cast<size_t>(o.max_ops));
-    }
-    const size_t runs = configs.size() * static_cast<size_t>(std::max(o.repeat, 1));
-    Status room = o.dry_run ? Status::Ok() : CheckQueueRoom(use, 1, static_cast<int64_t>(runs));
-    if (!room) {
-      over_limit = room.error();
-    } else if (!o.dry_run && runs > kMaxJobTasks) {
-      too_many = std::to_string(configs.size()) + " configs x --repeat " +
+  if (!w->converted) return;
+  std::vector<CkConfig>& configs = w->configs;
+  configs = std::move(w->converted->configs);
+  w->converted->configs.clear();
+  w->converted_count = configs.size();
+  if (o.max_ops > 0 && configs.size() > static_cast<size_t>(o.max_ops)) {
+    configs.resize(static_cast<size_t>(o.max_ops));
+  }
+  if (o.dry_run) return;
+  const size_t runs = configs.size() * static_cast<size_t>(std::max(o.repeat, 1));
+  if (Status room = CheckQueueRoom(use, 1, static_cast<int64_t>(runs)); !room) {
+    w->refusal = "submit refused: " + room.error();
+    return;
+  }
+  if (runs > kMaxJobTasks) {
+    w->refusal = "submit: " + std::to_string(configs.size()) + " configs x --repeat " +
                  std::to_string(o.repeat) + " is more than the " + std::to_string(kMaxJobTasks) +
                  " runs a job may hold: lower --repeat, or split the input (--max-ops)";
-    } else if (!o.dry_run) {
-      records_start = std::chrono::steady_clock::now();
-      records = Scheduler::MakeTaskRecords(configs, o.repeat);
-      configs.clear();
-      configs.shrink_to_fit();
-      // Which build the profiler is: its first use hashes the executable, here rather than on
-      // the io thread (the scheduler finds it cached).
-      if (o.reuse != "never" && o.repeat <= 1) {
-        if (auto target = ResolveProfiler(profiler)) {
-          for (ConvOp op : {ConvOp::kFwd, ConvOp::kBwdData, ConvOp::kBwdWeight}) {
-            if (target->Supports(op))
-              (void)scheduler_.profiler_identities().Of(target->ExecutableFor(op));
-          }
-        }
+    return;
+  }
+  w->records_start = std::chrono::steady_clock::now();
+  w->records = Scheduler::MakeTaskRecords(configs, o.repeat);
+  configs.clear();
+  configs.shrink_to_fit();
+  // Which build the profiler is: its first use hashes the executable, here rather than on
+  // the io thread (the scheduler finds it cached).
+  if (o.reuse != "never" && o.repeat <= 1) {
+    if (auto target = ResolveProfiler(profiler)) {
+      for (ConvOp op : {ConvOp::kFwd, ConvOp::kBwdData, ConvOp::kBwdWeight}) {
+        if (target->Supports(op))
+          (void)scheduler_.profiler_identities().Of(target->ExecutableFor(op));
       }
     }
   }
-  co_await ToIo();
-  if (!converted) {
-    // The converter calls the text it was given "input"; name it as the client sent it.
-    std::string error = converted.error();
-    static const std::string kInput = "input: ";
-    if (!o.input_name.empty() && error.compare(0, kInput.size(), kInput) == 0) {
-      error = o.input_name + ": " + error.substr(kInput.size());
-    }
-    co_return Refuse("submit: the input cannot be used: " + error);
-  }
-  if (!too_many.empty()) co_return Refuse("submit: " + too_many);
-  if (!over_limit.empty()) co_return Refuse("submit refused: " + over_limit);
-  Conversion& c = *converted;
-  const size_t task_count = o.dry_run ? configs.size() : records.size();
+}
+
+SubmitReply Service::DryRunReply(const std::string& profiler,
+                                 const std::vector<CkConfig>& configs) const {
   SubmitReply reply;
-  reply.conversion = ConversionOf(c, converted_count, task_count);
-  if (task_count == 0) {
-    co_return Refusal{"submit: the input holds no convolution that could be converted",
-                      reply.conversion};
+  std::string note;
+  ProfilerTarget target =
+      ResolveOrAssumeProfiler(profiler.empty() ? "./build/bin" : profiler, &note);
+  for (const auto& p : PlanCommands(target, configs)) {
+    PlannedRun run;
+    run.position = p.position;
+    run.priority_rank = p.priority_rank;
+    run.operation = OperationTypeName(p.op);
+    run.description = p.description;
+    run.argv = p.argv;
+    run.command = p.argv.empty() ? "" : FormatCommandLine(p.argv);
+    run.error = p.error;
+    reply.commands.push_back(std::move(run));
   }
-  if (o.dry_run) {
-    std::string note;
-    ProfilerTarget target =
-        ResolveOrAssumeProfiler(profiler.empty() ? "./build/bin" : profiler, &note);
-    for (const auto& p : PlanCommands(target, configs)) {
-      PlannedRun run;
-      run.position = p.position;
-      run.priority_rank = p.priority_rank;
-      run.operation = OperationTypeName(p.op);
-      run.description = p.description;
-      run.argv = p.argv;
-      run.command = p.argv.empty() ? "" : FormatCommandLine(p.argv);
-      run.error = p.error;
-      reply.commands.push_back(std::move(run));
-    }
-    reply.dry_run = true;
-    reply.profiler = note;
-    co_return reply;
-  }
+  reply.dry_run = true;
+  reply.profiler = note;
+  return reply;
+}
+
+Result<JobRecord> Service::MakeJob(const SubmitOptions& o, const Identity& who,
+                                   const std::string& profiler, InputFormat format) const {
   for (int g : o.gpus) {
     auto gpus = scheduler_.Gpus();
     bool known = false;
     for (const auto& gi : gpus) known = known || gi.index == g;
-    if (!known) co_return Refuse("submit: this daemon drives no GPU " + std::to_string(g));
+    if (!known) return MakeError("submit: this daemon drives no GPU " + std::to_string(g));
   }
   // A job-end command runs as its submitter: only a root daemon can (or one of the submitter's
   // own, ckprof run --local); a daemon of another user would run it as that user.
   if (!o.on_end.empty() && getuid() != 0 && who.uid != getuid()) {
-    co_return Refuse("submit: --on-end runs a command as you, which this ckprofd (not root, uid " +
+    return MakeError("submit: --on-end runs a command as you, which this ckprofd (not root, uid " +
                      std::to_string(getuid()) +
-                     ") cannot do: ask its admin for on_job_end, or use a root "
-                     "ckprofd");
+                     ") cannot do: ask its admin for on_job_end, or use a root ckprofd");
   }
   auto env = JobEnvironment(o.env, who);
-  if (!env) co_return Refuse("submit: " + env.error());
+  if (!env) return MakeError("submit: " + env.error());
   JobRecord job;
   job.env = std::move(*env);
   job.uid = who.uid;
@@ -481,20 +474,112 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   job.timeout_s = o.timeout_s;
   job.profiler_path = profiler;
   job.cwd = o.cwd.empty() ? "/" : o.cwd;
-  job.input_format = std::string(InputFormatName(c.format));
+  job.input_format = std::string(InputFormatName(format));
   job.repeat = o.repeat;
   job.noise_threshold = config_.noise_threshold;
   job.on_end = o.on_end;
   job.reuse = o.reuse != "never";
+  return job;
+}
+
+asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<TaskRecord> records) {
+  auto id = scheduler_.BeginSubmit(std::move(job), static_cast<int64_t>(records.size()));
+  if (!id) co_return id;
+  // A step at a time, each one transaction, with every other request served in between: a
+  // million tasks must not stall everyone's `status`.
+  std::span<TaskRecord> left(records);
+  while (!left.empty()) {
+    const size_t n = std::min(left.size(), static_cast<size_t>(scheduler_.StepRows()));
+    const std::span<TaskRecord> step = left.first(n);
+    if (Status s = scheduler_.AddSubmitTasks(*id, step); !s) {
+      scheduler_.AbortSubmit(*id);
+      co_return Error{s.error()};
+    }
+    // Their text is stored: freed now, a step's worth at a time.
+    for (TaskRecord& r : step) {
+      std::string().swap(r.config);
+      std::string().swap(r.problem);
+      std::string().swap(r.result);
+    }
+    left = left.subspan(n);
+    if (!left.empty()) co_await ToIo();  // behind whatever else the io thread has to do
+  }
+  if (records.size() > static_cast<size_t>(scheduler_.StepRows())) {
+    // The last step's commit (synchronous=FULL) syncs the log its steps wrote: most of it
+    // synced first on the pool, so that the io thread waits for what is left, not for
+    // a hundred megabytes. (An fsync of the file through another descriptor is as good.)
+    co_await ToPool();
+    const std::string log = config_.state_dir + "/ckprofd.db-wal";
+    if (const int fd = open(log.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+      (void)fdatasync(fd);
+      close(fd);
+    }
+    co_await ToIo();
+  }
+  if (Status s = scheduler_.CommitSubmit(*id); !s) {
+    scheduler_.AbortSubmit(*id);
+    co_return Error{s.error()};
+  }
+  // A million records are a quarter of a gigabyte to give back: on the pool.
+  asio::post(pool_, [gone = std::move(records)] {});
+  co_return id;
+}
+
+asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Request& r,
+                                                                    const Identity& who) {
+  const SubmitOptions& o = r.submit;
+  ConvertOptions conv;
+  std::string profiler;
+  if (auto refused = CheckSubmit(o, who, &conv, &profiler)) co_return std::move(*refused);
+  // Converted on the pool: a large input must not stall every other client. The tasks'
+  // stored text is made there too (a second per 100,000 configs).
+  const UserUse use = UseAndLimits(who);
+  SubmitWork w;
+  co_await ToPool();
+  ConvertSubmit(o, conv, profiler, use, &w);
+  if (w.converted) {
+    // Told now, and the records' outcomes (one per config) freed here rather than on the io
+    // thread: a million of them take a second to free.
+    w.summary = ConversionOf(*w.converted, w.converted_count,
+                             o.dry_run ? w.configs.size() : w.records.size());
+    std::vector<RecordOutcome>().swap(w.converted->records);
+    std::vector<std::string>().swap(w.converted->warnings);
+  }
+  co_await ToIo();
+  if (!w.converted) {
+    // The converter calls the text it was given "input"; name it as the client sent it.
+    std::string error = w.converted.error();
+    static const std::string kInput = "input: ";
+    if (!o.input_name.empty() && error.compare(0, kInput.size(), kInput) == 0) {
+      error = o.input_name + ": " + error.substr(kInput.size());
+    }
+    co_return Refuse("submit: the input cannot be used: " + error);
+  }
+  if (!w.refusal.empty()) co_return Refuse(w.refusal);
+  const Conversion& c = *w.converted;
+  const size_t task_count = o.dry_run ? w.configs.size() : w.records.size();
+  SubmitReply reply;
+  reply.conversion = std::move(w.summary);
+  if (task_count == 0) {
+    co_return Refusal{"submit: the input holds no convolution that could be converted",
+                      reply.conversion};
+  }
+  if (o.dry_run) {
+    SubmitReply dry = DryRunReply(profiler, w.configs);
+    dry.conversion = std::move(reply.conversion);
+    co_return dry;
+  }
+  auto job = MakeJob(o, who, profiler, c.format);
+  if (!job) co_return Refuse(job.error());
   // (Other submits of the user may have been stored while this one converted.)
-  if (Status s = CheckQueueRoom(UseAndLimits(who), 1, static_cast<int64_t>(records.size())); !s) {
+  if (Status s = CheckQueueRoom(UseAndLimits(who), 1, static_cast<int64_t>(w.records.size())); !s) {
     co_return Refuse("submit refused: " + s.error());
   }
   const auto store_start = std::chrono::steady_clock::now();
   if (check_state) {
     if (Status s = check_state(); !s) co_return Refuse("submit: " + s.error());
   }
-  auto id = scheduler_.Submit(std::move(job), std::move(records));
+  auto id = co_await StoreJob(std::move(*job), std::move(w.records));
   if (!id) co_return Refuse("submit: " + id.error());
   // A database removed before the commit took it into a file no path reaches: not acknowledged.
   if (check_state) {
@@ -506,8 +591,9 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   spdlog::debug(
       "job {}: converted in {:.3f} s on {} thread(s) (task records {:.3f} s of it), stored and "
       "queued in {:.3f} s",
-      *id, seconds(convert_start, store_start), c.reader_threads,
-      seconds(records_start, store_start), seconds(store_start, std::chrono::steady_clock::now()));
+      *id, seconds(w.convert_start, store_start), c.reader_threads,
+      seconds(w.records_start, store_start),
+      seconds(store_start, std::chrono::steady_clock::now()));
   reply.job_id = *id;
   reply.job = SummaryOf(*id);
   co_return reply;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <variant>
 
+#include "common/convert.h"
 #include "common/protocol.h"
 #include "daemon/daemon_config.h"
 #include "daemon/scheduler.h"
@@ -90,6 +91,19 @@ class Service {
   Answer<BestReply> HandleBest(const Request& r, const Identity& who);
   GpusReply HandleGpus();
   Answer<EmptyReply> HandleDrain(const Request& r, const Identity& who, bool drain);
+  // HandleSubmit's parts, in its order: the options checked (conv and profiler filled in),
+  // the input converted and made into task records (on the pool), a dry run's answer, the
+  // job's record, and the job stored in steps (StoreJob, yielding to other requests between
+  // them).
+  struct SubmitWork;
+  std::optional<Refusal> CheckSubmit(const SubmitOptions& o, const Identity& who,
+                                     ConvertOptions* conv, std::string* profiler) const;
+  void ConvertSubmit(const SubmitOptions& o, const ConvertOptions& conv,
+                     const std::string& profiler, const UserUse& use, SubmitWork* w);
+  SubmitReply DryRunReply(const std::string& profiler, const std::vector<CkConfig>& configs) const;
+  Result<JobRecord> MakeJob(const SubmitOptions& o, const Identity& who,
+                            const std::string& profiler, InputFormat format) const;
+  asio::awaitable<Result<int64_t>> StoreJob(JobRecord job, std::vector<TaskRecord> records);
   std::optional<JobSummary> SummaryOf(int64_t job_id) const;
   // Whether `who` may run the profiler at `path` through this daemon; the error says why not.
   Status CheckProfilerPolicy(const std::string& path, const Identity& who) const;

@@ -20,6 +20,7 @@
 
 #include "common/ck_output.h"
 #include "common/text_table.h"
+#include "daemon/unix_time.h"
 
 namespace ckprof {
 namespace {
@@ -111,10 +112,6 @@ std::string Num(double v) {
 SystemClock::time_point FromUnix(double t) {
   return SystemClock::time_point(
       std::chrono::duration_cast<SystemClock::duration>(std::chrono::duration<double>(t)));
-}
-
-double UnixNowSeconds() {
-  return std::chrono::duration<double>(SystemClock::now().time_since_epoch()).count();
 }
 
 // Opens a file a run wrote (under a directory its user owns) for reading without following a
@@ -554,7 +551,7 @@ void SlurmLauncher::Submit(const RunPtr& run) {
   for (const auto& a : settings_.sbatch_args) args.push_back(a);
   args.push_back(script);
   run->submitting = true;
-  run->submitted_at = UnixNowSeconds();
+  run->submitted_at = UnixNow();
   ++submitting_;
   Tool("sbatch", std::move(args), [this, run](RunResult r) {
     --submitting_;
@@ -722,7 +719,7 @@ std::string SlurmLauncher::DrainAdvice() const {
 }
 
 std::vector<ClusterNode> SlurmLauncher::Cluster() {
-  if (UnixNowSeconds() - cluster_at_ > kClusterMaxAge_s) RefreshCluster();
+  if (UnixNow() - cluster_at_ > kClusterMaxAge_s) RefreshCluster();
   return cluster_;
 }
 
@@ -734,7 +731,7 @@ void SlurmLauncher::RefreshCluster() {
   if (!settings_.partition.empty()) args.push_back("--partition=" + settings_.partition);
   Tool("sinfo", std::move(args), [this](RunResult r) {
     cluster_asked_ = false;
-    cluster_at_ = UnixNowSeconds();
+    cluster_at_ = UnixNow();
     if (r.outcome.kind == Kind::kSucceeded || r.outcome.kind == Kind::kUnsupported) {
       cluster_ = ParseSinfoNodes(r.stdout_capture);
     } else {
@@ -865,7 +862,7 @@ void SlurmLauncher::Collect(const RunPtr& run, std::optional<Outcome> slurm_outc
                             " ended without the profiler's exit status (its batch script did "
                             "not finish; see its .slurm file in the work dir)"};
   }
-  const double now = UnixNowSeconds();
+  const double now = UnixNow();
   const double start = files.start > 0         ? files.start
                        : run->submitted_at > 0 ? run->submitted_at
                                                : now;

@@ -44,6 +44,7 @@ class Store::Checkpointer {
     // then sqlite3_wal_checkpoint_v2 copies nothing and answers SQLITE_OK with -1 frames, and
     // the log would grow by every page written.
     (void)sqlite3_exec(db_, "PRAGMA journal_mode", nullptr, nullptr, nullptr);
+    (void)sqlite3_exec(db_, "PRAGMA journal_size_limit=67108864", nullptr, nullptr, nullptr);
     thread_ = std::thread([this] { Loop(); });
   }
   ~Checkpointer() {
@@ -59,6 +60,20 @@ class Store::Checkpointer {
   Checkpointer& operator=(const Checkpointer&) = delete;
 
   int64_t checkpoints() const { return checkpoints_.load(std::memory_order_relaxed); }
+
+  // While large work goes on in steps, a RESTART only once passive ones have copied nearly all
+  // of the log: it would hold each step back for as long as it copies (seconds, for a million
+  // rows). So the log starts over (cut back to journal_size_limit) every 64 MiB or so.
+  void SetBulk(bool bulk) { bulk_.store(bulk, std::memory_order_relaxed); }
+
+  // A TRUNCATE checkpoint soon: the whole log copied, and the file cut to nothing.
+  void Truncate() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      truncate_ = true;
+    }
+    cv_.notify_one();
+  }
 
   // The writer's connection's WAL hook: called after every commit with the log's length in
   // frames. After the log starts over it is shorter than what was copied before.
@@ -85,19 +100,43 @@ class Store::Checkpointer {
     std::string last_error;
     for (;;) {
       int pages = 0;
+      bool truncate = false;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return wanted_ || stop_; });
+        cv_.wait(lock, [this] { return wanted_ || truncate_ || stop_; });
         if (stop_) return;
         pages = log_pages_;
+        truncate = truncate_;
+        truncate_ = false;
       }
-      const int mode =
-          pages >= kRestartPages ? SQLITE_CHECKPOINT_RESTART : SQLITE_CHECKPOINT_PASSIVE;
+      // TRUNCATE, like RESTART, holds the writer back while it copies: asked for only when
+      // the daemon is idle after large writes, when the passive ones have copied most frames.
+      int mode = truncate                 ? SQLITE_CHECKPOINT_TRUNCATE
+                 : pages >= kRestartPages ? SQLITE_CHECKPOINT_RESTART
+                                          : SQLITE_CHECKPOINT_PASSIVE;
       int log = 0, copied = 0;
-      int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, mode, &log, &copied);
+      int rc = SQLITE_OK;
+      if (mode != SQLITE_CHECKPOINT_PASSIVE) {
+        // The frames copied first by passive checkpoints, which hold no writer back: the
+        // RESTART or TRUNCATE then copies what is left and has the log start over (a writer
+        // waits for that, not for a gigabyte's copy).
+        for (int pass = 0; pass < 16; ++pass) {
+          rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+          if (rc != SQLITE_OK || copied >= log) break;
+        }
+        // Large work in steps writes faster than that: its steps are not held back for a
+        // long remainder; a later pass tries again.
+        if (mode == SQLITE_CHECKPOINT_RESTART && bulk_.load(std::memory_order_relaxed) &&
+            log - copied > kPages) {
+          mode = SQLITE_CHECKPOINT_PASSIVE;
+        }
+      }
+      if (rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE) {
+        rc = sqlite3_wal_checkpoint_v2(db_, nullptr, mode, &log, &copied);
+      }
       if (rc == SQLITE_OK && copied > 0) checkpoints_.fetch_add(1, std::memory_order_relaxed);
       // After a RESTART the log starts over: nothing of it is left to copy.
-      copied_.store(rc == SQLITE_OK && mode == SQLITE_CHECKPOINT_RESTART ? 0 : std::max(copied, 0),
+      copied_.store(rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE ? 0 : std::max(copied, 0),
                     std::memory_order_relaxed);
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -117,9 +156,10 @@ class Store::Checkpointer {
   std::string path_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool wanted_ = false, stop_ = false;
+  bool wanted_ = false, stop_ = false, truncate_ = false;
   int log_pages_ = 0;
   std::atomic<int> copied_{0};           // frames the last checkpoint had copied
+  std::atomic<bool> bulk_{false};        // large work in steps: passive checkpoints only
   std::atomic<int64_t> checkpoints_{0};  // passes that copied frames
   std::thread thread_;
 };
@@ -271,6 +311,10 @@ CREATE TABLE IF NOT EXISTS job_on_end (
 CREATE INDEX IF NOT EXISTS measurements_by_problem
   ON measurements(problem, profiler, gpu_model, measured_at);
 CREATE TABLE IF NOT EXISTS id_marks (name TEXT PRIMARY KEY, last INTEGER NOT NULL);
+-- Jobs that are gone but whose rows are still being removed in steps (clean), or that were
+-- never whole (a submit stored in steps, until its last step): nothing loads them. A table of
+-- its own: a schema without it gains it as is.
+CREATE TABLE IF NOT EXISTS jobs_dropped (job_id INTEGER PRIMARY KEY);
 INSERT OR IGNORE INTO id_marks (name, last) VALUES ('jobs', 0), ('tasks', 0);
 PRAGMA user_version = 8;
 )SQL";
@@ -427,7 +471,21 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
     std::string verdict = check.Text(0);
     if (verdict != "ok") return fail("is corrupt", verdict);
   }
+  // A new database gives the pages that large deletes free back to the filesystem, step by
+  // step (ShrinkStep); set before its first table, which fixes it.
+  int64_t pages_at_open = 0;
+  {
+    Stmt count(store.get(), "PRAGMA page_count");
+    if (!count.ok() || count.Step() != SQLITE_ROW) return fail("cannot be read", count.error());
+    pages_at_open = count.Int(0);
+  }
+  if (pages_at_open == 0) {
+    if (Status s = store->Exec("PRAGMA auto_vacuum=INCREMENTAL"); !s) return Error{s.error()};
+  }
   if (Status s = store->Exec("PRAGMA journal_mode=WAL"); !s) return Error{s.error()};
+  // The log starts over once a checkpoint has copied it all; past this size it is cut back
+  // then, rather than keeping the largest it ever was (a million-task submit's gigabyte).
+  if (Status s = store->Exec("PRAGMA journal_size_limit=67108864"); !s) return Error{s.error()};
   if (Status s = store->Exec(full_sync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
       !s) {
     return Error{s.error()};
@@ -496,6 +554,29 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
     return fail("cannot be brought to schema " + std::to_string(kSchemaVersion), s.error());
   }
   store->full_sync_ = full_sync;
+  // An older database frees pages for reuse only (auto_vacuum NONE). A small one is rewritten
+  // once to give them back from now on; a large one would stall the start for as long as it
+  // takes to copy it, so it stays as it is (README: how to convert it by hand).
+  {
+    Stmt mode(store.get(), "PRAGMA auto_vacuum");
+    if (mode.ok() && mode.Step() == SQLITE_ROW && mode.Int(0) == 0) {
+      mode.Reset();
+      constexpr int64_t kConvertPages = 16384;  // 64 MiB of 4 KiB pages
+      if (pages_at_open <= kConvertPages) {
+        Status s = store->Exec("PRAGMA auto_vacuum=INCREMENTAL");
+        if (s) s = store->Exec("VACUUM");
+        if (!s)
+          spdlog::warn("database {}: not converted to auto_vacuum=INCREMENTAL: {}", path,
+                       s.error());
+      } else {
+        spdlog::info(
+            "database {}: {} pages, auto_vacuum NONE: pages freed by clean are reused, not given "
+            "back (stop ckprofd and run sqlite3 {} 'PRAGMA auto_vacuum=INCREMENTAL; VACUUM' "
+            "to change that)",
+            path, pages_at_open, path);
+      }
+    }
+  }
   // Checkpoints on a second connection and thread; without one, SQLite's automatic ones.
   sqlite3* cdb = nullptr;
   if (sqlite3_open_v2(path.c_str(), &cdb, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) ==
@@ -638,6 +719,276 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
   return Status::Ok();
 }
 
+namespace {
+
+// The columns of a task row as a submit stores it, and the binding of one record.
+constexpr const char* kInsertTask =
+    "INSERT INTO tasks (job_id, position, rank, op, config, est_cost, state, run, problem, "
+    "reused_from, result, started_at, ended_at, id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+
+void BindTask(Stmt& ins, int64_t job_id, int64_t id, const TaskRecord& t) {
+  ins.Bind(1, job_id)
+      .Bind(2, t.position)
+      .Bind(3, t.rank)
+      .Bind(4, t.op)
+      .Bind(5, t.config)
+      .Bind(6, t.est_cost)
+      .Bind(7, EnumName(t.reused_from ? TaskState::kSucceeded : TaskState::kQueued))
+      .Bind(8, int64_t{t.run})
+      .Bind(9, t.problem)
+      .Bind(10, t.reused_from)
+      .Bind(11, t.result)
+      .Bind(12, t.started_at)
+      .Bind(13, t.ended_at)
+      .Bind(14, id);
+}
+
+}  // namespace
+
+Result<int64_t> Store::BeginJob(JobRecord* job, int64_t task_count) {
+  if (grouped_) return MakeError("database: a job is not stored inside a group");
+  if (Status s = Begin(); !s) return Error{s.error()};
+  auto rollback = [&](Status s) -> Result<int64_t> {
+    Rollback();
+    return Error{s.error()};
+  };
+  int64_t last_job = 0, last_task = 0;
+  {
+    Stmt q(this,
+           "SELECT (SELECT max(ifnull((SELECT max(id) FROM jobs), 0), last) FROM id_marks "
+           "WHERE name='jobs'), (SELECT max(ifnull((SELECT max(id) FROM tasks), 0), last) "
+           "FROM id_marks WHERE name='tasks')");
+    if (!q.ok() || q.Step() != SQLITE_ROW) {
+      return rollback(MakeError("database: read the last ids: " + q.error()));
+    }
+    last_job = q.Int(0);
+    last_task = q.Int(1);
+  }
+  {
+    Stmt ins(this,
+             "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
+             "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
+             "task_order, repeat, noise_threshold, on_end, reuse, id, env) "
+             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?)");
+    std::vector<int> groups(job->groups.begin(), job->groups.end());
+    ins.Bind(1, int64_t{job->uid})
+        .Bind(2, int64_t{job->gid})
+        .Bind(3, IntsToJson(groups))
+        .Bind(4, job->owner)
+        .Bind(5, job->name)
+        .Bind(6, int64_t{job->priority})
+        .Bind(7, IntsToJson(job->gpus))
+        .Bind(8, int64_t{job->max_gpus})
+        .Bind(9, job->not_before)
+        .Bind(10, job->timeout_s)
+        .Bind(11, job->profiler_path)
+        .Bind(12, job->cwd)
+        .Bind(13, job->input_format)
+        .Bind(14, job->submitted_at)
+        .Bind(15, EnumName(job->order))
+        .Bind(16, int64_t{job->repeat})
+        .Bind(17, job->noise_threshold)
+        .Bind(18, job->on_end)
+        .Bind(19, int64_t{job->reuse ? 1 : 0})
+        .Bind(20, last_job + 1)
+        .Bind(21, JoinLines(job->env));
+    if (Status s = StepDone(ins, "insert job"); !s) return rollback(s);
+  }
+  {
+    Stmt hide(this, "INSERT INTO jobs_dropped (job_id) VALUES (?)");
+    hide.Bind(1, last_job + 1);
+    if (Status s = StepDone(hide, "insert job"); !s) return rollback(s);
+  }
+  {
+    // The ids are taken now: another submit stored meanwhile gets the ones after them.
+    Stmt marks(this, "UPDATE id_marks SET last=? WHERE name=?");
+    marks.Bind(1, last_job + 1).Bind(2, std::string_view("jobs"));
+    if (Status s = StepDone(marks, "keep the last ids"); !s) return rollback(s);
+    marks.Reset();
+    marks.Bind(1, last_task + task_count).Bind(2, std::string_view("tasks"));
+    if (Status s = StepDone(marks, "keep the last ids"); !s) return rollback(s);
+  }
+  if (Status s = Commit(); !s) return Error{s.error()};
+  job->id = last_job + 1;
+  return last_task + 1;
+}
+
+Status Store::InsertTasks(int64_t job_id, int64_t first_id, std::span<TaskRecord> tasks) {
+  if (grouped_) return MakeError("database: tasks are not stored inside a group");
+  if (tasks.empty()) return Status::Ok();
+  if (Status s = Begin(); !s) return s;
+  Stmt ins(this, kInsertTask);
+  if (!ins.ok()) {
+    Rollback();
+    return MakeError("database: insert task: " + ins.error());
+  }
+  int64_t id = first_id;
+  for (auto& t : tasks) {
+    BindTask(ins, job_id, id, t);
+    if (ins.Step() != SQLITE_DONE) {
+      std::string error = ins.error();
+      ins.Reset();
+      Rollback();
+      return MakeError("database: insert task: " + error);
+    }
+    ins.Reset();
+    t.id = id++;
+    t.job_id = job_id;
+    t.state = t.reused_from ? TaskState::kSucceeded : TaskState::kQueued;
+  }
+  return Commit();
+}
+
+Status Store::CommitJob(int64_t job_id) {
+  if (!full_sync_) {
+    if (Status s = Exec("PRAGMA synchronous=FULL"); !s) return s;
+  }
+  Status s = Begin();
+  if (s) {
+    Stmt up(this, "DELETE FROM jobs_dropped WHERE job_id=?");
+    up.Bind(1, job_id);
+    s = StepDone(up, "store the job");
+    s = s ? Commit() : (Rollback(), s);
+  }
+  if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
+  return s;
+}
+
+Status Store::MarkDropped(const std::vector<int64_t>& job_ids) {
+  if (job_ids.empty()) return Status::Ok();
+  if (Status s = BeginWrite(); !s) return s;
+  Status s;
+  Stmt ins(this, "INSERT OR IGNORE INTO jobs_dropped (job_id) VALUES (?)");
+  for (int64_t id : job_ids) {
+    ins.Bind(1, id);
+    if (s = StepDone(ins, "remove job"); !s) break;
+    ins.Reset();
+  }
+  return EndWrite(s);
+}
+
+Status Store::DeleteDropped(int64_t job_id, int64_t max_rows, DropProgress* p) {
+  if (p->done) return Status::Ok();
+  if (grouped_) return MakeError("database: a job is not removed inside a group");
+  // A job's task ids rise with its positions (they are given in that order and kept): its
+  // first is found through the index, then the rows go in ranges of ids, each a range of
+  // the table itself (NOT INDEXED: the index would hand them over by position, and sorting a
+  // million of them by id would cost more than the deleting).
+  if (p->after_id < 0) {
+    Stmt first(this, "SELECT id FROM tasks WHERE job_id=? ORDER BY job_id, position LIMIT 1");
+    first.Bind(1, job_id);
+    const int rc = first.Step();
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      return MakeError("database: remove job: " + first.error());
+    }
+    p->after_id = rc == SQLITE_ROW ? first.Int(0) - 1 : 0;
+  }
+  int64_t last = 0;
+  {
+    Stmt range(this,
+               "SELECT max(id) FROM (SELECT id FROM tasks NOT INDEXED WHERE id > ?1 AND "
+               "job_id = ?2 ORDER BY id LIMIT ?3)");
+    range.Bind(1, p->after_id).Bind(2, job_id).Bind(3, std::max<int64_t>(max_rows, 1));
+    if (!range.ok() || range.Step() != SQLITE_ROW) {
+      return MakeError("database: remove job: " + range.error());
+    }
+    last = range.Null(0) ? 0 : range.Int(0);
+  }
+  if (Status s = Begin(); !s) return s;
+  Status s;
+  int64_t removed = 0;
+  if (last > 0) {
+    Stmt attempts(this,
+                  "DELETE FROM attempts WHERE task_id > ?1 AND task_id <= ?2 AND task_id IN "
+                  "(SELECT id FROM tasks NOT INDEXED WHERE id > ?1 AND id <= ?2 AND job_id = ?3)");
+    Stmt measurements(this,
+                      "DELETE FROM measurements WHERE task_id > ?1 AND task_id <= ?2 AND "
+                      "job_id = ?3");
+    Stmt tasks(this, "DELETE FROM tasks NOT INDEXED WHERE id > ?1 AND id <= ?2 AND job_id = ?3");
+    for (Stmt* q : {&attempts, &measurements, &tasks}) {
+      q->Bind(1, p->after_id).Bind(2, last).Bind(3, job_id);
+      if (s = StepDone(*q, "remove job"); !s) break;
+    }
+    removed = sqlite3_changes(db_);  // the tasks'
+  } else {
+    // No row after the last range: unless one is left before it (ids out of position order,
+    // which a job stored by this daemon never has), the job itself goes.
+    Stmt left(this, "SELECT id FROM tasks WHERE job_id=? ORDER BY job_id, position LIMIT 1");
+    left.Bind(1, job_id);
+    const int rc = left.Step();
+    if (rc == SQLITE_ROW) {
+      const int64_t first_left = left.Int(0) - 1;
+      left.Reset();
+      Rollback();
+      p->after_id = first_left;
+      return Status::Ok();
+    }
+    if (rc != SQLITE_DONE) s = MakeError("database: remove job: " + left.error());
+    left.Reset();
+    // (Its measurements went with its tasks: they are keyed by task.)
+    Stmt on_end(this, "DELETE FROM job_on_end WHERE job_id=?");
+    Stmt jobs(this, "DELETE FROM jobs WHERE id=?");
+    Stmt mark(this, "DELETE FROM jobs_dropped WHERE job_id=?");
+    for (Stmt* q : {&on_end, &jobs, &mark}) {
+      if (!s) break;
+      q->Bind(1, job_id);
+      s = StepDone(*q, "remove job");
+    }
+  }
+  if (!s) {
+    Rollback();
+    return s;
+  }
+  if (Status c = Commit(); !c) return c;
+  if (last > 0) {
+    p->rows += removed;
+    p->after_id = last;
+  } else {
+    p->done = true;
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<int64_t>> Store::DroppedJobs() {
+  Stmt q(this, "SELECT job_id FROM jobs_dropped ORDER BY job_id");
+  if (!q.ok()) return MakeError("database: jobs being removed: " + q.error());
+  std::vector<int64_t> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) out.push_back(q.Int(0));
+  if (rc != SQLITE_DONE) return MakeError("database: jobs being removed: " + q.error());
+  return out;
+}
+
+Result<int64_t> Store::ShrinkStep(int64_t max_pages) {
+  if (grouped_) return MakeError("database: no vacuum inside a group");
+  {
+    Stmt mode(this, "PRAGMA auto_vacuum");
+    if (!mode.ok() || mode.Step() != SQLITE_ROW) return MakeError("database: " + mode.error());
+    if (mode.Int(0) != 2) return int64_t{0};  // not INCREMENTAL: free pages are reused
+  }
+  // (Not a cached statement: the count is part of its text.)
+  const std::string vacuum = "PRAGMA incremental_vacuum(" + std::to_string(max_pages) + ")";
+  if (Status s = Begin(); !s) return Error{s.error()};
+  if (Status s = Exec(vacuum.c_str()); !s) {
+    Rollback();
+    return Error{s.error()};
+  }
+  if (Status s = Commit(); !s) return Error{s.error()};
+  Stmt free_pages(this, "PRAGMA freelist_count");
+  if (!free_pages.ok() || free_pages.Step() != SQLITE_ROW) {
+    return MakeError("database: " + free_pages.error());
+  }
+  return free_pages.Int(0);
+}
+
+void Store::TruncateLogSoon() {
+  if (checkpointer_) checkpointer_->Truncate();
+}
+
+void Store::SetBulkWriting(bool bulk) {
+  if (checkpointer_) checkpointer_->SetBulk(bulk);
+}
+
 Status Store::MarkRunning(int64_t task_id, int attempt, int gpu, double started_at) {
   if (Status s = BeginWrite(); !s) return s;
   Stmt up(this,
@@ -770,6 +1121,7 @@ Result<std::optional<ReusableRecord>> Store::FindReusable(const std::string& pro
          "FROM measurements m JOIN tasks t ON t.id = m.task_id "
          "WHERE m.problem = ?1 AND m.profiler = ?2 AND m.gpu_model = ?3 AND m.measured_at >= ?4 "
          "AND (?5 < 0 OR m.uid = ?5) AND t.state = 'succeeded' "
+         "AND m.job_id NOT IN (SELECT job_id FROM jobs_dropped) "
          "ORDER BY m.measured_at DESC LIMIT 1");
   if (!q.ok()) return MakeError("database: find a result to reuse: " + q.error());
   q.Bind(1, problem).Bind(2, profiler).Bind(3, gpu_model).Bind(4, since).Bind(5, uid);
@@ -793,7 +1145,8 @@ Result<std::vector<BestRecord>> Store::Best(const BestFilter& f) {
   Stmt q(this,
          "SELECT problem, op, profiler, gpu_model, best_name, split_k, avg_ms, tflops, gbps, "
          "job_id, task_id, measured_at FROM measurements "
-         "WHERE (?1 = '' OR op = ?1) AND (?2 < 0 OR uid = ?2)");
+         "WHERE (?1 = '' OR op = ?1) AND (?2 < 0 OR uid = ?2) "
+         "AND job_id NOT IN (SELECT job_id FROM jobs_dropped)");
   if (!q.ok()) return MakeError("database: the tuning table: " + q.error());
   q.Bind(1, f.op).Bind(2, f.uid);
   std::string model_part = f.gpu_model;
@@ -969,7 +1322,8 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
          "SELECT id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before, "
          "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at, "
          "task_order, repeat, noise_threshold, on_end, reuse, outcome, exit_code, stderr_head, "
-         "ended_at, env FROM jobs LEFT JOIN job_on_end ON job_on_end.job_id = jobs.id ORDER BY id");
+         "ended_at, env FROM jobs LEFT JOIN job_on_end ON job_on_end.job_id = jobs.id "
+         "WHERE jobs.id NOT IN (SELECT job_id FROM jobs_dropped) ORDER BY id");
   if (!q.ok()) return MakeError("database: load jobs: " + q.error());
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {
@@ -1066,7 +1420,8 @@ TaskRecord ReadTaskRow(Q& q) {
 
 Status Store::ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn) {
   static const std::string sql =
-      std::string("SELECT ") + kTaskBriefColumns + " FROM tasks ORDER BY id";
+      std::string("SELECT ") + kTaskBriefColumns +
+      " FROM tasks WHERE job_id NOT IN (SELECT job_id FROM jobs_dropped) ORDER BY id";
   Stmt q(this, sql.c_str());
   if (!q.ok()) return MakeError("database: load tasks: " + q.error());
   int rc;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -144,6 +145,15 @@ class Store {
 
   // Inserts a job and its tasks in one transaction (synchronous=FULL); fills ids.
   Status InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks);
+  // A job stored in steps (a large submit: other requests are served between them). BeginJob
+  // stores the job marked dropped (table jobs_dropped: nothing loads it, and a crash before
+  // CommitJob leaves a job that Recover removes, never half of one) and reserves ids for
+  // `task_count` tasks: it fills job->id and returns the first task's id. InsertTasks stores a
+  // chunk of the tasks with the ids from `first_id` on (filled in), one transaction each.
+  // CommitJob makes the job whole (synchronous=FULL: the log holding every chunk is synced).
+  Result<int64_t> BeginJob(JobRecord* job, int64_t task_count);
+  Status InsertTasks(int64_t job_id, int64_t first_id, std::span<TaskRecord> tasks);
+  Status CommitJob(int64_t job_id);
 
   // A task starts an attempt on a GPU: state running, attempts+1, attempt row. Commits.
   Status MarkRunning(int64_t task_id, int attempt, int gpu, double started_at);
@@ -200,6 +210,30 @@ class Store {
   Status SetOnEndResult(int64_t job_id, const OnEndResult& r);
   // Removes the jobs with their tasks and attempts, in one transaction.
   Status DeleteJobs(const std::vector<int64_t>& job_ids);
+  // Jobs removed in steps (clean, expiry, a submit not completed), so that no request waits
+  // for a million rows: MarkDropped hides them in one transaction (nothing loads them, nor
+  // their measurements, from then on); DeleteDropped removes up to `max_rows` of one job's tasks
+  // (with their attempts and measurements) per call, in one transaction, and the job with the
+  // last of them. `progress` starts default and is carried from call to call.
+  struct DropProgress {
+    int64_t after_id = -1;  // the tasks up to this id are gone (-1: not looked up yet)
+    int64_t rows = 0;       // tasks removed so far
+    bool done = false;      // the job is gone
+  };
+  Status MarkDropped(const std::vector<int64_t>& job_ids);
+  Status DeleteDropped(int64_t job_id, int64_t max_rows, DropProgress* progress);
+  // The jobs marked dropped that are not gone yet (Recover resumes their removal).
+  Result<std::vector<int64_t>> DroppedJobs();
+  // After large deletes: gives up to `max_pages` free pages back to the filesystem (an
+  // incremental vacuum, where the database has auto_vacuum=INCREMENTAL), in one transaction.
+  // Returns the free pages left (0: nothing left to give back, or the file cannot shrink).
+  Result<int64_t> ShrinkStep(int64_t max_pages);
+  // Asks the checkpoint thread to copy the whole log into the database and truncate it
+  // (wal_checkpoint(TRUNCATE)): for when the daemon is idle after large writes.
+  void TruncateLogSoon();
+  // Large work in steps goes on (true) or is over: checkpoints meanwhile never hold a
+  // step back (passive ones only), so the log may grow until TruncateLogSoon.
+  void SetBulkWriting(bool bulk);
 
   // Loading, at startup and for queries.
   Status ForEachJob(const std::function<void(JobRecord&&)>& fn);

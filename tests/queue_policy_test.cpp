@@ -133,7 +133,7 @@ TEST(QueuePolicy, PicksAsThePolicySays) {
        201},
       {"a cancelled job takes nothing",
        {0},
-       {{1, With(User(1), [](Params& p) { p.cancelled = true; }), Tasks({101})},
+       {{1, With(User(1), [](Params& p) { p.paused = true; }), Tasks({101})},
         {2, User(2), Tasks({201})}},
        {},
        {{2, 1e6}},
@@ -376,7 +376,7 @@ TEST(QueuePolicy, SaysWhoIsAheadAndWhy) {
       {"work that may not start now is not ahead (cancelled, not yet, at its max)",
        {"",
         {0, 1},
-        {{1, With(User(1), [](Params& p) { p.cancelled = true; }), Tasks({101})},
+        {{1, With(User(1), [](Params& p) { p.paused = true; }), Tasks({101})},
          {2, With(User(2), [](Params& p) { p.not_before = 1000; }), Tasks({201})},
          {3, With(User(3), [](Params& p) { p.max_gpus = 1; }), Tasks({301, 302})},
          {4, User(4), Tasks({401})}},
@@ -478,7 +478,7 @@ TEST(QueuePolicy, UpdateJobMovesItBetweenPrioritiesAndHolds) {
   p.UpdateJob(2, User(1, 9));  // boosted
   EXPECT_EQ(p.Pick(0, 10), 201);
   Params cancelled = User(1, 9);
-  cancelled.cancelled = true;
+  cancelled.paused = true;
   p.UpdateJob(2, cancelled);
   EXPECT_EQ(p.Pick(0, 10), 101);
   p.UpdateJob(2, User(1, 9));  // revived (a retry)

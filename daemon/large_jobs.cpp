@@ -1,0 +1,333 @@
+// The Scheduler's large work in steps: a submit stored a step at a time (BeginSubmit ...
+// CommitSubmit), a cancel's queued tasks ended a step at a time (CancelStep), removed jobs'
+// rows deleted a step at a time (DropStep), and the compaction once they are done
+// (CompactStep). Each step is one transaction of about 5 ms; the next is posted to the io
+// thread behind whatever arrived meanwhile, so that another user's `status` never waits for a
+// million rows.
+#include <fmt/format.h>
+#include <malloc.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#include "daemon/scheduler.h"
+
+namespace ckprof {
+namespace {
+
+using Kind = Outcome::Kind;
+using Clock = std::chrono::steady_clock;
+
+// What a step should take. A request waits behind one step at each of its turns on the io
+// thread (accept, hello, request, reply: four or five), so steps are short.
+constexpr double kStepSeconds = 0.002;
+constexpr int64_t kMinStepRows = 50, kMaxStepRows = 50000;
+// How long the daemon stays without a step before it compacts, and the pages given back per
+// compaction step (1 MiB: a step of a few milliseconds).
+constexpr auto kQuietBeforeCompaction = std::chrono::milliseconds(500);
+constexpr int64_t kShrinkPages = 256;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+int64_t Scheduler::StepRows() const {
+  if (options_.step_rows > 0) return options_.step_rows;
+  static const int64_t from_env = [] {
+    const char* v = std::getenv("CKPROFD_STEP_ROWS");
+    return v ? std::max<int64_t>(std::atoll(v), 0) : 0;
+  }();
+  return from_env > 0 ? from_env : step_rows_;
+}
+
+void Scheduler::TookStep(int64_t rows, double seconds) {
+  if (rows <= 0) return;
+  const double per_row = std::max(seconds, 1e-6) / static_cast<double>(rows);
+  const auto want = static_cast<int64_t>(kStepSeconds / per_row);
+  // Halfway towards what would have taken the step's time: one slow step (a page fault, the
+  // other core busy) does not swing it.
+  step_rows_ = std::clamp((step_rows_ + want) / 2, kMinStepRows, kMaxStepRows);
+}
+
+Result<int64_t> Scheduler::BeginSubmit(JobRecord job, int64_t runs) {
+  if (shutting_down_) return MakeError("ckprofd is shutting down; submit again once it is back");
+  if (runs <= 0) return MakeError("the input holds no convolution to profile");
+  job.submitted_at = UnixNow();
+  auto first = store_.BeginJob(&job, runs);
+  if (!first) {
+    return MakeError("the job could not be stored, so it was not accepted: " + first.error());
+  }
+  const int64_t id = job.id;
+  if (runs > StepRows()) store_.SetBulkWriting(true);  // until CompactStep
+  Submitting& sub = submitting_[id];
+  sub.runs = runs;
+  sub.next_id = *first;
+  sub.job.rec = std::move(job);
+  // Queued as it is stored, but paused until it is whole.
+  QueuePolicy::JobParams params = ParamsOf(sub.job.rec);
+  params.paused = true;
+  policy_.AddJob(id, params);
+  ResolveTarget(sub.job);
+  // Room for its tasks now: growing by doubling would rehash a million of them inside a step.
+  tasks_.reserve(tasks_.size() + static_cast<size_t>(runs));
+  return id;
+}
+
+Status Scheduler::AddSubmitTasks(int64_t job_id, std::span<TaskRecord> records) {
+  auto it = submitting_.find(job_id);
+  if (it == submitting_.end()) return MakeError("job " + std::to_string(job_id) + " is gone");
+  if (shutting_down_) return MakeError("ckprofd is shutting down; submit again once it is back");
+  Submitting& sub = it->second;
+  if (sub.job.total + static_cast<int64_t>(records.size()) > sub.runs) {
+    return MakeError("job " + std::to_string(job_id) + ": more tasks than were announced");
+  }
+  const auto start = Clock::now();
+  sub.reused += ApplyReuse(sub.job.rec, records);
+  if (Status s = store_.InsertTasks(job_id, sub.next_id, records); !s) {
+    return MakeError("the job could not be stored, so it was not accepted: " + s.error());
+  }
+  sub.next_id += static_cast<int64_t>(records.size());
+  Job& j = sub.job;
+  for (auto& r : records) {
+    ++j.total;
+    if (r.reused_from) {  // stored succeeded: counted, not queued
+      CountFinal(j, Kind::kSucceeded, +1);
+      ++j.reused;
+      continue;
+    }
+    auto [t, _] = tasks_.emplace(r.id, TaskFromRecord(r));
+    Enqueue(t->second);
+  }
+  TookStep(static_cast<int64_t>(records.size()), SecondsSince(start));
+  return Status::Ok();
+}
+
+Status Scheduler::CommitSubmit(int64_t job_id) {
+  auto it = submitting_.find(job_id);
+  if (it == submitting_.end()) return MakeError("job " + std::to_string(job_id) + " is gone");
+  if (it->second.job.total != it->second.runs) {
+    return MakeError("job " + std::to_string(job_id) + ": fewer tasks than were announced");
+  }
+  if (Status s = store_.CommitJob(job_id); !s) {
+    return MakeError("the job could not be stored, so it was not accepted: " + s.error());
+  }
+  const int64_t reused = it->second.reused;
+  const bool large = it->second.runs > StepRows();
+  Job& j = jobs_[job_id] = std::move(it->second.job);
+  submitting_.erase(it);
+  policy_.UpdateJob(job_id, ParamsOf(j.rec));
+  spdlog::info("job {} \"{}\" from {} (uid {}): {} task(s){}, priority {}, profiler {}", job_id,
+               j.rec.name, j.rec.owner, j.rec.uid, j.total,
+               reused ? fmt::format(" ({} reused from earlier runs)", reused) : "", j.rec.priority,
+               j.target ? j.target->Describe() : "unresolved: " + j.target_error);
+  if (j.reused == j.total) MaybeFinishJob(j, UnixNow());
+  Dispatch();
+  Changed();
+  // The submit's buffers (its text, the records) are freed by now, or soon.
+  if (large) ArmCompaction();
+  return Status::Ok();
+}
+
+void Scheduler::AbortSubmit(int64_t job_id) {
+  ArmCompaction();
+  auto it = submitting_.find(job_id);
+  if (it == submitting_.end()) return;
+  // Its tasks' ids are the ones reserved for it, from the first up to next_id.
+  const int64_t stored = it->second.job.total;
+  for (int64_t id = it->second.next_id - stored; id < it->second.next_id; ++id) {
+    auto t = tasks_.find(id);
+    if (t == tasks_.end()) continue;
+    Dequeue(t->second);
+    tasks_.erase(t);
+  }
+  policy_.RemoveJob(job_id);
+  submitting_.erase(it);
+  // Still marked dropped in the Store: its rows go, now or after a restart.
+  spdlog::info("job {}: its submit did not complete; what was stored of it is removed", job_id);
+  dropping_.emplace_back(job_id, Store::DropProgress{});
+  ArmStep();
+}
+
+Status Scheduler::CancelInSteps(int64_t job_id, std::vector<int64_t> queued, const Identity& who,
+                                double now) {
+  // A cancel of the job still under way (a retry revived it since) is this one's now.
+  std::erase_if(cancelling_, [&](const Cancelling& c) { return c.job_id == job_id; });
+  Cancelling c;
+  c.job_id = job_id;
+  c.queued = std::move(queued);
+  c.by = who.user;
+  c.now = now;
+  const auto start = Clock::now();
+  const int64_t budget = StepRows();
+  const int64_t took = CancelSome(c, budget);
+  TookStep(took, SecondsSince(start));
+  Status s = took > 0 || c.queued.empty()
+                 ? Status::Ok()
+                 : MakeError("job " + std::to_string(job_id) +
+                             ": its queued tasks could not be recorded as cancelled (see the log); "
+                             "ckprofd tries again");
+  if (c.next < c.queued.size()) {
+    store_.SetBulkWriting(true);
+    cancelling_.push_back(std::move(c));
+    ArmStep(/*after_failure=*/!s);
+  }
+  return s;
+}
+
+int64_t Scheduler::CancelSome(Cancelling& c, int64_t budget) {
+  auto job_it = jobs_.find(c.job_id);
+  // A retry revived the job (or it is gone): the rest stays queued.
+  if (job_it == jobs_.end() || !job_it->second.rec.cancelled) {
+    c.next = c.queued.size();
+    return 0;
+  }
+  const size_t end = std::min(c.queued.size(), c.next + static_cast<size_t>(budget));
+  std::vector<int64_t> ids;
+  ids.reserve(end - c.next);
+  // (Queued when the cancel found them, and paused since: still queued unless gone.)
+  for (size_t i = c.next; i < end; ++i) {
+    if (tasks_.count(c.queued[i])) ids.push_back(c.queued[i]);
+  }
+  Identity who;
+  who.user = c.by;
+  if (Status s = CancelQueued(job_it->second, ids, who, c.now); !s) {
+    // The Store refused (a full disk): the tasks stay queued in a paused job; a later step
+    // tries again.
+    spdlog::error("job {}: cancelling its queued tasks: {}", c.job_id, s.error());
+    return 0;
+  }
+  const auto took = static_cast<int64_t>(end - c.next);
+  c.next = end;
+  return took;
+}
+
+void Scheduler::CancelStep() {
+  int64_t budget = StepRows();
+  const auto start = Clock::now();
+  int64_t done = 0;
+  bool failed = false;
+  while (budget > 0 && !cancelling_.empty()) {
+    Cancelling& c = cancelling_.front();
+    const bool was_done = c.next >= c.queued.size();
+    const int64_t took = was_done ? 0 : CancelSome(c, budget);
+    if (!was_done && took == 0 && c.next < c.queued.size()) {
+      failed = true;
+      break;
+    }
+    if (c.next >= c.queued.size()) {
+      // Its last step: the job ends once its running tasks have (unless a retry revived it).
+      auto job = jobs_.find(c.job_id);
+      if (!was_done && job != jobs_.end() && job->second.rec.cancelled) {
+        MaybeFinishJob(job->second, c.now);
+      }
+      cancelling_.pop_front();
+    }
+    budget -= std::max<int64_t>(took, 1);
+    done += took;
+  }
+  if (done > 0) {
+    spdlog::trace("cancel step: {} task(s) in {:.1f} ms", done, SecondsSince(start) * 1e3);
+    TookStep(done, SecondsSince(start));
+    Changed();
+  }
+  if (!cancelling_.empty() || !dropping_.empty()) {
+    ArmStep(failed);
+  } else {
+    if (done > 0) tasks_.rehash(0);  // a million tasks' buckets, not needed any more
+    ArmCompaction();
+  }
+}
+
+void Scheduler::DropStep(int64_t budget) {
+  if (budget <= 0) budget = StepRows();
+  const auto start = Clock::now();
+  int64_t done = 0;
+  bool failed = false;
+  while (budget > 0 && !dropping_.empty()) {
+    auto& [job_id, progress] = dropping_.front();
+    const int64_t before = progress.rows;
+    if (Status s = store_.DeleteDropped(job_id, budget, &progress); !s) {
+      spdlog::error("job {}: removing its rows: {} (tried again later; it stays hidden)", job_id,
+                    s.error());
+      failed = true;
+      break;
+    }
+    const int64_t rows = progress.rows - before;
+    done += rows;
+    budget -= std::max<int64_t>(rows, 1);
+    if (progress.done) {
+      spdlog::debug("job {}: its {} task rows are removed", job_id, progress.rows);
+      dropping_.pop_front();
+    }
+  }
+  if (done > 0) {
+    spdlog::trace("removal step: {} row(s) in {:.1f} ms", done, SecondsSince(start) * 1e3);
+    TookStep(done, SecondsSince(start));
+  }
+  if (!dropping_.empty() || !cancelling_.empty()) {
+    ArmStep(failed);
+  } else {
+    ArmCompaction();  // (also ends the bulk writing that RemoveJobs began)
+  }
+}
+
+void Scheduler::ArmStep(bool after_failure) {
+  if (step_armed_ || shutting_down_) return;
+  step_armed_ = true;
+  // Behind whatever the io thread has to do already (a request, a task's end); after a
+  // failing Store, a while later. (A timer: a step pending when the Scheduler goes is
+  // aborted, not run.)
+  step_timer_.expires_after(after_failure ? std::chrono::seconds(5) : std::chrono::seconds(0));
+  step_timer_.async_wait([this](std::error_code ec) {
+    if (ec) return;
+    step_armed_ = false;
+    // Cancels first: their tasks still count as queued work.
+    if (!cancelling_.empty()) {
+      CancelStep();
+    } else {
+      DropStep();
+    }
+  });
+}
+
+void Scheduler::ArmCompaction() {
+  compact_wanted_ = true;
+  compact_timer_.expires_after(kQuietBeforeCompaction);
+  compact_timer_.async_wait([this](std::error_code ec) {
+    if (ec) return;
+    CompactStep();
+  });
+}
+
+void Scheduler::CompactStep() {
+  if (!compact_wanted_ || shutting_down_) return;
+  // Not while steps go on, nor while a submit is being stored: later.
+  if (!cancelling_.empty() || !dropping_.empty() || !submitting_.empty()) {
+    ArmCompaction();
+    return;
+  }
+  const auto start = Clock::now();
+  auto left = store_.ShrinkStep(kShrinkPages);
+  if (!left) {
+    spdlog::warn("database: giving free pages back: {}", left.error());
+  } else if (*left > 0) {
+    // More to give back: the next step after other work had its turn.
+    compact_timer_.expires_after(std::chrono::seconds(0));
+    compact_timer_.async_wait([this](std::error_code ec) {
+      if (!ec) CompactStep();
+    });
+    return;
+  }
+  compact_wanted_ = false;
+  store_.SetBulkWriting(false);
+  store_.TruncateLogSoon();
+  // Freed memory back to the system (a million tasks' records and queues).
+  malloc_trim(0);
+  spdlog::debug("compacted after large work ({:.3f} s for the last step)", SecondsSince(start));
+}
+
+}  // namespace ckprof

@@ -1,0 +1,268 @@
+// Large jobs in steps (daemon/large_jobs.cpp): a submit, a cancel and a clean of a job too large
+// for one transaction are done a step at a time, with other requests served in between, and
+// a daemon killed between two steps leaves a database its next start makes whole. The daemon
+// takes CKPROFD_STEP_ROWS rows per step here, so that a job of a few thousand tasks crosses
+// many steps (a million-task job is the benchmark's, bench/README.md section 8).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "tests/util/commands.h"
+#include "tests/util/daemon_fixture.h"
+#include "tests/util/emulator.h"
+#include "tests/util/files.h"
+#include "tests/util/requests.h"
+#include "tests/util/sql.h"
+#include "tests/util/users.h"
+#include "tests/util/victim_probe.h"
+
+namespace ckprof {
+namespace {
+
+using testing::CommandResult;
+using testing::SqlQuery;
+using testing::SystemUser;
+using testing::VictimFigures;
+using testing::VictimProbe;
+
+constexpr int kTasks = 3000;  // many steps of kStepRows
+constexpr int kStepRows = 100;
+
+std::string Name(const std::string& role) {
+  return "cks" + role + std::to_string(getpid() % 1000000);
+}
+
+class ScaleTest : public testing::EmulatorDaemonTest {
+ protected:
+  void SetUp() override {
+    EmulatorDaemonTest::SetUp();
+    configs_ = dir_.File("configs.json");
+    testing::WriteFile(configs_, testing::FwdConfigsText(kTasks));
+    chmod(configs_.c_str(), 0644);
+  }
+
+  void StartStepping() {
+    auto o = EmulatorOptions("0-3", R"({"socket_mode": "0666"})");
+    o.env.push_back("CKPROFD_STEP_ROWS=" + std::to_string(kStepRows));
+    o.args.insert(o.args.end(), {"--log-level", "debug"});
+    Start(o);
+  }
+
+  CommandResult Ckprof(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {testing::SharedBinPath("ckprof"), "--socket",
+                                     daemon_.socket()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::RunCommand(argv, {}, dir_.path());
+  }
+
+  // The job, held for two hours: its tasks stay queued.
+  int64_t SubmitHeld() {
+    CommandResult r = Ckprof({"submit", configs_, "--not-before", "+2h"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? std::stoll(r.out) : 0;
+  }
+
+  std::string Db() const { return daemon_.state_dir() + "/ckprofd.db"; }
+
+  int64_t Count(const std::string& sql) { return std::stoll(SqlQuery(Db(), sql).at(0).at(0)); }
+
+  // Waits for the daemon's log to say `needle` (its rows removed, ...); a deadline for a broken
+  // build, not a pause.
+  bool WaitForLog(const std::string& needle, double timeout_s = 60) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < until) {
+      if (testing::ReadFile(daemon_.log_path()).find(needle) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  size_t CountInLog(const std::string& needle) {
+    const std::string log = testing::ReadFile(daemon_.log_path());
+    size_t n = 0;
+    for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+    return n;
+  }
+
+  static void Report(const char* what, const VictimFigures& f) {
+    std::cout << what << ": victim status p50/p99/max ms: " << f.p50_ms << " / " << f.p99_ms
+              << " / " << f.max_ms << " (" << f.requests << " requests)\n";
+    EXPECT_EQ(f.errors, 0) << f.first_error;
+    EXPECT_LT(f.max_ms, 5000) << f.text;  // a stall, not a speed
+  }
+
+  std::string configs_;
+};
+
+// A submit, a cancel and a clean of a job of many steps: whole at each end (every task stored,
+// every task cancelled, every row gone) while another user's `status` is answered throughout.
+TEST_F(ScaleTest, SubmitCancelAndCleanInStepsAreWholeAndOthersAreServed) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create the second user";
+  SystemUser victim(Name("v"));
+  ASSERT_TRUE(victim.ok());
+  StartStepping();
+  const int64_t before = SubmitHeld();  // what is there already
+  ASSERT_GT(before, 0);
+
+  VictimProbe submit_probe(victim, daemon_.socket());
+  const int64_t job = SubmitHeld();
+  Report("submit", submit_probe.Stop());
+  ASSERT_GT(job, 0);
+  auto status = testing::CallOnce(daemon_.socket(), [&] {
+    Request r;
+    r.type = RequestType::kStatus;
+    r.job_id = job;
+    return r;
+  }());
+  ASSERT_TRUE(status.ok()) << status.error();
+  auto summary = JobSummaryFromJson((*status)["job"]);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->total, kTasks);
+  EXPECT_EQ(summary->queued, kTasks);
+  const std::string of_job = " FROM tasks WHERE job_id=" + std::to_string(job);
+  EXPECT_EQ(Count("SELECT count(*)" + of_job), kTasks);
+  EXPECT_EQ(Count("SELECT count(DISTINCT position)" + of_job), kTasks);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs_dropped"), 0);
+  // The steps took the ids reserved for the job: one range, in position order.
+  EXPECT_EQ(Count("SELECT max(id) - min(id) + 1" + of_job), kTasks);
+  EXPECT_EQ(Count("SELECT count(*)" + of_job + " AND id - position <> (SELECT min(id) - 1" +
+                  of_job + ")"),
+            0);
+
+  VictimProbe cancel_probe(victim, daemon_.socket());
+  CommandResult cancel = Ckprof({"cancel", std::to_string(job)});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  auto ended = testing::WaitJobEnd(daemon_.socket(), job);
+  Report("cancel", cancel_probe.Stop());
+  ASSERT_TRUE(ended.ok()) << ended.error();
+  EXPECT_EQ(ended->cancelled, kTasks);
+  EXPECT_EQ(ended->queued, 0);
+  EXPECT_EQ(Count("SELECT count(*)" + of_job + " AND state <> 'cancelled'"), 0);
+  // The other job was left alone.
+  EXPECT_EQ(Count("SELECT count(*) FROM tasks WHERE state = 'queued'"), kTasks);
+
+  const size_t compactions = CountInLog("compacted after large work");
+  VictimProbe clean_probe(victim, daemon_.socket());
+  CommandResult clean = Ckprof({"clean", std::to_string(job), "--yes"});
+  ASSERT_EQ(clean.exit_code, 0) << clean.err;
+  // Gone from every answer at once; its rows a step at a time.
+  EXPECT_NE(Ckprof({"status", std::to_string(job)}).exit_code, 0);
+  ASSERT_TRUE(WaitForLog("job " + std::to_string(job) + ": its " + std::to_string(kTasks) +
+                         " task rows are removed"));
+  Report("clean", clean_probe.Stop());
+  EXPECT_EQ(Count("SELECT count(*)" + of_job), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs WHERE id=" + std::to_string(job)), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs_dropped"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM tasks"), kTasks);
+  // Once quiet: the freed pages given back to the filesystem, the log truncated.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (CountInLog("compacted after large work") <= compactions &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(Count("PRAGMA freelist_count"), 0);
+  // (The checkpoint thread truncates the log right after.)
+  auto wal_size = [&] {
+    struct stat wal {};
+    return stat((Db() + "-wal").c_str(), &wal) == 0 ? wal.st_size : 0;
+  };
+  while (wal_size() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(wal_size(), 0);
+}
+
+// A cancel that a retry overtakes: the retry's tasks run (the steps left stop), and the job
+// ends as a retried one does, not cancelled.
+TEST_F(ScaleTest, RetryDuringACancelInStepsWins) {
+  StartStepping();
+  const int64_t job = SubmitHeld();
+  ASSERT_GT(job, 0);
+  ASSERT_EQ(Ckprof({"cancel", std::to_string(job)}).exit_code, 0);
+  // At once, before most steps had their turn: what was cancelled queues again, the rest
+  // was never cancelled.
+  CommandResult retry = Ckprof({"retry", std::to_string(job)});
+  ASSERT_EQ(retry.exit_code, 0) << retry.err;
+  ASSERT_EQ(Ckprof({"edit", std::to_string(job), "--not-before", "now"}).exit_code, 0);
+  auto ended = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(ended.ok()) << ended.error();
+  EXPECT_EQ(ended->succeeded, kTasks);
+  EXPECT_EQ(ended->cancelled, 0);
+}
+
+// What a daemon killed between two steps of a submit leaves (the job's row, marked dropped,
+// and part of its tasks), and between two steps of a clean (the marked job with its rows
+// partly gone): the next start shows neither job and removes their rows.
+TEST_F(ScaleTest, JobsCutShortByACrashAreRemovedAtTheNextStart) {
+  StartStepping();
+  const int64_t half_submitted = SubmitHeld();
+  const int64_t half_cleaned = SubmitHeld();
+  const int64_t kept = SubmitHeld();
+  ASSERT_GT(kept, 0);
+  daemon_.Stop(SIGKILL);
+  // The state of a crash between steps (the steps' own transactions leave no other).
+  const std::string a = std::to_string(half_submitted), b = std::to_string(half_cleaned);
+  SqlQuery(Db(), "DELETE FROM tasks WHERE job_id=" + a + " AND position > 1234");
+  SqlQuery(Db(), "DELETE FROM tasks WHERE job_id=" + b + " AND position <= 2000");
+  SqlQuery(Db(), "INSERT INTO jobs_dropped (job_id) VALUES (" + a + "), (" + b + ")");
+  StartStepping();
+  EXPECT_NE(Ckprof({"status", a}).exit_code, 0);
+  EXPECT_NE(Ckprof({"status", b}).exit_code, 0);
+  ASSERT_TRUE(WaitForLog("job " + b + ": its 1000 task rows are removed"));
+  ASSERT_TRUE(WaitForLog("job " + a + ": its 1234 task rows are removed"));
+  EXPECT_EQ(Count("SELECT count(*) FROM tasks WHERE job_id IN (" + a + ", " + b + ")"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs WHERE id IN (" + a + ", " + b + ")"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs_dropped"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM tasks WHERE job_id=" + std::to_string(kept)), kTasks);
+  // Their ids are not given again.
+  const int64_t next = SubmitHeld();
+  EXPECT_GT(next, kept);
+  EXPECT_GT(Count("SELECT min(id) FROM tasks WHERE job_id=" + std::to_string(next)),
+            Count("SELECT max(id) FROM tasks WHERE job_id=" + std::to_string(kept)));
+}
+
+// A daemon killed (SIGKILL) while a large submit is being stored: the submit was not
+// acknowledged, and after the restart the job is not there, nor any of its rows.
+TEST_F(ScaleTest, SubmitKilledBetweenStepsLeavesNoJob) {
+  auto o = EmulatorOptions();
+  o.env.push_back("CKPROFD_STEP_ROWS=5");  // 600 steps: the kill falls between two
+  Start(o);
+  testing::BackgroundCommand submit({testing::SharedBinPath("ckprof"), "--socket", daemon_.socket(),
+                                     "submit", configs_, "--not-before", "+2h"});
+  // The job's row appears, marked, with its first step: kill then.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool seen = false;
+  while (!seen && std::chrono::steady_clock::now() < until) {
+    try {
+      seen =
+          Count("SELECT count(*) FROM jobs_dropped") > 0 && Count("SELECT count(*) FROM tasks") > 0;
+    } catch (const std::exception&) {
+      // (The database may not exist yet, or be busy a moment.)
+    }
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(seen) << "the submit's steps were never seen under way";
+  daemon_.Stop(SIGKILL);
+  CommandResult r = submit.Finish(30);
+  EXPECT_NE(r.exit_code, 0) << r.out;  // never acknowledged
+  const int64_t stored = Count("SELECT count(*) FROM tasks");
+  EXPECT_LT(stored, kTasks);
+  auto o2 = EmulatorOptions();
+  o2.args.insert(o2.args.end(), {"--log-level", "debug"});
+  Start(o2);
+  ASSERT_TRUE(WaitForLog("task rows are removed"));
+  EXPECT_EQ(Count("SELECT count(*) FROM tasks"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs_dropped"), 0);
+  CommandResult list = Ckprof({"list"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+}
+
+}  // namespace
+}  // namespace ckprof
