@@ -242,8 +242,6 @@ class Scheduler {
   void RefreshGpus();
 
   size_t running_count() const;
-  // Large cancels and removals still going on in steps (tests).
-  bool StepsPending() const { return !cancelling_.empty() || !dropping_.empty(); }
   size_t queued_count() const { return policy_.queued_total(); }
   // Called after every change of running/queued counts (for systemd STATUS=).
   std::function<void()> on_change;

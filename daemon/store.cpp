@@ -44,7 +44,7 @@ class Store::Checkpointer {
     // then sqlite3_wal_checkpoint_v2 copies nothing and answers SQLITE_OK with -1 frames, and
     // the log would grow by every page written.
     (void)sqlite3_exec(db_, "PRAGMA journal_mode", nullptr, nullptr, nullptr);
-    (void)sqlite3_exec(db_, "PRAGMA journal_size_limit=67108864", nullptr, nullptr, nullptr);
+    (void)sqlite3_exec(db_, "PRAGMA journal_size_limit=33554432", nullptr, nullptr, nullptr);
     thread_ = std::thread([this] { Loop(); });
   }
   ~Checkpointer() {
@@ -485,7 +485,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   if (Status s = store->Exec("PRAGMA journal_mode=WAL"); !s) return Error{s.error()};
   // The log starts over once a checkpoint has copied it all; past this size it is cut back
   // then, rather than keeping the largest it ever was (a million-task submit's gigabyte).
-  if (Status s = store->Exec("PRAGMA journal_size_limit=67108864"); !s) return Error{s.error()};
+  if (Status s = store->Exec("PRAGMA journal_size_limit=33554432"); !s) return Error{s.error()};
   if (Status s = store->Exec(full_sync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
       !s) {
     return Error{s.error()};
