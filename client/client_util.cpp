@@ -93,12 +93,11 @@ nlohmann::json JobsJson(const std::vector<JobSummary>& jobs) {
 
 Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_output,
                                   bool with_runs) {
-  Request r;
-  r.type = RequestType::kResults;
+  ResultsRequest r;
   r.job_id = job_id;
   r.all = with_output;
   r.runs = with_runs;
-  return conn.Call<ResultsReply>(r);
+  return conn.Call(r);
 }
 
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd) {

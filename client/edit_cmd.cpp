@@ -40,8 +40,7 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
   if (auto code = p.Parse(args)) return *code;
   auto id = ParseJobId(job, "edit");
   if (!id) return 2;
-  Request r;
-  r.type = RequestType::kEdit;
+  EditRequest r;
   r.job_id = *id;
   EditOptions& e = r.edit;
   static const std::regex integer(R"(-?\d{1,9})");
@@ -198,8 +197,7 @@ int RunCleanCommand(const GlobalOptions& global, const Args& args) {
          "print the removed jobs' ids (removed), their results counted and the jobs as JSON; "
          "never asks");
   if (auto code = p.Parse(args)) return *code;
-  Request r;
-  r.type = RequestType::kClean;
+  CleanRequest r;
   r.all = all;
   r.dry_run = dry_run;
   for (const auto& text : jobs) {
@@ -225,7 +223,7 @@ int RunCleanCommand(const GlobalOptions& global, const Args& args) {
   // On a terminal: what would go, counted, and a question; the answer removes those jobs (by
   // id: one that ends meanwhile is not taken along).
   if (!dry_run && !yes && !json_out && isatty(STDIN_FILENO) == 1) {
-    Request ask = r;
+    CleanRequest ask = r;
     ask.dry_run = true;
     CleanReply would;
     if (int code = Ask(global, "clean", ask, &would)) return code;

@@ -221,12 +221,13 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     if (!id) return 2;
     ids.push_back(*id);
   }
-  Request r;
-  r.type = list_mode ? RequestType::kList : RequestType::kStatus;
+  StatusRequest r;  // list's has the same fields
   r.all = all;
   if (ids.empty()) {
     StatusReply a;
-    if (int code = Ask(global, cmd, r, &a)) return code;
+    if (int code = list_mode ? Ask(global, cmd, ListRequest{r}, &a) : Ask(global, cmd, r, &a)) {
+      return code;
+    }
     if (filter.any()) {
       std::vector<JobSummary> kept;
       for (auto& j : a.jobs) {
@@ -260,7 +261,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   for (int64_t id : ids) {
     r.job_id = id;
     StatusReply a;
-    const int code = Ask(global, cmd, r, &a);
+    const int code = list_mode ? Ask(global, cmd, ListRequest{r}, &a) : Ask(global, cmd, r, &a);
     worst = std::max(worst, code);
     if (code == kExitUnreachable) return code;
     if (code == 0 && a.job) summaries.push_back(std::move(*a.job));
@@ -346,8 +347,7 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
   p.Flag("--json", &json_out, "print JSON for scripts");
   p.Flag("--wide", &wide, "never shorten a model, an owner or a note");
   if (auto code = p.Parse(args)) return *code;
-  Request r;
-  r.type = RequestType::kGpus;
+  GpusRequest r;
   GpusReply a;
   if (int code = Ask(global, "gpus", r, &a)) return code;
   if (json_out && a.executor == "slurm") {

@@ -89,8 +89,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
     PrintError("submit", "--layout must be auto, nchw or nhwc, got '" + layout + "'");
     return 2;
   }
-  Request r;
-  r.type = RequestType::kSubmit;
+  SubmitRequest r;
   SubmitOptions& s = r.submit;
   s.name = name;
   // `absent`: what leaving the option out means, for the message.
@@ -181,7 +180,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   auto conn = ConnectOrReport(global, "submit");
   if (!conn) return kExitUnreachable;
   ErrorReply refusal;
-  auto answer = conn->Call<SubmitReply>(r, &refusal);
+  auto answer = conn->Call(r, &refusal);
   if (!answer) {
     // A refused input keeps its warnings: they say why each record was skipped.
     if (refusal.conversion) {

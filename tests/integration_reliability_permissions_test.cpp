@@ -74,8 +74,7 @@ class ReliabilityPermissionsTest : public testing::EmulatorDaemonTest {
   }
 
   JobSummary Status(int64_t job) {
-    Request r;
-    r.type = RequestType::kStatus;
+    StatusRequest r;
     r.job_id = job;
     auto a = testing::CallOnce(daemon_.socket(), r);
     EXPECT_TRUE(a.ok()) << a.error();
