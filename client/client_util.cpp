@@ -100,6 +100,22 @@ Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_ou
   return conn.Call(r);
 }
 
+std::string PriorityRange() {
+  return std::to_string(kMinPriority) + ".." + std::to_string(kMaxPriority);
+}
+
+std::optional<int> ParsePriorityArg(const std::string& text, const std::string& what,
+                                    const std::string& cmd) {
+  static const std::regex integer(R"(-?\d{1,9})");
+  if (!std::regex_match(text, integer) || std::stoi(text) < kMinPriority ||
+      std::stoi(text) > kMaxPriority) {
+    PrintError(cmd, what + " must be an integer from " + std::to_string(kMinPriority) + " to " +
+                        std::to_string(kMaxPriority) + ", got '" + text + "'");
+    return std::nullopt;
+  }
+  return std::stoi(text);
+}
+
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd) {
   static const std::regex id(R"(\d{1,18})");
   if (std::regex_match(text, id)) {

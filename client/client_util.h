@@ -53,6 +53,13 @@ Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_ou
 // Jobs as a JSON array of their summaries (status, list, wait --json).
 nlohmann::json JobsJson(const std::vector<JobSummary>& jobs);
 
+// "-1000..1000": the priority's range (kMinPriority..kMaxPriority), for --help texts.
+std::string PriorityRange();
+// A priority (submit/edit --priority, boost PRIORITY, named `what`): an integer in the range;
+// nullopt after printing "ckprof CMD: WHAT must be an integer from -1000 to 1000, got 'x'".
+std::optional<int> ParsePriorityArg(const std::string& text, const std::string& what,
+                                    const std::string& cmd);
+
 // "12" -> 12; prints "ckprof CMD: JOB must be a job id (a positive integer), got 'x'" else.
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd);
 

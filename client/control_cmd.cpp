@@ -126,7 +126,7 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
              "none, admins only)");
     p.Option("--profiler-path", &profiler, "P", "the job's new profiler (as submit takes it)");
   }
-  if (type == RequestType::kBoost) p.Positional("PRIORITY", &priority, true, "-1000..1000");
+  if (type == RequestType::kBoost) p.Positional("PRIORITY", &priority, true, PriorityRange());
   bool json_out = false;
   p.Flag("--json", &json_out, "print the outcome as JSON");
   if (auto code = p.Parse(args)) return *code;
@@ -163,12 +163,9 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
     r.profiler_path = AbsolutePath(profiler);
   }
   if (type == RequestType::kBoost) {
-    static const std::regex num(R"(-?\d{1,4})");
-    if (!std::regex_match(priority, num) || std::abs(std::stoi(priority)) > 1000) {
-      PrintError(cmd, "PRIORITY must be an integer from -1000 to 1000, got '" + priority + "'");
-      return 2;
-    }
-    b.priority = std::stoi(priority);
+    auto value = ParsePriorityArg(priority, "PRIORITY", cmd);
+    if (!value) return 2;
+    b.priority = *value;
   }
   JobReply a;
   if (int code = type == RequestType::kBoost ? Ask(global, cmd, b, &a) : Ask(global, cmd, r, &a)) {

@@ -27,7 +27,8 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
               "--gpus 2-3 --max-gpus 1 --timeout 600\n  ckprof edit 12 --not-before now --name "
               "resnet-fp16");
   p.Positional("JOB", &job, true, "the job id");
-  p.Option("--priority", &priority, "P", "order among your own jobs, -1000..1000, higher first");
+  p.Option("--priority", &priority, "P",
+           "order among your own jobs, " + PriorityRange() + ", higher first");
   p.Option("--not-before", &not_before, "TIME",
            "start no earlier than TIME: 2026-12-01T02:00, +30m, +2h, or now");
   p.Option("--gpus", &gpus, "LIST", "GPUs the job may use, e.g. 0,1 or 0-3; 'any' for all");
@@ -45,12 +46,8 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
   EditOptions& e = r.edit;
   static const std::regex integer(R"(-?\d{1,9})");
   if (p.Given("--priority")) {
-    if (!std::regex_match(priority, integer) || std::abs(std::stoi(priority)) > 1000) {
-      PrintError("edit",
-                 "--priority must be an integer from -1000 to 1000, got '" + priority + "'");
-      return 2;
-    }
-    e.priority = std::stoi(priority);
+    e.priority = ParsePriorityArg(priority, "--priority", "edit");
+    if (!e.priority) return 2;
   }
   if (p.Given("--not-before")) {
     auto t = ParseTime(not_before);

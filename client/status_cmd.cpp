@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <ctime>
 #include <iostream>
@@ -295,9 +296,15 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
 
 namespace {
 
-// Under the Slurm executor: the cluster's GPU nodes, then our tasks in Slurm (node, GPU).
+// Under a remote executor (Slurm): the cluster's GPU nodes, then our tasks there (node, GPU),
+// named by the executor the daemon reports ("slurm": "SLURM JOB", "in Slurm").
 void PrintClusterGpus(const GpusReply& a, bool wide) {
-  std::cout << "executor: slurm (" << a.gpus.size() << " tasks in flight at most)\n";
+  std::string shown = a.executor;  // "Slurm"
+  if (!shown.empty())
+    shown[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(shown[0])));
+  std::string upper = a.executor;  // "SLURM"
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  std::cout << "executor: " << a.executor << " (" << a.gpus.size() << " tasks in flight at most)\n";
   TextTable nodes({{"NODE"}, {"STATE"}, {"PARTITIONS"}, {"GPUS"}, {"IN USE"}, {"OURS", true}});
   for (const ClusterNode& n : a.cluster) {
     int ours = 0;
@@ -309,7 +316,7 @@ void PrintClusterGpus(const GpusReply& a, bool wide) {
   } else {
     std::cout << nodes.Render(TerminalWidth(wide));
   }
-  TextTable runs({{"SLURM JOB", true},
+  TextTable runs({{upper + " JOB", true},
                   {"STATE"},
                   {"NODE"},
                   {"GPU"},
@@ -327,7 +334,7 @@ void PrintClusterGpus(const GpusReply& a, bool wide) {
                  "#" + std::to_string(g.position),
                  g.owner.empty() ? std::to_string(g.owner_uid) : g.owner, FormatAge(g.busy_since)});
   }
-  std::cout << "\n" << n << " of our tasks in Slurm" << (n ? ":\n" : "\n");
+  std::cout << "\n" << n << " of our tasks in " << shown << (n ? ":\n" : "\n");
   if (n) std::cout << runs.Render(TerminalWidth(wide));
 }
 
@@ -350,7 +357,8 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
   GpusRequest r;
   GpusReply a;
   if (int code = Ask(global, "gpus", r, &a)) return code;
-  if (json_out && a.executor == "slurm") {
+  const bool remote = a.executor != "local";  // slots, and the cluster they run on
+  if (json_out && remote) {
     // The slots and the cluster: an object (the local executor's JSON stays a list of GPUs).
     json out = {{"executor", a.executor}, {"gpus", json::array()}, {"cluster", json::array()}};
     for (const auto& g : a.gpus) out["gpus"].push_back(ToJson(g));
@@ -370,7 +378,7 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
     std::cout << JsonForTerminal(out.dump(2)) << "\n";
     return 0;
   }
-  if (a.executor == "slurm") {
+  if (remote) {
     PrintClusterGpus(a, wide);
     return 0;
   }

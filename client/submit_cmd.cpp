@@ -37,7 +37,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   p.Positional("INPUT", &input, true, "the file to profile, - for stdin (plain or gzipped)");
   p.Option("--name", &name, "N", "job name (default: the file name)");
   p.Option("--priority", &priority, "P",
-           "order among your own jobs, -1000..1000, higher first (default 0)");
+           "order among your own jobs, " + PriorityRange() + ", higher first (default 0)");
   p.Option("--gpus", &gpus, "LIST", "GPUs the job may use, e.g. 0,1 or 0-3 (default: any)");
   p.Option("--max-gpus", &max_gpus, "M", "at most M GPUs at once, M >= 1 (default: no limit)");
   p.Option("--order", &order, "O",
@@ -107,7 +107,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
     return true;
   };
   int64_t v = 0;
-  if (!int_opt("--priority", priority, -1000, 1000, &v)) return 2;
+  if (!int_opt("--priority", priority, kMinPriority, kMaxPriority, &v)) return 2;
   s.priority = static_cast<int>(v);
   v = 0;
   // 0 means "no limit" on the wire, but as a flag it reads as "no GPU": leaving it out says it.
