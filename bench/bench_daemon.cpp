@@ -197,8 +197,7 @@ std::unique_ptr<ckprof::Connection> Connect(const std::string& socket) {
 
 // Submits the configs file; returns the job id.
 int64_t Submit(ckprof::Connection& conn, const Common& c, const std::string& content) {
-  ckprof::Request r;
-  r.type = ckprof::RequestType::kSubmit;
+  ckprof::SubmitRequest r;
   // As `ckprof submit` sends it: over 1 MiB, gzip+base64 (timed: it is part of the user's wait).
   if (ckprof::Status s = ckprof::EncodeSubmitContent(content, &r.submit); !s) {
     Die("submit: " + s.error());
@@ -210,7 +209,7 @@ int64_t Submit(ckprof::Connection& conn, const Common& c, const std::string& con
   if (!c.order.empty() && !ckprof::ParseEnum(c.order, &r.submit.order)) {
     Die("--order must be rank or longest-first, got '" + c.order + "'");
   }
-  auto answer = conn.Call(r);
+  auto answer = conn.CallJson(r);
   if (!answer) Die("submit: " + answer.error());
   return answer->value("job_id", int64_t{0});
 }
@@ -267,9 +266,8 @@ int RunMode(const Common& c) {
   const double cpu = CpuSeconds(d.pid()) - cpu0;
   const double client_cpu = SelfCpuSeconds() - self0;
   const double profiler_cpu = CpuSeconds(d.pid(), true) - children0;
-  auto status = conn->Call([&] {
-    ckprof::Request r;
-    r.type = ckprof::RequestType::kStatus;
+  auto status = conn->CallJson([&] {
+    ckprof::StatusRequest r;
     r.job_id = job;
     return r;
   }());
@@ -308,10 +306,9 @@ int ScaleMode(const Common& c, int clients, int poll_ms, double poll_seconds, do
   const double rss_settled = StatusMiB(d.pid(), "VmRSS");
 
   auto status_of = [&](ckprof::Connection& cn) {
-    ckprof::Request r;
-    r.type = ckprof::RequestType::kStatus;
+    ckprof::StatusRequest r;
     r.job_id = job;
-    auto a = cn.Call(r);
+    auto a = cn.CallJson(r);
     if (!a) Die("status: " + a.error());
     return (*a)["job"];
   };
@@ -356,10 +353,9 @@ int ScaleMode(const Common& c, int clients, int poll_ms, double poll_seconds, do
 
   // The end: cancel what is left, wait for the job to end, then stay idle.
   {
-    ckprof::Request r;
-    r.type = ckprof::RequestType::kCancel;
+    ckprof::CancelRequest r;
     r.job_id = job;
-    if (auto a = conn->Call(r); !a) Die("cancel: " + a.error());
+    if (auto a = conn->CallJson(r); !a) Die("cancel: " + a.error());
   }
   auto watch = Connect(d.socket());
   WaitForJob(*watch, job);

@@ -127,8 +127,7 @@ int RunBestCommand(const GlobalOptions& global, const Args& args) {
   } else {
     format = *picked;
   }
-  Request r;
-  r.type = RequestType::kBest;
+  BestRequest r;
   r.op = op;
   r.profiler_path = AbsolutePath(profiler);
   r.gpu_model = gpu_model;

@@ -93,12 +93,27 @@ nlohmann::json JobsJson(const std::vector<JobSummary>& jobs) {
 
 Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_output,
                                   bool with_runs) {
-  Request r;
-  r.type = RequestType::kResults;
+  ResultsRequest r;
   r.job_id = job_id;
   r.all = with_output;
   r.runs = with_runs;
-  return conn.Call<ResultsReply>(r);
+  return conn.Call(r);
+}
+
+std::string PriorityRange() {
+  return std::to_string(kMinPriority) + ".." + std::to_string(kMaxPriority);
+}
+
+std::optional<int> ParsePriorityArg(const std::string& text, const std::string& what,
+                                    const std::string& cmd) {
+  static const std::regex integer(R"(-?\d{1,9})");
+  if (!std::regex_match(text, integer) || std::stoi(text) < kMinPriority ||
+      std::stoi(text) > kMaxPriority) {
+    PrintError(cmd, what + " must be an integer from " + std::to_string(kMinPriority) + " to " +
+                        std::to_string(kMaxPriority) + ", got '" + text + "'");
+    return std::nullopt;
+  }
+  return std::stoi(text);
 }
 
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd) {

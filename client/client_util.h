@@ -21,20 +21,21 @@ void PrintError(const std::string& cmd, const std::string& message);
 // and returns nullptr; the caller exits with kExitUnreachable.
 std::unique_ptr<Connection> ConnectOrReport(const GlobalOptions& global, const std::string& cmd);
 
-// Connects, sends `request` and stores the daemon's typed reply in *reply. Returns 0, or the
-// exit code after printing why: kExitUnreachable when no daemon answers (or it went away
-// before answering), 1 when it refused.
+// Connects, sends `request` and stores the daemon's reply (the request's Reply) in *reply.
+// Returns 0, or the exit code after printing why: kExitUnreachable when no daemon answers (or
+// it went away before answering), 1 when it refused.
 // `error`, when given, also receives the message.
-template <typename T>
-int Ask(const GlobalOptions& global, const std::string& cmd, const Request& request, T* reply,
-        std::string* error = nullptr) {
+template <typename R>
+requires IsRequest<R>
+int Ask(const GlobalOptions& global, const std::string& cmd, const R& request,
+        typename R::Reply* reply, std::string* error = nullptr) {
   auto conn = Connection::Open(ResolveSocketPath(global.socket));
   if (!conn) {
     PrintError(cmd, conn.error());
     if (error) *error = conn.error();
     return kExitUnreachable;
   }
-  auto a = (*conn)->template Call<T>(request);
+  auto a = (*conn)->Call(request);
   if (!a) {
     PrintError(cmd, a.error());
     if (error) *error = a.error();
@@ -51,6 +52,13 @@ Result<ResultsReply> FetchResults(Connection& conn, int64_t job_id, bool with_ou
 
 // Jobs as a JSON array of their summaries (status, list, wait --json).
 nlohmann::json JobsJson(const std::vector<JobSummary>& jobs);
+
+// "-1000..1000": the priority's range (kMinPriority..kMaxPriority), for --help texts.
+std::string PriorityRange();
+// A priority (submit/edit --priority, boost PRIORITY, named `what`): an integer in the range;
+// nullopt after printing "ckprof CMD: WHAT must be an integer from -1000 to 1000, got 'x'".
+std::optional<int> ParsePriorityArg(const std::string& text, const std::string& what,
+                                    const std::string& cmd);
 
 // "12" -> 12; prints "ckprof CMD: JOB must be a job id (a positive integer), got 'x'" else.
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd);

@@ -163,12 +163,11 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, bo
     return unreachable(std::strerror(e));
   }
   std::unique_ptr<Connection> c(new Connection(fd, path));
-  Request hello;
-  hello.type = RequestType::kHello;
+  HelloRequest hello;
   hello.protocol = kProtocolVersion;
   hello.client = std::string("ckprof ") + kVersion;
   nlohmann::json refused;
-  auto answer = c->Call(hello, &refused);
+  auto answer = c->CallJson(hello, &refused);
   // A refusal ("serving too many clients") may come with a broken pipe: it is still one.
   if (!answer && c->lost() && !refused.is_object()) {
     // Connected, then closed before the hello's answer: the daemon went away at that moment
@@ -247,13 +246,13 @@ Status Connection::CheckFeature(const Request& request) const {
                                                       "with new settings)"
                            : need == "on_end"       ? "submit --on-end"
                                                     : "'ckprof " + need + "'";
-  return MakeError(std::string(RequestTypeName(request.type)) + ": " +
+  return MakeError(std::string(RequestTypeName(request.type())) + ": " +
                    hello_.value("server", std::string("ckprofd")) + " at " + path_ +
                    " is older than this ckprof and does not know " + what +
                    ": restart it with this version, then try again");
 }
 
-Result<nlohmann::json> Connection::Call(Request request, nlohmann::json* refusal) {
+Result<nlohmann::json> Connection::CallJson(Request request, nlohmann::json* refusal) {
   if (Status s = CheckFeature(request); !s) return Error{s.error()};
   request.id = next_id_++;
   Status sent = Send(RequestToJson(request));
@@ -297,8 +296,7 @@ Status Connection::Stream(Request request,
 
 Status Connection::Watch(int64_t job_id, const std::function<bool(const nlohmann::json&)>& on_frame,
                          bool end_only) {
-  Request r;
-  r.type = RequestType::kWatch;
+  WatchRequest r;
   r.job_id = job_id;
   r.end_only = end_only;
   return Stream(std::move(r), on_frame);

@@ -35,17 +35,15 @@ class Connection {
   static Result<std::unique_ptr<Connection>> Open(const std::string& socket_path,
                                                   bool* went_away = nullptr);
 
-  // Sends a request and returns the daemon's answer. A response with "ok": false comes back as
-  // an error holding the daemon's message; `refusal`, when given, then receives the whole
-  // answer (a refused submit carries its conversion summary and warnings).
-  Result<nlohmann::json> Call(Request request, nlohmann::json* refusal = nullptr);
-
-  // The same, with the answer read as the request's typed reply (common/protocol.h) and a
-  // refusal as an ErrorReply.
-  template <typename T>
-  Result<T> Call(Request request, ErrorReply* refusal = nullptr) {
+  // Sends a request (StatusRequest, SubmitRequest, ... in common/protocol.h) and returns the
+  // daemon's answer as the request's reply type: conn.Call(StatusRequest{...}) is a
+  // Result<StatusReply>. A response with "ok": false comes back as an error holding the
+  // daemon's message; `refusal`, when given, then receives it as an ErrorReply (a refused
+  // submit carries its conversion summary and warnings).
+  template <typename R>
+  requires IsRequest<R> Result<typename R::Reply> Call(R request, ErrorReply* refusal = nullptr) {
     nlohmann::json refused;
-    auto answer = Call(std::move(request), refusal ? &refused : nullptr);
+    auto answer = CallJson(std::move(request), refusal ? &refused : nullptr);
     if (!answer) {
       if (refusal) {
         auto r = ReadReply<ErrorReply>(refused);
@@ -53,8 +51,12 @@ class Connection {
       }
       return Error{answer.error()};
     }
-    return ReadReply<T>(*answer);
+    return ReadReply<typename R::Reply>(*answer);
   }
+
+  // The same, the answer as JSON (`refusal` receives a refusal's whole answer): for the raw
+  // frame (tests, --json views that print it).
+  Result<nlohmann::json> CallJson(Request request, nlohmann::json* refusal = nullptr);
 
   // Sends a request answered by a stream (watch, log with follow); calls on_frame for the
   // first answer (a refusal is the error) and every frame until the stream ends

@@ -57,8 +57,7 @@ int CancelJobs(const GlobalOptions& global, const std::vector<JobAndTasks>& what
   int worst = 0;
   nlohmann::json out = nlohmann::json::array();
   for (const JobAndTasks& w : what) {
-    Request r;
-    r.type = RequestType::kCancel;
+    CancelRequest r;
     r.job_id = w.job;
     r.tasks = w.tasks;
     JobReply a;
@@ -127,7 +126,7 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
              "none, admins only)");
     p.Option("--profiler-path", &profiler, "P", "the job's new profiler (as submit takes it)");
   }
-  if (type == RequestType::kBoost) p.Positional("PRIORITY", &priority, true, "-1000..1000");
+  if (type == RequestType::kBoost) p.Positional("PRIORITY", &priority, true, PriorityRange());
   bool json_out = false;
   p.Flag("--json", &json_out, "print the outcome as JSON");
   if (auto code = p.Parse(args)) return *code;
@@ -142,9 +141,9 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
   }
   auto id = ParseJobId(job, cmd);
   if (!id) return 2;
-  Request r;
-  r.type = type;
-  r.job_id = *id;
+  RetryRequest r;  // retry's request; boost's: b
+  BoostRequest b;
+  r.job_id = b.job_id = *id;
   if (type == RequestType::kRetry) {
     for (const auto& text : tasks) {
       auto n = ParseTaskNumber(text, cmd);
@@ -164,19 +163,18 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
     r.profiler_path = AbsolutePath(profiler);
   }
   if (type == RequestType::kBoost) {
-    static const std::regex num(R"(-?\d{1,4})");
-    if (!std::regex_match(priority, num) || std::abs(std::stoi(priority)) > 1000) {
-      PrintError(cmd, "PRIORITY must be an integer from -1000 to 1000, got '" + priority + "'");
-      return 2;
-    }
-    r.priority = std::stoi(priority);
+    auto value = ParsePriorityArg(priority, "PRIORITY", cmd);
+    if (!value) return 2;
+    b.priority = *value;
   }
   JobReply a;
-  if (int code = Ask(global, cmd, r, &a)) return code;
+  if (int code = type == RequestType::kBoost ? Ask(global, cmd, b, &a) : Ask(global, cmd, r, &a)) {
+    return code;
+  }
   if (json_out) {
     nlohmann::json j = ReplyJson(a);
     j["job_id"] = *id;
-    if (type == RequestType::kBoost) j["priority"] = r.priority;
+    if (type == RequestType::kBoost) j["priority"] = b.priority;
     std::cout << JsonForTerminal(j.dump(2)) << "\n";
     return 0;
   }
@@ -190,7 +188,7 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
     std::cout << "\n";
   }
   if (type == RequestType::kBoost)
-    std::cout << "job " << *id << ": priority " << r.priority << "\n";
+    std::cout << "job " << *id << ": priority " << b.priority << "\n";
   return 0;
 }
 
@@ -210,11 +208,12 @@ int RunGpuActionCommand(const GlobalOptions& global, const Args& args, bool drai
     PrintError(cmd, "GPU must be a GPU index such as 0 (see 'ckprof gpus'), got '" + gpu + "'");
     return 2;
   }
-  Request r;
-  r.type = drain ? RequestType::kDrain : RequestType::kResume;
+  DrainRequest r;  // resume's has the same fields
   r.gpu = std::stoi(gpu);
   EmptyReply a;
-  if (int code = Ask(global, cmd, r, &a)) return code;
+  if (int code = drain ? Ask(global, cmd, r, &a) : Ask(global, cmd, ResumeRequest{r}, &a)) {
+    return code;
+  }
   if (json_out) {
     std::cout << nlohmann::json{{"gpu", r.gpu}, {"drained", drain}}.dump(2) << "\n";
     return 0;
@@ -229,8 +228,7 @@ int RunPingCommand(const GlobalOptions& global, const Args& args) {
   bool json_out = false;
   p.Flag("--json", &json_out, "print the daemon's hello (version, protocol, who you are) as JSON");
   if (auto code = p.Parse(args)) return *code;
-  Request r;
-  r.type = RequestType::kPing;
+  PingRequest r;
   HelloReply a;
   if (int code = Ask(global, "ping", r, &a)) return code;
   if (json_out) {

@@ -27,7 +27,8 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
               "--gpus 2-3 --max-gpus 1 --timeout 600\n  ckprof edit 12 --not-before now --name "
               "resnet-fp16");
   p.Positional("JOB", &job, true, "the job id");
-  p.Option("--priority", &priority, "P", "order among your own jobs, -1000..1000, higher first");
+  p.Option("--priority", &priority, "P",
+           "order among your own jobs, " + PriorityRange() + ", higher first");
   p.Option("--not-before", &not_before, "TIME",
            "start no earlier than TIME: 2026-12-01T02:00, +30m, +2h, or now");
   p.Option("--gpus", &gpus, "LIST", "GPUs the job may use, e.g. 0,1 or 0-3; 'any' for all");
@@ -40,18 +41,13 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
   if (auto code = p.Parse(args)) return *code;
   auto id = ParseJobId(job, "edit");
   if (!id) return 2;
-  Request r;
-  r.type = RequestType::kEdit;
+  EditRequest r;
   r.job_id = *id;
   EditOptions& e = r.edit;
   static const std::regex integer(R"(-?\d{1,9})");
   if (p.Given("--priority")) {
-    if (!std::regex_match(priority, integer) || std::abs(std::stoi(priority)) > 1000) {
-      PrintError("edit",
-                 "--priority must be an integer from -1000 to 1000, got '" + priority + "'");
-      return 2;
-    }
-    e.priority = std::stoi(priority);
+    e.priority = ParsePriorityArg(priority, "--priority", "edit");
+    if (!e.priority) return 2;
   }
   if (p.Given("--not-before")) {
     auto t = ParseTime(not_before);
@@ -198,8 +194,7 @@ int RunCleanCommand(const GlobalOptions& global, const Args& args) {
          "print the removed jobs' ids (removed), their results counted and the jobs as JSON; "
          "never asks");
   if (auto code = p.Parse(args)) return *code;
-  Request r;
-  r.type = RequestType::kClean;
+  CleanRequest r;
   r.all = all;
   r.dry_run = dry_run;
   for (const auto& text : jobs) {
@@ -225,7 +220,7 @@ int RunCleanCommand(const GlobalOptions& global, const Args& args) {
   // On a terminal: what would go, counted, and a question; the answer removes those jobs (by
   // id: one that ends meanwhile is not taken along).
   if (!dry_run && !yes && !json_out && isatty(STDIN_FILENO) == 1) {
-    Request ask = r;
+    CleanRequest ask = r;
     ask.dry_run = true;
     CleanReply would;
     if (int code = Ask(global, "clean", ask, &would)) return code;

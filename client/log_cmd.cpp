@@ -69,7 +69,7 @@ void WriteText(const std::string& text, bool raw) {
 int ExitFor(TaskState state) { return state == TaskState::kSucceeded ? 0 : IsFinal(state) ? 1 : 0; }
 
 // Follows one task: its output so far, then what it writes, until it ends.
-int Follow(const GlobalOptions& global, const Request& r, bool err, bool json_out, bool raw) {
+int Follow(const GlobalOptions& global, const LogRequest& r, bool err, bool json_out, bool raw) {
   OutputText shown(raw);
   auto conn = ConnectOrReport(global, "log");
   if (!conn) return kExitUnreachable;
@@ -172,8 +172,7 @@ int RunLogCommand(const GlobalOptions& global, const Args& args) {
          "control characters escaped: ESC as \\e, BEL as \\x07; a terminal would act on them)");
   if (auto code = p.Parse(args)) return *code;
 
-  Request r;
-  r.type = RequestType::kLog;
+  LogRequest r;
   const size_t hash = job.find('#');
   auto id = ParseJobId(job.substr(0, hash), "log");
   if (!id) return 2;

@@ -85,10 +85,9 @@ bool SaveWhatEnded(const std::string& socket, int64_t job, const std::string& ou
     said->push_back("could not cancel job " + std::to_string(job) + ": " + conn.error());
     return false;
   }
-  Request cancel;
-  cancel.type = RequestType::kCancel;
+  CancelRequest cancel;
   cancel.job_id = job;
-  if (auto answer = (*conn)->Call<JobReply>(cancel); !answer) {
+  if (auto answer = (*conn)->Call(cancel); !answer) {
     said->push_back("could not cancel job " + std::to_string(job) + ": " + answer.error());
     return false;
   }
@@ -324,8 +323,7 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   }
   Connection& conn = **conn_or;
 
-  Request r;
-  r.type = RequestType::kSubmit;
+  SubmitRequest r;
   if (Status st = EncodeSubmitContent(std::move(*content), &r.submit); !st) {
     report(NameInput(st.error(), config_file));
     return 1;
@@ -340,7 +338,7 @@ int RunRunCommand(const GlobalOptions& global, const Args& args) {
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd)) r.submit.cwd = cwd;
   ErrorReply refusal;
-  auto submitted = conn.Call<SubmitReply>(r, &refusal);
+  auto submitted = conn.Call(r, &refusal);
   if (!submitted) {
     report(RefusalMessage(submitted.error(), refusal, config_file, r.submit.input_name));
     return conn.lost() ? kExitUnreachable : 1;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <ctime>
 #include <iostream>
@@ -221,12 +222,13 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     if (!id) return 2;
     ids.push_back(*id);
   }
-  Request r;
-  r.type = list_mode ? RequestType::kList : RequestType::kStatus;
+  StatusRequest r;  // list's has the same fields
   r.all = all;
   if (ids.empty()) {
     StatusReply a;
-    if (int code = Ask(global, cmd, r, &a)) return code;
+    if (int code = list_mode ? Ask(global, cmd, ListRequest{r}, &a) : Ask(global, cmd, r, &a)) {
+      return code;
+    }
     if (filter.any()) {
       std::vector<JobSummary> kept;
       for (auto& j : a.jobs) {
@@ -260,7 +262,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   for (int64_t id : ids) {
     r.job_id = id;
     StatusReply a;
-    const int code = Ask(global, cmd, r, &a);
+    const int code = list_mode ? Ask(global, cmd, ListRequest{r}, &a) : Ask(global, cmd, r, &a);
     worst = std::max(worst, code);
     if (code == kExitUnreachable) return code;
     if (code == 0 && a.job) summaries.push_back(std::move(*a.job));
@@ -294,9 +296,15 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
 
 namespace {
 
-// Under the Slurm executor: the cluster's GPU nodes, then our tasks in Slurm (node, GPU).
+// Under a remote executor (Slurm): the cluster's GPU nodes, then our tasks there (node, GPU),
+// named by the executor the daemon reports ("slurm": "SLURM JOB", "in Slurm").
 void PrintClusterGpus(const GpusReply& a, bool wide) {
-  std::cout << "executor: slurm (" << a.gpus.size() << " tasks in flight at most)\n";
+  std::string shown = a.executor;  // "Slurm"
+  if (!shown.empty())
+    shown[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(shown[0])));
+  std::string upper = a.executor;  // "SLURM"
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  std::cout << "executor: " << a.executor << " (" << a.gpus.size() << " tasks in flight at most)\n";
   TextTable nodes({{"NODE"}, {"STATE"}, {"PARTITIONS"}, {"GPUS"}, {"IN USE"}, {"OURS", true}});
   for (const ClusterNode& n : a.cluster) {
     int ours = 0;
@@ -308,7 +316,7 @@ void PrintClusterGpus(const GpusReply& a, bool wide) {
   } else {
     std::cout << nodes.Render(TerminalWidth(wide));
   }
-  TextTable runs({{"SLURM JOB", true},
+  TextTable runs({{upper + " JOB", true},
                   {"STATE"},
                   {"NODE"},
                   {"GPU"},
@@ -326,7 +334,7 @@ void PrintClusterGpus(const GpusReply& a, bool wide) {
                  "#" + std::to_string(g.position),
                  g.owner.empty() ? std::to_string(g.owner_uid) : g.owner, FormatAge(g.busy_since)});
   }
-  std::cout << "\n" << n << " of our tasks in Slurm" << (n ? ":\n" : "\n");
+  std::cout << "\n" << n << " of our tasks in " << shown << (n ? ":\n" : "\n");
   if (n) std::cout << runs.Render(TerminalWidth(wide));
 }
 
@@ -346,11 +354,11 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
   p.Flag("--json", &json_out, "print JSON for scripts");
   p.Flag("--wide", &wide, "never shorten a model, an owner or a note");
   if (auto code = p.Parse(args)) return *code;
-  Request r;
-  r.type = RequestType::kGpus;
+  GpusRequest r;
   GpusReply a;
   if (int code = Ask(global, "gpus", r, &a)) return code;
-  if (json_out && a.executor == "slurm") {
+  const bool remote = a.executor != "local";  // slots, and the cluster they run on
+  if (json_out && remote) {
     // The slots and the cluster: an object (the local executor's JSON stays a list of GPUs).
     json out = {{"executor", a.executor}, {"gpus", json::array()}, {"cluster", json::array()}};
     for (const auto& g : a.gpus) out["gpus"].push_back(ToJson(g));
@@ -370,7 +378,7 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
     std::cout << JsonForTerminal(out.dump(2)) << "\n";
     return 0;
   }
-  if (a.executor == "slurm") {
+  if (remote) {
     PrintClusterGpus(a, wide);
     return 0;
   }

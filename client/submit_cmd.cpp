@@ -37,7 +37,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   p.Positional("INPUT", &input, true, "the file to profile, - for stdin (plain or gzipped)");
   p.Option("--name", &name, "N", "job name (default: the file name)");
   p.Option("--priority", &priority, "P",
-           "order among your own jobs, -1000..1000, higher first (default 0)");
+           "order among your own jobs, " + PriorityRange() + ", higher first (default 0)");
   p.Option("--gpus", &gpus, "LIST", "GPUs the job may use, e.g. 0,1 or 0-3 (default: any)");
   p.Option("--max-gpus", &max_gpus, "M", "at most M GPUs at once, M >= 1 (default: no limit)");
   p.Option("--order", &order, "O",
@@ -89,8 +89,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
     PrintError("submit", "--layout must be auto, nchw or nhwc, got '" + layout + "'");
     return 2;
   }
-  Request r;
-  r.type = RequestType::kSubmit;
+  SubmitRequest r;
   SubmitOptions& s = r.submit;
   s.name = name;
   // `absent`: what leaving the option out means, for the message.
@@ -108,7 +107,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
     return true;
   };
   int64_t v = 0;
-  if (!int_opt("--priority", priority, -1000, 1000, &v)) return 2;
+  if (!int_opt("--priority", priority, kMinPriority, kMaxPriority, &v)) return 2;
   s.priority = static_cast<int>(v);
   v = 0;
   // 0 means "no limit" on the wire, but as a flag it reads as "no GPU": leaving it out says it.
@@ -181,7 +180,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   auto conn = ConnectOrReport(global, "submit");
   if (!conn) return kExitUnreachable;
   ErrorReply refusal;
-  auto answer = conn->Call<SubmitReply>(r, &refusal);
+  auto answer = conn->Call(r, &refusal);
   if (!answer) {
     // A refused input keeps its warnings: they say why each record was skipped.
     if (refusal.conversion) {

@@ -461,8 +461,7 @@ int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) 
         listed.push_back(*seen);
         continue;
       }
-      Request r;
-      r.type = RequestType::kStatus;
+      StatusRequest r;
       r.job_id = id;
       StatusReply now;
       if (Ask(global, cmd, r, &now) == 0 && now.job) {

@@ -84,6 +84,8 @@ std::optional<bool> ParseBool(std::string_view s) {
   return std::nullopt;
 }
 
+}  // namespace
+
 std::string JoinInts(const std::vector<int64_t>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) {
@@ -92,8 +94,6 @@ std::string JoinInts(const std::vector<int64_t>& v) {
   }
   return s + "]";
 }
-
-}  // namespace
 
 ArgValue ArgValue::Tensor(std::vector<int64_t> shape, std::vector<int64_t> strides,
                           std::string dtype) {

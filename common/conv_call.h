@@ -65,6 +65,9 @@ bool IsBackendConvOp(std::string_view op_name);
 // The positional argument names of a conv op, in schema order; nullopt for other names.
 std::optional<std::vector<std::string_view>> ConvOpSchema(std::string_view op_name);
 
+// "[1, 2, 3]": a list of integers as messages show it (a shape, an int list argument).
+std::string JoinInts(const std::vector<int64_t>& v);
+
 // Parses a profiler trace's "Concrete Inputs" string: "[1, 1]" -> kIntList, "1" -> kInt,
 // "False" -> kBool, "[True, True, False]" -> kBoolList, "" -> kNone, "same" -> kString.
 ArgValue ParseTraceScalar(std::string_view text);

@@ -11,15 +11,6 @@ constexpr int64_t kIndex32Limit = int64_t{1} << 31;
 
 using Kind = ArgValue::Kind;
 
-std::string JoinInts(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v[i]);
-  }
-  return s + "]";
-}
-
 std::string Quote(std::string_view name) { return "'" + std::string(name) + "'"; }
 
 // a*b, saturating at INT64_MAX (sizes are non-negative).

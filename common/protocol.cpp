@@ -1,8 +1,11 @@
 #include "common/protocol.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "common/base64.h"
@@ -16,21 +19,26 @@ namespace {
 
 using json = nlohmann::json;
 
-struct TypeName {
-  RequestType type;
-  const char* name;
-};
-constexpr TypeName kTypeNames[] = {
-    {RequestType::kHello, "hello"},   {RequestType::kPing, "ping"},
-    {RequestType::kSubmit, "submit"}, {RequestType::kStatus, "status"},
-    {RequestType::kList, "list"},     {RequestType::kResults, "results"},
-    {RequestType::kCancel, "cancel"}, {RequestType::kRetry, "retry"},
-    {RequestType::kWatch, "watch"},   {RequestType::kGpus, "gpus"},
-    {RequestType::kDrain, "drain"},   {RequestType::kResume, "resume"},
-    {RequestType::kBoost, "boost"},   {RequestType::kLog, "log"},
-    {RequestType::kEdit, "edit"},     {RequestType::kClean, "clean"},
-    {RequestType::kBest, "best"},
-};
+// Each alternative of RequestBody is the request of the kind at its index.
+template <size_t... I>
+constexpr bool KindsInOrder(std::index_sequence<I...>) {
+  return ((std::variant_alternative_t<I, RequestBody>::kType == static_cast<RequestType>(I)) &&
+          ...);
+}
+static_assert(KindsInOrder(std::make_index_sequence<std::variant_size_v<RequestBody>>()),
+              "RequestBody's alternatives must follow RequestType's order");
+
+template <size_t... I>
+constexpr std::array<const char*, sizeof...(I)> Names(std::index_sequence<I...>) {
+  return {std::variant_alternative_t<I, RequestBody>::kName...};
+}
+constexpr auto kTypeNames = Names(std::make_index_sequence<std::variant_size_v<RequestBody>>());
+
+// A default request of each kind, by index.
+template <size_t... I>
+std::array<RequestBody (*)(), sizeof...(I)> Makers(std::index_sequence<I...>) {
+  return {[]() { return RequestBody(std::in_place_index<I>); }...};
+}
 
 // Reads optional typed fields of an untrusted object, remembering the first error.
 class FieldReader {
@@ -104,128 +112,21 @@ class FieldReader {
   std::string error_;
 };
 
-constexpr int64_t kMaxId = std::numeric_limits<int64_t>::max();
-constexpr double kMaxNotBefore = 4102444800;  // 2100-01-01T00:00:00Z
-
 }  // namespace
 
 std::string_view RequestTypeName(RequestType t) {
-  for (const auto& tn : kTypeNames) {
-    if (tn.type == t) return tn.name;
-  }
-  return "unknown";
+  const size_t i = static_cast<size_t>(t);
+  return i < kTypeNames.size() ? kTypeNames[i] : "unknown";
 }
 
 std::optional<RequestType> ParseRequestTypeName(std::string_view name) {
-  for (const auto& tn : kTypeNames) {
-    if (name == tn.name) return tn.type;
+  for (size_t i = 0; i < kTypeNames.size(); ++i) {
+    if (name == kTypeNames[i]) return static_cast<RequestType>(i);
   }
   return std::nullopt;
 }
 
 namespace {
-
-// The one table of each request type's fields and their limits, read by ParseRequest (through
-// RequestReader, which validates) and written by RequestToJson (RequestWriter).
-template <typename R, typename V>
-void VisitRequestFields(R& r, V& v) {
-  v.Int("id", r.id, 0, kMaxId);
-  switch (r.type) {
-    case RequestType::kHello:
-      v.Int("protocol", r.protocol, 0, 1 << 20);
-      v.String("client", r.client, 256);
-      break;
-    case RequestType::kSubmit: {
-      auto& s = r.submit;
-      v.Content("content", s.content);
-      v.String("content_encoding", s.content_encoding, 32);
-      v.String("input_name", s.input_name, 4096);
-      v.String("name", s.name, 256);
-      v.Int("priority", s.priority, -1000, 1000);
-      v.IntList("gpus", s.gpus, 0, 1023);
-      v.Int("max_gpus", s.max_gpus, 0, 1024);
-      v.Order("order", s.order);
-      // Up to 2100-01-01: a later time would overflow the daemon's nanosecond timers.
-      v.Double("not_before", s.not_before, 0, kMaxNotBefore);
-      v.Double("timeout_s", s.timeout_s, -1, 1e7);
-      v.Int("max_ops", s.max_ops, 0, kMaxId);
-      v.Int("repeat", s.repeat, 1, kMaxRepeat);
-      v.Bool("dry_run", s.dry_run);
-      v.String("data_type", s.data_type, 16);
-      v.String("layout", s.layout, 16);
-      v.String("profiler_path", s.profiler_path, 4096);
-      v.String("cwd", s.cwd, 4096);
-      v.String("on_end", s.on_end, 8192);
-      v.String("reuse", s.reuse, 16);
-      v.String("env", s.env, 65536);
-      break;
-    }
-    case RequestType::kStatus:
-    case RequestType::kList:
-      v.Int("job_id", r.job_id, 0, kMaxId);
-      v.Bool("all", r.all);
-      break;
-    case RequestType::kResults:
-      v.Int("job_id", r.job_id, 0, kMaxId);
-      v.Bool("all", r.all);
-      v.Bool("runs", r.runs);
-      break;
-    case RequestType::kCancel:
-      v.RequiredInt("job_id", r.job_id, 1, kMaxId);
-      v.IntList("tasks", r.tasks, 1, std::numeric_limits<int>::max());
-      break;
-    case RequestType::kRetry:
-      v.RequiredInt("job_id", r.job_id, 1, kMaxId);
-      v.IntList("tasks", r.tasks, 1, std::numeric_limits<int>::max());
-      v.Bool("failed", r.failed_only);
-      v.Double("timeout_s", r.timeout_s, -1, 1e7);
-      v.String("profiler_path", r.profiler_path, 4096);
-      break;
-    case RequestType::kWatch:
-      v.RequiredInt("job_id", r.job_id, 1, kMaxId);
-      v.Bool("end_only", r.end_only);
-      break;
-    case RequestType::kBoost:
-      v.RequiredInt("job_id", r.job_id, 1, kMaxId);
-      v.Int("priority", r.priority, -1000, 1000);
-      break;
-    case RequestType::kDrain:
-    case RequestType::kResume:
-      v.RequiredInt("gpu", r.gpu, 0, 1023);
-      break;
-    case RequestType::kLog:
-      v.RequiredInt("job_id", r.job_id, 1, kMaxId);
-      v.IntList("tasks", r.tasks, 1, std::numeric_limits<int>::max());
-      v.Bool("follow", r.follow);
-      v.Int("lines", r.lines, 0, 1 << 30);
-      break;
-    case RequestType::kEdit: {
-      auto& e = r.edit;
-      v.RequiredInt("job_id", r.job_id, 1, kMaxId);
-      v.OptInt("priority", e.priority, -1000, 1000);
-      v.OptDouble("not_before", e.not_before, 0, kMaxNotBefore);
-      v.OptIntList("gpus", e.gpus, 0, 1023);
-      v.OptInt("max_gpus", e.max_gpus, 0, 1024);
-      v.OptDouble("timeout_s", e.timeout_s, -1, 1e7);
-      v.OptString("name", e.name, 256);
-      break;
-    }
-    case RequestType::kClean:
-      v.Double("older_than_s", r.older_than_s, 0, 1e10);
-      v.Bool("all", r.all);
-      v.IntList("job_ids", r.job_ids, 1, kMaxId);
-      v.Bool("dry_run", r.dry_run);
-      break;
-    case RequestType::kBest:
-      v.String("op", r.op, 64);
-      v.String("profiler_path", r.profiler_path, 4096);
-      v.String("gpu_model", r.gpu_model, 256);
-      break;
-    case RequestType::kPing:
-    case RequestType::kGpus:
-      break;
-  }
-}
 
 // Reads a request's fields from an untrusted object, remembering the first error.
 class RequestReader {
@@ -362,52 +263,66 @@ Result<Request> ParseRequest(std::string_view frame) {
   if (!type) {
     return MakeError("unknown request type '" + type_it->get<std::string>() + "'");
   }
+  static const auto makers = Makers(std::make_index_sequence<std::variant_size_v<RequestBody>>());
   Request r;
-  r.type = *type;
+  r.body = makers[static_cast<size_t>(*type)]();
   RequestReader reader(j);
-  VisitRequestFields(r, reader);
+  reader.Int("id", r.id, 0, kMaxId);
+  std::string problem;
+  std::visit(
+      [&](auto& body) {
+        body.Fields(body, reader);
+        if constexpr (requires { body.Check(); }) {
+          if (reader.ok()) problem = body.Check();
+        }
+      },
+      r.body);
   if (!reader.ok()) return MakeError(reader.error());
-  if (r.type == RequestType::kSubmit && !r.submit.content_encoding.empty() &&
-      r.submit.content_encoding != "gzip+base64") {
-    return MakeError("submit: content_encoding must be \"\" or \"gzip+base64\", got '" +
-                     r.submit.content_encoding + "'");
-  }
+  if (!problem.empty()) return MakeError(problem);
   return r;
 }
 
 std::string RequiredFeature(const Request& r) {
-  switch (r.type) {
-    case RequestType::kSubmit:
-      return !r.submit.env.empty()      ? "env"
-             : !r.submit.on_end.empty() ? "on_end"
-             : r.submit.repeat > 1      ? "repeat"
-                                        : "";
-    case RequestType::kResults:
-      return r.runs ? "repeat" : "";
-    case RequestType::kCancel:
-      return r.tasks.empty() ? "" : "task_control";
-    case RequestType::kRetry:
-      return r.tasks.empty() && !r.failed_only && r.timeout_s < 0 && r.profiler_path.empty()
-                 ? ""
-                 : "task_control";
-    case RequestType::kLog:
-      return "log";
-    case RequestType::kEdit:
-      return "edit";
-    case RequestType::kClean:
-      // An older daemon ignores job_ids and dry_run: it would remove every ended job.
-      return r.job_ids.empty() && !r.dry_run ? "clean" : "clean_jobs";
-    case RequestType::kBest:
-      return "best";
-    default:
-      return "";
-  }
+  return std::visit(
+      [](const auto& body) -> std::string {
+        if constexpr (requires { body.Feature(); }) {
+          return body.Feature();
+        } else {
+          return "";
+        }
+      },
+      r.body);
+}
+
+bool ReleasePayload(Request& r) {
+  return std::visit(
+      [](auto& body) {
+        if constexpr (requires { body.Release(); }) {
+          return body.Release();
+        } else {
+          return false;
+        }
+      },
+      r.body);
+}
+
+std::optional<StreamSpec> StreamOf(const Request& r) {
+  return std::visit(
+      [](const auto& body) -> std::optional<StreamSpec> {
+        if constexpr (requires { body.Stream(); }) {
+          return body.Stream();
+        } else {
+          return std::nullopt;
+        }
+      },
+      r.body);
 }
 
 json RequestToJson(const Request& r) {
-  json j = {{"type", RequestTypeName(r.type)}};
+  json j = {{"type", RequestTypeName(r.type())}};
   RequestWriter writer(j);
-  VisitRequestFields(r, writer);
+  writer.Int("id", r.id, 0, kMaxId);
+  std::visit([&](const auto& body) { body.Fields(body, writer); }, r.body);
   return j;
 }
 
@@ -437,7 +352,7 @@ Result<std::string> DecodeSubmitContent(const SubmitOptions& s) {
 }
 
 json OkResponse(const Request& r) {
-  return json{{"type", RequestTypeName(r.type)}, {"id", r.id}, {"ok", true}};
+  return json{{"type", RequestTypeName(r.type())}, {"id", r.id}, {"ok", true}};
 }
 
 json ErrorResponse(int64_t id, std::string_view message) {

@@ -13,11 +13,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "common/result.h"
@@ -29,6 +31,8 @@ inline constexpr int kProtocolVersion = 1;
 inline constexpr const char* kDefaultSocketPath = "/run/ckprofd/ckprofd.sock";
 inline constexpr size_t kDefaultMaxFrameBytes = 256u << 20;  // 256 MiB: a submit carries a file.
 
+// The kinds of request, in the order of RequestBody's alternatives (each request struct below
+// names its own: kType).
 enum class RequestType {
   kHello,
   kPing,
@@ -49,8 +53,14 @@ enum class RequestType {
   kBest,   // the tuning table: every problem's best measured kernel
 };
 
+// "hello", "submit", ...: the kind's wire name (its struct's kName).
 std::string_view RequestTypeName(RequestType t);
 std::optional<RequestType> ParseRequestTypeName(std::string_view name);
+
+// The limits of requests' fields.
+inline constexpr int64_t kMaxId = std::numeric_limits<int64_t>::max();
+inline constexpr double kMaxNotBefore = 4102444800;  // 2100-01-01T00:00:00Z
+inline constexpr int kMinPriority = -1000, kMaxPriority = 1000;
 
 // What a submit carries. The content is the input file's text (IR list, trace or configs).
 // The most runs of one config a submit may ask for (--repeat).
@@ -98,52 +108,14 @@ struct EditOptions {
   }
 };
 
-struct Request {
-  RequestType type = RequestType::kPing;
-  int64_t id = 0;
-  int protocol = 0;       // hello
-  std::string client;     // hello: "ckprof " + kVersion
-  SubmitOptions submit;   // submit
-  int64_t job_id = 0;     // status, results, cancel, retry, watch, boost
-  bool all = false;       // list/status: include finished jobs; results: include output
-  bool end_only = false;  // watch: no task events, only job_finished
-  bool runs = false;      // results: each run of a repeated job, besides the merged results
-  int gpu = -1;           // drain, resume
-  int priority = 0;       // boost
-  // cancel, retry: only these tasks of the job, by their #N (every run of a repeated config);
-  // empty = the whole job.
-  std::vector<int> tasks;
-  bool failed_only = false;   // retry --failed: failed, crashed and timed-out tasks only
-  double timeout_s = -1;      // retry: the job's new per-task timeout (-1 = as it was)
-  std::string profiler_path;  // retry: the job's new profiler, absolute ("" = as it was)
-  bool follow = false;        // log: stream the task's output live until it ends
-  int lines = 0;              // log: the last N lines of each stream (0 = all that is kept)
-  EditOptions edit;           // edit
-  double older_than_s = 0;    // clean: jobs that ended at least this long ago (0 = any)
-  // clean: only these jobs (each must exist, have ended and be the caller's, or the caller an
-  // admin; else nothing is removed); empty = every ended job of the caller (all: everyone's).
-  std::vector<int64_t> job_ids;
-  bool dry_run = false;  // clean: say what would be removed, remove nothing
-  // best: only this operation ("fwd", "bwd_data", "bwd_weight"; "" = all), profiler (its
-  // absolute path, in profiler_path) and GPU model (a part of its name, any case).
-  std::string op, gpu_model;
-};
-
 // Fills content/content_encoding from a file's bytes: gzip files go as base64 of the gzip,
 // large text files are gzipped first, small text goes as it is.
 Status EncodeSubmitContent(std::string file_bytes, SubmitOptions* s);
 // The text a submit carries, decoded (the gzip is left for the converter, which reads it).
 Result<std::string> DecodeSubmitContent(const SubmitOptions& s);
 
-// Parses and validates one frame. Errors name the field: "request field 'job_id' must be a
-// positive integer". Both read and write each request type's fields from one table
-// (VisitRequestFields in protocol.cpp).
-Result<Request> ParseRequest(std::string_view frame);
-nlohmann::json RequestToJson(const Request& r);
-
 // Responses: {"type": <the request's type>, "id": <its id>, "ok": true, <the reply's fields>},
 // or {"type": "error", "id", "ok": false, "error": <why>, <ErrorReply's other fields>}.
-nlohmann::json OkResponse(const Request& r);
 nlohmann::json ErrorResponse(int64_t id, std::string_view message);
 
 // Formats a frame: compact JSON plus '\n'. Invalid UTF-8 is replaced, never thrown on.
@@ -556,7 +528,6 @@ void VisitFields(S& r, V& v) {
 inline const std::vector<std::string> kFeatures = {"repeat",     "task_control", "log",   "edit",
                                                    "clean",      "on_end",       "reuse", "best",
                                                    "clean_jobs", "env"};
-std::string RequiredFeature(const Request& r);
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as
 // tasks (after max_ops), records skipped, and the first warnings.
@@ -874,6 +845,347 @@ void VisitFields(S& e, V& v) {
   v.Omittable("task", e.task, e.task.has_value());
   v.Omittable("job", e.job, e.job.has_value());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Requests: one struct per kind, declared once with everything about it: its kind and wire
+// name (kType, kName), its reply (Reply), its fields and their limits (Fields: one list that
+// ParseRequest reads, validating, and RequestToJson writes), and where it has them, the feature
+// a daemon must list for it (Feature(): "" when none) and the stream that answers it (Stream():
+// nullopt when the answer is one reply), and a payload to free once answered (Release()).
+// A new request: its RequestType, its struct here, its
+// place in RequestBody, its case in Service::Handle and a client command.
+//
+// A Fields visitor V offers Int, RequiredInt, Double, Bool, String, IntList, Content, Order and
+// the Opt... forms of edit (protocol.cpp's RequestReader and RequestWriter).
+
+// A request answered by a stream of frames (watch, log --follow) ending with {"type":"end"}.
+struct StreamSpec {
+  bool end_only = false;  // only the job_finished event (ckprof wait)
+};
+
+struct HelloRequest {
+  static constexpr RequestType kType = RequestType::kHello;
+  static constexpr const char* kName = "hello";
+  using Reply = HelloReply;
+  int protocol = 0;
+  std::string client;  // "ckprof " + kVersion
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.Int("protocol", r.protocol, 0, 1 << 20);
+    v.String("client", r.client, 256);
+  }
+};
+
+struct PingRequest {
+  static constexpr RequestType kType = RequestType::kPing;
+  static constexpr const char* kName = "ping";
+  using Reply = HelloReply;
+  template <typename R, typename V>
+  static void Fields(R&, V&) {}
+};
+
+struct SubmitRequest {
+  static constexpr RequestType kType = RequestType::kSubmit;
+  static constexpr const char* kName = "submit";
+  using Reply = SubmitReply;
+  SubmitOptions submit;
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    auto& s = r.submit;
+    v.Content("content", s.content);
+    v.String("content_encoding", s.content_encoding, 32);
+    v.String("input_name", s.input_name, 4096);
+    v.String("name", s.name, 256);
+    v.Int("priority", s.priority, kMinPriority, kMaxPriority);
+    v.IntList("gpus", s.gpus, 0, 1023);
+    v.Int("max_gpus", s.max_gpus, 0, 1024);
+    v.Order("order", s.order);
+    // Up to 2100-01-01: a later time would overflow the daemon's nanosecond timers.
+    v.Double("not_before", s.not_before, 0, kMaxNotBefore);
+    v.Double("timeout_s", s.timeout_s, -1, 1e7);
+    v.Int("max_ops", s.max_ops, 0, kMaxId);
+    v.Int("repeat", s.repeat, 1, kMaxRepeat);
+    v.Bool("dry_run", s.dry_run);
+    v.String("data_type", s.data_type, 16);
+    v.String("layout", s.layout, 16);
+    v.String("profiler_path", s.profiler_path, 4096);
+    v.String("cwd", s.cwd, 4096);
+    v.String("on_end", s.on_end, 8192);
+    v.String("reuse", s.reuse, 16);
+    v.String("env", s.env, 65536);
+  }
+  std::string Feature() const {
+    return !submit.env.empty()      ? "env"
+           : !submit.on_end.empty() ? "on_end"
+           : submit.repeat > 1      ? "repeat"
+                                    : "";
+  }
+  // Frees the text once the submit is answered (it may be hundreds of MiB).
+  bool Release() {
+    std::string().swap(submit.content);
+    return true;
+  }
+  // What the field list cannot say: "" when the request holds together.
+  std::string Check() const {
+    if (submit.content_encoding.empty() || submit.content_encoding == "gzip+base64") return "";
+    return "submit: content_encoding must be \"\" or \"gzip+base64\", got '" +
+           submit.content_encoding + "'";
+  }
+};
+
+// status: one job (job_id), or every visible job with the caller's use and limits.
+struct StatusRequest {
+  static constexpr RequestType kType = RequestType::kStatus;
+  static constexpr const char* kName = "status";
+  using Reply = StatusReply;
+  int64_t job_id = 0;
+  bool all = false;  // include finished jobs (status without job_id lists them all anyway)
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.Int("job_id", r.job_id, 0, kMaxId);
+    v.Bool("all", r.all);
+  }
+};
+// list: status without job_id; `all` includes finished jobs.
+struct ListRequest : StatusRequest {
+  static constexpr RequestType kType = RequestType::kList;
+  static constexpr const char* kName = "list";
+};
+
+struct ResultsRequest {
+  static constexpr RequestType kType = RequestType::kResults;
+  static constexpr const char* kName = "results";
+  using Reply = ResultsReply;
+  int64_t job_id = 0;
+  bool all = false;   // include each task's output and config
+  bool runs = false;  // each run of a repeated job, besides the merged results
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.Int("job_id", r.job_id, 0, kMaxId);
+    v.Bool("all", r.all);
+    v.Bool("runs", r.runs);
+  }
+  std::string Feature() const { return runs ? "repeat" : ""; }
+};
+
+struct CancelRequest {
+  static constexpr RequestType kType = RequestType::kCancel;
+  static constexpr const char* kName = "cancel";
+  using Reply = JobReply;
+  int64_t job_id = 0;
+  // Only these tasks of the job, by their #N (every run of a repeated config); empty = all.
+  std::vector<int> tasks;
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.RequiredInt("job_id", r.job_id, 1, kMaxId);
+    v.IntList("tasks", r.tasks, 1, std::numeric_limits<int>::max());
+  }
+  std::string Feature() const { return tasks.empty() ? "" : "task_control"; }
+};
+
+struct RetryRequest {
+  static constexpr RequestType kType = RequestType::kRetry;
+  static constexpr const char* kName = "retry";
+  using Reply = JobReply;
+  int64_t job_id = 0;
+  std::vector<int> tasks;     // as cancel's
+  bool failed_only = false;   // retry --failed: failed, crashed and timed-out tasks only
+  double timeout_s = -1;      // the job's new per-task timeout (-1 = as it was)
+  std::string profiler_path;  // the job's new profiler, absolute ("" = as it was)
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.RequiredInt("job_id", r.job_id, 1, kMaxId);
+    v.IntList("tasks", r.tasks, 1, std::numeric_limits<int>::max());
+    v.Bool("failed", r.failed_only);
+    v.Double("timeout_s", r.timeout_s, -1, 1e7);
+    v.String("profiler_path", r.profiler_path, 4096);
+  }
+  std::string Feature() const {
+    return tasks.empty() && !failed_only && timeout_s < 0 && profiler_path.empty() ? ""
+                                                                                   : "task_control";
+  }
+};
+
+struct WatchRequest {
+  static constexpr RequestType kType = RequestType::kWatch;
+  static constexpr const char* kName = "watch";
+  using Reply = WatchReply;  // the stream's first frame; JobEventFrame the others
+  int64_t job_id = 0;
+  bool end_only = false;  // no task events, only job_finished
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.RequiredInt("job_id", r.job_id, 1, kMaxId);
+    v.Bool("end_only", r.end_only);
+  }
+  std::optional<StreamSpec> Stream() const { return StreamSpec{end_only}; }
+};
+
+struct GpusRequest {
+  static constexpr RequestType kType = RequestType::kGpus;
+  static constexpr const char* kName = "gpus";
+  using Reply = GpusReply;
+  template <typename R, typename V>
+  static void Fields(R&, V&) {}
+};
+
+// drain (admins): no new task starts on the GPU.
+struct DrainRequest {
+  static constexpr RequestType kType = RequestType::kDrain;
+  static constexpr const char* kName = "drain";
+  using Reply = EmptyReply;
+  int gpu = -1;
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.RequiredInt("gpu", r.gpu, 0, 1023);
+  }
+};
+// resume (admins): the GPU takes tasks again.
+struct ResumeRequest : DrainRequest {
+  static constexpr RequestType kType = RequestType::kResume;
+  static constexpr const char* kName = "resume";
+};
+
+// boost (admins): set a job's priority.
+struct BoostRequest {
+  static constexpr RequestType kType = RequestType::kBoost;
+  static constexpr const char* kName = "boost";
+  using Reply = JobReply;
+  int64_t job_id = 0;
+  int priority = 0;
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.RequiredInt("job_id", r.job_id, 1, kMaxId);
+    v.Int("priority", r.priority, kMinPriority, kMaxPriority);
+  }
+};
+
+// A job's task output; with follow, a stream of one task's live output until it ends.
+struct LogRequest {
+  static constexpr RequestType kType = RequestType::kLog;
+  static constexpr const char* kName = "log";
+  using Reply = LogReply;  // with follow: the stream's first frame; TaskLogEvent the others
+  int64_t job_id = 0;
+  std::vector<int> tasks;  // as cancel's
+  bool follow = false;
+  int lines = 0;  // the last N lines of each stream (0 = all that is kept)
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.RequiredInt("job_id", r.job_id, 1, kMaxId);
+    v.IntList("tasks", r.tasks, 1, std::numeric_limits<int>::max());
+    v.Bool("follow", r.follow);
+    v.Int("lines", r.lines, 0, 1 << 30);
+  }
+  std::string Feature() const { return "log"; }
+  std::optional<StreamSpec> Stream() const {
+    return follow ? std::optional<StreamSpec>(StreamSpec{}) : std::nullopt;
+  }
+};
+
+// Change a job's settings (its owner: waiting work; admins: anything).
+struct EditRequest {
+  static constexpr RequestType kType = RequestType::kEdit;
+  static constexpr const char* kName = "edit";
+  using Reply = JobReply;
+  int64_t job_id = 0;
+  EditOptions edit;
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    auto& e = r.edit;
+    v.RequiredInt("job_id", r.job_id, 1, kMaxId);
+    v.OptInt("priority", e.priority, kMinPriority, kMaxPriority);
+    v.OptDouble("not_before", e.not_before, 0, kMaxNotBefore);
+    v.OptIntList("gpus", e.gpus, 0, 1023);
+    v.OptInt("max_gpus", e.max_gpus, 0, 1024);
+    v.OptDouble("timeout_s", e.timeout_s, -1, 1e7);
+    v.OptString("name", e.name, 256);
+  }
+  std::string Feature() const { return "edit"; }
+};
+
+// Remove ended jobs (yours; admins: anyone's).
+struct CleanRequest {
+  static constexpr RequestType kType = RequestType::kClean;
+  static constexpr const char* kName = "clean";
+  using Reply = CleanReply;
+  double older_than_s = 0;  // jobs that ended at least this long ago (0 = any)
+  bool all = false;         // everyone's (admins)
+  // Only these jobs (each must exist, have ended and be the caller's, or the caller an admin;
+  // else nothing is removed); empty = every ended job of the caller (all: everyone's).
+  std::vector<int64_t> job_ids;
+  bool dry_run = false;  // say what would be removed, remove nothing
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.Double("older_than_s", r.older_than_s, 0, 1e10);
+    v.Bool("all", r.all);
+    v.IntList("job_ids", r.job_ids, 1, kMaxId);
+    v.Bool("dry_run", r.dry_run);
+  }
+  // An older daemon ignores job_ids and dry_run: it would remove every ended job.
+  std::string Feature() const { return job_ids.empty() && !dry_run ? "clean" : "clean_jobs"; }
+};
+
+// The tuning table: every problem's best measured kernel.
+struct BestRequest {
+  static constexpr RequestType kType = RequestType::kBest;
+  static constexpr const char* kName = "best";
+  using Reply = BestReply;
+  // Only this operation ("fwd", "bwd_data", "bwd_weight"; "" = all), profiler (its absolute
+  // path) and GPU model (a part of its name, any case).
+  std::string op, profiler_path, gpu_model;
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.String("op", r.op, 64);
+    v.String("profiler_path", r.profiler_path, 4096);
+    v.String("gpu_model", r.gpu_model, 256);
+  }
+  std::string Feature() const { return "best"; }
+};
+
+// Every request, in RequestType's order (protocol.cpp checks it).
+using RequestBody = std::variant<HelloRequest, PingRequest, SubmitRequest, StatusRequest,
+                                 ListRequest, ResultsRequest, CancelRequest, RetryRequest,
+                                 WatchRequest, GpusRequest, DrainRequest, ResumeRequest,
+                                 BoostRequest, LogRequest, EditRequest, CleanRequest, BestRequest>;
+template <typename T>
+concept IsRequest = requires {
+  T::kType;
+  typename T::Reply;
+};
+
+// One request as it travels: the client's id for it, and the request itself.
+struct Request {
+  int64_t id = 0;
+  RequestBody body;
+  Request() = default;
+  template <typename T>
+  requires IsRequest<T> Request(T r) : body(std::move(r)) {}
+  RequestType type() const { return static_cast<RequestType>(body.index()); }
+  template <typename T>
+  const T& as() const {
+    return std::get<T>(body);
+  }
+  template <typename T>
+  T& as() {
+    return std::get<T>(body);
+  }
+  template <typename T>
+  const T* get_if() const {
+    return std::get_if<T>(&body);
+  }
+};
+
+// Parses and validates one frame. Errors name the field: "request field 'job_id' must be a
+// positive integer". Both read and write each request's Fields.
+Result<Request> ParseRequest(std::string_view frame);
+nlohmann::json RequestToJson(const Request& r);
+// The feature the request needs ("" when none; see kFeatures).
+std::string RequiredFeature(const Request& r);
+// The stream that answers it, when one does (watch, log with follow).
+std::optional<StreamSpec> StreamOf(const Request& r);
+// Frees the request's payload once it is answered (a submit's text): true when it had one.
+bool ReleasePayload(Request& r);
+
+nlohmann::json OkResponse(const Request& r);
 
 // The response frame's JSON for a reply: OkResponse(request) with the reply's fields.
 template <typename T>

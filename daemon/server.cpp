@@ -404,8 +404,7 @@ asio::awaitable<void> Server::Session(Socket socket) {
     if (!in.request) continue;  // refused, or an empty line
     Request& req = *in.request;
     if (!c.greeted && !co_await Greet(c, req)) co_return;
-    const bool stream =
-        req.type == RequestType::kWatch || (req.type == RequestType::kLog && req.follow);
+    const std::optional<StreamSpec> stream = StreamOf(req);
     if (!stream) {
       if (!co_await Answer(c, req)) co_return;
       continue;
@@ -414,7 +413,7 @@ asio::awaitable<void> Server::Session(Socket socket) {
     if (!c.who.admin && c.use->streams >= cap) {
       if (!c.use->refusal_logged) {
         spdlog::warn("uid {} ({}) is at max_streams_per_user ({}): a {} refused", c.who.uid,
-                     c.who.user, cap, RequestTypeName(req.type));
+                     c.who.user, cap, RequestTypeName(req.type()));
         c.use->refusal_logged = true;
       }
       const std::string refusal = Frame(ErrorResponse(
@@ -425,7 +424,7 @@ asio::awaitable<void> Server::Session(Socket socket) {
       continue;
     }
     ++c.use->streams;
-    const bool ok = co_await StreamWatch(c, req);
+    const bool ok = co_await StreamWatch(c, req, *stream);
     if (!*c.alive) co_return;
     --c.use->streams;
     if (!ok) co_return;
@@ -608,11 +607,12 @@ asio::awaitable<Server::Incoming> Server::ReadRequest(Connection& c) {
 
 asio::awaitable<bool> Server::Greet(Connection& c, const Request& req) {
   std::string why;
-  if (req.type != RequestType::kHello) {
+  const HelloRequest* hello = req.get_if<HelloRequest>();
+  if (hello == nullptr) {
     why = std::string("say hello first: {\"type\":\"hello\",\"protocol\":") +
           std::to_string(kProtocolVersion) + "}";
-  } else if (req.protocol != kProtocolVersion) {
-    why = "protocol version " + std::to_string(req.protocol) +
+  } else if (hello->protocol != kProtocolVersion) {
+    why = "protocol version " + std::to_string(hello->protocol) +
           " is not supported; this ckprofd speaks " + std::to_string(kProtocolVersion) +
           " (use the ckprof that came with it)";
   }
@@ -624,10 +624,10 @@ asio::awaitable<bool> Server::Greet(Connection& c, const Request& req) {
   co_return true;
 }
 
-asio::awaitable<bool> Server::StreamWatch(Connection& c, const Request& req) {
-  EventQueue queue(c.socket.get_executor(), req.end_only);
-  auto watching = req.type == RequestType::kWatch ? service_.Watch(req, &queue)
-                                                  : service_.FollowLog(req, &queue);
+asio::awaitable<bool> Server::StreamWatch(Connection& c, const Request& req,
+                                          const StreamSpec& spec) {
+  EventQueue queue(c.socket.get_executor(), spec.end_only);
+  auto watching = service_.Stream(req, &queue);
   if (!watching) co_return co_await c.Send(Frame(ErrorResponse(req.id, watching.error())));
   bool ended = watching->ended;
   if (!co_await c.Send(Frame(watching->first))) co_return false;
@@ -651,7 +651,8 @@ asio::awaitable<bool> Server::StreamWatch(Connection& c, const Request& req) {
     if (!co_await c.Send(frames)) co_return false;
   }
   // (Built before the co_await: GCC 12 cannot keep a braced list's temporaries across one.)
-  const std::string end = Frame(json{{"type", "end"}, {"id", req.id}, {"job_id", req.job_id}});
+  const std::string end =
+      Frame(json{{"type", "end"}, {"id", req.id}, {"job_id", watching->job_id}});
   co_return co_await c.Send(end);
 }
 
@@ -660,15 +661,14 @@ asio::awaitable<bool> Server::Answer(Connection& c, Request& req) {
   try {
     response = co_await service_.Handle(req, c.who);
   } catch (const std::exception& e) {
-    spdlog::error("request {} from uid {} failed: {}", RequestTypeName(req.type), c.who.uid,
+    spdlog::error("request {} from uid {} failed: {}", RequestTypeName(req.type()), c.who.uid,
                   e.what());
     response = Frame(ErrorResponse(req.id, std::string("internal error: ") + e.what()));
   }
   if (!*c.alive) co_return false;
-  if (req.type == RequestType::kSubmit) {
+  if (ReleasePayload(req)) {
     // A submit's text and conversion are freed by now; glibc would keep the pages (hundreds
     // of MiB for 100,000 configs) for the daemon's lifetime without being asked.
-    std::string().swap(req.submit.content);
     ReturnFreedMemory();
   }
   co_return co_await c.Send(response);

@@ -81,7 +81,7 @@ class Server {
   // The hello, with the protocol version: anything else first is refused.
   asio::awaitable<bool> Greet(Connection& c, const Request& req);
   // A watch: the Service's first frame, then the job's events until its end.
-  asio::awaitable<bool> StreamWatch(Connection& c, const Request& req);
+  asio::awaitable<bool> StreamWatch(Connection& c, const Request& req, const StreamSpec& spec);
   // Any other request: the Service's response.
   asio::awaitable<bool> Answer(Connection& c, Request& req);
 

@@ -148,9 +148,17 @@ Service::Service(asio::any_io_executor io, asio::thread_pool& pool, Scheduler& s
 
 Service::~Service() { *alive_ = false; }
 
-Result<Service::Watching> Service::Watch(const Request& r, JobWatcher* watcher) {
+Result<Service::Watching> Service::Stream(const Request& r, JobWatcher* watcher) {
+  if (const WatchRequest* w = r.get_if<WatchRequest>()) return Watch(r, *w, watcher);
+  if (const LogRequest* l = r.get_if<LogRequest>()) return FollowLog(r, *l, watcher);
+  return MakeError(std::string(RequestTypeName(r.type())) + " is not answered by a stream");
+}
+
+Result<Service::Watching> Service::Watch(const Request& envelope, const WatchRequest& r,
+                                         JobWatcher* watcher) {
   if (!scheduler_.JobExists(r.job_id)) return MakeError("no job " + std::to_string(r.job_id));
   Watching w;
+  w.job_id = r.job_id;
   scheduler_.AddWatcher(r.job_id, watcher);
   w.subscription.reset(new Subscription(
       [this, job = r.job_id, watcher] { scheduler_.RemoveWatcher(job, watcher); }, alive_));
@@ -159,14 +167,15 @@ Result<Service::Watching> Service::Watch(const Request& r, JobWatcher* watcher) 
   for (const auto& g : scheduler_.Gpus()) {
     if (g.job_id == r.job_id) reply.running.push_back(g);
   }
-  w.first = MakeReply(r, reply);
+  w.first = MakeReply(envelope, reply);
   // Decided with the summary: events of a job that ends while the first frame is being
   // written are queued, and must be sent, job_finished included.
   w.ended = scheduler_.JobEnded(r.job_id);
   return w;
 }
 
-Result<Service::Watching> Service::FollowLog(const Request& r, JobWatcher* watcher) {
+Result<Service::Watching> Service::FollowLog(const Request& envelope, const LogRequest& r,
+                                             JobWatcher* watcher) {
   if (r.tasks.size() != 1) {
     return MakeError("log --follow follows one task: name it, e.g. 'ckprof log " +
                      std::to_string(r.job_id) + "#3 -f'");
@@ -174,12 +183,13 @@ Result<Service::Watching> Service::FollowLog(const Request& r, JobWatcher* watch
   auto f = scheduler_.FollowLog(r.job_id, r.tasks[0], r.lines, watcher);
   if (!f) return Error{f.error()};
   Watching w;
+  w.job_id = r.job_id;
   w.ended = f->ended;
   if (!f->ended) {
     w.subscription.reset(new Subscription(
         [this, task = f->task_id, watcher] { scheduler_.StopFollowing(task, watcher); }, alive_));
   }
-  w.first = MakeReply(r, f->first);
+  w.first = MakeReply(envelope, f->first);
   return w;
 }
 
@@ -199,39 +209,42 @@ asio::awaitable<void> Service::ToIo() {
 }
 
 asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& who) {
-  switch (r.type) {
+  switch (r.type()) {
     case RequestType::kHello:
     case RequestType::kPing:
       co_return Frame(MakeReply(r, HandleHello(who)));
     case RequestType::kSubmit:
-      co_return Respond(r, co_await HandleSubmit(r, who));
+      co_return Respond(r, co_await HandleSubmit(r.as<SubmitRequest>(), who));
     case RequestType::kStatus:
-    case RequestType::kList:
-      co_return Respond(r, HandleStatus(r, who));
+      co_return Respond(r, HandleStatus(r.as<StatusRequest>(), who, true));
+    case RequestType::kList: {
+      const ListRequest& list = r.as<ListRequest>();
+      co_return Respond(r, HandleStatus(list, who, list.all));
+    }
     case RequestType::kResults:
-      co_return Respond(r, HandleResults(r));
+      co_return Respond(r, HandleResults(r.as<ResultsRequest>()));
     case RequestType::kCancel:
-      co_return Respond(r, HandleCancel(r, who));
+      co_return Respond(r, HandleCancel(r.as<CancelRequest>(), who));
     case RequestType::kRetry:
-      co_return Respond(r, HandleRetry(r, who));
+      co_return Respond(r, HandleRetry(r.as<RetryRequest>(), who));
     case RequestType::kBoost:
-      co_return Respond(r, HandleBoost(r, who));
+      co_return Respond(r, HandleBoost(r.as<BoostRequest>(), who));
     case RequestType::kGpus:
       co_return Frame(MakeReply(r, HandleGpus()));
     case RequestType::kDrain:
-      co_return Respond(r, HandleDrain(r, who, true));
+      co_return Respond(r, HandleDrain(r.as<DrainRequest>(), who, true));
     case RequestType::kResume:
-      co_return Respond(r, HandleDrain(r, who, false));
+      co_return Respond(r, HandleDrain(r.as<ResumeRequest>(), who, false));
     case RequestType::kEdit:
-      co_return Respond(r, HandleEdit(r, who));
+      co_return Respond(r, HandleEdit(r.as<EditRequest>(), who));
     case RequestType::kLog:
-      co_return Respond(r, HandleLog(r));
+      co_return Respond(r, HandleLog(r.as<LogRequest>()));
     case RequestType::kClean:
-      co_return Respond(r, HandleClean(r, who));
+      co_return Respond(r, HandleClean(r.as<CleanRequest>(), who));
     case RequestType::kBest:
-      co_return Respond(r, HandleBest(r, who));
+      co_return Respond(r, HandleBest(r.as<BestRequest>(), who));
     case RequestType::kWatch:
-      break;  // a subscription: Watch
+      break;  // a stream: Stream
   }
   co_return Frame(ErrorResponse(r.id, "request type not handled here"));
 }
@@ -525,7 +538,7 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ta
   co_return id;
 }
 
-asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Request& r,
+asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const SubmitRequest& r,
                                                                     const Identity& who) {
   const SubmitOptions& o = r.submit;
   ConvertOptions conv;
@@ -599,7 +612,8 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Reques
   co_return reply;
 }
 
-Service::Answer<StatusReply> Service::HandleStatus(const Request& r, const Identity& who) const {
+Service::Answer<StatusReply> Service::HandleStatus(const StatusRequest& r, const Identity& who,
+                                                   bool all) const {
   StatusReply reply;
   if (r.job_id > 0) {
     auto s = scheduler_.Summary(r.job_id);
@@ -607,12 +621,12 @@ Service::Answer<StatusReply> Service::HandleStatus(const Request& r, const Ident
     reply.job = std::move(*s);
     return reply;
   }
-  reply.jobs = scheduler_.List(r.all || r.type == RequestType::kStatus);
+  reply.jobs = scheduler_.List(all);
   reply.you = UseAndLimits(who);
   return reply;
 }
 
-Service::Answer<ResultsReply> Service::HandleResults(const Request& r) {
+Service::Answer<ResultsReply> Service::HandleResults(const ResultsRequest& r) {
   if (r.job_id <= 0) return Refuse("results: which job? field 'job_id' is missing");
   auto s = scheduler_.Summary(r.job_id);
   if (!s) return Refuse(s.error());
@@ -630,12 +644,12 @@ Service::Answer<ResultsReply> Service::HandleResults(const Request& r) {
   return reply;
 }
 
-Service::Answer<JobReply> Service::HandleCancel(const Request& r, const Identity& who) {
+Service::Answer<JobReply> Service::HandleCancel(const CancelRequest& r, const Identity& who) {
   if (Status s = scheduler_.Cancel(r.job_id, who, r.tasks); !s) return Refuse(s.error());
   return JobReply{SummaryOf(r.job_id), std::nullopt};
 }
 
-Service::Answer<JobReply> Service::HandleRetry(const Request& r, const Identity& who) {
+Service::Answer<JobReply> Service::HandleRetry(const RetryRequest& r, const Identity& who) {
   RetryOptions options;
   options.positions = r.tasks;
   options.failed_only = r.failed_only;
@@ -664,12 +678,12 @@ Service::Answer<JobReply> Service::HandleRetry(const Request& r, const Identity&
   return JobReply{SummaryOf(r.job_id), *n};
 }
 
-Service::Answer<JobReply> Service::HandleBoost(const Request& r, const Identity& who) {
+Service::Answer<JobReply> Service::HandleBoost(const BoostRequest& r, const Identity& who) {
   if (Status s = scheduler_.Boost(r.job_id, r.priority, who); !s) return Refuse(s.error());
   return JobReply{SummaryOf(r.job_id), std::nullopt};
 }
 
-Service::Answer<JobReply> Service::HandleEdit(const Request& r, const Identity& who) {
+Service::Answer<JobReply> Service::HandleEdit(const EditRequest& r, const Identity& who) {
   if (r.edit.timeout_s) {
     if (Status s = CheckTimeout(*r.edit.timeout_s, who); !s) return Refuse("edit: " + s.error());
   }
@@ -677,7 +691,7 @@ Service::Answer<JobReply> Service::HandleEdit(const Request& r, const Identity& 
   return JobReply{SummaryOf(r.job_id), std::nullopt};
 }
 
-Service::Answer<LogReply> Service::HandleLog(const Request& r) {
+Service::Answer<LogReply> Service::HandleLog(const LogRequest& r) {
   // An answer stays well inside a frame: the other tasks are counted as omitted.
   const size_t budget = std::min<size_t>(config_.max_frame_bytes / 4, size_t{64} << 20);
   auto reply = scheduler_.Log(r.job_id, r.tasks, r.lines, budget);
@@ -685,7 +699,7 @@ Service::Answer<LogReply> Service::HandleLog(const Request& r) {
   return std::move(*reply);
 }
 
-Service::Answer<CleanReply> Service::HandleClean(const Request& r, const Identity& who) {
+Service::Answer<CleanReply> Service::HandleClean(const CleanRequest& r, const Identity& who) {
   Scheduler::CleanOptions o;
   o.older_than_s = r.older_than_s;
   o.everyone = r.all;
@@ -696,7 +710,7 @@ Service::Answer<CleanReply> Service::HandleClean(const Request& r, const Identit
   return std::move(*reply);
 }
 
-Service::Answer<BestReply> Service::HandleBest(const Request& r, const Identity& who) {
+Service::Answer<BestReply> Service::HandleBest(const BestRequest& r, const Identity& who) {
   BestFilter f;
   if (!r.op.empty()) {
     auto op = ParseOperationType(r.op);
@@ -752,7 +766,7 @@ GpusReply Service::HandleGpus() {
   return reply;
 }
 
-Service::Answer<EmptyReply> Service::HandleDrain(const Request& r, const Identity& who,
+Service::Answer<EmptyReply> Service::HandleDrain(const DrainRequest& r, const Identity& who,
                                                  bool drain) {
   if (Status s = scheduler_.SetDrained(r.gpu, drain, who); !s) return Refuse(s.error());
   return EmptyReply{};

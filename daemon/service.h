@@ -34,8 +34,9 @@ class Service {
 
   ~Service();
 
-  // The response frame's JSON to one request (not watch).
-  // The response frame (its JSON text and newline).
+  // The response frame (its JSON text and newline) to one request answered by one reply (not
+  // a stream: Stream). One switch over the kinds, one handler each. A submit's payload is
+  // left to the caller to free (ReleasePayload).
   asio::awaitable<std::string> Handle(const Request& request, const Identity& who);
 
   // A stream's subscription (watch, log --follow): its watcher is told events until it is
@@ -58,15 +59,13 @@ class Service {
   struct Watching {
     nlohmann::json first;  // the stream's first frame: the job and its running tasks
     bool ended = false;    // the job had ended already: nothing will follow
+    int64_t job_id = 0;    // the job followed (the stream's end frame names it)
     std::unique_ptr<Subscription> subscription;
   };
-  // Subscribes `watcher` to the job's events. The first frame and `ended` are decided at the
-  // moment of subscribing, so that no event falls between them (job_finished included). The
-  // error names the job that does not exist.
-  Result<Watching> Watch(const Request& request, JobWatcher* watcher);
-  // A `log` with follow: the task's output so far first, then (unless it has ended) its
-  // TaskLogEvent frames, the last marked job_finished.
-  Result<Watching> FollowLog(const Request& request, JobWatcher* watcher);
+  // A request answered by a stream (StreamOf): subscribes `watcher` to what follows. The
+  // first frame and `ended` are decided at the moment of subscribing, so that no event falls
+  // between them (job_finished included).
+  Result<Watching> Stream(const Request& request, JobWatcher* watcher);
   // Resume the calling coroutine on the conversion pool, and back on the io thread: for work
   // that would stall every other client (a large frame's parse, a conversion).
   asio::awaitable<void> ToPool();
@@ -78,19 +77,26 @@ class Service {
   std::function<Status()> check_state;
 
  private:
+  // Watch: the job's events (error: no such job). FollowLog: a `log` with follow, the task's
+  // output so far first, then (unless it has ended) its TaskLogEvent frames, the last marked
+  // job_finished.
+  Result<Watching> Watch(const Request& envelope, const WatchRequest& r, JobWatcher* watcher);
+  Result<Watching> FollowLog(const Request& envelope, const LogRequest& r, JobWatcher* watcher);
   HelloReply HandleHello(const Identity& who) const;
-  asio::awaitable<Answer<SubmitReply>> HandleSubmit(const Request& r, const Identity& who);
-  Answer<StatusReply> HandleStatus(const Request& r, const Identity& who) const;
-  Answer<ResultsReply> HandleResults(const Request& r);
-  Answer<JobReply> HandleCancel(const Request& r, const Identity& who);
-  Answer<JobReply> HandleRetry(const Request& r, const Identity& who);
-  Answer<JobReply> HandleBoost(const Request& r, const Identity& who);
-  Answer<JobReply> HandleEdit(const Request& r, const Identity& who);
-  Answer<LogReply> HandleLog(const Request& r);
-  Answer<CleanReply> HandleClean(const Request& r, const Identity& who);
-  Answer<BestReply> HandleBest(const Request& r, const Identity& who);
+  asio::awaitable<Answer<SubmitReply>> HandleSubmit(const SubmitRequest& r, const Identity& who);
+  // status and list (`all`: finished jobs too).
+  Answer<StatusReply> HandleStatus(const StatusRequest& r, const Identity& who, bool all) const;
+  Answer<ResultsReply> HandleResults(const ResultsRequest& r);
+  Answer<JobReply> HandleCancel(const CancelRequest& r, const Identity& who);
+  Answer<JobReply> HandleRetry(const RetryRequest& r, const Identity& who);
+  Answer<JobReply> HandleBoost(const BoostRequest& r, const Identity& who);
+  Answer<JobReply> HandleEdit(const EditRequest& r, const Identity& who);
+  Answer<LogReply> HandleLog(const LogRequest& r);
+  Answer<CleanReply> HandleClean(const CleanRequest& r, const Identity& who);
+  Answer<BestReply> HandleBest(const BestRequest& r, const Identity& who);
   GpusReply HandleGpus();
-  Answer<EmptyReply> HandleDrain(const Request& r, const Identity& who, bool drain);
+  // drain and resume.
+  Answer<EmptyReply> HandleDrain(const DrainRequest& r, const Identity& who, bool drain);
   // HandleSubmit's parts, in its order: the options checked (conv and profiler filled in),
   // the input converted and made into task records (on the pool), a dry run's answer, the
   // job's record, and the job stored in steps (StoreJob, yielding to other requests between

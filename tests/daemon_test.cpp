@@ -272,10 +272,9 @@ TEST_F(DaemonTest, MalformedFramesGetClearErrorsAndTheDaemonGoesOn) {
   Start();
   auto conn = Connection::Open(daemon_.socket());
   ASSERT_TRUE(conn.ok()) << conn.error();
-  Request r;
-  r.type = RequestType::kStatus;
+  StatusRequest r;
   r.job_id = 424242;
-  auto a = (*conn)->Call(r);
+  auto a = (*conn)->CallJson(r);
   ASSERT_FALSE(a.ok());
   EXPECT_NE(a.error().find("no job 424242"), std::string::npos);
   CommandResult ping = Ckprof({"ping"});

@@ -55,8 +55,7 @@ class HostLocksTest : public ::testing::Test {
   // Waits (bounded) until `daemon`'s GPU 0 waits for a host lock; returns who holds it.
   static std::string WaitUntilGpuWaits(const LaunchedDaemon& daemon) {
     for (int i = 0; i < 3000; ++i) {
-      Request r;
-      r.type = RequestType::kGpus;
+      GpusRequest r;
       auto a = testing::CallOnce(daemon.socket(), r);
       if (!a) return "error: " + a.error();
       for (const auto& g : a->value("gpus", nlohmann::json::array())) {
@@ -97,8 +96,7 @@ TEST_F(HostLocksTest, SecondDaemonOnALiveStateDirExitsAtOnceAndDisturbsNothing) 
   EXPECT_TRUE(testing::ProcessIsLive(runs[0].pid));
   EXPECT_EQ(testing::ReadEmuRuns(EmuLog("a")).size(), 1u);
   EXPECT_EQ(testing::ReadEmuRuns(EmuLog("b")).size(), 0u);
-  Request st;
-  st.type = RequestType::kStatus;
+  StatusRequest st;
   st.job_id = *job;
   auto answer = testing::CallOnce(a.socket(), st);
   ASSERT_TRUE(answer.ok()) << answer.error();
@@ -126,8 +124,7 @@ TEST_F(HostLocksTest, TwoDaemonsOnOneGpuTakeTurns) {
   EXPECT_EQ(testing::ReadEmuRuns(EmuLog("b")).size(), 0u) << "ran beside the other daemon";
 
   // The other daemon's profiler ends (cancelled): this one takes the GPU by itself.
-  Request cancel;
-  cancel.type = RequestType::kCancel;
+  CancelRequest cancel;
   cancel.job_id = *hang;
   ASSERT_TRUE(testing::CallOnce(a.socket(), cancel).ok());
   auto end = testing::WaitJobEnd(b.socket(), *job);

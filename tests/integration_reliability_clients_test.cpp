@@ -397,17 +397,15 @@ TEST_F(ReliabilityClientsTest, TwoHundredClientsAtOnceAreAllServed) {
       if (!conn) return fail(conn.error());
       ++ready;
       while (ready.load() < kClients) std::this_thread::yield();
-      Request submit;
-      submit.type = RequestType::kSubmit;
+      SubmitRequest submit;
       submit.submit.content = testing::FwdConfigsText(1 + i % 3);
       submit.submit.name = "client-" + std::to_string(i);
-      auto a = (*conn)->Call(submit);
+      auto a = (*conn)->CallJson(submit);
       if (!a) return fail("submit: " + a.error());
       const int64_t job = a->value("job_id", int64_t{0});
-      Request status;
-      status.type = RequestType::kStatus;
+      StatusRequest status;
       status.job_id = job;
-      if (auto s = (*conn)->Call(status); !s) return fail("status: " + s.error());
+      if (auto s = (*conn)->CallJson(status); !s) return fail("status: " + s.error());
       JobSummary last;
       Status w = (*conn)->Watch(job, [&](const json& f) {
         if (auto s = JobSummaryFromJson(f.value("job", json::object())); s) last = *s;
@@ -427,8 +425,7 @@ TEST_F(ReliabilityClientsTest, TwoHundredClientsAtOnceAreAllServed) {
   EXPECT_EQ(jobs.size(), static_cast<size_t>(kClients));
   std::sort(jobs.begin(), jobs.end());
   EXPECT_EQ(std::unique(jobs.begin(), jobs.end()), jobs.end()) << "two clients got one job id";
-  Request list;
-  list.type = RequestType::kList;
+  ListRequest list;
   list.all = true;
   auto all = testing::CallOnce(daemon_.socket(), list);
   ASSERT_TRUE(all.ok()) << all.error();

@@ -378,12 +378,12 @@ TEST_F(ReliabilityCrashTest, StoredNotBeforeBeyondTheTimerRangeDoesNotSpinAfterR
 TEST_F(ReliabilityCrashTest, SigtermDuringASubmitLeavesWholeJobsOrNone) {
   constexpr int kConfigs = 3000, kRounds = 8;
   auto o = EmulatorOptions("0");
-  Request submit;
-  submit.type = RequestType::kSubmit;
-  submit.id = 2;
+  SubmitRequest submit;
   submit.submit.content = testing::FwdConfigsText(kConfigs);
   submit.submit.not_before = 4e9;  // (2096) nothing runs: the test is about the submit alone
-  const std::string frame = Frame(RequestToJson(submit));
+  Request framed = std::move(submit);
+  framed.id = 2;
+  const std::string frame = Frame(RequestToJson(framed));
   // Where SIGTERM lands: after this many bytes of the frame (the whole frame for some rounds,
   // so that it hits the conversion or the store instead of the upload).
   std::mt19937 rng(7);

@@ -347,8 +347,7 @@ TEST_F(ReliabilityFaultsTest, ProfilerDeletedMidSweepFailsTheRestClearlyAndRetry
   // The profiler comes back: retry requeues exactly the failed tasks and they succeed.
   std::filesystem::copy_file(BinPath("ckprofiler-emu"), prof);
   chmod(prof.c_str(), 0755);
-  Request retry;
-  retry.type = RequestType::kRetry;
+  RetryRequest retry;
   retry.job_id = job;
   auto a = testing::CallOnce(daemon_.socket(), retry);
   ASSERT_TRUE(a.ok()) << a.error();

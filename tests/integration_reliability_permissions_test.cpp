@@ -46,8 +46,7 @@ std::string MagicConfigs(const std::vector<int>& magic, int64_t spatial = 8) {
 class ReliabilityPermissionsTest : public testing::MultiUserDaemonTest {
  protected:
   JobSummary Status(int64_t job) {
-    Request r;
-    r.type = RequestType::kStatus;
+    StatusRequest r;
     r.job_id = job;
     auto a = testing::CallOnce(daemon_.socket(), r);
     EXPECT_TRUE(a.ok()) << a.error();

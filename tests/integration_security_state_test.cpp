@@ -71,8 +71,7 @@ bool Contains(const std::string& text, const std::string& needle) {
 class SecurityStateTest : public testing::MultiUserDaemonTest {
  protected:
   json StatusJson(int64_t job) {
-    Request r;
-    r.type = RequestType::kStatus;
+    StatusRequest r;
     r.job_id = job;
     auto a = testing::CallOnce(daemon_.socket(), r);
     EXPECT_TRUE(a.ok()) << a.error();
@@ -366,8 +365,7 @@ TEST_F(SecurityStateTest, FlagsStillOverrideTheConfigFileAfterSighup) {
        {"--pin-env", "ROCR_VISIBLE_DEVICES"},
        R"("pin_env": ["CUDA_VISIBLE_DEVICES"])",
        [&] {
-         Request r;
-         r.type = RequestType::kGpus;
+         GpusRequest r;
          auto g = testing::CallOnce(daemon_.socket(), r);
          ASSERT_TRUE(g.ok()) << g.error();
          EXPECT_EQ(g->value("pin_env", json()), json::array({"ROCR_VISIBLE_DEVICES"})) << g->dump();

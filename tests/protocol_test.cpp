@@ -267,10 +267,21 @@ TEST(ResultsFile, NumbersAreNumbersAndOnlyASuccessHasABestInstance) {
   EXPECT_EQ(csv.find("Inst<2>"), std::string::npos) << csv;
 }
 
+// Each request's typed struct, through its frame and back.
+template <typename T>
+T RoundTrip(const T& body, int64_t id = 0) {
+  Request r = body;
+  r.id = id;
+  auto back = ParseRequest(RequestToJson(r).dump());
+  EXPECT_TRUE(back.ok()) << back.error();
+  if (!back.ok()) return T{};
+  EXPECT_EQ(back->type(), T::kType);
+  EXPECT_EQ(back->id, id);
+  return back->template as<T>();
+}
+
 TEST(Protocol, RequestsRoundTrip) {
-  Request r;
-  r.type = RequestType::kSubmit;
-  r.id = 7;
+  SubmitRequest r;
   r.submit.content = "[]";
   r.submit.name = "sweep";
   r.submit.priority = 3;
@@ -280,104 +291,111 @@ TEST(Protocol, RequestsRoundTrip) {
   r.submit.timeout_s = 30;
   r.submit.dry_run = true;
   r.submit.repeat = 5;
-  auto back = ParseRequest(RequestToJson(r).dump());
-  ASSERT_TRUE(back.ok()) << back.error();
-  EXPECT_EQ(back->type, RequestType::kSubmit);
-  EXPECT_EQ(back->id, 7);
-  EXPECT_EQ(back->submit.name, "sweep");
-  EXPECT_EQ(back->submit.gpus, (std::vector<int>{0, 2}));
-  EXPECT_TRUE(back->submit.dry_run);
-  EXPECT_EQ(back->submit.order, TaskOrder::kLongestFirst);
-  EXPECT_DOUBLE_EQ(back->submit.timeout_s, 30);
-  EXPECT_EQ(back->submit.repeat, 5);
+  const SubmitRequest back = RoundTrip(r, 7);
+  EXPECT_EQ(back.submit.name, "sweep");
+  EXPECT_EQ(back.submit.gpus, (std::vector<int>{0, 2}));
+  EXPECT_TRUE(back.submit.dry_run);
+  EXPECT_EQ(back.submit.order, TaskOrder::kLongestFirst);
+  EXPECT_DOUBLE_EQ(back.submit.timeout_s, 30);
+  EXPECT_EQ(back.submit.repeat, 5);
 
-  Request results;
-  results.type = RequestType::kResults;
+  ResultsRequest results;
   results.job_id = 4;
   results.runs = true;
-  auto runs = ParseRequest(RequestToJson(results).dump());
-  ASSERT_TRUE(runs.ok()) << runs.error();
-  EXPECT_TRUE(runs->runs);
+  EXPECT_TRUE(RoundTrip(results).runs);
 
-  Request watch;
-  watch.type = RequestType::kWatch;
+  WatchRequest watch;
   watch.job_id = 12;
-  auto full = ParseRequest(RequestToJson(watch).dump());
-  ASSERT_TRUE(full.ok()) << full.error();
-  EXPECT_FALSE(full->end_only);
+  EXPECT_FALSE(RoundTrip(watch).end_only);
   watch.end_only = true;
-  auto end_only = ParseRequest(RequestToJson(watch).dump());
-  ASSERT_TRUE(end_only.ok()) << end_only.error();
-  EXPECT_EQ(end_only->job_id, 12);
-  EXPECT_TRUE(end_only->end_only);
+  const WatchRequest end_only = RoundTrip(watch);
+  EXPECT_EQ(end_only.job_id, 12);
+  EXPECT_TRUE(end_only.end_only);
 
   // An edit carries only what it changes: an absent field stays unset, not 0.
-  Request edit;
-  edit.type = RequestType::kEdit;
+  EditRequest edit;
   edit.job_id = 3;
   edit.edit.priority = -2;
   edit.edit.gpus = std::vector<int>{};
   edit.edit.not_before = 0;
-  auto e = ParseRequest(RequestToJson(edit).dump());
-  ASSERT_TRUE(e.ok()) << e.error();
-  EXPECT_EQ(e->edit.priority, -2);
-  EXPECT_EQ(e->edit.gpus, std::vector<int>{});
-  EXPECT_EQ(e->edit.not_before, 0.0);
-  EXPECT_FALSE(e->edit.max_gpus.has_value());
-  EXPECT_FALSE(e->edit.timeout_s.has_value());
-  EXPECT_FALSE(e->edit.name.has_value());
-  EXPECT_FALSE(e->edit.empty());
+  const EditRequest e = RoundTrip(edit);
+  EXPECT_EQ(e.edit.priority, -2);
+  EXPECT_EQ(e.edit.gpus, std::vector<int>{});
+  EXPECT_EQ(e.edit.not_before, 0.0);
+  EXPECT_FALSE(e.edit.max_gpus.has_value());
+  EXPECT_FALSE(e.edit.timeout_s.has_value());
+  EXPECT_FALSE(e.edit.name.has_value());
+  EXPECT_FALSE(e.edit.empty());
   auto none = ParseRequest(R"({"type":"edit","job_id":3,"priority":null})");
   ASSERT_TRUE(none.ok()) << none.error();
-  EXPECT_TRUE(none->edit.empty());
+  EXPECT_TRUE(none->as<EditRequest>().edit.empty());
 
-  Request log;
-  log.type = RequestType::kLog;
+  LogRequest log;
   log.job_id = 5;
   log.tasks = {2};
   log.follow = true;
   log.lines = 20;
-  auto l = ParseRequest(RequestToJson(log).dump());
-  ASSERT_TRUE(l.ok()) << l.error();
-  EXPECT_EQ(l->tasks, std::vector<int>{2});
-  EXPECT_TRUE(l->follow);
-  EXPECT_EQ(l->lines, 20);
+  const LogRequest l = RoundTrip(log);
+  EXPECT_EQ(l.tasks, std::vector<int>{2});
+  EXPECT_TRUE(l.follow);
+  EXPECT_EQ(l.lines, 20);
 
-  Request clean;
-  clean.type = RequestType::kClean;
+  CleanRequest clean;
   clean.older_than_s = 86400;
   clean.all = true;
-  auto c = ParseRequest(RequestToJson(clean).dump());
-  ASSERT_TRUE(c.ok()) << c.error();
-  EXPECT_EQ(c->older_than_s, 86400);
-  EXPECT_TRUE(c->all);
+  const CleanRequest c = RoundTrip(clean);
+  EXPECT_EQ(c.older_than_s, 86400);
+  EXPECT_TRUE(c.all);
+
+  // The wire is as it was: the same names, the same JSON.
+  CancelRequest cancel;
+  cancel.job_id = 9;
+  cancel.tasks = {1, 4};
+  Request framed = cancel;
+  framed.id = 3;
+  EXPECT_EQ(RequestToJson(framed).dump(), R"({"id":3,"job_id":9,"tasks":[1,4],"type":"cancel"})");
+  ListRequest list;
+  list.all = true;
+  EXPECT_EQ(RequestToJson(list).dump(), R"({"all":true,"id":0,"job_id":0,"type":"list"})");
+}
+
+// Only watch and log --follow are answered by a stream; the request says so, not the server.
+TEST(Protocol, AStreamingRequestDeclaresIt) {
+  WatchRequest watch;
+  watch.end_only = true;
+  ASSERT_TRUE(StreamOf(watch).has_value());
+  EXPECT_TRUE(StreamOf(watch)->end_only);
+  LogRequest log;
+  EXPECT_FALSE(StreamOf(log).has_value());
+  log.follow = true;
+  EXPECT_TRUE(StreamOf(log).has_value());
+  EXPECT_FALSE(StreamOf(StatusRequest{}).has_value());
+  for (int t = 0; t < static_cast<int>(std::variant_size_v<RequestBody>); ++t) {
+    const std::string_view name = RequestTypeName(static_cast<RequestType>(t));
+    EXPECT_EQ(ParseRequestTypeName(name), static_cast<RequestType>(t)) << name;
+  }
 }
 
 // What an older daemon would misread (it ignores fields it does not know) needs a feature.
 TEST(Protocol, RequestsThatAnOlderDaemonWouldMisreadNeedAFeature) {
-  Request r;
-  r.type = RequestType::kCancel;
-  r.job_id = 7;
-  EXPECT_EQ(RequiredFeature(r), "");
-  r.tasks = {3};
-  EXPECT_EQ(RequiredFeature(r), "task_control");
-  r = Request{};
-  r.type = RequestType::kRetry;
-  EXPECT_EQ(RequiredFeature(r), "");
-  r.timeout_s = 60;
-  EXPECT_EQ(RequiredFeature(r), "task_control");
-  r = Request{};
-  r.type = RequestType::kSubmit;
-  EXPECT_EQ(RequiredFeature(r), "");
-  r.submit.repeat = 3;
-  EXPECT_EQ(RequiredFeature(r), "repeat");
-  r.submit.env = "A=1";  // an older daemon would run the job without it
-  EXPECT_EQ(RequiredFeature(r), "env");
-  for (RequestType t : {RequestType::kLog, RequestType::kEdit, RequestType::kClean}) {
-    r = Request{};
-    r.type = t;
-    EXPECT_EQ(RequiredFeature(r), RequestTypeName(t));
-  }
+  CancelRequest cancel;
+  cancel.job_id = 7;
+  EXPECT_EQ(RequiredFeature(cancel), "");
+  cancel.tasks = {3};
+  EXPECT_EQ(RequiredFeature(cancel), "task_control");
+  RetryRequest retry;
+  EXPECT_EQ(RequiredFeature(retry), "");
+  retry.timeout_s = 60;
+  EXPECT_EQ(RequiredFeature(retry), "task_control");
+  SubmitRequest submit;
+  EXPECT_EQ(RequiredFeature(submit), "");
+  submit.submit.repeat = 3;
+  EXPECT_EQ(RequiredFeature(submit), "repeat");
+  submit.submit.env = "A=1";  // an older daemon would run the job without it
+  EXPECT_EQ(RequiredFeature(submit), "env");
+  EXPECT_EQ(RequiredFeature(LogRequest{}), "log");
+  EXPECT_EQ(RequiredFeature(EditRequest{}), "edit");
+  EXPECT_EQ(RequiredFeature(CleanRequest{}), "clean");
   for (const char* f : {"repeat", "task_control", "log", "edit", "clean", "on_end", "env"}) {
     EXPECT_NE(std::find(kFeatures.begin(), kFeatures.end(), f), kFeatures.end()) << f;
   }

@@ -114,24 +114,43 @@ TEST(ReliabilityProtocol, EveryRequestRoundTripsThroughItsFrame) {
   std::mt19937 rng(11);
   for (int i = 0; i < 500; ++i) {
     Request r;
-    r.type = static_cast<RequestType>(rng() % 13);
+    static const auto makers = [] {
+      std::vector<Request> all;
+      for (int t = 0; t < 13; ++t) {
+        auto p = ParseRequest(std::string(R"({"type":")") +
+                              std::string(RequestTypeName(static_cast<RequestType>(t))) +
+                              R"(","job_id":1,"gpu":0,"content":""})");
+        if (p) all.push_back(std::move(*p));
+      }
+      return all;
+    }();
+    ASSERT_EQ(makers.size(), 13u);
+    r = makers[rng() % 13];
     r.id = static_cast<int64_t>(rng() % 1000000);
-    r.protocol = 1;
-    r.job_id = 1 + static_cast<int64_t>(rng() % 1000);
-    r.gpu = static_cast<int>(rng() % 8);
-    r.priority = static_cast<int>(rng() % 2001) - 1000;
-    r.all = rng() % 2;
-    r.submit.content = std::string(rng() % 64, 'x') + "\xc3\xa9\"\\\n";
-    r.submit.gpus = {static_cast<int>(rng() % 8)};
-    r.submit.timeout_s = static_cast<double>(rng() % 100) / 7;
-    r.submit.max_ops = rng() % 50;
+    std::visit(
+        [&](auto& b) {
+          if constexpr (requires { b.protocol; }) b.protocol = 1;
+          if constexpr (requires { b.job_id; }) b.job_id = 1 + static_cast<int64_t>(rng() % 1000);
+          if constexpr (requires { b.gpu; }) b.gpu = static_cast<int>(rng() % 8);
+          if constexpr (requires { b.priority; }) {
+            b.priority = static_cast<int>(rng() % 2001) - 1000;
+          }
+          if constexpr (requires { b.all; }) b.all = rng() % 2;
+          if constexpr (requires { b.submit; }) {
+            b.submit.content = std::string(rng() % 64, 'x') + "\xc3\xa9\"\\\n";
+            b.submit.gpus = {static_cast<int>(rng() % 8)};
+            b.submit.timeout_s = static_cast<double>(rng() % 100) / 7;
+            b.submit.max_ops = rng() % 50;
+          }
+        },
+        r.body);
     std::string frame = Frame(RequestToJson(r));
     ASSERT_EQ(frame.back(), '\n');
     ASSERT_EQ(frame.find('\n'), frame.size() - 1) << "one frame is one line";
     frame.pop_back();
     auto back = ParseRequest(frame);
     ASSERT_TRUE(back.ok()) << back.error() << " in " << frame;
-    EXPECT_EQ(back->type, r.type);
+    EXPECT_EQ(back->type(), r.type());
     EXPECT_EQ(back->id, r.id);
     EXPECT_EQ(Frame(RequestToJson(*back)), Frame(RequestToJson(r)));
   }

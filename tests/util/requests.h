@@ -18,14 +18,13 @@ namespace ckprof::testing {
 inline Result<nlohmann::json> CallOnce(const std::string& socket, Request r) {
   auto conn = Connection::Open(socket);
   if (!conn) return Error{conn.error()};
-  return (*conn)->Call(std::move(r));
+  return (*conn)->CallJson(std::move(r));
 }
 
 // Submits `content` (a configs file, IR list or trace text); `tweak` may set more options.
 inline Result<int64_t> SubmitContent(const std::string& socket, const std::string& content,
                                      const std::function<void(SubmitOptions&)>& tweak = {}) {
-  Request r;
-  r.type = RequestType::kSubmit;
+  SubmitRequest r;
   r.submit.content = content;
   r.submit.input_name = "reliability.json";
   if (tweak) tweak(r.submit);
@@ -55,8 +54,7 @@ inline Result<JobSummary> WatchUntil(const std::string& socket, int64_t job,
 inline Result<JobSummary> WaitJobEnd(const std::string& socket, int64_t job) {
   auto end = WatchUntil(socket, job, [](const JobSummary&) { return false; });
   if (!end) return end;
-  Request r;
-  r.type = RequestType::kStatus;
+  StatusRequest r;
   r.job_id = job;
   auto a = CallOnce(socket, r);
   if (!a) return Error{a.error()};
@@ -66,8 +64,7 @@ inline Result<JobSummary> WaitJobEnd(const std::string& socket, int64_t job) {
 // A job's per-task results (with output captures and configs when `with_output`).
 inline Result<std::vector<TaskResult>> JobResults(const std::string& socket, int64_t job,
                                                   bool with_output = false) {
-  Request r;
-  r.type = RequestType::kResults;
+  ResultsRequest r;
   r.job_id = job;
   r.all = with_output;
   auto a = CallOnce(socket, r);
@@ -80,8 +77,7 @@ inline Result<std::vector<TaskResult>> JobResults(const std::string& socket, int
 }
 
 inline bool Ping(const std::string& socket) {
-  Request r;
-  r.type = RequestType::kPing;
+  PingRequest r;
   return CallOnce(socket, r).ok();
 }
 
