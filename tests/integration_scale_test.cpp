@@ -114,17 +114,14 @@ TEST_F(ScaleTest, SubmitCancelAndCleanInStepsAreWholeAndOthersAreServed) {
   const int64_t job = SubmitHeld();
   Report("submit", submit_probe.Stop());
   ASSERT_GT(job, 0);
-  auto status = testing::CallOnce(daemon_.socket(), [&] {
-    Request r;
-    r.type = RequestType::kStatus;
-    r.job_id = job;
-    return r;
-  }());
+  StatusRequest st;
+  st.job_id = job;
+  auto status = testing::CallOnce(daemon_.socket(), st);
   ASSERT_TRUE(status.ok()) << status.error();
   auto summary = JobSummaryFromJson((*status)["job"]);
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ(summary->total, kTasks);
-  EXPECT_EQ(summary->queued, kTasks);
+  EXPECT_EQ(summary->counts.queued(), kTasks);
   const std::string of_job = " FROM tasks WHERE job_id=" + std::to_string(job);
   EXPECT_EQ(Count("SELECT count(*)" + of_job), kTasks);
   EXPECT_EQ(Count("SELECT count(DISTINCT position)" + of_job), kTasks);
@@ -141,8 +138,8 @@ TEST_F(ScaleTest, SubmitCancelAndCleanInStepsAreWholeAndOthersAreServed) {
   auto ended = testing::WaitJobEnd(daemon_.socket(), job);
   Report("cancel", cancel_probe.Stop());
   ASSERT_TRUE(ended.ok()) << ended.error();
-  EXPECT_EQ(ended->cancelled, kTasks);
-  EXPECT_EQ(ended->queued, 0);
+  EXPECT_EQ(ended->counts.of(TaskState::kCancelled), kTasks);
+  EXPECT_EQ(ended->counts.queued(), 0);
   EXPECT_EQ(Count("SELECT count(*)" + of_job + " AND state <> 'cancelled'"), 0);
   // The other job was left alone.
   EXPECT_EQ(Count("SELECT count(*) FROM tasks WHERE state = 'queued'"), kTasks);
@@ -192,8 +189,8 @@ TEST_F(ScaleTest, RetryDuringACancelInStepsWins) {
   ASSERT_EQ(Ckprof({"edit", std::to_string(job), "--not-before", "now"}).exit_code, 0);
   auto ended = testing::WaitJobEnd(daemon_.socket(), job);
   ASSERT_TRUE(ended.ok()) << ended.error();
-  EXPECT_EQ(ended->succeeded, kTasks);
-  EXPECT_EQ(ended->cancelled, 0);
+  EXPECT_EQ(ended->counts.succeeded(), kTasks);
+  EXPECT_EQ(ended->counts.of(TaskState::kCancelled), 0);
 }
 
 // What a daemon killed between two steps of a submit leaves (the job's row, marked dropped,
