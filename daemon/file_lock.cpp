@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <utility>
 #include <vector>
 
@@ -64,9 +63,7 @@ int OpenLockFile(const std::string& path, mode_t mode, std::string* error) {
 std::string LockHolder::Describe() const {
   if (pid <= 0) return "another process";
   std::string s = "pid " + std::to_string(pid);
-  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-  std::string name;
-  if (std::getline(comm, name) && !name.empty()) s = name + " " + s;
+  if (const std::string name = ProcessName(pid); !name.empty()) s = name + " " + s;
   std::vector<std::string> notes;
   if (uid >= 0) notes.push_back(UserNameOf(static_cast<uint32_t>(uid)));
   if (kill(pid, 0) != 0 && errno == ESRCH) notes.push_back("exited; a process it started holds it");

@@ -142,12 +142,15 @@ std::optional<ProcOwner> ReadProcOwner(pid_t pid) {
   for (char& c : cmdline) {
     if (c == '\0') c = ' ';
   }
-  if (cmdline.empty()) {
-    cmdline = ReadKernelFile(dir + "/comm");
-    while (!cmdline.empty() && cmdline.back() == '\n') cmdline.pop_back();
-  }
+  if (cmdline.empty()) cmdline = ProcessName(pid);
   o.command = std::move(cmdline);
   return o;
+}
+
+std::string ProcessName(pid_t pid) {
+  std::string name = ReadKernelFile("/proc/" + std::to_string(pid) + "/comm");
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return name;
 }
 
 std::vector<pid_t> LiveProcessesInGroup(pid_t pgid) {

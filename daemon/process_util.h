@@ -53,6 +53,9 @@ struct ProcOwner {
 };
 std::optional<ProcOwner> ReadProcOwner(pid_t pid);
 
+// `pid`'s command name (/proc/<pid>/comm: "python3"); "" when it is gone or unreadable.
+std::string ProcessName(pid_t pid);
+
 // The process that holds a flock(2) lock on the file (device, inode), from the kernel's lock
 // table (/proc/locks: what a process says in the file itself proves nothing); nullopt when
 // none does, or the table cannot be read. A lock taken by a process that has since exited
