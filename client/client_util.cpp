@@ -20,6 +20,7 @@
 #include "common/convert.h"
 #include "common/gpu_list.h"
 #include "common/terminal_text.h"
+#include "common/time_text.h"
 
 namespace ckprof {
 
@@ -211,27 +212,7 @@ std::string RefusalMessage(const std::string& error, const ErrorReply& refusal,
 }
 
 std::optional<double> ParseTime(const std::string& text) {
-  if (text == "now") return static_cast<double>(std::time(nullptr));
-  static const std::regex rel(R"(\+(\d+)([smhd]))");
-  std::smatch m;
-  if (std::regex_match(text, m, rel)) {
-    double n = std::stod(m[1]);
-    double unit = m[2] == "s" ? 1 : m[2] == "m" ? 60 : m[2] == "h" ? 3600 : 86400;
-    return static_cast<double>(std::time(nullptr)) + n * unit;
-  }
-  static const std::regex unix_s(R"(\d{9,11})");
-  if (std::regex_match(text, unix_s)) return std::stod(text);
-  std::tm tm{};
-  for (const char* fmt :
-       {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"}) {
-    tm = std::tm{};
-    const char* end = strptime(text.c_str(), fmt, &tm);
-    if (end && *end == '\0') {
-      tm.tm_isdst = -1;
-      return static_cast<double>(std::mktime(&tm));
-    }
-  }
-  return std::nullopt;
+  return ParseWhen(text, std::time(nullptr));
 }
 
 std::optional<double> ParseDurationArg(const std::string& text) {

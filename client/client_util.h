@@ -66,8 +66,8 @@ std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cm
 // "0,1,3" or "0-3" -> {0,1,2,3}; nullopt (after printing why) when malformed.
 std::optional<std::vector<int>> ParseGpuListArg(const std::string& text, const std::string& cmd);
 
-// A time: "2026-11-30T02:00", "2026-11-30 02:00:00", "+30m", "+2h", "+90s", "now", or unix
-// seconds. nullopt when it is none of these.
+// A time as ParseWhen (common/time_text.h) reads it, seen now: "+30m", "09:00", "tomorrow
+// 09:00", "2026-11-30T02:00", "now", unix seconds, ... nullopt when it is none of these.
 std::optional<double> ParseTime(const std::string& text);
 // A span of time: "90" or "90s", "30m", "12h", "7d", "2w" (seconds). nullopt when malformed.
 std::optional<double> ParseDurationArg(const std::string& text);

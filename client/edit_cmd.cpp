@@ -11,6 +11,7 @@
 #include "client/commands.h"
 #include "common/terminal_text.h"
 #include "common/text_table.h"
+#include "common/time_text.h"
 
 namespace ckprof {
 
@@ -30,7 +31,8 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
   p.Option("--priority", &priority, "P",
            "order among your own jobs, " + PriorityRange() + ", higher first");
   p.Option("--not-before", &not_before, "TIME",
-           "start no earlier than TIME: 2026-12-01T02:00, +30m, +2h, or now");
+           "start no earlier than TIME: +30m, 09:00 (the next one), tomorrow 09:00, "
+           "2026-12-01T02:00, or now");
   p.Option("--gpus", &gpus, "LIST", "GPUs the job may use, e.g. 0,1 or 0-3; 'any' for all");
   p.Option("--max-gpus", &max_gpus, "M", "at most M GPUs at once; 0 for no limit");
   p.Option("--timeout", &timeout, "S",
@@ -52,7 +54,7 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
   if (p.Given("--not-before")) {
     auto t = ParseTime(not_before);
     if (!t) {
-      PrintError("edit", "--not-before must be a time such as 2026-12-01T02:00, +2h or now, got '" +
+      PrintError("edit", std::string("--not-before must be ") + kWhenExamples + " or now, got '" +
                              not_before + "'");
       return 2;
     }

@@ -13,6 +13,7 @@
 #include "common/convert.h"
 #include "common/file_util.h"
 #include "common/terminal_text.h"
+#include "common/time_text.h"
 
 namespace ckprof {
 namespace {}  // namespace
@@ -44,7 +45,8 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
            "rank: the configs' priority rank, then file order, but near the end a task too long "
            "to start last starts at once (default); longest-first: the most FLOPs first");
   p.Option("--not-before", &not_before, "TIME",
-           "start no earlier than TIME: 2026-12-01T02:00, +30m, +2h (default: now)");
+           "start no earlier than TIME: +30m, +1h30m, 09:00 (the next one), tomorrow 09:00, "
+           "2026-12-01T02:00 (default: now)");
   p.Option("--timeout", &timeout, "S",
            "seconds one profiler run may take (default: the daemon's timeout, 1800 s unless "
            "set; at most its max_timeout; 0 = none, admins only)");
@@ -131,7 +133,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
   if (!not_before.empty()) {
     auto t = ParseTime(not_before);
     if (!t) {
-      PrintError("submit", "--not-before must be a time such as 2026-12-01T02:00 or +2h, got '" +
+      PrintError("submit", std::string("--not-before must be ") + kWhenExamples + ", got '" +
                                not_before + "'");
       return 2;
     }

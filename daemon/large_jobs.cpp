@@ -1,7 +1,7 @@
 // The Scheduler's large work in steps: a submit stored a step at a time (BeginSubmit ...
 // CommitSubmit), a cancel's queued tasks ended a step at a time (CancelStep), removed jobs'
 // rows deleted a step at a time (DropStep), and the compaction once they are done
-// (CompactStep). Each step is one transaction of about 5 ms; the next is posted to the io
+// (CompactStep). Each step is one transaction of about kStepSeconds; the next is posted to the io
 // thread behind whatever arrived meanwhile, so that another user's `status` never waits for a
 // million rows.
 #include <fmt/format.h>

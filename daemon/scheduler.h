@@ -83,8 +83,8 @@ struct SchedulerOptions {
   int max_gpus_per_user = 0;
   // Rows per step of a large submit, cancel or removal (daemon/large_jobs.cpp): each step is
   // one transaction, and other requests are served between steps. 0 = as many as take about
-  // 5 ms. (Tests set a few hundred, so that a small job takes several steps; also from the
-  // environment, CKPROFD_STEP_ROWS.)
+  // 2 ms (kStepSeconds in large_jobs.cpp). (Tests set a few hundred, so that a small job takes
+  // several steps; also from the environment, CKPROFD_STEP_ROWS.)
   int64_t step_rows = 0;
 };
 
@@ -489,7 +489,7 @@ class Scheduler {
   asio::steady_timer compact_timer_;  // CompactStep, once things are quiet
   bool step_armed_ = false;
   bool compact_wanted_ = false;
-  int64_t step_rows_ = 2000;  // adapted to about 5 ms a step (unless options_.step_rows)
+  int64_t step_rows_ = 2000;  // adapted to kStepSeconds a step (unless options_.step_rows)
 };
 
 }  // namespace ckprof

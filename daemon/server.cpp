@@ -481,8 +481,8 @@ asio::awaitable<Server::Incoming> Server::ReadRequest(Connection& c) {
   // Read until a newline, each read's bytes held against the budgets as they come: a frame
   // over the size cap or a budget is refused at that point, not once it is all here. Past
   // kChunkBytes, bytes go into chunks filled in place: a large frame is never copied on this
-  // thread as it grows (one 40 MiB string's doubling took 30 ms; eight at once stalled every
-  // other client for a quarter of a second).
+  // thread as it grows (a string of tens of MiB that doubles copies all of it, on the thread
+  // every other client waits for).
   size_t newline = c.buffer.find('\n');  // in the buffer, or (with chunks) in the last chunk
   while (newline == std::string::npos) {
     const size_t total = c.Pending();

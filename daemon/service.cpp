@@ -545,7 +545,7 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Submit
   std::string profiler;
   if (auto refused = CheckSubmit(o, who, &conv, &profiler)) co_return std::move(*refused);
   // Converted on the pool: a large input must not stall every other client. The tasks'
-  // stored text is made there too (a second per 100,000 configs).
+  // stored text is made there too (work in proportion to the configs).
   const UserUse use = UseAndLimits(who);
   SubmitWork w;
   co_await ToPool();

@@ -28,8 +28,8 @@ namespace {
 using Kind = Outcome::Kind;
 using SystemClock = std::chrono::system_clock;
 
-// Slurm commands in flight at once (sbatch takes ~7 ms; slurmctld launches ~10 jobs/s on a
-// small machine, so a few at a time keep it fed without a crowd of processes).
+// Slurm commands in flight at once: slurmctld takes submissions one at a time, so a few at
+// once keep it fed without a crowd of processes.
 constexpr int kSubmitsAtOnce = 4;
 // Polls in a row that find neither the job in squeue/sacct nor its end file, before the run is
 // given up as lost (and requeued).

@@ -517,6 +517,32 @@ TEST_F(ClientTest, StatusShowsTheJobsOptionsAndAbsentValuesAreNull) {
   ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
 }
 
+// Issue 33.2: --not-before takes the times sbatch --begin and at take; what is none is refused
+// with the forms it takes.
+TEST_F(ClientTest, NotBeforeTakesTheTimesUsersType) {
+  StartDaemon();
+  const std::string job = Submit(kSampleConfig, {"--not-before", "tomorrow 09:00"});
+  ASSERT_FALSE(job.empty());
+  auto status = FirstJob(Ckprof({"status", job, "--json"}).out);
+  ASSERT_TRUE(status.ok());
+  const double not_before = (*status)["not_before"].get<double>();
+  const std::time_t t = static_cast<std::time_t>(not_before);
+  std::tm local{};
+  localtime_r(&t, &local);
+  EXPECT_EQ(local.tm_hour, 9);
+  EXPECT_EQ(local.tm_min, 0);
+  EXPECT_GT(not_before, (*status)["submitted_at"].get<double>());
+  CommandResult edit = Ckprof({"edit", job, "--not-before", "+1h30m"});
+  EXPECT_EQ(edit.exit_code, 0) << edit.err;
+  CommandResult bad = Ckprof({"edit", job, "--not-before", "25:00"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--not-before must be a time such as +30m, 09:00, tomorrow 09:00 or "
+                         "2026-12-01T02:00 or now, got '25:00'"),
+            std::string::npos)
+      << bad.err;
+  ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+}
+
 // Issue 17.21: a finished job's ETA is "-", not 0:00; resume of a GPU that is not drained is
 // refused; cancel and status take several jobs and exit with the worst.
 TEST_F(ClientTest, EndedEtaResumeAndSeveralJobs) {

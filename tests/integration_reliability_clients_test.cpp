@@ -260,7 +260,7 @@ TEST_F(ReliabilityClientsTest, LargeSubmitsCostAFewTimesTheirSizeAndNothingIsKep
             << ", +" << (growth[1] >> 20) << ", +" << (growth[2] >> 20) << " MiB; resident after"
             << " each +" << (kept[0] >> 20) << ", +" << (kept[1] >> 20) << ", +" << (kept[2] >> 20)
             << " MiB\n";
-  // 4x: socket buffer, the parser's token, the string, growth slack (5.4x before moves).
+  // 4x: socket buffer, the parser's token, the string, growth slack.
   if (!testing::kMemoryIsMeasurable) return;
   EXPECT_LT(growth[0], 9 * static_cast<int64_t>(kContent) / 2) << "more copies than needed";
   // Nothing accumulates: what is resident once a submit is answered (the connection's read

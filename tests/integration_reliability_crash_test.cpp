@@ -165,7 +165,7 @@ TEST_F(ReliabilityCrashTest, RecoveryDoesNotKillAnUnrelatedProcessThatReusedASto
               }).ok());
   // The daemon reports a run as started before its spawn thread clones the profiler, and the
   // emulator logs its start line once it runs: killed before that, the daemon would leave no
-  // orphan behind (this test once failed so, under load).
+  // orphan behind, and the test would prove nothing.
   const auto runs = testing::WaitForEmuRuns(emu_log_, 1);
   ASSERT_EQ(runs.size(), 1u);
   daemon_.Stop(SIGKILL);
