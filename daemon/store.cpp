@@ -631,51 +631,9 @@ Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
     if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
     return s;
   };
-  // The ids come after the highest ever given (id_marks), not after the highest still stored:
-  // a job removed by `clean` must not lend its id (or its tasks' ids) to the next one.
-  int64_t last_job = 0, last_task = 0;
-  {
-    Stmt q(this,
-           "SELECT (SELECT max(ifnull((SELECT max(id) FROM jobs), 0), last) FROM id_marks "
-           "WHERE name='jobs'), (SELECT max(ifnull((SELECT max(id) FROM tasks), 0), last) "
-           "FROM id_marks WHERE name='tasks')");
-    if (!q.ok() || q.Step() != SQLITE_ROW) {
-      return rollback(MakeError("database: read the last ids: " + q.error()));
-    }
-    last_job = q.Int(0);
-    last_task = q.Int(1);
-  }
-  {
-    Stmt ins(this,
-             "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
-             "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
-             "task_order, repeat, noise_threshold, on_end, reuse, id, env) "
-             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?)");
-    std::vector<int> groups(job->groups.begin(), job->groups.end());
-    ins.Bind(1, int64_t{job->uid})
-        .Bind(2, int64_t{job->gid})
-        .Bind(3, IntsToJson(groups))
-        .Bind(4, job->owner)
-        .Bind(5, job->name)
-        .Bind(6, int64_t{job->priority})
-        .Bind(7, IntsToJson(job->gpus))
-        .Bind(8, int64_t{job->max_gpus})
-        .Bind(9, job->not_before)
-        .Bind(10, job->timeout_s)
-        .Bind(11, job->profiler_path)
-        .Bind(12, job->cwd)
-        .Bind(13, job->input_format)
-        .Bind(14, job->submitted_at)
-        .Bind(15, EnumName(job->order))
-        .Bind(16, int64_t{job->repeat})
-        .Bind(17, job->noise_threshold)
-        .Bind(18, job->on_end)
-        .Bind(19, int64_t{job->reuse ? 1 : 0})
-        .Bind(20, last_job + 1)
-        .Bind(21, JoinLines(job->env));
-    if (Status s = StepDone(ins, "insert job"); !s) return rollback(s);
-    job->id = last_job + 1;
-  }
+  int64_t job_id = 0, last_task = 0;
+  if (Status s = InsertJobRow(*job, &job_id, &last_task); !s) return rollback(s);
+  job->id = job_id;
   {
     Stmt ins(this,
              "INSERT INTO tasks (job_id, position, rank, op, config, est_cost, state, run, "
@@ -745,24 +703,21 @@ void BindTask(Stmt& ins, int64_t job_id, int64_t id, const TaskRecord& t) {
 
 }  // namespace
 
-Result<int64_t> Store::BeginJob(JobRecord* job, int64_t task_count) {
-  if (grouped_) return MakeError("database: a job is not stored inside a group");
-  if (Status s = Begin(); !s) return Error{s.error()};
-  auto rollback = [&](Status s) -> Result<int64_t> {
-    Rollback();
-    return Error{s.error()};
-  };
-  int64_t last_job = 0, last_task = 0;
+// Inside a transaction: the next job id and the last task id given (after the highest ever
+// given, id_marks, not after the highest still stored: a job removed by `clean` must not lend
+// its id, or its tasks' ids, to the next one), and `job`'s row inserted with that id.
+Status Store::InsertJobRow(const JobRecord& job, int64_t* job_id, int64_t* last_task) {
+  int64_t last_job = 0;
   {
     Stmt q(this,
            "SELECT (SELECT max(ifnull((SELECT max(id) FROM jobs), 0), last) FROM id_marks "
            "WHERE name='jobs'), (SELECT max(ifnull((SELECT max(id) FROM tasks), 0), last) "
            "FROM id_marks WHERE name='tasks')");
     if (!q.ok() || q.Step() != SQLITE_ROW) {
-      return rollback(MakeError("database: read the last ids: " + q.error()));
+      return MakeError("database: read the last ids: " + q.error());
     }
     last_job = q.Int(0);
-    last_task = q.Int(1);
+    *last_task = q.Int(1);
   }
   {
     Stmt ins(this,
@@ -770,30 +725,44 @@ Result<int64_t> Store::BeginJob(JobRecord* job, int64_t task_count) {
              "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
              "task_order, repeat, noise_threshold, on_end, reuse, id, env) "
              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?)");
-    std::vector<int> groups(job->groups.begin(), job->groups.end());
-    ins.Bind(1, int64_t{job->uid})
-        .Bind(2, int64_t{job->gid})
+    std::vector<int> groups(job.groups.begin(), job.groups.end());
+    ins.Bind(1, int64_t{job.uid})
+        .Bind(2, int64_t{job.gid})
         .Bind(3, IntsToJson(groups))
-        .Bind(4, job->owner)
-        .Bind(5, job->name)
-        .Bind(6, int64_t{job->priority})
-        .Bind(7, IntsToJson(job->gpus))
-        .Bind(8, int64_t{job->max_gpus})
-        .Bind(9, job->not_before)
-        .Bind(10, job->timeout_s)
-        .Bind(11, job->profiler_path)
-        .Bind(12, job->cwd)
-        .Bind(13, job->input_format)
-        .Bind(14, job->submitted_at)
-        .Bind(15, EnumName(job->order))
-        .Bind(16, int64_t{job->repeat})
-        .Bind(17, job->noise_threshold)
-        .Bind(18, job->on_end)
-        .Bind(19, int64_t{job->reuse ? 1 : 0})
+        .Bind(4, job.owner)
+        .Bind(5, job.name)
+        .Bind(6, int64_t{job.priority})
+        .Bind(7, IntsToJson(job.gpus))
+        .Bind(8, int64_t{job.max_gpus})
+        .Bind(9, job.not_before)
+        .Bind(10, job.timeout_s)
+        .Bind(11, job.profiler_path)
+        .Bind(12, job.cwd)
+        .Bind(13, job.input_format)
+        .Bind(14, job.submitted_at)
+        .Bind(15, EnumName(job.order))
+        .Bind(16, int64_t{job.repeat})
+        .Bind(17, job.noise_threshold)
+        .Bind(18, job.on_end)
+        .Bind(19, int64_t{job.reuse ? 1 : 0})
         .Bind(20, last_job + 1)
-        .Bind(21, JoinLines(job->env));
-    if (Status s = StepDone(ins, "insert job"); !s) return rollback(s);
+        .Bind(21, JoinLines(job.env));
+    if (Status s = StepDone(ins, "insert job"); !s) return s;
   }
+  *job_id = last_job + 1;
+  return Status::Ok();
+}
+
+Result<int64_t> Store::BeginJob(JobRecord* job, int64_t task_count) {
+  if (grouped_) return MakeError("database: a job is not stored inside a group");
+  if (Status s = Begin(); !s) return Error{s.error()};
+  auto rollback = [&](Status s) -> Result<int64_t> {
+    Rollback();
+    return Error{s.error()};
+  };
+  int64_t job_id = 0, last_task = 0;
+  if (Status s = InsertJobRow(*job, &job_id, &last_task); !s) return rollback(s);
+  const int64_t last_job = job_id - 1;
   {
     Stmt hide(this, "INSERT INTO jobs_dropped (job_id) VALUES (?)");
     hide.Bind(1, last_job + 1);

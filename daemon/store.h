@@ -261,6 +261,7 @@ class Store {
  private:
   Store(sqlite3* db, std::string path);
   Status Exec(const char* sql);
+  Status InsertJobRow(const JobRecord& job, int64_t* job_id, int64_t* last_task);
   friend class Stmt;
   struct Cached {
     sqlite3_stmt* stmt = nullptr;
