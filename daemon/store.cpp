@@ -621,62 +621,6 @@ int64_t Store::CheckpointsForTesting() const {
   return checkpointer_ ? checkpointer_->checkpoints() : 0;
 }
 
-Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
-  if (!full_sync_) {
-    if (Status s = Exec("PRAGMA synchronous=FULL"); !s) return s;
-  }
-  if (Status s = Begin(); !s) return s;
-  auto rollback = [&](Status s) {
-    Rollback();
-    if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
-    return s;
-  };
-  int64_t job_id = 0, last_task = 0;
-  if (Status s = InsertJobRow(*job, &job_id, &last_task); !s) return rollback(s);
-  job->id = job_id;
-  {
-    Stmt ins(this,
-             "INSERT INTO tasks (job_id, position, rank, op, config, est_cost, state, run, "
-             "problem, reused_from, result, started_at, ended_at, id) "
-             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-    if (!ins.ok()) return rollback(MakeError("database: insert task: " + ins.error()));
-    for (auto& t : *tasks) {
-      ins.Bind(1, job->id)
-          .Bind(2, t.position)
-          .Bind(3, t.rank)
-          .Bind(4, t.op)
-          .Bind(5, t.config)
-          .Bind(6, t.est_cost)
-          .Bind(7, EnumName(t.reused_from ? TaskState::kSucceeded : TaskState::kQueued))
-          .Bind(8, int64_t{t.run})
-          .Bind(9, t.problem)
-          .Bind(10, t.reused_from)
-          .Bind(11, t.result)
-          .Bind(12, t.started_at)
-          .Bind(13, t.ended_at)
-          .Bind(14, ++last_task);
-      if (ins.Step() != SQLITE_DONE) {
-        return rollback(MakeError("database: insert task: " + ins.error()));
-      }
-      t.id = last_task;
-      t.job_id = job->id;
-      t.state = t.reused_from ? TaskState::kSucceeded : TaskState::kQueued;
-      ins.Reset();
-    }
-  }
-  {
-    Stmt marks(this, "UPDATE id_marks SET last=? WHERE name=?");
-    marks.Bind(1, job->id).Bind(2, std::string_view("jobs"));
-    if (Status s = StepDone(marks, "keep the last ids"); !s) return rollback(s);
-    marks.Reset();
-    marks.Bind(1, last_task).Bind(2, std::string_view("tasks"));
-    if (Status s = StepDone(marks, "keep the last ids"); !s) return rollback(s);
-  }
-  if (Status s = Commit(); !s) return rollback(s);
-  if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
-  return Status::Ok();
-}
-
 namespace {
 
 // The columns of a task row as a submit stores it, and the binding of one record.
@@ -702,6 +646,46 @@ void BindTask(Stmt& ins, int64_t job_id, int64_t id, const TaskRecord& t) {
 }
 
 }  // namespace
+
+Status Store::InsertJob(JobRecord* job, std::vector<TaskRecord>* tasks) {
+  if (!full_sync_) {
+    if (Status s = Exec("PRAGMA synchronous=FULL"); !s) return s;
+  }
+  if (Status s = Begin(); !s) return s;
+  auto rollback = [&](Status s) {
+    Rollback();
+    if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
+    return s;
+  };
+  int64_t job_id = 0, last_task = 0;
+  if (Status s = InsertJobRow(*job, &job_id, &last_task); !s) return rollback(s);
+  job->id = job_id;
+  {
+    Stmt ins(this, kInsertTask);
+    if (!ins.ok()) return rollback(MakeError("database: insert task: " + ins.error()));
+    for (auto& t : *tasks) {
+      BindTask(ins, job->id, ++last_task, t);
+      if (ins.Step() != SQLITE_DONE) {
+        return rollback(MakeError("database: insert task: " + ins.error()));
+      }
+      t.id = last_task;
+      t.job_id = job->id;
+      t.state = t.reused_from ? TaskState::kSucceeded : TaskState::kQueued;
+      ins.Reset();
+    }
+  }
+  {
+    Stmt marks(this, "UPDATE id_marks SET last=? WHERE name=?");
+    marks.Bind(1, job->id).Bind(2, std::string_view("jobs"));
+    if (Status s = StepDone(marks, "keep the last ids"); !s) return rollback(s);
+    marks.Reset();
+    marks.Bind(1, last_task).Bind(2, std::string_view("tasks"));
+    if (Status s = StepDone(marks, "keep the last ids"); !s) return rollback(s);
+  }
+  if (Status s = Commit(); !s) return rollback(s);
+  if (!full_sync_) (void)Exec("PRAGMA synchronous=NORMAL");
+  return Status::Ok();
+}
 
 // Inside a transaction: the next job id and the last task id given (after the highest ever
 // given, id_marks, not after the highest still stored: a job removed by `clean` must not lend
