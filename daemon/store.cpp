@@ -31,12 +31,16 @@ namespace ckprof {
 // which wakes this thread at every task's end). PASSIVE: it never blocks the writer nor waits for
 // it; once it has copied every frame, the writer's next transaction starts the log over. A writer
 // that never pauses gives it no such moment, so past kRestartPages the checkpoint is RESTART: it
-// waits for the writer's transaction to end, copies everything and has the log start over, holding
-// the writer back for that one checkpoint.
+// waits for the writer's transaction to end, copies what the passive passes left and has the log
+// start over. A writer so busy that the RESTART's busy wait never finds a gap (it sleeps between
+// tries; the writer takes the lock again at once) is held at its next commit past kHoldPages
+// until that RESTART is done: bounded by kHoldWait, and only for the remainder's copy.
 class Store::Checkpointer {
  public:
   static constexpr int kPages = 1000;          // SQLite's default automatic checkpoint size
   static constexpr int kRestartPages = 16384;  // 64 MiB of 4 KiB pages
+  static constexpr int kHoldPages = 2 * kRestartPages;  // 128 MiB
+  static constexpr auto kHoldWait = std::chrono::seconds(2);
 
   Checkpointer(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {
     sqlite3_busy_timeout(db_, 5000);  // RESTART waits for the writer's transaction
@@ -52,7 +56,7 @@ class Store::Checkpointer {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
-    cv_.notify_one();
+    cv_.notify_all();
     thread_.join();
     sqlite3_close_v2(db_);
   }
@@ -72,16 +76,21 @@ class Store::Checkpointer {
       std::lock_guard<std::mutex> lock(mu_);
       truncate_ = true;
     }
-    cv_.notify_one();
+    cv_.notify_all();
   }
 
-  // The writer's connection's WAL hook: called after every commit with the log's length in
-  // frames. After the log starts over it is shorter than what was copied before.
+  // The writer's connection's WAL hook: called after every commit, with the write lock
+  // released, with the log's length in frames. After the log starts over it is shorter than
+  // what was copied before.
   static int OnCommit(void* self, sqlite3*, const char*, int pages) {
     auto* c = static_cast<Checkpointer*>(self);
     const int copied = c->copied_.load(std::memory_order_relaxed);
     const int uncopied = pages >= copied ? pages - copied : pages;
-    if (uncopied >= kPages) c->Poke(pages);
+    if (pages >= kHoldPages) {
+      c->HoldForRestart(pages);
+    } else if (uncopied >= kPages) {
+      c->Poke(pages);
+    }
     return SQLITE_OK;
   }
 
@@ -89,11 +98,22 @@ class Store::Checkpointer {
   void Poke(int pages) {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      log_pages_ = std::max(log_pages_, pages);
       if (wanted_) return;
       wanted_ = true;
-      log_pages_ = pages;
     }
-    cv_.notify_one();
+    cv_.notify_all();
+  }
+
+  // On the writer's thread, between its transactions: asks for a RESTART and waits until one
+  // that began after this call has ended (it finds no writer to wait for).
+  void HoldForRestart(int pages) {
+    std::unique_lock<std::mutex> lock(mu_);
+    log_pages_ = std::max(log_pages_, pages);
+    wanted_ = true;
+    const int64_t done = passes_ + (busy_ ? 2 : 1);
+    cv_.notify_all();
+    cv_.wait_for(lock, kHoldWait, [&] { return passes_ >= done || stop_; });
   }
 
   void Loop() {
@@ -106,42 +126,20 @@ class Store::Checkpointer {
         cv_.wait(lock, [this] { return wanted_ || truncate_ || stop_; });
         if (stop_) return;
         pages = log_pages_;
+        log_pages_ = 0;
         truncate = truncate_;
         truncate_ = false;
+        wanted_ = false;  // asked again during this pass: another pass follows
+        busy_ = true;
       }
-      // TRUNCATE, like RESTART, holds the writer back while it copies: asked for only when
-      // the daemon is idle after large writes, when the passive ones have copied most frames.
-      int mode = truncate                 ? SQLITE_CHECKPOINT_TRUNCATE
-                 : pages >= kRestartPages ? SQLITE_CHECKPOINT_RESTART
-                                          : SQLITE_CHECKPOINT_PASSIVE;
-      int log = 0, copied = 0;
-      int rc = SQLITE_OK;
-      if (mode != SQLITE_CHECKPOINT_PASSIVE) {
-        // The frames copied first by passive checkpoints, which hold no writer back: the
-        // RESTART or TRUNCATE then copies what is left and has the log start over (a writer
-        // waits for that, not for a gigabyte's copy).
-        for (int pass = 0; pass < 16; ++pass) {
-          rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
-          if (rc != SQLITE_OK || copied >= log) break;
-        }
-        // Large work in steps writes faster than that: its steps are not held back for a
-        // long remainder; a later pass tries again.
-        if (mode == SQLITE_CHECKPOINT_RESTART && bulk_.load(std::memory_order_relaxed) &&
-            log - copied > kPages) {
-          mode = SQLITE_CHECKPOINT_PASSIVE;
-        }
-      }
-      if (rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE) {
-        rc = sqlite3_wal_checkpoint_v2(db_, nullptr, mode, &log, &copied);
-      }
+      auto [rc, copied] = Checkpoint(truncate, pages);
       if (rc == SQLITE_OK && copied > 0) checkpoints_.fetch_add(1, std::memory_order_relaxed);
-      // After a RESTART the log starts over: nothing of it is left to copy.
-      copied_.store(rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE ? 0 : std::max(copied, 0),
-                    std::memory_order_relaxed);
       {
         std::lock_guard<std::mutex> lock(mu_);
-        wanted_ = false;
+        busy_ = false;
+        ++passes_;
       }
+      cv_.notify_all();
       // Busy: a checkpoint or recovery elsewhere; a later commit asks again.
       std::string error = rc == SQLITE_OK || rc == SQLITE_BUSY ? "" : sqlite3_errmsg(db_);
       if (!error.empty() && error != last_error) {
@@ -152,11 +150,48 @@ class Store::Checkpointer {
     }
   }
 
+  // One checkpoint: passive passes, then the RESTART or TRUNCATE asked for. Returns SQLite's
+  // answer and the frames copied (by any pass), and notes in copied_ what is left of the log.
+  std::pair<int, int> Checkpoint(bool truncate, int pages) {
+    // TRUNCATE, like RESTART, holds the writer back while it copies: asked for only when the
+    // daemon is idle after large writes, when the passive ones have copied most frames.
+    int mode = truncate                 ? SQLITE_CHECKPOINT_TRUNCATE
+               : pages >= kRestartPages ? SQLITE_CHECKPOINT_RESTART
+                                        : SQLITE_CHECKPOINT_PASSIVE;
+    // The frames copied first by passive checkpoints, which hold no writer back: the RESTART
+    // or TRUNCATE then copies what is left and has the log start over (a writer waits for
+    // that, not for a gigabyte's copy).
+    int log = 0, copied = 0, copied_any = 0;
+    int rc = SQLITE_OK;
+    for (int pass = 0; pass < (mode == SQLITE_CHECKPOINT_PASSIVE ? 1 : 16); ++pass) {
+      rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+      if (rc != SQLITE_OK) break;
+      copied_any = std::max(copied_any, copied);
+      if (copied >= log) break;
+    }
+    // Large work in steps writes faster than that: its steps are not held back for a long
+    // remainder; a later pass tries again.
+    if (mode == SQLITE_CHECKPOINT_RESTART && bulk_.load(std::memory_order_relaxed) &&
+        log - copied > kPages) {
+      mode = SQLITE_CHECKPOINT_PASSIVE;
+    }
+    if (rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE) {
+      rc = sqlite3_wal_checkpoint_v2(db_, nullptr, mode, &log, &copied);
+      if (rc == SQLITE_OK) copied_any = std::max(copied_any, copied);
+    }
+    // After a RESTART the log starts over: nothing of it is left to copy.
+    copied_.store(rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE ? 0 : std::max(copied, 0),
+                  std::memory_order_relaxed);
+    return {rc, copied_any};
+  }
+
   sqlite3* db_;  // the checkpointer's own connection, used only by its thread
   std::string path_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool wanted_ = false, stop_ = false, truncate_ = false;
+  bool busy_ = false;   // a checkpoint is under way
+  int64_t passes_ = 0;  // checkpoints done, whatever they copied
   int log_pages_ = 0;
   std::atomic<int> copied_{0};           // frames the last checkpoint had copied
   std::atomic<bool> bulk_{false};        // large work in steps: passive checkpoints only
