@@ -229,7 +229,10 @@ else
     --not-before +1h 2>/dev/null)
   other_job=""
   if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 && command -v runuser >/dev/null; then
-    other_job=$(runuser -u nobody -- "$bin_dir/ckprof" --socket "$socket" submit - --name other \
+    # A copy in $work: the build directory may be in a place that nobody cannot enter (a clone
+    # in a 0700 home directory).
+    install -m 755 "$bin_dir/ckprof" "$work/ckprof-nobody"
+    other_job=$(runuser -u nobody -- "$work/ckprof-nobody" --socket "$socket" submit - --name other \
       --max-ops 1 --not-before +1h <"$source_dir/examples/conv_repros_ir.json" 2>"$work/err") ||
       fail "user nobody could not submit: $(cat "$work/err")"
   else
