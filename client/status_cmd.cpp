@@ -308,7 +308,7 @@ void PrintClusterGpus(const GpusReply& a, bool wide) {
   TextTable nodes({{"NODE"}, {"STATE"}, {"PARTITIONS"}, {"GPUS"}, {"IN USE"}, {"OURS", true}});
   for (const ClusterNode& n : a.cluster) {
     int ours = 0;
-    for (const GpuInfo& g : a.gpus) ours += g.task_id && g.node == n.name ? 1 : 0;
+    for (const GpuInfo& g : a.gpus) ours += g.task_id && g.placement && g.placement->node == n.name;
     nodes.AddRow({n.name, n.state, n.partitions, n.gres, n.gres_used, std::to_string(ours)});
   }
   if (a.cluster.empty()) {
@@ -328,10 +328,11 @@ void PrintClusterGpus(const GpusReply& a, bool wide) {
   for (const GpuInfo& g : a.gpus) {
     if (!g.task_id) continue;
     ++n;
-    runs.AddRow({g.slurm_job_id ? std::to_string(g.slurm_job_id) : "-",
-                 g.slurm_state.empty() ? "-" : g.slurm_state, g.node.empty() ? "-" : g.node,
-                 g.granted.empty() ? "-" : g.granted, std::to_string(g.job_id),
-                 "#" + std::to_string(g.position),
+    const Placement none;
+    const Placement& at = g.placement ? *g.placement : none;
+    auto or_dash = [](const std::string& text) { return text.empty() ? "-" : text; };
+    runs.AddRow({at.job_id ? std::to_string(at.job_id) : "-", or_dash(at.state), or_dash(at.node),
+                 or_dash(at.granted), std::to_string(g.job_id), "#" + std::to_string(g.position),
                  g.owner.empty() ? std::to_string(g.owner_uid) : g.owner, FormatAge(g.busy_since)});
   }
   std::cout << "\n" << n << " of our tasks in " << shown << (n ? ":\n" : "\n");

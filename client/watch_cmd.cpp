@@ -39,7 +39,7 @@ class ProgressView {
   void OnStart(const WatchReply& w) {
     if (w.job) job_ = *w.job;
     for (const auto& g : w.running) {
-      running_[g.task_id] = {g.slurm_job_id > 0 ? -1 : g.index, "#" + std::to_string(g.position)};
+      running_[g.task_id] = {g.placement ? -1 : g.index, "#" + std::to_string(g.position)};
     }
     if (!running_.empty() && live_) LabelRunning();
     if (!live_) {

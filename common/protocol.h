@@ -345,6 +345,26 @@ void VisitFields(S& r, V& v) {
   v.Nullable("gpu_model", r.gpu_model, !r.gpu_model.empty());
 }
 
+// Where a run runs or ran, in its executor's words: data, not an executor's own fields, so that
+// nothing above the daemon's launcher names an executor. Only a remote executor's runs have one
+// (JSON null else).
+struct Placement {
+  std::string executor;  // the launcher's name (Launcher::Name: "slurm")
+  int64_t job_id = 0;    // the executor's id of the run (a Slurm job id); 0 until known
+  std::string state;     // the executor's word for it (PENDING, RUNNING, COMPLETED, ...)
+  std::string node;      // "" until known
+  std::string granted;   // the GPU indexes granted on the node ("3", "0,1"); "" until known
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, Placement>
+void VisitFields(S& p, V& v) {
+  v("executor", p.executor);
+  v.Nullable("job_id", p.job_id, p.job_id > 0);
+  v.Nullable("state", p.state, !p.state.empty());
+  v.Nullable("node", p.node, !p.node.empty());
+  v.Nullable("granted", p.granted, !p.granted.empty());
+}
+
 struct TaskResult {
   int64_t task_id = 0;
   int64_t job_id = 0;
@@ -386,9 +406,8 @@ struct TaskResult {
   // Not run: the stored success of the same problem, profiler build and GPU model that this
   // result copies (submit --reuse auto); nullopt when it was measured (JSON null).
   std::optional<ReusedFrom> reused_from;
-  // Run through Slurm: its job id and node (gpu is then the GPU Slurm granted); 0 / "" else.
-  int64_t slurm_job_id = 0;
-  std::string node;
+  // Run through a remote executor: where (gpu is then the GPU it granted); nullopt else.
+  std::optional<Placement> placement;
   // Trace GPU time per call in ms; nullopt when unknown.
   std::optional<double> trace_ms_per_call() const {
     if (!trace_gpu_us) return std::nullopt;
@@ -435,8 +454,7 @@ void VisitFields(S& t, V& v) {
   v("trace_gpu_time_us", t.trace_gpu_us);
   v("trace_count", t.trace_count);
   v("reused_from", t.reused_from);
-  v.Omittable("slurm_job_id", t.slurm_job_id, t.slurm_job_id > 0);
-  v.Omittable("node", t.node, !t.node.empty());
+  v.Omittable("placement", t.placement, t.placement.has_value());
 }
 nlohmann::json ToJson(const TaskResult& t);
 // The same objects as ToJson, written straight into `out` without the DOM (the daemon's
@@ -464,10 +482,9 @@ struct GpuInfo {
   std::optional<GpuReading> reading;  // how it is now, where the daemon reads GPU state
   // Why it is drained ("drained by alice", its device errors); "" when it is not.
   std::string drain_reason;
-  // Under a remote executor (Slurm) the index is a slot (one task handed to the cluster); its
-  // task's cluster job, its state there, and the node and GPUs Slurm granted ("" until known).
-  int64_t slurm_job_id = 0;
-  std::string slurm_state, node, granted;
+  // Under a remote executor the index is a slot (one task handed to the cluster): where its
+  // task runs (nullopt when idle or local).
+  std::optional<Placement> placement;
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, GpuInfo>
@@ -487,10 +504,7 @@ void VisitFields(S& g, V& v) {
   v.Omittable("drain_reason", g.drain_reason, !g.drain_reason.empty());
   v.Nullable("owner", g.owner, busy);
   v("reading", g.reading);
-  v.Omittable("slurm_job_id", g.slurm_job_id, g.slurm_job_id > 0);
-  v.Omittable("slurm_state", g.slurm_state, !g.slurm_state.empty());
-  v.Omittable("node", g.node, !g.node.empty());
-  v.Omittable("granted", g.granted, !g.granted.empty());
+  v.Omittable("placement", g.placement, g.placement.has_value());
 }
 nlohmann::json ToJson(const GpuInfo& g);
 Result<GpuInfo> GpuInfoFromJson(const nlohmann::json& j);

@@ -162,9 +162,13 @@ ojson ResultsFileJson(const std::vector<TaskResult>& tasks, const std::string& o
     // Not run: copied from an earlier run of the same problem and profiler build (null: run).
     r["reused_from"] =
         t->reused_from ? ojson::parse(ToDom(*t->reused_from).dump()) : ojson(nullptr);
-    // Run through Slurm (the executor "slurm"): its job and node; gpu is the GPU it granted.
-    r["node"] = t->node.empty() ? ojson(nullptr) : ojson(t->node);
-    r["slurm_job_id"] = t->slurm_job_id > 0 ? ojson(t->slurm_job_id) : ojson(nullptr);
+    // Run through a remote executor (e.g. "slurm"): its name, job and node; gpu is the GPU it
+    // granted (null, null, null: run here).
+    const Placement none;
+    const Placement& at = t->placement ? *t->placement : none;
+    r["executor"] = at.executor.empty() ? ojson(nullptr) : ojson(at.executor);
+    r["node"] = at.node.empty() ? ojson(nullptr) : ojson(at.node);
+    r["executor_job_id"] = at.job_id > 0 ? ojson(at.job_id) : ojson(nullptr);
     results.push_back(std::move(r));
   }
   out["results"] = std::move(results);
@@ -178,8 +182,8 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
       "error,command,contended_by,gpu_name,gpu_uuid,gpu_arch,gpu_driver,sclk_mhz_before,"
       "sclk_mhz_after,mclk_mhz_before,mclk_mhz_after,temperature_c_before,temperature_c_after,"
       "power_w_before,power_w_after,cpu_s,peak_memory_bytes,run,runs,runs_succeeded,min_ms,"
-      "max_ms,cv,noisy,trace_gpu_time_us,trace_count,reused_from_job,reused_from_task,node,"
-      "slurm_job_id\n";
+      "max_ms,cv,noisy,trace_gpu_time_us,trace_count,reused_from_job,reused_from_task,executor,"
+      "node,executor_job_id\n";
   std::vector<const TaskResult*> ordered;
   for (const auto& t : tasks) ordered.push_back(&t);
   std::stable_sort(ordered.begin(), ordered.end(), [](const TaskResult* a, const TaskResult* b) {
@@ -230,7 +234,10 @@ std::string ResultsCsv(const std::vector<TaskResult>& tasks) {
         << (t->trace_count ? std::to_string(*t->trace_count) : "") << ','
         << (t->reused_from ? std::to_string(t->reused_from->job_id) : "") << ','
         << (t->reused_from ? std::to_string(t->reused_from->task_id) : "") << ','
-        << CsvField(t->node) << ',' << (t->slurm_job_id > 0 ? std::to_string(t->slurm_job_id) : "");
+        << (t->placement
+                ? CsvField(t->placement->executor) + ',' + CsvField(t->placement->node) + ',' +
+                      (t->placement->job_id > 0 ? std::to_string(t->placement->job_id) : "")
+                : ",,");
     row << '\n';
     out += row.str();
   }

@@ -19,16 +19,6 @@
 
 namespace ckprof {
 
-// Where a run runs or ran, in its executor's words: data, not an executor's own fields, so
-// that the Scheduler and the codec name no executor. Only a remote executor's runs have one.
-struct Placement {
-  std::string executor;  // the launcher's name (Launcher::Name: "slurm")
-  int64_t id = 0;        // the executor's id of the run (a Slurm job id): the attempt's handle
-  std::string state;     // the executor's word for it (PENDING, RUNNING, COMPLETED, ...)
-  std::string node;      // "" until known
-  std::string granted;   // the GPU indexes granted on the node ("3", "0,1"); "" until known
-};
-
 struct RunResult {
   Outcome outcome;
   CkPerf perf;

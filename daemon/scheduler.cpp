@@ -652,14 +652,14 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
   } else {
     CountFinal(job, outcome.kind, +1);
   }
-  spdlog::info("end job {} task {} (#{}) {}: {} in {:.3f} s{}", job.rec.id, task_id, task.position,
-               r.placement ? fmt::format("in {} job {} on {} GPU {}", r.placement->executor,
-                                         r.placement->id, r.placement->node, r.placement->granted)
-                           : fmt::format("on GPU {}", gpu_index),
-               outcome.Summary(), elapsed,
-               r.perf.has_best
-                   ? fmt::format(", best {:.4g} ms {:.4g} TFlops", r.perf.avg_ms, r.perf.tflops)
-                   : "");
+  spdlog::info(
+      "end job {} task {} (#{}) {}: {} in {:.3f} s{}", job.rec.id, task_id, task.position,
+      r.placement ? fmt::format("in {} job {} on {} GPU {}", r.placement->executor,
+                                r.placement->job_id, r.placement->node, r.placement->granted)
+                  : fmt::format("on GPU {}", gpu_index),
+      outcome.Summary(), elapsed,
+      r.perf.has_best ? fmt::format(", best {:.4g} ms {:.4g} TFlops", r.perf.avg_ms, r.perf.tflops)
+                      : "");
   const Task done = task;
   if (!requeue) Forget(task_id, state, outcome.Summary());  // `task` is gone from here on
   EmitTaskFinished(job, [&] {
@@ -1097,14 +1097,7 @@ std::vector<GpuInfo> Scheduler::Gpus() const {
       i.busy_since = g.busy_since;
     }
     i.tasks_run = g.tasks_run;
-    if (g.task_id && g.run) {
-      if (auto where = launcher_.Where(g.run)) {
-        i.slurm_job_id = where->id;
-        i.slurm_state = where->state;
-        i.node = where->node;
-        i.granted = where->granted;
-      }
-    }
+    if (g.task_id && g.run) i.placement = launcher_.Where(g.run);
     out.push_back(i);
   }
   return out;

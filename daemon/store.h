@@ -68,7 +68,7 @@ struct TaskRecord {
   int attempts = 0;
   int gpu = -1;
   // The running attempt's handle: its process group (a local run), or its executor's id of it
-  // (a remote run: Placement::id); 0 = not known (yet).
+  // (a remote run: Placement::job_id); 0 = not known (yet).
   int64_t handle = 0;
   double started_at = 0, ended_at = 0;
   std::string result;  // JSON: parsed perf, captures, error, returncode, command

@@ -62,13 +62,7 @@ std::string ResultJson(const Outcome& o, const std::string& command, int gpu, co
         .Field("stdout", r->stdout_capture)
         .Field("stderr", r->stderr_capture);
   }
-  if (r && r->placement) {
-    JsonObjectWriter slurm(w.Key("slurm"));
-    slurm.Field("job_id", r->placement->id)
-        .Field("state", r->placement->state)
-        .Field("node", r->placement->node)
-        .Field("gpus", r->placement->granted);
-  }
+  if (r && r->placement) wire::AppendValue(w.Key("placement"), *r->placement);
   if (context) {
     if (!context->contended.empty()) wire::AppendValue(w.Key("contended"), context->contended);
     if (context->gpu_state) AppendObject(w.Key("gpu_state"), *context->gpu_state);
@@ -139,11 +133,16 @@ TaskResult TaskResultFromRecord(const TaskRecord& t, bool with_output) {
     if (auto c = j.find("contended"); c != j.end()) wire::ReadValue(*c, &r.contended);
     if (auto g = j.find("gpu_state"); g != j.end()) wire::ReadValue(*g, &r.gpu_state);
     if (auto u = j.find("reused_from"); u != j.end()) wire::ReadValue(*u, &r.reused_from);
-    if (auto sl = j.find("slurm"); sl != j.end() && sl->is_object()) {
-      // Run through Slurm: the GPU is the one Slurm granted (the first, should it grant more).
-      r.slurm_job_id = sl->value("job_id", int64_t{0});
-      r.node = sl->value("node", "");
-      const std::string gpus = sl->value("gpus", "");
+    if (auto p = j.find("placement"); p != j.end() && p->is_object()) {
+      wire::ReadValue(*p, &r.placement);
+    } else if (auto sl = j.find("slurm"); sl != j.end() && sl->is_object()) {
+      // Written by an earlier ckprofd (its Slurm executor's runs), kept as it was.
+      r.placement = Placement{"slurm", sl->value("job_id", int64_t{0}), sl->value("state", ""),
+                              sl->value("node", ""), sl->value("gpus", "")};
+    }
+    if (r.placement) {
+      // Run remotely: the GPU is the one granted (the first, should it grant more).
+      const std::string& gpus = r.placement->granted;
       int g = -1;
       if (!gpus.empty() &&
           std::from_chars(gpus.data(), gpus.data() + gpus.size(), g).ec == std::errc()) {

@@ -1220,10 +1220,10 @@ TEST_F(ClientTest, ResultsShowTheTracesGpuTimeAndSortByIt) {
   EXPECT_EQ(Ckprof({"results", job, "--sort", "fastest"}).exit_code, 2);
   CommandResult csv = Ckprof({"results", job, "--format", "csv"});
   EXPECT_NE(
-      csv.out.find(
-          ",trace_gpu_time_us,trace_count,reused_from_job,reused_from_task,node,slurm_job_id\n"),
+      csv.out.find(",trace_gpu_time_us,trace_count,reused_from_job,reused_from_task,executor,node,"
+                   "executor_job_id\n"),
       std::string::npos);
-  EXPECT_NE(csv.out.find(",1164.01,12,,,,\n"), std::string::npos) << csv.out;
+  EXPECT_NE(csv.out.find(",1164.01,12,,,,,\n"), std::string::npos) << csv.out;
   // gpus: the table has the owner, model and utilisation columns (where known).
   CommandResult gpus = Ckprof({"gpus"});
   EXPECT_NE(gpus.out.find("MODEL"), std::string::npos) << gpus.out;

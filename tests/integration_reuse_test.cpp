@@ -122,7 +122,7 @@ TEST_F(ReuseTest, ASweepSubmittedTwiceRunsOnce) {
       << watch.out;
   CommandResult csv = Ckprof({"results", second, "--format", "csv"});
   EXPECT_NE(
-      csv.out.find("," + first + "," + std::to_string(measured[0]["task_id"].get<int>()) + ",,\n"),
+      csv.out.find("," + first + "," + std::to_string(measured[0]["task_id"].get<int>()) + ",,,\n"),
       std::string::npos)
       << csv.out;
 }

@@ -148,12 +148,13 @@ TEST_F(SlurmTest, SweepRunsEveryTaskOnceOnOneGrantedGpu) {
   for (const auto& r : results) {
     EXPECT_EQ(r["status"], "succeeded") << r.dump();
     EXPECT_EQ(r["attempts"], 1) << r.dump();
-    ASSERT_TRUE(r["slurm_job_id"].is_number()) << r.dump();
+    EXPECT_EQ(r["executor"], "slurm") << r.dump();
+    ASSERT_TRUE(r["executor_job_id"].is_number()) << r.dump();
     ASSERT_TRUE(r["node"].is_string()) << r.dump();
     ASSERT_TRUE(r["gpu"].is_number()) << r.dump();
     EXPECT_GE(r["gpu"].get<int>(), 0);
     EXPECT_LT(r["gpu"].get<int>(), kClusterGpus);
-    const int64_t id = r["slurm_job_id"].get<int64_t>();
+    const int64_t id = r["executor_job_id"].get<int64_t>();
     slurm_jobs.insert(id);
     // Slurm's record: the job was the user's, named after the job, ended COMPLETED.
     EXPECT_EQ(SlurmField(id, "%u|%j|%T"), alice.name() + "|sweep40|COMPLETED");
@@ -206,8 +207,8 @@ TEST_F(SlurmTest, CancelEndsTheSlurmJobs) {
   ASSERT_EQ(results.size(), 3u);
   for (const auto& r : results) {
     EXPECT_EQ(r["status"], "cancelled") << r.dump();
-    if (r["slurm_job_id"].is_number()) {
-      EXPECT_EQ(SlurmField(r["slurm_job_id"].get<int64_t>(), "%T"), "CANCELLED");
+    if (r["executor_job_id"].is_number()) {
+      EXPECT_EQ(SlurmField(r["executor_job_id"].get<int64_t>(), "%T"), "CANCELLED");
     }
   }
 }

@@ -173,7 +173,7 @@ TEST(Repeats, ResultsFormatsCarryTheSpread) {
   EXPECT_EQ(file["stats"]["total"], 1);  // one config, not three runs
   const std::string csv = ResultsCsv(merged);
   EXPECT_NE(csv.find(",run,runs,runs_succeeded,min_ms,max_ms,cv,noisy,"), std::string::npos);
-  EXPECT_NE(csv.find(",,3,3,1,2,0.333333,true,,,,,,\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",,3,3,1,2,0.333333,true,,,,,,,\n"), std::string::npos) << csv;
   const std::string table = ResultsTable(merged);
   EXPECT_NE(table.find("median ms"), std::string::npos) << table;
   EXPECT_NE(table.find("succeeded~"), std::string::npos) << table;
