@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "daemon/task_result_codec.h"
+
 namespace ckprof {
 namespace {
 
@@ -111,6 +113,41 @@ TEST(RunResultCodec, ErrorsNameTheField) {
   no_outcome.erase("outcome");
   EXPECT_EQ(RunResultFromJson(no_outcome).error(), "run result field 'outcome' is missing");
   EXPECT_EQ(RunResultFromJson(json::array()).error(), "run result must be an object");
+}
+
+// Where a remote run ran is stored with its result and read back as the result's placement and
+// GPU; a result stored by an earlier release (its Slurm executor's "slurm" object) reads the same.
+TEST(TaskResultCodec, PlacementIsReadBackAlsoFromAnEarlierReleasesSlurmObject) {
+  RunResult r;
+  r.outcome.kind = Outcome::Kind::kSucceeded;
+  r.placement = Placement{"slurm", 4242, "COMPLETED", "node7", "3"};
+  TaskRecord t;
+  t.state = TaskState::kSucceeded;
+  t.result = ResultJson(r.outcome, "ckProfiler ...", 0, &r);
+  TaskResult now = TaskResultFromRecord(t, false);
+  ASSERT_TRUE(now.placement.has_value()) << t.result;
+  EXPECT_EQ(now.placement->executor, "slurm");
+  EXPECT_EQ(now.placement->job_id, 4242);
+  EXPECT_EQ(now.placement->state, "COMPLETED");
+  EXPECT_EQ(now.placement->node, "node7");
+  EXPECT_EQ(now.gpu, 3);
+
+  json earlier = json::parse(t.result);
+  earlier.erase("placement");
+  earlier["slurm"] = {{"job_id", 4242}, {"state", "COMPLETED"}, {"node", "node7"}, {"gpus", "3"}};
+  t.result = earlier.dump();
+  TaskResult then = TaskResultFromRecord(t, false);
+  ASSERT_TRUE(then.placement.has_value()) << t.result;
+  EXPECT_EQ(then.placement->executor, "slurm");
+  EXPECT_EQ(then.placement->job_id, 4242);
+  EXPECT_EQ(then.placement->node, "node7");
+  EXPECT_EQ(then.gpu, 3);
+
+  // A run here has none.
+  RunResult local;
+  local.outcome.kind = Outcome::Kind::kSucceeded;
+  t.result = ResultJson(local.outcome, "ckProfiler ...", 1, &local);
+  EXPECT_FALSE(TaskResultFromRecord(t, false).placement.has_value()) << t.result;
 }
 
 }  // namespace
