@@ -268,6 +268,7 @@ std::string ColourState(JobState state) {
       break;
     case JobState::kQueued:
     case JobState::kWaiting:
+    case JobState::kHeld:
       code = "33";  // yellow
       break;
     case JobState::kCancelled:

@@ -24,6 +24,8 @@ int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent);
 int RunResultsCommand(const GlobalOptions& global, const Args& args);             // results_cmd.cpp
 int RunPingCommand(const GlobalOptions& global, const Args& args);                // control_cmd.cpp
 int RunGpuActionCommand(const GlobalOptions& global, const Args& args, bool drain);
+// ckprof hold / release JOB...: a held job's queued tasks do not start.
+int RunHoldCommand(const GlobalOptions& global, const Args& args, bool hold);
 int RunRunCommand(const GlobalOptions& global, const Args& args);      // run_cmd.cpp
 int RunCompareCommand(const GlobalOptions& global, const Args& args);  // compare_cmd.cpp
 

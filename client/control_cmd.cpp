@@ -1,4 +1,4 @@
-// ckprof cancel / retry / boost / drain / resume / ping: act on jobs and GPUs.
+// ckprof cancel / retry / boost / hold / release / drain / resume / ping: act on jobs and GPUs.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -190,6 +190,55 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
   if (type == RequestType::kBoost)
     std::cout << "job " << *id << ": priority " << b.priority << "\n";
   return 0;
+}
+
+int RunHoldCommand(const GlobalOptions& global, const Args& args, bool hold) {
+  const std::string cmd = hold ? "hold" : "release";
+  std::vector<std::string> jobs;
+  bool json_out = false;
+  ArgParser p("ckprof " + cmd,
+              hold ? "Hold jobs: their queued tasks do not start until 'ckprof release' (those "
+                     "running finish; the job keeps its place in the queue). Only the owner or "
+                     "an admin may; a job held by an admin is released by an admin. Holding a "
+                     "held job leaves it as it is. With several jobs the worst end wins."
+                   : "Release held jobs: their queued tasks may start again. Whoever held a job, "
+                     "or an admin, may release it. With several jobs the worst end wins.",
+              hold ? "'ckprof status' says \"held by NAME\"; 'ckprof list --state held' lists "
+                     "them.\n\nexample:\n  ckprof hold 12 13\n  ckprof release 12"
+                   : "example:\n  ckprof release 12 13");
+  p.Positionals("JOB", &jobs, true, "the job ids");
+  p.Flag("--json", &json_out,
+         std::string("print a JSON array: each job's {\"job_id\", \"") +
+             (hold ? "held" : "released") + "\", \"job\" or \"error\"}");
+  if (auto code = p.Parse(args)) return *code;
+  std::vector<int64_t> ids;
+  for (const auto& text : jobs) {
+    auto id = ParseJobId(text, cmd);
+    if (!id) return 2;
+    ids.push_back(*id);
+  }
+  int worst = 0;
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t id : ids) {
+    HoldRequest r;  // release's has the same fields
+    r.job_id = id;
+    JobReply a;
+    std::string error;
+    const int code =
+        hold ? Ask(global, cmd, r, &a, &error) : Ask(global, cmd, ReleaseRequest{r}, &a, &error);
+    if (json_out) {
+      nlohmann::json j = {{"job_id", id}, {hold ? "held" : "released", code == 0}};
+      if (code == 0 && a.job) j["job"] = ToJson(*a.job);
+      if (code != 0) j["error"] = error;
+      out.push_back(std::move(j));
+    } else if (code == 0) {
+      std::cout << "job " << id << (hold ? " held" : " released") << "\n";
+    }
+    worst = std::max(worst, code);
+    if (code == kExitUnreachable) break;  // the rest cannot be reached either
+  }
+  if (json_out) std::cout << JsonForTerminal(out.dump(2)) << "\n";
+  return worst;
 }
 
 int RunGpuActionCommand(const GlobalOptions& global, const Args& args, bool drain) {

@@ -53,6 +53,10 @@ const std::vector<Command>& Commands() {
        [](const GlobalOptions& g, const Args& a) {
          return RunJobActionCommand(g, a, RequestType::kRetry);
        }},
+      {"hold", "keep a job's queued tasks from starting until released",
+       [](const GlobalOptions& g, const Args& a) { return RunHoldCommand(g, a, true); }},
+      {"release", "let a held job's tasks start again",
+       [](const GlobalOptions& g, const Args& a) { return RunHoldCommand(g, a, false); }},
       {"edit", "change a job's priority, start time, GPUs, timeout or name",
        [](const GlobalOptions& g, const Args& a) { return RunEditCommand(g, a); }},
       {"clean", "remove your jobs that have ended (--older-than 7d)",

@@ -140,6 +140,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
               list_mode ? "ELAPSED runs from the job's first start to its end (or now); ENDED is "
                           "when it ended.\n\nexample:\n  ckprof list --mine --since 7d\n  "
                           "ckprof list --state finished,cancelled --limit 20\n  ckprof list "
+                          "--state held\n  ckprof list "
                           "--all --json"
                         : "--json prints one object, whatever is asked: {\"jobs\": [...], "
                           "\"you\": {...}}: the jobs (those named, in their order), and without "
@@ -157,8 +158,8 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     p.Flag("--mine", &mine, "only your jobs");
     p.Option("--user", &user, "U", "only the jobs of user U (a name or uid)");
     p.Option("--state", &states, "S",
-             "only jobs in these states: queued, waiting, running, cancelling, finished, "
-             "cancelled (comma-separated); finished or cancelled ones imply --all");
+             "only jobs in these states: queued, waiting, held, running, cancelling, "
+             "finished, cancelled (comma-separated); finished or cancelled ones imply --all");
     p.Option("--since", &since, "T",
              "only jobs submitted since T: an age (7d, 12h, 30m) or a time (2026-12-01, "
              "2026-12-01T09:00); implies --all");
@@ -182,7 +183,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     JobState st;
     if (!ParseEnum(name, &st)) {
       PrintError(cmd,
-                 "--state must be queued, waiting, running, cancelling, finished or "
+                 "--state must be queued, waiting, held, running, cancelling, finished or "
                  "cancelled (comma-separated), got '" +
                      name + "'");
       return 2;

@@ -46,11 +46,13 @@ enum class RequestType {
   kGpus,
   kDrain,
   kResume,
-  kBoost,  // admins: set a job's priority
-  kLog,    // a job's task output (follow: a stream of its live output until the task ends)
-  kEdit,   // change a job's settings (its owner: waiting work; admins: anything)
-  kClean,  // remove ended jobs (yours; admins: anyone's)
-  kBest,   // the tuning table: every problem's best measured kernel
+  kBoost,    // admins: set a job's priority
+  kLog,      // a job's task output (follow: a stream of its live output until the task ends)
+  kEdit,     // change a job's settings (its owner: waiting work; admins: anything)
+  kClean,    // remove ended jobs (yours; admins: anyone's)
+  kBest,     // the tuning table: every problem's best measured kernel
+  kHold,     // a job's queued tasks do not start (its owner, or admins) until released
+  kRelease,  // they may start again
 };
 
 // "hello", "submit", ...: the kind's wire name (its struct's kName).
@@ -174,6 +176,8 @@ struct JobSummary {
   // Why its queued tasks do not run now, as squeue's REASON (status and list only; "" = they
   // start at the next pick, or none is queued).
   std::string waiting_reason;
+  // Who holds it (ckprof hold): its queued tasks do not start; "" = not held (JSON: null).
+  std::string held_by;
   // How its --on-end command ended (JSON "on_end", absent until it has ended, or without one).
   std::optional<OnEndResult> on_end;
   int64_t done() const { return total - counts.queued() - counts.running(); }
@@ -210,6 +214,7 @@ void VisitFields(S& s, V& v) {
   v("profiler", s.profiler);
   v("repeat", s.repeat);
   v.Omittable("waiting_reason", s.waiting_reason, !s.waiting_reason.empty());
+  v.Nullable("held_by", s.held_by, !s.held_by.empty());
   v.Omittable("on_end", s.on_end, s.on_end.has_value());
 }
 nlohmann::json ToJson(const JobSummary& j);
@@ -538,10 +543,10 @@ void VisitFields(S& r, V& v) {
 // (submit repeat > 1, results runs), "task_control" (cancel or retry of some tasks, retry's
 // failed/timeout_s/profiler_path),
 // "log", "edit", "clean": those requests; "clean_jobs": clean's job_ids and dry_run; "env":
-// submit's env.
+// submit's env; "hold": hold and release.
 inline const std::vector<std::string> kFeatures = {"repeat",     "task_control", "log",   "edit",
                                                    "clean",      "on_end",       "reuse", "best",
-                                                   "clean_jobs", "env"};
+                                                   "clean_jobs", "env",          "hold"};
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as
 // tasks (after max_ops), records skipped, and the first warnings.
@@ -1155,11 +1160,31 @@ struct BestRequest {
   std::string Feature() const { return "best"; }
 };
 
+// hold: the job's queued tasks do not start (running ones finish) until a release. Its owner may
+// hold it; admins any job. A hold by an admin is released by an admin.
+struct HoldRequest {
+  static constexpr RequestType kType = RequestType::kHold;
+  static constexpr const char* kName = "hold";
+  using Reply = JobReply;
+  int64_t job_id = 0;
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.RequiredInt("job_id", r.job_id, 1, kMaxId);
+  }
+  std::string Feature() const { return "hold"; }
+};
+// release: a held job's queued tasks may start again.
+struct ReleaseRequest : HoldRequest {
+  static constexpr RequestType kType = RequestType::kRelease;
+  static constexpr const char* kName = "release";
+};
+
 // Every request, in RequestType's order (protocol.cpp checks it).
-using RequestBody = std::variant<HelloRequest, PingRequest, SubmitRequest, StatusRequest,
-                                 ListRequest, ResultsRequest, CancelRequest, RetryRequest,
-                                 WatchRequest, GpusRequest, DrainRequest, ResumeRequest,
-                                 BoostRequest, LogRequest, EditRequest, CleanRequest, BestRequest>;
+using RequestBody =
+    std::variant<HelloRequest, PingRequest, SubmitRequest, StatusRequest, ListRequest,
+                 ResultsRequest, CancelRequest, RetryRequest, WatchRequest, GpusRequest,
+                 DrainRequest, ResumeRequest, BoostRequest, LogRequest, EditRequest, CleanRequest,
+                 BestRequest, HoldRequest, ReleaseRequest>;
 template <typename T>
 concept IsRequest = requires {
   T::kType;

@@ -26,9 +26,13 @@ bool ParseIn(const std::pair<E, std::string_view> (&table)[N], std::string_view 
 }
 
 constexpr std::pair<JobState, std::string_view> kJobStates[] = {
-    {JobState::kQueued, "queued"},     {JobState::kWaiting, "waiting"},
-    {JobState::kRunning, "running"},   {JobState::kCancelling, "cancelling"},
-    {JobState::kFinished, "finished"}, {JobState::kCancelled, "cancelled"},
+    {JobState::kQueued, "queued"},
+    {JobState::kWaiting, "waiting"},
+    {JobState::kHeld, "held"},
+    {JobState::kRunning, "running"},
+    {JobState::kCancelling, "cancelling"},
+    {JobState::kFinished, "finished"},
+    {JobState::kCancelled, "cancelled"},
 };
 
 constexpr std::pair<TaskOrder, std::string_view> kTaskOrders[] = {

@@ -78,9 +78,18 @@ class TaskCounts {
 // The final columns, in the order views show them (CountColumns' states).
 std::span<const TaskState> FinalColumns();
 
-// A job as status reports it: waiting (for its not-before time), queued, running (some task
-// ran or runs), cancelling (cancelled, tasks still stopping), finished or cancelled (ended).
-enum class JobState : uint8_t { kQueued, kWaiting, kRunning, kCancelling, kFinished, kCancelled };
+// A job as status reports it: waiting (for its not-before time), queued, held (ckprof hold: its
+// queued tasks do not start; those running finish), running (some task ran or runs), cancelling
+// (cancelled, tasks still stopping), finished or cancelled (ended).
+enum class JobState : uint8_t {
+  kQueued,
+  kWaiting,
+  kHeld,
+  kRunning,
+  kCancelling,
+  kFinished,
+  kCancelled
+};
 std::string_view EnumName(JobState s);
 bool ParseEnum(std::string_view name, JobState* out);
 bool IsEnded(JobState s);

@@ -1,14 +1,14 @@
 # bash completion for ckprof (installed as share/bash-completion/completions/ckprof; or
 # `source completions/ckprof.bash`). Works with and without the bash-completion package.
 #
-# Everything comes from ckprof itself, so that it never falls behind: the commands from
-# `ckprof --help`, each command's options and arguments from `ckprof COMMAND --help` (an
-# option with a metavariable takes a value; the usage line gives the arguments' order and the
-# "arguments:" block what each one is: a job id, a GPU index, a file; the values an option's
-# description lists, as auto|fp16|bf16 or "fwd, bwd_data or bwd_weight"). Job ids come from
-# the daemon (`ckprof list --all --json`; for cancel and edit your jobs that have not ended,
-# for retry your jobs) and GPU indices from `ckprof gpus --json`, asked at most 2 seconds; a
-# daemon that does not answer completes nothing. --socket on the command line is passed on.
+# Everything comes from ckprof itself, so that it never falls behind: the commands from `ckprof
+# --help`, each command's options and arguments from `ckprof COMMAND --help` (an option with a
+# metavariable takes a value; the usage line gives the arguments' order and the "arguments:" block
+# what each one is: a job id, a GPU index, a file; the values an option's description lists, as
+# auto|fp16|bf16 or "fwd, bwd_data or bwd_weight"). Job ids come from the daemon (`ckprof list --all
+# --json`; for cancel, edit and hold your jobs that have not ended, for release held jobs, for retry
+# your jobs) and GPU indices from `ckprof gpus --json`, asked at most 2 seconds; a daemon that does
+# not answer completes nothing. --socket on the command line is passed on.
 
 # _ckprof_parse_help < HELP: one line per option ("o NAME TAKES_VALUE METAVAR VALUES") and
 # per argument in usage order ("a NAME REPEATS KIND", KIND command, job, gpu, file, job-or-file
@@ -245,11 +245,12 @@ _ckprof() {
   case $kind in
     command) _ckprof_add "$(_ckprof_commands "$prog")" "$cur" ;;
     job | job-or-file)
-      # The jobs the command may take: cancel and edit, your jobs that have not ended; retry,
-      # your jobs; the others, every job.
+      # The jobs the command may take: cancel, edit and hold, your jobs that have not ended;
+      # release, held jobs; retry, your jobs; the others, every job.
       local pick=(--all)
       case $command in
-        cancel | edit) pick=(--mine) ;;
+        cancel | edit | hold) pick=(--mine) ;;
+        release) pick=(--state held) ;;
         retry) pick=(--mine --all) ;;
       esac
       _ckprof_add "$(_ckprof_ask "$prog" "${socket[@]}" list "${pick[@]}" --json |

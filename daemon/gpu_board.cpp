@@ -408,7 +408,7 @@ void LocalGpuBoard::Describe(int index, GpuInfo* info) const {
   info->drain_reason = g->drain_reason;
   if (g->suspect) {
     info->drain_reason = fmt::format(
-        "held: {} device errors in a row (the last: {}); drained once another GPU runs the "
+        "suspect: {} device errors in a row (the last: {}); drained once another GPU runs the "
         "profiler",
         g->device_errors, g->last_device_error);
   }

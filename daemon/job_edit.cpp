@@ -1,5 +1,5 @@
-// The Scheduler's edits of jobs (ckprof edit) and removal of ended ones (ckprof clean, the
-// daemon's keep_finished_days).
+// The Scheduler's edits of jobs (ckprof edit, hold, release) and removal of ended ones (ckprof
+// clean, the daemon's keep_finished_days).
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -78,6 +78,38 @@ Status Scheduler::Edit(int64_t job_id, const EditOptions& edit, const Identity& 
   if (!Ended(job)) policy_.UpdateJob(job_id, ParamsOf(job.rec));
   spdlog::info("job {} edited by {} (uid {}): {}", job_id, who.user, who.uid,
                changes.empty() ? "nothing changed" : fmt::format("{}", fmt::join(changes, ", ")));
+  Dispatch();
+  ArmNotBeforeTimer(UnixNow());
+  Changed();
+  return Status::Ok();
+}
+
+Status Scheduler::Hold(int64_t job_id, bool hold, const Identity& who) {
+  auto it = jobs_.find(job_id);
+  const std::string job_name = "job " + std::to_string(job_id);
+  const char* verb = hold ? "hold" : "release";
+  if (it == jobs_.end()) return MakeError("no " + job_name);
+  Job& job = it->second;
+  if (!MayActOn(job, who)) {
+    return MakeError(job_name + " belongs to " + job.rec.owner +
+                     "; only its owner or an admin may " + verb + " it");
+  }
+  if (Ended(job)) return MakeError(job_name + " has ended: there is nothing to " + verb);
+  if (job.rec.cancelled) return MakeError(job_name + " is being cancelled");
+  const std::string& held_by = job.rec.held_by;
+  if (hold && !held_by.empty()) return Status::Ok();  // held already: as it was
+  if (!hold) {
+    if (held_by.empty()) return MakeError(job_name + " is not held");
+    if (!who.admin && int64_t{who.uid} != job.rec.held_by_uid) {
+      return MakeError(job_name + " was held by " + held_by + "; only " + held_by +
+                       " or an admin may release it");
+    }
+  }
+  if (Status s = store_.SetJobHold(job_id, hold ? who.user : "", who.uid); !s) return s;
+  job.rec.held_by = hold ? who.user : "";
+  job.rec.held_by_uid = hold ? int64_t{who.uid} : -1;
+  policy_.UpdateJob(job_id, ParamsOf(job.rec));
+  spdlog::info("job {} {} by {} (uid {})", job_id, hold ? "held" : "released", who.user, who.uid);
   Dispatch();
   ArmNotBeforeTimer(UnixNow());
   Changed();

@@ -1,7 +1,7 @@
 // Why a job's queued tasks do not run now, as squeue's REASON says it (status, list): the
-// first of not-before, its max-GPUs cap, its owner's per-user GPU cap, drained GPUs, foreign
-// processes, another daemon's host lock, GPUs busy with other work (and who is ahead in fair
-// share), and GPUs busy with its own tasks.
+// first of a hold, not-before, its max-GPUs cap, its owner's per-user GPU cap, drained GPUs,
+// foreign processes, another daemon's host lock, GPUs busy with other work (and who is ahead in
+// fair share), and GPUs busy with its own tasks.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -29,6 +29,9 @@ std::string Span(double seconds) {
 
 std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const {
   if (s.counts.queued() == 0 || job.rec.cancelled) return "";
+  if (!job.rec.held_by.empty()) {
+    return "held by " + job.rec.held_by + " ('ckprof release " + std::to_string(job.rec.id) + "')";
+  }
   const double now = UnixNow();
   if (job.rec.not_before > now) {
     return "not before its start time (in " + Span(job.rec.not_before - now) +

@@ -114,7 +114,7 @@ QueuePolicy::JobParams Scheduler::ParamsOf(const JobRecord& rec) {
   p.uid = rec.uid;
   p.priority = rec.priority;
   p.longest_first = rec.order == TaskOrder::kLongestFirst;
-  p.paused = rec.cancelled;
+  p.paused = rec.cancelled || !rec.held_by.empty();
   p.not_before = rec.not_before;
   p.max_gpus = rec.max_gpus;
   p.gpus = rec.gpus;
@@ -812,7 +812,7 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who, const std::vector<
   for (auto& g : gpus_) {
     if (g.task_id && tasks_.at(g.task_id).job_id == job_id) launcher_.Cancel(g.run);
   }
-  // Held from now on (the cancel is stored); its queued tasks end in steps, the first now.
+  // Paused from now on (the cancel is stored); its queued tasks end in steps, the first now.
   Status stepped = CancelInSteps(job_id, std::move(ids), who, now);
   if (!stepped) return stepped;
   spdlog::info("job {} cancelled by {} (uid {}): {} queued task(s) dropped", job_id, who.user,
@@ -1013,6 +1013,8 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
     s.state = job.rec.cancelled ? JobState::kCancelled : JobState::kFinished;  // no eta_s
   } else if (job.rec.cancelled) {
     s.state = JobState::kCancelling;
+  } else if (!job.rec.held_by.empty()) {
+    s.state = JobState::kHeld;
   } else if (s.counts.running() > 0 || s.done() > 0) {
     s.state = JobState::kRunning;
   } else {
@@ -1028,6 +1030,7 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   }
   s.profiler = job.target ? job.target->Describe() : "not found: " + job.target_error;
   s.repeat = job.rec.repeat > 1 ? job.rec.repeat : 1;
+  if (!ended) s.held_by = job.rec.held_by;
   return s;
 }
 

@@ -141,7 +141,7 @@ class Scheduler {
   // A submit in steps (daemon/large_jobs.cpp), so that a million tasks do not stall every other
   // client: BeginSubmit stores the job, hidden (a crash before CommitSubmit leaves a job that
   // Recover removes) with ids for `runs` tasks; AddSubmitTasks stores a step's records and
-  // queues them, held; CommitSubmit makes the job whole, visible and runnable (a crash after it
+  // queues them, paused; CommitSubmit makes the job whole, visible and runnable (a crash after it
   // keeps it); AbortSubmit forgets it and removes what was stored. The caller yields to the io
   // thread between steps; StepRows says how many records a step should take.
   Result<int64_t> BeginSubmit(JobRecord job, int64_t runs);
@@ -163,6 +163,9 @@ class Scheduler {
   // ended (any priority: it orders the owner's own jobs only; the caller checks the timeout
   // against the user limits); admins anything. Takes effect at the next pick; logged.
   Status Edit(int64_t job_id, const EditOptions& edit, const Identity& who);
+  // ckprof hold (`hold`) and release: a held job's queued tasks do not start; its running ones
+  // finish. Its owner or an admin may hold it; whoever held it, or an admin, releases it.
+  Status Hold(int64_t job_id, bool hold, const Identity& who);
   // What `clean` removes. Jobs named in `job_ids`: each must exist, have ended and be the
   // caller's (an admin: anyone's), else nothing is removed and the error names it. None named:
   // the ended jobs that ended at least `older_than_s` ago, the caller's own or (`everyone`,

@@ -243,6 +243,10 @@ asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& w
       co_return Respond(r, HandleClean(r.as<CleanRequest>(), who));
     case RequestType::kBest:
       co_return Respond(r, HandleBest(r.as<BestRequest>(), who));
+    case RequestType::kHold:
+      co_return Respond(r, HandleHold(r.as<HoldRequest>(), who, true));
+    case RequestType::kRelease:
+      co_return Respond(r, HandleHold(r.as<ReleaseRequest>(), who, false));
     case RequestType::kWatch:
       break;  // a stream: Stream
   }
@@ -680,6 +684,12 @@ Service::Answer<JobReply> Service::HandleRetry(const RetryRequest& r, const Iden
 
 Service::Answer<JobReply> Service::HandleBoost(const BoostRequest& r, const Identity& who) {
   if (Status s = scheduler_.Boost(r.job_id, r.priority, who); !s) return Refuse(s.error());
+  return JobReply{SummaryOf(r.job_id), std::nullopt};
+}
+
+Service::Answer<JobReply> Service::HandleHold(const HoldRequest& r, const Identity& who,
+                                              bool hold) {
+  if (Status s = scheduler_.Hold(r.job_id, hold, who); !s) return Refuse(s.error());
   return JobReply{SummaryOf(r.job_id), std::nullopt};
 }
 

@@ -90,6 +90,8 @@ class Service {
   Answer<JobReply> HandleCancel(const CancelRequest& r, const Identity& who);
   Answer<JobReply> HandleRetry(const RetryRequest& r, const Identity& who);
   Answer<JobReply> HandleBoost(const BoostRequest& r, const Identity& who);
+  // hold (`hold`) and release (ReleaseRequest is a HoldRequest).
+  Answer<JobReply> HandleHold(const HoldRequest& r, const Identity& who, bool hold);
   Answer<JobReply> HandleEdit(const EditRequest& r, const Identity& who);
   Answer<LogReply> HandleLog(const LogRequest& r);
   Answer<CleanReply> HandleClean(const CleanRequest& r, const Identity& who);

@@ -304,7 +304,7 @@ std::vector<T> IntsFromJson(const std::string& s) {
   return out;
 }
 
-constexpr int64_t kSchemaVersion = 8;  // PRAGMA user_version below
+constexpr int64_t kSchemaVersion = 9;  // PRAGMA user_version below
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS jobs (
   id INTEGER PRIMARY KEY,
@@ -316,7 +316,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   task_order TEXT NOT NULL DEFAULT 'rank',
   repeat INTEGER NOT NULL DEFAULT 1, noise_threshold REAL NOT NULL DEFAULT 0.05,
   on_end TEXT NOT NULL DEFAULT '', reuse INTEGER NOT NULL DEFAULT 1,
-  env TEXT NOT NULL DEFAULT '');
+  env TEXT NOT NULL DEFAULT '', held_by TEXT NOT NULL DEFAULT '',
+  held_by_uid INTEGER NOT NULL DEFAULT -1);
 CREATE TABLE IF NOT EXISTS tasks (
   id INTEGER PRIMARY KEY,
   job_id INTEGER NOT NULL REFERENCES jobs(id),
@@ -351,7 +352,7 @@ CREATE TABLE IF NOT EXISTS id_marks (name TEXT PRIMARY KEY, last INTEGER NOT NUL
 -- its own: a schema without it gains it as is.
 CREATE TABLE IF NOT EXISTS jobs_dropped (job_id INTEGER PRIMARY KEY);
 INSERT OR IGNORE INTO id_marks (name, last) VALUES ('jobs', 0), ('tasks', 0);
-PRAGMA user_version = 8;
+PRAGMA user_version = 9;
 )SQL";
 
 // Why this process cannot write `path` (a file or directory), with how to make it writable; ""
@@ -564,6 +565,12 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   // 6 -> 7: jobs.env, the variables the submitter passed (submit --env).
   if (schema >= 1 && schema < 7)
     migrate += "ALTER TABLE jobs ADD COLUMN env TEXT NOT NULL DEFAULT '';";
+  // 8 -> 9: jobs.held_by, jobs.held_by_uid (ckprof hold).
+  if (schema >= 1 && schema < 9) {
+    migrate +=
+        "ALTER TABLE jobs ADD COLUMN held_by TEXT NOT NULL DEFAULT '';"
+        "ALTER TABLE jobs ADD COLUMN held_by_uid INTEGER NOT NULL DEFAULT -1;";
+  }
   // 7 -> 8: tasks.pgid and attempts.pgid are the attempt's handle (a process group, or a
   // remote executor's id of the run): renamed. (A table that has no such column yet is made
   // with the new name below.)
@@ -1243,6 +1250,12 @@ Status Store::SetJobPriority(int64_t job_id, int priority) {
   return StepDone(up, "set job priority");
 }
 
+Status Store::SetJobHold(int64_t job_id, const std::string& by, int64_t by_uid) {
+  Stmt up(this, "UPDATE jobs SET held_by=?, held_by_uid=? WHERE id=?");
+  up.Bind(1, by).Bind(2, by.empty() ? int64_t{-1} : by_uid).Bind(3, job_id);
+  return StepDone(up, by.empty() ? "release job" : "hold job");
+}
+
 Status Store::SetJobRunSettings(int64_t job_id, double timeout_s,
                                 const std::string& profiler_path) {
   Stmt up(this, "UPDATE jobs SET timeout_s=?, profiler_path=? WHERE id=?");
@@ -1310,7 +1323,8 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
          "SELECT id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before, "
          "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at, "
          "task_order, repeat, noise_threshold, on_end, reuse, outcome, exit_code, stderr_head, "
-         "ended_at, env FROM jobs LEFT JOIN job_on_end ON job_on_end.job_id = jobs.id "
+         "ended_at, env, held_by, held_by_uid FROM jobs LEFT JOIN job_on_end ON job_on_end.job_id "
+         "= jobs.id "
          "WHERE jobs.id NOT IN (SELECT job_id FROM jobs_dropped) ORDER BY id");
   if (!q.ok()) return MakeError("database: load jobs: " + q.error());
   int rc;
@@ -1343,6 +1357,8 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
           OnEndResult{q.Text(22), static_cast<int>(q.Int(23)), q.Text(24), q.Double(25)};
     }
     j.env = SplitLines(q.Text(26));
+    j.held_by = q.Text(27);
+    j.held_by_uid = q.Int(28);
     fn(std::move(j));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load jobs: " + q.error());

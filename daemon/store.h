@@ -53,6 +53,10 @@ struct JobRecord {
   std::string on_end;            // a shell command run as the owner when the job ends ("" = none)
   std::vector<std::string> env;  // "K=V" its profilers and --on-end get (submit --env)
   std::optional<OnEndResult> on_end_result;  // how on_end ended (table job_on_end); none yet
+  // Held (ckprof hold) by this user ("" = not held), whose uid is held_by_uid: its queued
+  // tasks do not start until released.
+  std::string held_by;
+  int64_t held_by_uid = -1;
 };
 
 struct TaskRecord {
@@ -201,6 +205,8 @@ class Store {
   // Marks the job cancelled, or (a retry revives it) not.
   Status SetJobCancelled(int64_t job_id, bool cancelled = true);
   Status SetJobPriority(int64_t job_id, int priority);
+  // Holds the job as `by` (uid `by_uid`), or releases it (`by` "").
+  Status SetJobHold(int64_t job_id, const std::string& by, int64_t by_uid);
   // A retry's new settings: the per-task timeout (-1 = the daemon's default) and the profiler.
   Status SetJobRunSettings(int64_t job_id, double timeout_s, const std::string& profiler_path);
   Status SetJobFinished(int64_t job_id, double finished_at);

@@ -992,7 +992,7 @@ TEST(StoreCheckpoints, AWriterThatNeverPausesKeepsTheLogBounded) {
 
 // A state directory written by the first ckprofd release (schema 1, no jobs.task_order) opens:
 // its jobs keep the rank order, and the file is brought to the current schema in place.
-TEST(StoreSchema, Version1DatabaseIsMigratedToVersion8) {
+TEST(StoreSchema, Version1DatabaseIsMigratedToVersion9) {
   TempDir dir;
   const std::string path = dir.File("ckprofd.db");
   sqlite3* db = nullptr;
@@ -1081,7 +1081,7 @@ PRAGMA user_version = 1;
   sqlite3_stmt* q = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(q, 0), 8);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 9);
   sqlite3_finalize(q);
   for (const char* table : {"tasks", "attempts"}) {
     const std::string sql =
@@ -1094,13 +1094,22 @@ PRAGMA user_version = 1;
   sqlite3_close(db);
   auto store = Store::Open(dir.path(), false);
   ASSERT_TRUE(store.ok()) << store.error();
+  // Schema 9: a job is held (ckprof hold) and released; an old job is not held.
+  ASSERT_TRUE((*store)->SetJobHold(8, "alice", 1001).ok());
   std::vector<std::string> env;
-  ASSERT_TRUE((*store)
-                  ->ForEachJob([&](JobRecord&& j) {
-                    if (j.id == 8) env = j.env;
-                  })
-                  .ok());
+  std::map<int64_t, std::pair<std::string, int64_t>> held;
+  auto load = [&] {
+    return (*store)->ForEachJob([&](JobRecord&& j) {
+      if (j.id == 8) env = j.env;
+      held[j.id] = {j.held_by, j.held_by_uid};
+    });
+  };
+  ASSERT_TRUE(load().ok());
   EXPECT_EQ(env, (std::vector<std::string>{"A=1", "B=x=y"}));
+  EXPECT_EQ(held[8], std::make_pair(std::string("alice"), int64_t{1001}));
+  ASSERT_TRUE((*store)->SetJobHold(8, "", 1001).ok());
+  ASSERT_TRUE(load().ok());
+  EXPECT_EQ(held[8], std::make_pair(std::string(), int64_t{-1}));
 }
 
 // A job's id (and its tasks') is never given twice: not after its job was removed (`clean`,

@@ -125,7 +125,7 @@ if ((with_daemon == 0)); then
   expect "html json md" ckprof report --format ""
   expect "html json md" ckprof report 12 -o r.html --format ""
   expect "rank trace" ckprof results --sort ""
-  expect "cancelled cancelling finished queued running waiting" ckprof list --state ""
+  expect "cancelled cancelling finished held queued running waiting" ckprof list --state ""
   expect "" ckprof best --gpu-model ""
   # An option whose help lists its values as a|b|c completes exactly those.
   for c in $commands; do
@@ -271,7 +271,7 @@ if command -v zsh >/dev/null; then
            "ckprof submit --reuse " "ckprof list --state " "ckprof submit --data-type ")
     want=("submit" "--repeat" "csv json table" "input-configs.json" ""
           "$(tr '\n' ' ' <<<"$commands" | sed 's/ $//')" "bwd_data bwd_weight fwd"
-          "html json md" "auto never" "cancelled cancelling finished queued running waiting"
+          "html json md" "auto never" "cancelled cancelling finished held queued running waiting"
           "auto bf16 fp16 fp32")
   else
     lines=("ckprof status " "ckprof boost $job1 " "ckprof drain " "ckprof --socket $socket wait "

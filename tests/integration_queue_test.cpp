@@ -1,0 +1,144 @@
+// Queue features as Slurm and pueue users know them (issue 33), against a real root ckprofd
+// driven by the real client as real Linux users: hold and release (scontrol hold/release).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/util/commands.h"
+#include "tests/util/emulator.h"
+#include "tests/util/multi_user.h"
+#include "tests/util/requests.h"
+#include "tests/util/users.h"
+
+namespace ckprof {
+namespace {
+
+using json = nlohmann::json;
+using testing::CommandResult;
+using testing::SystemUser;
+
+std::string Name(const std::string& role) { return testing::UniqueName("ckq", role); }
+
+class QueueTest : public testing::MultiUserDaemonTest {
+ protected:
+  JobSummary Status(int64_t job) {
+    StatusRequest r;
+    r.job_id = job;
+    auto a = testing::CallOnce(daemon_.socket(), r);
+    EXPECT_TRUE(a.ok()) << a.error();
+    if (!a.ok()) return {};
+    auto s = JobSummaryFromJson((*a)["job"]);
+    return s.ok() ? *s : JobSummary{};
+  }
+
+  // The emulator's runs of problems with this input size (each user's jobs get their own).
+  size_t RunsOfSpatial(int spatial) {
+    size_t n = 0;
+    const std::string size = std::to_string(spatial);
+    for (const auto& run : testing::ReadEmuRuns(emu_log_)) {
+      // ... Hi Wi ... of grouped_conv_fwd's arguments: the input's spatial size, twice.
+      for (size_t i = 1; i < run.argv.size(); ++i) {
+        if (run.argv[i] == size && run.argv[i - 1] == size) {
+          ++n;
+          break;
+        }
+      }
+    }
+    return n;
+  }
+};
+
+// A held job's queued tasks do not start, across a restart too, until whoever held it (or an
+// admin) releases it; another user can neither hold nor release it; `status` says who holds it
+// and `list --state held` lists it. A job an admin held stays held until an admin releases it.
+TEST_F(QueueTest, HoldKeepsQueuedTasksFromStartingUntilReleased) {
+  SystemUser alice(Name("a")), bob(Name("b"));
+  ASSERT_TRUE(alice.ok() && bob.ok());
+  Start(EmulatorOptions("0", R"({"socket_mode": "0666"})"));
+  // bob's hanging task holds the one GPU, so that alice's job is queued when she holds it.
+  const int64_t blocker = SubmitAs(&bob, testing::FwdConfigsText(1, 9001));
+  ASSERT_EQ(testing::WaitForEmuRuns(emu_log_, 1).size(), 1u);
+  const int64_t job = SubmitAs(&alice, testing::FwdConfigsText(3, 0, 1, 10));
+  ASSERT_GT(job, 0);
+  const std::string id = std::to_string(job);
+
+  CommandResult held = Ckprof(&alice, {"hold", id});
+  EXPECT_EQ(held.exit_code, 0) << held.err;
+  EXPECT_EQ(held.out, "job " + id + " held\n");
+  CommandResult again = Ckprof(&alice, {"hold", id, "--json"});  // held already: as it was
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  auto again_json = json::parse(again.out, nullptr, false);
+  ASSERT_TRUE(again_json.is_array()) << again.out;
+  EXPECT_EQ(again_json[0]["held"], true);
+  EXPECT_EQ(again_json[0]["job"]["state"], "held");
+  EXPECT_EQ(again_json[0]["job"]["held_by"], alice.name());
+
+  // Another user may neither hold nor release it.
+  for (const char* verb : {"hold", "release"}) {
+    CommandResult r = Ckprof(&bob, {verb, id});
+    EXPECT_EQ(r.exit_code, 1) << verb << ": " << r.out;
+    EXPECT_NE(r.err.find("belongs to " + alice.name() + "; only its owner or an admin may " +
+                         verb + " it"),
+              std::string::npos)
+        << r.err;
+  }
+  JobSummary s = Status(job);
+  EXPECT_EQ(s.state, JobState::kHeld);
+  EXPECT_EQ(s.held_by, alice.name());
+  EXPECT_NE(s.waiting_reason.find("held by " + alice.name()), std::string::npos)
+      << s.waiting_reason;
+  CommandResult listed = Ckprof(&alice, {"list", "--state", "held", "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  auto list = json::parse(listed.out, nullptr, false);
+  ASSERT_TRUE(list.is_array() && list.size() == 1) << listed.out;
+  EXPECT_EQ(list[0]["id"], job);
+  CommandResult shown = Ckprof(&alice, {"status", id});
+  EXPECT_NE(shown.out.find("reason: held by " + alice.name()), std::string::npos) << shown.out;
+
+  // Kept across a restart; then the GPU is free and still the held job does not start, while
+  // bob's next job does (it is submitted after alice's, which would go first otherwise).
+  daemon_.Stop(SIGTERM);
+  Start(EmulatorOptions("0", R"({"socket_mode": "0666"})"));
+  EXPECT_EQ(Status(job).state, JobState::kHeld);
+  ASSERT_EQ(Ckprof(nullptr, {"cancel", std::to_string(blocker)}).exit_code, 0);
+  const int64_t later = SubmitAs(&bob, testing::FwdConfigsText(1, 0, 1, 12));
+  CommandResult waited = Ckprof(&bob, {"wait", std::to_string(later)});
+  EXPECT_EQ(waited.exit_code, 0) << waited.err;
+  EXPECT_EQ(RunsOfSpatial(12), 1u);
+  EXPECT_EQ(RunsOfSpatial(10), 0u);
+  s = Status(job);
+  EXPECT_EQ(s.state, JobState::kHeld);
+  EXPECT_EQ(s.counts.queued(), 3);
+
+  // Released by its owner: it runs to the end.
+  CommandResult released = Ckprof(&alice, {"release", id});
+  EXPECT_EQ(released.exit_code, 0) << released.err;
+  EXPECT_EQ(released.out, "job " + id + " released\n");
+  waited = Ckprof(&alice, {"wait", id});
+  EXPECT_EQ(waited.exit_code, 0) << waited.err;
+  EXPECT_EQ(RunsOfSpatial(10), 3u);
+  EXPECT_TRUE(Status(job).held_by.empty());
+  CommandResult not_held = Ckprof(&alice, {"release", id});
+  EXPECT_EQ(not_held.exit_code, 1);
+  EXPECT_NE(not_held.err.find("job " + id + " has ended: there is nothing to release"),
+            std::string::npos)
+      << not_held.err;
+
+  // An admin's hold on bob's job: bob cannot release it, an admin can.
+  const int64_t bobs = SubmitAs(&bob, testing::FwdConfigsText(2, 0, 1, 14), {"--not-before", "+1h"});
+  ASSERT_EQ(Ckprof(nullptr, {"hold", std::to_string(bobs)}).exit_code, 0);
+  CommandResult refused = Ckprof(&bob, {"release", std::to_string(bobs)});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("was held by root; only root or an admin may release it"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(Ckprof(&bob, {"release", "999999"}).exit_code, 1);  // no such job
+  CommandResult by_admin = Ckprof(nullptr, {"release", std::to_string(bobs), "--json"});
+  EXPECT_EQ(by_admin.exit_code, 0) << by_admin.err;
+  EXPECT_EQ(Status(bobs).state, JobState::kWaiting);  // its --not-before again
+}
+
+}  // namespace
+}  // namespace ckprof
