@@ -1,6 +1,6 @@
+// The job options that submit, edit and run share: declared, checked and applied once.
 #include "client/job_options.h"
 
-#include <cmath>
 #include <cstdlib>
 #include <regex>
 
