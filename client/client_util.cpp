@@ -105,16 +105,24 @@ std::string PriorityRange() {
   return std::to_string(kMinPriority) + ".." + std::to_string(kMaxPriority);
 }
 
-std::optional<int> ParsePriorityArg(const std::string& text, const std::string& what,
-                                    const std::string& cmd) {
+Result<int> ReadPriority(const std::string& text, const std::string& what) {
   static const std::regex integer(R"(-?\d{1,9})");
   if (!std::regex_match(text, integer) || std::stoi(text) < kMinPriority ||
       std::stoi(text) > kMaxPriority) {
-    PrintError(cmd, what + " must be an integer from " + std::to_string(kMinPriority) + " to " +
-                        std::to_string(kMaxPriority) + ", got '" + text + "'");
-    return std::nullopt;
+    return MakeError(what + " must be an integer from " + std::to_string(kMinPriority) + " to " +
+                     std::to_string(kMaxPriority) + ", got '" + text + "'");
   }
   return std::stoi(text);
+}
+
+std::optional<int> ParsePriorityArg(const std::string& text, const std::string& what,
+                                    const std::string& cmd) {
+  auto priority = ReadPriority(text, what);
+  if (!priority) {
+    PrintError(cmd, priority.error());
+    return std::nullopt;
+  }
+  return *priority;
 }
 
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd) {
@@ -128,13 +136,10 @@ std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cm
   return std::nullopt;
 }
 
-std::optional<std::vector<int>> ParseGpuListArg(const std::string& text, const std::string& cmd) {
+Result<std::vector<int>> ReadGpuList(const std::string& text) {
   auto gpus = ParseGpuList(text);
-  if (!gpus) {
-    PrintError(cmd, "--gpus: " + gpus.error());
-    return std::nullopt;
-  }
-  return *gpus;
+  if (!gpus) return MakeError("--gpus: " + gpus.error());
+  return gpus;
 }
 
 std::string FormatDuration(double seconds) {

@@ -55,16 +55,18 @@ nlohmann::json JobsJson(const std::vector<JobSummary>& jobs);
 
 // "-1000..1000": the priority's range (kMinPriority..kMaxPriority), for --help texts.
 std::string PriorityRange();
-// A priority (submit/edit --priority, boost PRIORITY, named `what`): an integer in the range;
-// nullopt after printing "ckprof CMD: WHAT must be an integer from -1000 to 1000, got 'x'".
+// A priority (submit/edit --priority, boost PRIORITY, named `what`): an integer in the range,
+// or the error "WHAT must be an integer from -1000 to 1000, got 'x'".
+Result<int> ReadPriority(const std::string& text, const std::string& what);
+// ReadPriority; nullopt after printing its error as "ckprof CMD: ...".
 std::optional<int> ParsePriorityArg(const std::string& text, const std::string& what,
                                     const std::string& cmd);
 
 // "12" -> 12; prints "ckprof CMD: JOB must be a job id (a positive integer), got 'x'" else.
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd);
 
-// "0,1,3" or "0-3" -> {0,1,2,3}; nullopt (after printing why) when malformed.
-std::optional<std::vector<int>> ParseGpuListArg(const std::string& text, const std::string& cmd);
+// --gpus "0,1,3" or "0-3" -> {0,1,2,3}; the error "--gpus: <why>" when malformed.
+Result<std::vector<int>> ReadGpuList(const std::string& text);
 
 // A time as ParseWhen (common/time_text.h) reads it, seen now: "+30m", "09:00", "tomorrow
 // 09:00", "2026-11-30T02:00", "now", unix seconds, ... nullopt when it is none of these.

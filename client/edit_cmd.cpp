@@ -1,22 +1,20 @@
 // ckprof edit / clean: change a job that has not ended; remove ended ones.
 #include <unistd.h>
 
-#include <cmath>
-#include <cstdlib>
+#include <ctime>
 #include <iostream>
-#include <regex>
 
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "client/job_options.h"
 #include "common/terminal_text.h"
 #include "common/text_table.h"
-#include "common/time_text.h"
 
 namespace ckprof {
 
 int RunEditCommand(const GlobalOptions& global, const Args& args) {
-  std::string job, priority, not_before, gpus, max_gpus, timeout, name;
+  std::string job, name;
   bool json_out = false;
   ArgParser p("ckprof edit",
               "Change a job's settings. Its owner may change work that has not ended: any "
@@ -28,16 +26,7 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
               "--gpus 2-3 --max-gpus 1 --timeout 600\n  ckprof edit 12 --not-before now --name "
               "resnet-fp16");
   p.Positional("JOB", &job, true, "the job id");
-  p.Option("--priority", &priority, "P",
-           "order among your own jobs, " + PriorityRange() + ", higher first");
-  p.Option("--not-before", &not_before, "TIME",
-           "start no earlier than TIME: +30m, 09:00 (the next one), tomorrow 09:00, "
-           "2026-12-01T02:00, or now");
-  p.Option("--gpus", &gpus, "LIST", "GPUs the job may use, e.g. 0,1 or 0-3; 'any' for all");
-  p.Option("--max-gpus", &max_gpus, "M", "at most M GPUs at once; 0 for no limit");
-  p.Option("--timeout", &timeout, "S",
-           "seconds one profiler run may take from now on ('default': the daemon's; at most "
-           "its max_timeout; 0 = none, admins only)");
+  JobOptions options(EditJobOptionRules(), &p);
   p.Option("--name", &name, "N", "the job's name (also of a job that has ended)");
   p.Flag("--json", &json_out, "print the job as it is now as JSON");
   if (auto code = p.Parse(args)) return *code;
@@ -46,51 +35,12 @@ int RunEditCommand(const GlobalOptions& global, const Args& args) {
   EditRequest r;
   r.job_id = *id;
   EditOptions& e = r.edit;
-  static const std::regex integer(R"(-?\d{1,9})");
-  if (p.Given("--priority")) {
-    e.priority = ParsePriorityArg(priority, "--priority", "edit");
-    if (!e.priority) return 2;
+  auto settings = options.Read();
+  if (!settings) {
+    PrintError("edit", settings.error());
+    return 2;
   }
-  if (p.Given("--not-before")) {
-    auto t = ParseTime(not_before);
-    if (!t) {
-      PrintError("edit", std::string("--not-before must be ") + kWhenExamples + " or now, got '" +
-                             not_before + "'");
-      return 2;
-    }
-    e.not_before = *t;
-  }
-  if (p.Given("--gpus")) {
-    if (gpus == "any" || gpus == "all") {
-      e.gpus = std::vector<int>{};
-    } else {
-      auto list = ParseGpuListArg(gpus, "edit");
-      if (!list) return 2;
-      e.gpus = *list;
-    }
-  }
-  if (p.Given("--max-gpus")) {
-    if (!std::regex_match(max_gpus, integer) || std::stoi(max_gpus) < 0 ||
-        std::stoi(max_gpus) > 1024) {
-      PrintError("edit",
-                 "--max-gpus must be an integer from 0 (no limit) to 1024, got '" + max_gpus + "'");
-      return 2;
-    }
-    e.max_gpus = std::stoi(max_gpus);
-  }
-  if (p.Given("--timeout")) {
-    char* end = nullptr;
-    const double t = std::strtod(timeout.c_str(), &end);
-    if (timeout == "default") {
-      e.timeout_s = -1;
-    } else if (timeout.empty() || *end != '\0' || !(t >= 0) || !std::isfinite(t) || t > 1e7) {
-      PrintError("edit",
-                 "--timeout must be a number of seconds >= 0 or 'default', got '" + timeout + "'");
-      return 2;
-    } else {
-      e.timeout_s = t;
-    }
-  }
+  settings->ApplyTo(&e);
   if (p.Given("--name")) {
     if (name.empty() || name.size() > 256) {
       PrintError("edit", "--name must be 1 to 256 characters");

@@ -310,23 +310,19 @@ RooflinePeaks KnownPeaks(const std::string& gpu_name, const std::string& data_ty
   return p;
 }
 
-Report BuildReport(const ResultsReply& job, const ResultsReply* baseline,
-                   const ReportOptions& options) {
-  Report r;
-  r.has_baseline = baseline != nullptr;
-  const std::vector<TaskResult>& tasks = job.tasks;
+namespace {
+
+std::vector<TaskFacts> FactsOf(const std::vector<TaskResult>& tasks) {
   std::vector<TaskFacts> facts;
   facts.reserve(tasks.size());
   for (const TaskResult& t : tasks) facts.push_back(Facts(t));
-  std::vector<const TaskResult*> matched(tasks.size(), nullptr);
-  if (baseline) {
-    std::vector<TaskFacts> bfacts;
-    bfacts.reserve(baseline->tasks.size());
-    for (const TaskResult& t : baseline->tasks) bfacts.push_back(Facts(t));
-    matched = MatchTasks(tasks, facts, baseline->tasks, bfacts);
-  }
+  return facts;
+}
 
-  // Problems: a backward trace record's configs (same rank, problem and trace figures) form one.
+// The problems of `tasks`, each as its tasks' indexes: a task is one, but a backward trace
+// record's configs (same rank, problem and trace figures; bwd_data and bwd_weight) form one.
+std::vector<std::vector<size_t>> GroupProblems(const std::vector<TaskResult>& tasks,
+                                               const std::vector<TaskFacts>& facts) {
   std::map<std::string, size_t> backward_record;
   std::vector<std::vector<size_t>> members;
   for (size_t i = 0; i < tasks.size(); ++i) {
@@ -350,94 +346,109 @@ Report BuildReport(const ResultsReply& job, const ResultsReply* baseline,
     }
     members.push_back({i});
   }
+  return members;
+}
 
-  ReportCoverage& cov = r.coverage;
+// The configs' coverage: how many succeeded, failed, ... (the problems' are counted apart).
+void CountConfigs(const std::vector<TaskResult>& tasks, ReportCoverage* cov) {
   for (const TaskResult& t : tasks) {
-    ++cov.configs;
-    if (t.ok()) ++cov.succeeded;
+    ++cov->configs;
+    if (t.ok()) ++cov->succeeded;
     switch (TaskCoverage(t)) {
       case Coverage::kUnsupported:
-        ++cov.unsupported;
+        ++cov->unsupported;
         break;
       case Coverage::kFailed:
-        ++cov.failed;
+        ++cov->failed;
         break;
       case Coverage::kContended:
-        ++cov.contended;
+        ++cov->contended;
         break;
       case Coverage::kNotRun:
-        ++cov.not_run;
+        ++cov->not_run;
         break;
       case Coverage::kCovered:
         break;
     }
-    if (t.noisy()) ++cov.noisy;
-    if (t.reused_from) ++cov.reused;
+    if (t.noisy()) ++cov->noisy;
+    if (t.reused_from) ++cov->reused;
   }
+}
 
-  r.problems.reserve(members.size());
-  for (const auto& m : members) {
-    ReportProblem p;
-    std::vector<size_t> order = m;  // bwd_data before bwd_weight
-    std::sort(order.begin(), order.end(),
-              [&](size_t x, size_t y) { return facts[x].op < facts[y].op; });
-    const TaskResult& first = tasks[order[0]];
-    p.rank = first.priority_rank;
-    p.group = facts[order[0]].op == "fwd" ? "fwd" : "bwd";
-    p.problem = Problem(first.description);
-    p.data_type = facts[order[0]].data_type;
-    p.calls = std::max<int64_t>(first.trace_count.value_or(1), 1);
-    p.trace_ms_per_call = first.trace_ms_per_call();
-    double ck = 0, base = 0;
-    bool base_ok = baseline != nullptr;
-    for (size_t k = 0; k < order.size(); ++k) {
-      const size_t i = order[k];
-      const TaskResult& t = tasks[i];
-      p.parts.push_back(&t);
-      p.ops += (k ? "+" : "") + facts[i].op;
-      p.coverage = k ? Worse(p.coverage, TaskCoverage(t)) : TaskCoverage(t);
-      p.noisy = p.noisy || t.noisy();
-      p.reused = p.reused || t.reused_from.has_value();
-      if (t.ok() && !t.best_name.empty()) p.best += (p.best.empty() ? "" : " + ") + t.best_name;
-      ck += t.avg_ms;
-      if (baseline) {
-        if (matched[i]) p.baseline_parts.push_back(matched[i]);
-        if (!matched[i] || !Usable(*matched[i])) {
-          base_ok = false;
-        } else {
-          base += matched[i]->avg_ms;
-        }
+// One problem from its tasks (`members`): CK's time per call where every part is covered, the
+// baseline's where every part has a usable match (`matched`, by task index; `has_baseline`).
+ReportProblem MakeProblem(const std::vector<size_t>& members, const std::vector<TaskResult>& tasks,
+                          const std::vector<TaskFacts>& facts,
+                          const std::vector<const TaskResult*>& matched, bool has_baseline) {
+  ReportProblem p;
+  std::vector<size_t> order = members;  // bwd_data before bwd_weight
+  std::sort(order.begin(), order.end(),
+            [&](size_t x, size_t y) { return facts[x].op < facts[y].op; });
+  const TaskResult& first = tasks[order[0]];
+  p.rank = first.priority_rank;
+  p.group = facts[order[0]].op == "fwd" ? "fwd" : "bwd";
+  p.problem = Problem(first.description);
+  p.data_type = facts[order[0]].data_type;
+  p.calls = std::max<int64_t>(first.trace_count.value_or(1), 1);
+  p.trace_ms_per_call = first.trace_ms_per_call();
+  double ck = 0, base = 0;
+  bool base_ok = has_baseline;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t i = order[k];
+    const TaskResult& t = tasks[i];
+    p.parts.push_back(&t);
+    p.ops += (k ? "+" : "") + facts[i].op;
+    p.coverage = k ? Worse(p.coverage, TaskCoverage(t)) : TaskCoverage(t);
+    p.noisy = p.noisy || t.noisy();
+    p.reused = p.reused || t.reused_from.has_value();
+    if (t.ok() && !t.best_name.empty()) p.best += (p.best.empty() ? "" : " + ") + t.best_name;
+    ck += t.avg_ms;
+    if (has_baseline) {
+      if (matched[i]) p.baseline_parts.push_back(matched[i]);
+      if (!matched[i] || !Usable(*matched[i])) {
+        base_ok = false;
+      } else {
+        base += matched[i]->avg_ms;
       }
     }
-    if (p.coverage == Coverage::kCovered) p.ck_ms_per_call = ck;
-    if (base_ok) p.baseline_ms_per_call = base;
-    p.reference_ms_per_call = baseline ? p.baseline_ms_per_call : p.trace_ms_per_call;
-    if (baseline && !p.baseline_ms_per_call) ++cov.baseline_unmatched;
-    ++cov.problems;
-    switch (p.coverage) {
-      case Coverage::kCovered:
-        ++cov.problems_covered;
-        break;
-      case Coverage::kUnsupported:
-        ++cov.problems_unsupported;
-        break;
-      case Coverage::kFailed:
-        ++cov.problems_failed;
-        break;
-      case Coverage::kContended:
-        ++cov.problems_contended;
-        break;
-      case Coverage::kNotRun:
-        ++cov.problems_not_run;
-        break;
-    }
-    if (p.trace_ms_per_call) {
-      r.has_trace = true;
-      r.trace_total_ms += p.trace_total_ms();
-    }
-    r.problems.push_back(std::move(p));
   }
-  std::stable_sort(r.problems.begin(), r.problems.end(),
+  if (p.coverage == Coverage::kCovered) p.ck_ms_per_call = ck;
+  if (base_ok) p.baseline_ms_per_call = base;
+  p.reference_ms_per_call = has_baseline ? p.baseline_ms_per_call : p.trace_ms_per_call;
+  return p;
+}
+
+// Counts a problem in the coverage and, where it has trace figures, in the trace's total.
+void CountProblem(const ReportProblem& p, Report* r) {
+  ReportCoverage& cov = r->coverage;
+  if (r->has_baseline && !p.baseline_ms_per_call) ++cov.baseline_unmatched;
+  ++cov.problems;
+  switch (p.coverage) {
+    case Coverage::kCovered:
+      ++cov.problems_covered;
+      break;
+    case Coverage::kUnsupported:
+      ++cov.problems_unsupported;
+      break;
+    case Coverage::kFailed:
+      ++cov.problems_failed;
+      break;
+    case Coverage::kContended:
+      ++cov.problems_contended;
+      break;
+    case Coverage::kNotRun:
+      ++cov.problems_not_run;
+      break;
+  }
+  if (p.trace_ms_per_call) {
+    r->has_trace = true;
+    r->trace_total_ms += p.trace_total_ms();
+  }
+}
+
+// The problems most time first: the trace's, else the reference's; then by rank.
+void SortProblems(std::vector<ReportProblem>* problems) {
+  std::stable_sort(problems->begin(), problems->end(),
                    [](const ReportProblem& x, const ReportProblem& y) {
                      const double tx = x.trace_total_ms(), ty = y.trace_total_ms();
                      if (tx != ty) return tx > ty;
@@ -446,12 +457,15 @@ Report BuildReport(const ResultsReply& job, const ResultsReply* baseline,
                      if (rx != ry) return rx > ry;
                      return x.rank < y.rank;
                    });
+}
 
+// The totals of the problems with a reference time: overall and per group (fwd, bwd).
+void AddTotals(Report* r) {
   std::map<std::string, ReportTotals> groups;
-  for (const ReportProblem& p : r.problems) {
+  for (const ReportProblem& p : r->problems) {
     if (!p.reference_ms_per_call) continue;
     const double calls = static_cast<double>(p.calls);
-    for (ReportTotals* t : {&r.overall, &groups[p.group]}) {
+    for (ReportTotals* t : {&r->overall, &groups[p.group]}) {
       ++t->problems;
       if (p.ck_ms_per_call) ++t->covered;
       t->reference_ms += *p.reference_ms_per_call * calls;
@@ -461,16 +475,34 @@ Report BuildReport(const ResultsReply& job, const ResultsReply* baseline,
     }
   }
   for (const char* g : {"fwd", "bwd"}) {
-    if (auto it = groups.find(g); it != groups.end()) r.by_group.emplace_back(g, it->second);
+    if (auto it = groups.find(g); it != groups.end()) r->by_group.emplace_back(g, it->second);
   }
+}
 
-  // Peaks: the user's, else the GPU model's (the most common model, the dominant data type).
+// Where the peaks come from, as the report says it: the options, else `known` (the GPU
+// `model`'s), else why there are none.
+std::string PeaksSource(const ReportOptions& options, const RooflinePeaks& known,
+                        const std::string& model) {
+  if (options.peak_tflops && options.peak_gbps) return "given (--peak-tflops, --peak-gbps)";
+  if (options.peak_tflops || options.peak_gbps) {
+    return std::string("given (") + (options.peak_tflops ? "--peak-tflops" : "--peak-gbps") + ")" +
+           (known.source.empty() ? "" : "; the other: " + known.source);
+  }
+  if (!known.source.empty()) return known.source;
+  return model.empty()
+             ? "no peaks: the GPU model is not known (give --peak-tflops and --peak-gbps)"
+             : "no peaks known for the " + model + " (give --peak-tflops and --peak-gbps)";
+}
+
+// The roofline's peaks and compute roofs: the user's, else the GPU model's (the most common
+// model among the tasks, the data type with the most trace time).
+void PickPeaks(const std::vector<TaskResult>& tasks, const ReportOptions& options, Report* r) {
   std::map<std::string, int64_t> models;
   std::map<std::string, double> types;
   for (const TaskResult& t : tasks) {
     if (t.gpu_state && !t.gpu_state->name.empty()) ++models[t.gpu_state->name];
   }
-  for (const ReportProblem& p : r.problems) {
+  for (const ReportProblem& p : r->problems) {
     if (!p.data_type.empty()) types[p.data_type] += p.trace_total_ms() + 1e-9;
   }
   std::string model, dtype;
@@ -483,40 +515,49 @@ Report BuildReport(const ResultsReply& job, const ResultsReply* baseline,
     if (w > best_w) dtype = name, best_w = w;
   }
   if (options.peak_tflops) {
-    r.roofs.push_back({"", options.peak_tflops});
+    r->roofs.push_back({"", options.peak_tflops});
   } else {
-    for (const auto& [name, w] : types) r.roofs.push_back({name, KnownPeaks(model, name).tflops});
+    for (const auto& [name, w] : types) r->roofs.push_back({name, KnownPeaks(model, name).tflops});
     // No config says its type: the model's fp16 peak, as KnownPeaks takes "" for.
     if (types.empty()) {
-      if (auto tf = KnownPeaks(model, "").tflops) r.roofs.push_back({"", tf});
+      if (auto tf = KnownPeaks(model, "").tflops) r->roofs.push_back({"", tf});
     }
   }
   RooflinePeaks known = KnownPeaks(model, dtype);
-  RooflinePeaks& peaks = r.peaks;
+  RooflinePeaks& peaks = r->peaks;
   peaks.tflops = options.peak_tflops ? options.peak_tflops : known.tflops;
   peaks.gbps = options.peak_gbps ? options.peak_gbps : known.gbps;
-  if (options.peak_tflops && options.peak_gbps) {
-    peaks.source = "given (--peak-tflops, --peak-gbps)";
-  } else if (options.peak_tflops || options.peak_gbps) {
-    peaks.source = std::string("given (") +
-                   (options.peak_tflops ? "--peak-tflops" : "--peak-gbps") + ")" +
-                   (known.source.empty() ? "" : "; the other: " + known.source);
-  } else if (!known.source.empty()) {
-    peaks.source = known.source;
-  } else {
-    peaks.source =
-        model.empty() ? "no peaks: the GPU model is not known (give --peak-tflops "
-                        "and --peak-gbps)"
-                      : "no peaks known for the " + model + " (give --peak-tflops and --peak-gbps)";
-  }
-  if (!options.peak_tflops && known.gbps && r.roofs.size() > 1) {
+  peaks.source = PeaksSource(options, known, model);
+  if (!options.peak_tflops && known.gbps && r->roofs.size() > 1) {
     std::string each;
-    for (const ComputeRoof& roof : r.roofs) {
+    for (const ComputeRoof& roof : r->roofs) {
       each += (each.empty() ? "" : ", ") + roof.data_type + " " +
               (roof.tflops ? Printf("%g", *roof.tflops) + " TFlops" : "none known");
     }
     peaks.source += "; compute per data type: " + each;
   }
+}
+
+}  // namespace
+
+Report BuildReport(const ResultsReply& job, const ResultsReply* baseline,
+                   const ReportOptions& options) {
+  Report r;
+  r.has_baseline = baseline != nullptr;
+  const std::vector<TaskResult>& tasks = job.tasks;
+  const std::vector<TaskFacts> facts = FactsOf(tasks);
+  std::vector<const TaskResult*> matched(tasks.size(), nullptr);
+  if (baseline) matched = MatchTasks(tasks, facts, baseline->tasks, FactsOf(baseline->tasks));
+  CountConfigs(tasks, &r.coverage);
+  const std::vector<std::vector<size_t>> members = GroupProblems(tasks, facts);
+  r.problems.reserve(members.size());
+  for (const auto& m : members) {
+    r.problems.push_back(MakeProblem(m, tasks, facts, matched, r.has_baseline));
+    CountProblem(r.problems.back(), &r);
+  }
+  SortProblems(&r.problems);
+  AddTotals(&r);
+  PickPeaks(tasks, options, &r);
   return r;
 }
 
