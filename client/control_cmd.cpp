@@ -1,4 +1,6 @@
 // ckprof cancel / retry / boost / hold / release / drain / resume / ping: act on jobs and GPUs.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -8,6 +10,8 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "client/job_filter.h"
+#include "client/job_options.h"
 #include "common/terminal_text.h"
 
 namespace ckprof {
@@ -82,6 +86,51 @@ int CancelJobs(const GlobalOptions& global, const std::vector<JobAndTasks>& what
   return worst;
 }
 
+// cancel --mine|--user|--state|--name: the active jobs the filter picks (the caller's own
+// unless --user names another), listed and, on a terminal without --yes, confirmed; then
+// cancelled as CancelJobs does. `dry_run`: listed only.
+int CancelPicked(const GlobalOptions& global, JobFilter filter, bool yes, bool dry_run,
+                 bool json_out) {
+  if (filter.user.empty()) filter.uid = static_cast<uint32_t>(geteuid());
+  ListRequest r;
+  StatusReply a;
+  if (int code = Ask(global, "cancel", r, &a)) return code;
+  std::vector<JobSummary> picked;
+  for (JobSummary& j : filter.Apply(std::move(a.jobs))) {
+    if (!IsEnded(j.state) && j.state != JobState::kCancelling) picked.push_back(std::move(j));
+  }
+  if (picked.empty()) {
+    if (json_out) {
+      std::cout << "[]\n";
+    } else {
+      std::cout << "no job that has not ended matches: nothing to cancel\n";
+    }
+    return 0;
+  }
+  const std::string count = std::to_string(picked.size()) + (picked.size() == 1 ? " job" : " jobs");
+  if (dry_run || (!yes && !json_out && isatty(STDIN_FILENO) == 1)) {
+    std::ostream& out = dry_run ? std::cout : std::cerr;
+    for (const JobSummary& j : picked) {
+      out << "  " << j.id << "  " << EscapeControl(j.owner) << "  " << EscapeControl(j.name) << "  "
+          << EnumName(j.state) << "\n";
+    }
+    if (dry_run) {
+      std::cout << "would cancel " << count << " (--dry-run: nothing cancelled)\n";
+      return 0;
+    }
+    std::cerr << "cancel " << count << "? [y/N] " << std::flush;
+    std::string answer;
+    if (!std::getline(std::cin, answer)) answer.clear();
+    if (answer != "y" && answer != "Y" && answer != "yes" && answer != "YES") {
+      std::cout << "nothing cancelled\n";
+      return 1;
+    }
+  }
+  std::vector<JobAndTasks> what;
+  for (const JobSummary& j : picked) what.push_back(JobAndTasks{j.id, {}});
+  return CancelJobs(global, what, json_out);
+}
+
 }  // namespace
 
 int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestType type) {
@@ -94,7 +143,10 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
                             ? "Cancel jobs: their queued tasks are dropped and their running "
                               "profilers stopped. Only the owner or an admin may. A job that "
                               "has ended is left as it is (exit 1); with several jobs the worst "
-                              "end wins."
+                              "end wins. --mine, --user, --state and --name pick the jobs "
+                              "instead (as scancel does; yours unless --user names another): "
+                              "on a terminal cancel lists them and asks first; --yes (or stdin "
+                              "not a terminal, as in a script) does not ask."
                         : type == RequestType::kRetry
                             ? "Requeue a job's tasks that failed, crashed, timed out, could not "
                               "start, were interrupted or cancelled; with TASKs, those tasks "
@@ -106,14 +158,20 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
               type == RequestType::kCancel
                   ? "JOB#N cancels task #N of the job alone (#N as 'watch' and 'results' show "
                     "it; every run of a repeated config), JOB#N,M several.\n\nexample:\n  "
-                    "ckprof cancel 12 13\n  ckprof cancel 12#3,7"
+                    "ckprof cancel 12 13\n  ckprof cancel 12#3,7\n  ckprof cancel --mine "
+                    "--state queued,held --name 'resnet-*' --dry-run"
               : type == RequestType::kRetry
                   ? "A TASK is a task's #N: 3, or '#3' quoted (an unquoted # starts a comment "
                     "in the shell).\n\nexample:\n  ckprof retry 12\n  ckprof retry 12 --failed "
                     "--timeout 3600\n  ckprof retry 12 3 7 --profiler-path /opt/ck-new/bin"
                   : "example:\n  ckprof boost 12 100");
+  JobFilterArgs picked;
+  bool yes = false, dry_run = false;
   if (type == RequestType::kCancel) {
-    p.Positionals("JOB", &jobs, true, "the job ids, or JOB#N for a task of the job");
+    p.Positionals("JOB", &jobs, false, "the job ids, or JOB#N for a task of the job");
+    AddJobFilterOptions(p, &picked, /*with_since_limit=*/false);
+    p.Flag("--yes", &yes, "do not ask on a terminal");
+    p.Flag("--dry-run", &dry_run, "list the jobs --mine/--user/--state/--name pick; cancel none");
   } else {
     p.Positional("JOB", &job, true, "the job id");
   }
@@ -131,6 +189,21 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
   p.Flag("--json", &json_out, "print the outcome as JSON");
   if (auto code = p.Parse(args)) return *code;
   if (type == RequestType::kCancel) {
+    int bad = 0;
+    const std::optional<JobFilter> filter = ReadJobFilter(picked, cmd, &bad);
+    if (!filter) return bad;
+    if (filter->any() == !jobs.empty()) {
+      PrintError(cmd, jobs.empty() ? "name the jobs to cancel, or pick them with --mine, --user, "
+                                     "--state or --name"
+                                   : "name jobs, or pick them with --mine, --user, --state or "
+                                     "--name, not both");
+      return 2;
+    }
+    if (filter->any()) return CancelPicked(global, *filter, yes, dry_run, json_out);
+    if (dry_run || yes) {
+      PrintError(cmd, "--dry-run and --yes go with --mine, --user, --state or --name");
+      return 2;
+    }
     std::vector<JobAndTasks> what;
     for (const auto& text : jobs) {
       auto w = ParseJobAndTasks(text, cmd);
@@ -152,13 +225,12 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
     }
     r.failed_only = failed_only;
     if (!timeout.empty()) {
-      char* end = nullptr;
-      const double t = std::strtod(timeout.c_str(), &end);
-      if (*end != '\0' || !(t >= 0) || !std::isfinite(t)) {
-        PrintError(cmd, "--timeout must be a number of seconds >= 0, got '" + timeout + "'");
+      auto t = ReadTimeout(timeout, /*takes_default=*/false);
+      if (!t) {
+        PrintError(cmd, t.error());
         return 2;
       }
-      r.timeout_s = t;
+      r.timeout_s = *t;
     }
     r.profiler_path = AbsolutePath(profiler);
   }

@@ -36,6 +36,8 @@ Result<int> ReadMaxGpus(const std::string& text, bool zero_is_no_limit) {
                    (zero_is_no_limit ? "" : " (leave it out for no limit)"));
 }
 
+}  // namespace
+
 Result<double> ReadTimeout(const std::string& text, bool takes_default) {
   if (takes_default && text == "default") return -1.0;
   char* end = nullptr;
@@ -45,8 +47,6 @@ Result<double> ReadTimeout(const std::string& text, bool takes_default) {
                    std::to_string(static_cast<int64_t>(kMaxTimeoutS)) +
                    (takes_default ? " or 'default'" : "") + ", got '" + text + "'");
 }
-
-}  // namespace
 
 const JobOptionRules& SubmitJobOptionRules() {
   static const JobOptionRules rules = {

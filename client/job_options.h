@@ -52,6 +52,10 @@ struct JobSettings {
   void ApplyTo(EditOptions* e) const;
 };
 
+// A --timeout value: seconds from 0 to the protocol's bound, or (`takes_default`) "default",
+// -1: the daemon's. The error says what it takes (retry's --timeout reads it too).
+Result<double> ReadTimeout(const std::string& text, bool takes_default);
+
 class JobOptions {
  public:
   // Declares on `parser` the options `rules` takes. `parser` writes the values into this

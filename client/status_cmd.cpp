@@ -12,6 +12,7 @@
 #include "client/args.h"
 #include "client/client_util.h"
 #include "client/commands.h"
+#include "client/job_filter.h"
 #include "common/results_file.h"
 #include "common/terminal_text.h"
 #include "common/text_table.h"
@@ -28,23 +29,6 @@ std::string GpuList(const std::vector<int>& gpus) {
 }
 
 double NowSeconds() { return static_cast<double>(std::time(nullptr)); }
-
-// What `list` keeps: --mine, --user, --state, --since, --limit.
-struct JobFilter {
-  std::optional<uint32_t> uid;
-  std::string user;
-  std::vector<JobState> states;
-  double since = 0;
-  size_t limit = 0;
-  bool Keeps(const JobSummary& j) const {
-    if (uid && j.owner_uid != *uid) return false;
-    if (!user.empty() && j.owner != user && std::to_string(j.owner_uid) != user) return false;
-    if (!states.empty() && std::find(states.begin(), states.end(), j.state) == states.end())
-      return false;
-    return j.submitted_at >= since;
-  }
-  bool any() const { return uid || !user.empty() || !states.empty() || since > 0 || limit > 0; }
-};
 
 // The jobs as a table fitted to `width` (0 = unlimited): the name gives way first.
 void PrintJobTable(const std::vector<JobSummary>& jobs, size_t width) {
@@ -131,7 +115,8 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   bool json_out = false, all = false, wide = false;
   ArgParser p("ckprof " + cmd,
               list_mode ? "List the daemon's jobs: active ones, or all with --all; --mine, --user, "
-                          "--state, --since and --limit pick some (as squeue and sacct do). "
+                          "--state, --name, --since and --limit pick some (as squeue and sacct "
+                          "do). "
                           "The last line is your use against the daemon's per-user limits."
                         : "Show jobs (JOB...), or every job the daemon knows and your use "
                           "against its per-user limits (jobs, queued runs, GPUs at once, "
@@ -151,72 +136,19 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
                           "  ckprof status 12 --json | jq '.jobs[0].state'\n"
                           "  ckprof status --json");
   if (!list_mode) p.Positionals("JOB", &jobs, false, "job ids");
-  bool mine = false;
-  std::string user, states, since, limit;
+  JobFilterArgs picked;
   if (list_mode) {
     p.Flag("--all", &all, "include finished and cancelled jobs");
-    p.Flag("--mine", &mine, "only your jobs");
-    p.Option("--user", &user, "U", "only the jobs of user U (a name or uid)");
-    p.Option("--state", &states, "S",
-             "only jobs in these states: queued, waiting, held, running, cancelling, "
-             "finished, cancelled (comma-separated); finished or cancelled ones imply --all");
-    p.Option("--since", &since, "T",
-             "only jobs submitted since T: an age (7d, 12h, 30m) or a time (2026-12-01, "
-             "2026-12-01T09:00); implies --all");
-    p.Option("--limit", &limit, "N", "only the N most recent of those jobs");
+    AddJobFilterOptions(p, &picked, /*with_since_limit=*/true);
   }
   p.Flag("--json", &json_out, "print JSON for scripts");
   p.Flag("--wide", &wide,
          "never shorten a name or an owner (the table fits the terminal otherwise)");
   if (auto code = p.Parse(args)) return *code;
-  if (!user.empty() && user.find_first_not_of("0123456789") != std::string::npos &&
-      getpwnam(user.c_str()) == nullptr) {
-    PrintError(cmd, "--user " + user + ": no such user on this machine (a name or a uid)");
-    return 1;
-  }
-  JobFilter filter;
-  if (mine) filter.uid = static_cast<uint32_t>(geteuid());
-  filter.user = user;
-  for (size_t at = 0; !states.empty() && at <= states.size();) {
-    const size_t comma = std::min(states.find(',', at), states.size());
-    const std::string name = Lowercase(states.substr(at, comma - at));
-    JobState st;
-    if (!ParseEnum(name, &st)) {
-      PrintError(cmd,
-                 "--state must be queued, waiting, held, running, cancelling, finished or "
-                 "cancelled (comma-separated), got '" +
-                     name + "'");
-      return 2;
-    }
-    filter.states.push_back(st);
-    if (st == JobState::kFinished || st == JobState::kCancelled) all = true;
-    at = comma + 1;
-  }
-  if (!since.empty()) {
-    auto ago = ParseDurationArg(since);
-    auto at = ago ? std::optional<double>(NowSeconds() - *ago) : ParseTime(since);
-    if (!at) {
-      // A date alone: its midnight.
-      at = ParseTime(since + "T00:00");
-    }
-    if (!at) {
-      PrintError(cmd,
-                 "--since must be an age such as 7d or 12h, or a time such as 2026-12-01 "
-                 "or 2026-12-01T09:00, got '" +
-                     since + "'");
-      return 2;
-    }
-    filter.since = *at;
-    all = true;
-  }
-  if (!limit.empty()) {
-    if (limit.find_first_not_of("0123456789") != std::string::npos || limit.size() > 9 ||
-        std::stoul(limit) == 0) {
-      PrintError(cmd, "--limit must be a number of jobs >= 1, got '" + limit + "'");
-      return 2;
-    }
-    filter.limit = std::stoul(limit);
-  }
+  int bad = 0;
+  const std::optional<JobFilter> filter = ReadJobFilter(picked, cmd, &bad);
+  if (!filter) return bad;
+  if (filter->wants_ended()) all = true;
   std::vector<int64_t> ids;
   for (const auto& text : jobs) {
     auto id = ParseJobId(text, cmd);
@@ -230,18 +162,7 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
     if (int code = list_mode ? Ask(global, cmd, ListRequest{r}, &a) : Ask(global, cmd, r, &a)) {
       return code;
     }
-    if (filter.any()) {
-      std::vector<JobSummary> kept;
-      for (auto& j : a.jobs) {
-        if (filter.Keeps(j)) kept.push_back(std::move(j));
-      }
-      if (filter.limit > 0 && kept.size() > filter.limit) {  // the most recent: highest ids
-        std::sort(kept.begin(), kept.end(),
-                  [](const JobSummary& x, const JobSummary& y) { return x.id < y.id; });
-        kept.erase(kept.begin(), kept.end() - static_cast<std::ptrdiff_t>(filter.limit));
-      }
-      a.jobs = std::move(kept);
-    }
+    if (filter->any()) a.jobs = filter->Apply(std::move(a.jobs));
     if (json_out && !list_mode) {
       // status: one shape, the jobs and your use; list --json stays the list of jobs.
       json out = {{"jobs", JobsJson(a.jobs)}, {"you", a.you ? ToJson(*a.you) : json(nullptr)}};

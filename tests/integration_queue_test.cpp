@@ -1,5 +1,6 @@
 // Queue features as Slurm and pueue users know them (issue 33), against a real root ckprofd
-// driven by the real client as real Linux users: hold and release (scontrol hold/release).
+// driven by the real client as real Linux users: hold and release (scontrol hold/release), and
+// cancel of the jobs a filter picks (scancel --user/--state/--name).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -79,8 +80,8 @@ TEST_F(QueueTest, HoldKeepsQueuedTasksFromStartingUntilReleased) {
   for (const char* verb : {"hold", "release"}) {
     CommandResult r = Ckprof(&bob, {verb, id});
     EXPECT_EQ(r.exit_code, 1) << verb << ": " << r.out;
-    EXPECT_NE(r.err.find("belongs to " + alice.name() + "; only its owner or an admin may " +
-                         verb + " it"),
+    EXPECT_NE(r.err.find("belongs to " + alice.name() + "; only its owner or an admin may " + verb +
+                         " it"),
               std::string::npos)
         << r.err;
   }
@@ -127,7 +128,8 @@ TEST_F(QueueTest, HoldKeepsQueuedTasksFromStartingUntilReleased) {
       << not_held.err;
 
   // An admin's hold on bob's job: bob cannot release it, an admin can.
-  const int64_t bobs = SubmitAs(&bob, testing::FwdConfigsText(2, 0, 1, 14), {"--not-before", "+1h"});
+  const int64_t bobs =
+      SubmitAs(&bob, testing::FwdConfigsText(2, 0, 1, 14), {"--not-before", "+1h"});
   ASSERT_EQ(Ckprof(nullptr, {"hold", std::to_string(bobs)}).exit_code, 0);
   CommandResult refused = Ckprof(&bob, {"release", std::to_string(bobs)});
   EXPECT_EQ(refused.exit_code, 1);
@@ -138,6 +140,76 @@ TEST_F(QueueTest, HoldKeepsQueuedTasksFromStartingUntilReleased) {
   CommandResult by_admin = Ckprof(nullptr, {"release", std::to_string(bobs), "--json"});
   EXPECT_EQ(by_admin.exit_code, 0) << by_admin.err;
   EXPECT_EQ(Status(bobs).state, JobState::kWaiting);  // its --not-before again
+}
+
+// cancel --mine/--user/--state/--name picks jobs as scancel does: the caller's own unless
+// --user names another; --dry-run lists them; a script (stdin not a terminal) is not asked.
+// list --name picks by the same shell pattern.
+TEST_F(QueueTest, CancelPicksJobsByStateAndNameAndOnlyYours) {
+  SystemUser alice(Name("a")), bob(Name("b"));
+  ASSERT_TRUE(alice.ok() && bob.ok());
+  Start(EmulatorOptions("0", R"({"socket_mode": "0666"})"));
+  const std::vector<std::string> later = {"--not-before", "+1h"};
+  auto submit = [&](const SystemUser* who, const std::string& name) {
+    std::vector<std::string> extra = later;
+    extra.insert(extra.end(), {"--name", name});
+    return SubmitAs(who, testing::FwdConfigsText(2), extra);
+  };
+  const int64_t a1 = submit(&alice, "resnet-a"), a2 = submit(&alice, "resnet-b");
+  const int64_t a3 = submit(&alice, "bert"), b1 = submit(&bob, "resnet-c");
+  ASSERT_TRUE(a1 > 0 && a2 > 0 && a3 > 0 && b1 > 0);
+
+  CommandResult listed = Ckprof(&alice, {"list", "--name", "resnet-*", "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  auto list = json::parse(listed.out, nullptr, false);
+  ASSERT_TRUE(list.is_array()) << listed.out;
+  EXPECT_EQ(list.size(), 3u) << listed.out;  // everyone's
+  listed = Ckprof(&alice, {"list", "--name", "resnet-*", "--mine", "--json"});
+  EXPECT_EQ(json::parse(listed.out, nullptr, false).size(), 2u) << listed.out;
+
+  CommandResult dry = Ckprof(&alice, {"cancel", "--name", "resnet-*", "--dry-run"});
+  EXPECT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("would cancel 2 jobs"), std::string::npos) << dry.out;
+  EXPECT_EQ(dry.out.find("resnet-c"), std::string::npos) << dry.out;  // bob's
+  EXPECT_EQ(Status(a1).state, JobState::kWaiting);
+
+  CommandResult done = Ckprof(&alice, {"cancel", "--name", "resnet-*"});  // a script: not asked
+  EXPECT_EQ(done.exit_code, 0) << done.err;
+  EXPECT_EQ(done.out,
+            "job " + std::to_string(a1) + " cancelled\njob " + std::to_string(a2) + " cancelled\n");
+  EXPECT_EQ(Status(a1).state, JobState::kCancelled);
+  EXPECT_EQ(Status(a2).state, JobState::kCancelled);
+  EXPECT_EQ(Status(a3).state, JobState::kWaiting);
+  EXPECT_EQ(Status(b1).state, JobState::kWaiting);
+
+  // Another user's jobs, named with --user: the daemon refuses each (exit 1); nothing changes.
+  CommandResult theirs = Ckprof(&alice, {"cancel", "--user", bob.name(), "--yes"});
+  EXPECT_EQ(theirs.exit_code, 1);
+  EXPECT_NE(theirs.err.find("belongs to " + bob.name()), std::string::npos) << theirs.err;
+  EXPECT_EQ(Status(b1).state, JobState::kWaiting);
+
+  // Usage errors: jobs and a filter together, neither, a bad state.
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"cancel", std::to_string(a3), "--mine"}, {"cancel"}, {"cancel", "--state", "done"}}) {
+    CommandResult r = Ckprof(&alice, args);
+    EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.out;
+    EXPECT_NE(r.err.find("ckprof cancel:"), std::string::npos) << r.err;
+  }
+
+  CommandResult by_state = Ckprof(&alice, {"cancel", "--state", "waiting", "--json"});
+  EXPECT_EQ(by_state.exit_code, 0) << by_state.err;
+  auto cancelled = json::parse(by_state.out, nullptr, false);
+  ASSERT_TRUE(cancelled.is_array() && cancelled.size() == 1) << by_state.out;
+  EXPECT_EQ(cancelled[0]["job_id"], a3);
+  EXPECT_EQ(cancelled[0]["cancelled"], true);
+
+  // An admin cancels another user's jobs by naming the user.
+  CommandResult admin = Ckprof(nullptr, {"cancel", "--user", bob.name(), "--yes"});
+  EXPECT_EQ(admin.exit_code, 0) << admin.err;
+  EXPECT_EQ(Status(b1).state, JobState::kCancelled);
+  CommandResult none = Ckprof(&alice, {"cancel", "--mine"});
+  EXPECT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(none.out, "no job that has not ended matches: nothing to cancel\n");
 }
 
 }  // namespace
