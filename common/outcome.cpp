@@ -16,25 +16,33 @@ using Kind = Outcome::Kind;
 // not compile until its row says what it is.
 constexpr OutcomeTraits OutcomeRow(Kind k) {
   using S = TaskState;
+  using R = ReturnCode;
   switch (k) {
     case Kind::kSucceeded:
-      return {"succeeded", "succeeded", S::kSucceeded, false, false, Kind::kSucceeded};
+      return {"succeeded", "succeeded", S::kSucceeded, false, false, k, R::kExitCode};
     case Kind::kUnsupported:
-      return {"unsupported", "unsupported", S::kUnsupported, false, false, Kind::kUnsupported};
+      return {"unsupported", "unsupported", S::kUnsupported, false, false, k, R::kExitCode};
     case Kind::kFailed:
-      return {"failed", "failed", S::kFailed, true, true, Kind::kFailed};
+      return {"failed", "failed", S::kFailed, true, true, k, R::kExitCode};
     case Kind::kCrashed:
-      return {"crashed", "crashed", S::kCrashed, true, true, Kind::kCrashed};
+      return {"crashed", "crashed", S::kCrashed, true, true, k, R::kMinusSignal};
     case Kind::kTimedOut:
-      return {"timed_out", "timed out", S::kTimedOut, true, true, Kind::kTimedOut};
+      return {"timed_out", "timed out", S::kTimedOut, true, true, k, R::kMinusSignalElseMinusOne};
     case Kind::kCancelled:
-      return {"cancelled", "cancelled", S::kCancelled, false, true, Kind::kCancelled};
+      return {"cancelled", "cancelled", S::kCancelled, false, true, k, R::kMinusSignalElseMinusOne};
     case Kind::kInterrupted:
-      return {"interrupted", "interrupted", S::kInterrupted, true, true, Kind::kFailed};
+      return {"interrupted",
+              "interrupted",
+              S::kInterrupted,
+              true,
+              true,
+              Kind::kFailed,
+              R::kMinusSignalElseMinusOne};
     case Kind::kSpawnFailed:
-      return {"spawn_failed", "spawn failed", S::kSpawnFailed, true, true, Kind::kFailed};
+      return {"spawn_failed", "spawn failed", S::kSpawnFailed, true,
+              true,           Kind::kFailed,  R::kMinusOne};
   }
-  return {nullptr, nullptr, S::kQueued, false, false, k};  // not a kind
+  return {nullptr, nullptr, S::kQueued, false, false, k, R::kExitCode};  // not a kind
 }
 
 constexpr std::array<Kind, kOutcomeKinds> MakeKinds() {
@@ -81,6 +89,21 @@ static_assert(TableHolds(), "kOutcomeKinds, OutcomeRow, kColumns and TaskState d
 const OutcomeTraits& TraitsOf(Outcome::Kind k) { return kRows.at(static_cast<size_t>(k)); }
 
 std::span<const Outcome::Kind> AllOutcomeKinds() { return kAllKinds; }
+
+int ReturnCodeOf(std::optional<Outcome::Kind> k, int exit_code, int signal) {
+  if (!k) return exit_code;
+  switch (TraitsOf(*k).returncode) {
+    case ReturnCode::kExitCode:
+      return exit_code;
+    case ReturnCode::kMinusSignal:
+      return -signal;
+    case ReturnCode::kMinusSignalElseMinusOne:
+      return signal ? -signal : -1;
+    case ReturnCode::kMinusOne:
+      return -1;
+  }
+  return exit_code;
+}
 
 std::span<const Outcome::Kind> CountColumns() { return kColumns; }
 

@@ -47,6 +47,10 @@ struct Outcome {
 inline constexpr int kOutcomeKinds = 8;
 
 // What the vocabulary says of one kind: one row per kind, in outcome.cpp.
+// What a result's returncode is for a kind: the exit code, minus the signal, minus the
+// signal else -1 (a run that was stopped, or never waited for), or -1 (no process ran).
+enum class ReturnCode : uint8_t { kExitCode, kMinusSignal, kMinusSignalElseMinusOne, kMinusOne };
+
 struct OutcomeTraits {
   // "timed_out": its name in results files, the protocol, the store and the task's state.
   const char* name;
@@ -62,8 +66,12 @@ struct OutcomeTraits {
   // The column of TaskCounts that counts it: itself, or another kind's (a spawn failure and an
   // interruption are counted as failed).
   Outcome::Kind counted_as;
+  ReturnCode returncode;
 };
 const OutcomeTraits& TraitsOf(Outcome::Kind k);
+// A result's returncode (results files, the protocol) for a run that ended as `k` with
+// `exit_code` or `signal`; an unknown kind (nullopt) gives the exit code.
+int ReturnCodeOf(std::optional<Outcome::Kind> k, int exit_code, int signal);
 // Every kind, in the enum's order.
 std::span<const Outcome::Kind> AllOutcomeKinds();
 // The kinds that are columns of their own (counted_as itself), in the order every view shows

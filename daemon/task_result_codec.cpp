@@ -105,12 +105,7 @@ TaskResult TaskResultFromRecord(const TaskRecord& t, bool with_output) {
     const std::string outcome_name = j.value("outcome", "");
     const std::optional<Outcome::Kind> outcome = ParseOutcomeKindName(outcome_name);
     using Kind = Outcome::Kind;
-    r.returncode = outcome == Kind::kCrashed ? -sig : exit_code;
-    if (outcome == Kind::kTimedOut || outcome == Kind::kCancelled ||
-        outcome == Kind::kInterrupted) {
-      r.returncode = sig ? -sig : -1;
-    }
-    if (outcome == Kind::kSpawnFailed) r.returncode = -1;
+    r.returncode = ReturnCodeOf(outcome, exit_code, sig);
     r.elapsed_s = j.value("elapsed_s", 0.0);
     if (auto c = j.find("cpu_s"); c != j.end()) wire::ReadValue(*c, &r.cpu_s);
     if (auto m = j.find("peak_memory_bytes"); m != j.end())

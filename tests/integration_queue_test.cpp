@@ -25,12 +25,8 @@ std::string Name(const std::string& role) { return testing::UniqueName("ckq", ro
 class QueueTest : public testing::MultiUserDaemonTest {
  protected:
   JobSummary Status(int64_t job) {
-    StatusRequest r;
-    r.job_id = job;
-    auto a = testing::CallOnce(daemon_.socket(), r);
-    EXPECT_TRUE(a.ok()) << a.error();
-    if (!a.ok()) return {};
-    auto s = JobSummaryFromJson((*a)["job"]);
+    auto s = testing::JobStatus(daemon_.socket(), job);
+    EXPECT_TRUE(s.ok()) << s.error();
     return s.ok() ? *s : JobSummary{};
   }
 

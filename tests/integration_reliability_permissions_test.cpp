@@ -46,12 +46,8 @@ std::string MagicConfigs(const std::vector<int>& magic, int64_t spatial = 8) {
 class ReliabilityPermissionsTest : public testing::MultiUserDaemonTest {
  protected:
   JobSummary Status(int64_t job) {
-    StatusRequest r;
-    r.job_id = job;
-    auto a = testing::CallOnce(daemon_.socket(), r);
-    EXPECT_TRUE(a.ok()) << a.error();
-    if (!a.ok()) return {};
-    auto s = JobSummaryFromJson((*a)["job"]);
+    auto s = testing::JobStatus(daemon_.socket(), job);
+    EXPECT_TRUE(s.ok()) << s.error();
     return s.ok() ? *s : JobSummary{};
   }
 

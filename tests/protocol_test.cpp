@@ -160,6 +160,20 @@ TEST(Protocol, TaskCountsCountEachTaskOnceInOneVocabulary) {
 }
 
 // Issue 32.2: one table says, per outcome, its name, state, failure, retry and column.
+// A result's returncode follows its kind's row: the exit code, minus the signal, -1 when no
+// signal ended a stopped run, -1 when no process ran.
+TEST(Protocol, ReturnCodeFollowsTheOutcomeTable) {
+  using Kind = Outcome::Kind;
+  EXPECT_EQ(ReturnCodeOf(Kind::kSucceeded, 0, 0), 0);
+  EXPECT_EQ(ReturnCodeOf(Kind::kFailed, 3, 0), 3);
+  EXPECT_EQ(ReturnCodeOf(Kind::kCrashed, 0, 11), -11);
+  EXPECT_EQ(ReturnCodeOf(Kind::kTimedOut, 0, 9), -9);
+  EXPECT_EQ(ReturnCodeOf(Kind::kCancelled, 0, 0), -1);
+  EXPECT_EQ(ReturnCodeOf(Kind::kInterrupted, 0, 0), -1);
+  EXPECT_EQ(ReturnCodeOf(Kind::kSpawnFailed, 127, 0), -1);
+  EXPECT_EQ(ReturnCodeOf(std::nullopt, 5, 0), 5);
+}
+
 TEST(Protocol, OutcomeTableIsTheOneVocabulary) {
   using K = Outcome::Kind;
   struct Row {

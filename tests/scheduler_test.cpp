@@ -923,6 +923,17 @@ TEST_F(SchedulerTest, DrainedGpuTakesNoWork) {
   EXPECT_EQ(launcher_.Active().size(), 2u);
 }
 
+// A job of one task stored in `store`: the task's id (0 when it could not be stored).
+int64_t StoreOneTask(Store& store) {
+  JobRecord job;
+  job.owner = "u";
+  std::vector<TaskRecord> tasks(1);
+  tasks[0].position = 1;
+  tasks[0].op = "profile_grouped_conv_fwd";
+  tasks[0].config = "{}";
+  return store.InsertJob(&job, &tasks).ok() ? tasks[0].id : 0;
+}
+
 // The log is copied into the database while the daemon runs (by the checkpoint thread), not only
 // when it stops: a night's sweep would otherwise grow the -wal file by every page written.
 TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
@@ -930,13 +941,8 @@ TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
   auto opened = Store::Open(dir.path(), false);
   ASSERT_TRUE(opened.ok()) << opened.error();
   Store& store = **opened;
-  JobRecord job;
-  job.owner = "u";
-  std::vector<TaskRecord> tasks(1);
-  tasks[0].position = 1;
-  tasks[0].op = "profile_grouped_conv_fwd";
-  tasks[0].config = "{}";
-  ASSERT_TRUE(store.InsertJob(&job, &tasks).ok());
+  const int64_t task = StoreOneTask(store);
+  ASSERT_GT(task, 0);
   const std::string result(12000, 'x');  // a few pages a commit, as a profiler's capture is
   // Up to 40 times what should take one (1,000 pages), within a minute.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -944,11 +950,10 @@ TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
   while (store.CheckpointsForTesting() == 0 && attempt < 10000 &&
          std::chrono::steady_clock::now() < deadline) {
     ++attempt;
-    ASSERT_TRUE(store.MarkRunning(tasks[0].id, attempt, 0, attempt).ok());
+    ASSERT_TRUE(store.MarkRunning(task, attempt, 0, attempt).ok());
     ASSERT_TRUE(store
-                    .FinishAttempt(tasks[0].id, attempt, Outcome::Kind::kSucceeded,
-                                   TaskState::kQueued, attempt, result + std::to_string(attempt),
-                                   nullptr)
+                    .FinishAttempt(task, attempt, Outcome::Kind::kSucceeded, TaskState::kQueued,
+                                   attempt, result + std::to_string(attempt), nullptr)
                     .ok());
   }
   EXPECT_GT(store.CheckpointsForTesting(), 0) << "after " << attempt << " task ends";
@@ -966,22 +971,16 @@ TEST(StoreCheckpoints, AWriterThatNeverPausesKeepsTheLogBounded) {
   auto opened = Store::Open(dir.path(), false);
   ASSERT_TRUE(opened.ok()) << opened.error();
   Store& store = **opened;
-  JobRecord job;
-  job.owner = "u";
-  std::vector<TaskRecord> tasks(1);
-  tasks[0].position = 1;
-  tasks[0].op = "profile_grouped_conv_fwd";
-  tasks[0].config = "{}";
-  ASSERT_TRUE(store.InsertJob(&job, &tasks).ok());
+  const int64_t task = StoreOneTask(store);
+  ASSERT_GT(task, 0);
   const std::string result(12000, 'x');
   const std::string wal = dir.path() + "/ckprofd.db-wal";
   int64_t largest = 0;
   for (int attempt = 1; attempt <= 6000; ++attempt) {
-    ASSERT_TRUE(store.MarkRunning(tasks[0].id, attempt, 0, attempt).ok());
+    ASSERT_TRUE(store.MarkRunning(task, attempt, 0, attempt).ok());
     ASSERT_TRUE(store
-                    .FinishAttempt(tasks[0].id, attempt, Outcome::Kind::kSucceeded,
-                                   TaskState::kQueued, attempt, result + std::to_string(attempt),
-                                   nullptr)
+                    .FinishAttempt(task, attempt, Outcome::Kind::kSucceeded, TaskState::kQueued,
+                                   attempt, result + std::to_string(attempt), nullptr)
                     .ok());
     struct stat st {};
     if (attempt % 50 == 0 && stat(wal.c_str(), &st) == 0) largest = std::max(largest, st.st_size);

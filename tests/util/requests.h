@@ -50,15 +50,20 @@ inline Result<JobSummary> WatchUntil(const std::string& socket, int64_t job,
   return last;
 }
 
-// Waits for a job to end (its watch stream's end); returns its final summary.
-inline Result<JobSummary> WaitJobEnd(const std::string& socket, int64_t job) {
-  auto end = WatchUntil(socket, job, [](const JobSummary&) { return false; });
-  if (!end) return end;
+// A job's summary as `status` gives it.
+inline Result<JobSummary> JobStatus(const std::string& socket, int64_t job) {
   StatusRequest r;
   r.job_id = job;
   auto a = CallOnce(socket, r);
   if (!a) return Error{a.error()};
   return JobSummaryFromJson((*a)["job"]);
+}
+
+// Waits for a job to end (its watch stream's end); returns its final summary.
+inline Result<JobSummary> WaitJobEnd(const std::string& socket, int64_t job) {
+  auto end = WatchUntil(socket, job, [](const JobSummary&) { return false; });
+  if (!end) return end;
+  return JobStatus(socket, job);
 }
 
 // A job's per-task results (with output captures and configs when `with_output`).
