@@ -136,6 +136,17 @@ std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cm
   return std::nullopt;
 }
 
+std::optional<std::vector<int64_t>> ParseJobIds(const std::vector<std::string>& texts,
+                                                const std::string& cmd) {
+  std::vector<int64_t> ids;
+  for (const auto& text : texts) {
+    auto id = ParseJobId(text, cmd);
+    if (!id) return std::nullopt;
+    ids.push_back(*id);
+  }
+  return ids;
+}
+
 Result<std::vector<int>> ReadGpuList(const std::string& text) {
   auto gpus = ParseGpuList(text);
   if (!gpus) return MakeError("--gpus: " + gpus.error());

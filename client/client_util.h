@@ -64,6 +64,9 @@ std::optional<int> ParsePriorityArg(const std::string& text, const std::string& 
 
 // "12" -> 12; prints "ckprof CMD: JOB must be a job id (a positive integer), got 'x'" else.
 std::optional<int64_t> ParseJobId(const std::string& text, const std::string& cmd);
+// ParseJobId of each; nullopt after printing the first bad one's error.
+std::optional<std::vector<int64_t>> ParseJobIds(const std::vector<std::string>& texts,
+                                                const std::string& cmd);
 
 // --gpus "0,1,3" or "0-3" -> {0,1,2,3}; the error "--gpus: <why>" when malformed.
 Result<std::vector<int>> ReadGpuList(const std::string& text);

@@ -283,12 +283,9 @@ int RunHoldCommand(const GlobalOptions& global, const Args& args, bool hold) {
          std::string("print a JSON array: each job's {\"job_id\", \"") +
              (hold ? "held" : "released") + "\", \"job\" or \"error\"}");
   if (auto code = p.Parse(args)) return *code;
-  std::vector<int64_t> ids;
-  for (const auto& text : jobs) {
-    auto id = ParseJobId(text, cmd);
-    if (!id) return 2;
-    ids.push_back(*id);
-  }
+  const auto parsed_ids = ParseJobIds(jobs, cmd);
+  if (!parsed_ids) return 2;
+  const std::vector<int64_t>& ids = *parsed_ids;
   int worst = 0;
   nlohmann::json out = nlohmann::json::array();
   for (int64_t id : ids) {

@@ -149,11 +149,9 @@ int RunCleanCommand(const GlobalOptions& global, const Args& args) {
   CleanRequest r;
   r.all = all;
   r.dry_run = dry_run;
-  for (const auto& text : jobs) {
-    auto id = ParseJobId(text, "clean");
-    if (!id) return 2;
-    r.job_ids.push_back(*id);
-  }
+  auto ids = ParseJobIds(jobs, "clean");
+  if (!ids) return 2;
+  r.job_ids = std::move(*ids);
   if (!r.job_ids.empty() && (all || !older.empty())) {
     PrintError("clean", "name jobs, or pick them with --older-than/--all, not both");
     return 2;

@@ -149,12 +149,9 @@ int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mo
   const std::optional<JobFilter> filter = ReadJobFilter(picked, cmd, &bad);
   if (!filter) return bad;
   if (filter->wants_ended()) all = true;
-  std::vector<int64_t> ids;
-  for (const auto& text : jobs) {
-    auto id = ParseJobId(text, cmd);
-    if (!id) return 2;
-    ids.push_back(*id);
-  }
+  const auto parsed_ids = ParseJobIds(jobs, cmd);
+  if (!parsed_ids) return 2;
+  const std::vector<int64_t>& ids = *parsed_ids;
   StatusRequest r;  // list's has the same fields
   r.all = all;
   if (ids.empty()) {

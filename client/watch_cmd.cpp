@@ -407,12 +407,9 @@ int RunWatchCommand(const GlobalOptions& global, const Args& args, bool silent) 
   }
   if (auto code = p.Parse(args)) return *code;
   if (!silent) jobs = {job};
-  std::vector<int64_t> ids;
-  for (const auto& text : jobs) {
-    auto id = ParseJobId(text, cmd);
-    if (!id) return 2;
-    ids.push_back(*id);
-  }
+  const auto parsed_ids = ParseJobIds(jobs, cmd);
+  if (!parsed_ids) return 2;
+  const std::vector<int64_t>& ids = *parsed_ids;
   double timeout_s = 0;
   if (!timeout.empty()) {
     char* end = nullptr;
