@@ -34,7 +34,9 @@ namespace ckprof {
 // waits for the writer's transaction to end, copies what the passive passes left and has the log
 // start over. A writer so busy that the RESTART's busy wait never finds a gap (it sleeps between
 // tries; the writer takes the lock again at once) is held at its next commit past kHoldPages
-// until that RESTART is done: bounded by kHoldWait, and only for the remainder's copy.
+// until that RESTART is done: bounded by kHoldWait, and only for the remainder's copy. A RESTART
+// that still fails (a reader in the way) holds no further commit until the log has grown by
+// another kHoldPages: at most one wait per 128 MiB written.
 class Store::Checkpointer {
  public:
   static constexpr int kPages = 1000;          // SQLite's default automatic checkpoint size
@@ -86,7 +88,7 @@ class Store::Checkpointer {
     auto* c = static_cast<Checkpointer*>(self);
     const int copied = c->copied_.load(std::memory_order_relaxed);
     const int uncopied = pages >= copied ? pages - copied : pages;
-    if (pages >= kHoldPages) {
+    if (pages >= c->hold_at_.load(std::memory_order_relaxed)) {
       c->HoldForRestart(pages);
     } else if (uncopied >= kPages) {
       c->Poke(pages);
@@ -113,7 +115,9 @@ class Store::Checkpointer {
     wanted_ = true;
     const int64_t done = passes_ + (busy_ ? 2 : 1);
     cv_.notify_all();
-    cv_.wait_for(lock, kHoldWait, [&] { return passes_ >= done || stop_; });
+    const bool ended = cv_.wait_for(lock, kHoldWait, [&] { return passes_ >= done || stop_; });
+    hold_at_.store(ended && restarted_ ? kHoldPages : pages + kHoldPages,
+                   std::memory_order_relaxed);
   }
 
   void Loop() {
@@ -132,12 +136,14 @@ class Store::Checkpointer {
         wanted_ = false;  // asked again during this pass: another pass follows
         busy_ = true;
       }
-      auto [rc, copied] = Checkpoint(truncate, pages);
+      auto [rc, copied, restarted] = Checkpoint(truncate, pages);
       if (rc == SQLITE_OK && copied > 0) checkpoints_.fetch_add(1, std::memory_order_relaxed);
       {
         std::lock_guard<std::mutex> lock(mu_);
         busy_ = false;
         ++passes_;
+        restarted_ = restarted;
+        if (restarted) hold_at_.store(kHoldPages, std::memory_order_relaxed);
       }
       cv_.notify_all();
       // Busy: a checkpoint or recovery elsewhere; a later commit asks again.
@@ -152,7 +158,12 @@ class Store::Checkpointer {
 
   // One checkpoint: passive passes, then the RESTART or TRUNCATE asked for. Returns SQLite's
   // answer and the frames copied (by any pass), and notes in copied_ what is left of the log.
-  std::pair<int, int> Checkpoint(bool truncate, int pages) {
+  struct Done {
+    int rc;
+    int copied;      // frames copied, by any pass
+    bool restarted;  // the log starts over (a RESTART or TRUNCATE succeeded)
+  };
+  Done Checkpoint(bool truncate, int pages) {
     // TRUNCATE, like RESTART, holds the writer back while it copies: asked for only when the
     // daemon is idle after large writes, when the passive ones have copied most frames.
     int mode = truncate                 ? SQLITE_CHECKPOINT_TRUNCATE
@@ -182,7 +193,7 @@ class Store::Checkpointer {
     // After a RESTART the log starts over: nothing of it is left to copy.
     copied_.store(rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE ? 0 : std::max(copied, 0),
                   std::memory_order_relaxed);
-    return {rc, copied_any};
+    return {rc, copied_any, rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE};
   }
 
   sqlite3* db_;  // the checkpointer's own connection, used only by its thread
@@ -190,8 +201,10 @@ class Store::Checkpointer {
   std::mutex mu_;
   std::condition_variable cv_;
   bool wanted_ = false, stop_ = false, truncate_ = false;
-  bool busy_ = false;   // a checkpoint is under way
-  int64_t passes_ = 0;  // checkpoints done, whatever they copied
+  bool busy_ = false;                     // a checkpoint is under way
+  int64_t passes_ = 0;                    // checkpoints done, whatever they copied
+  bool restarted_ = false;                // the last one had the log start over
+  std::atomic<int> hold_at_{kHoldPages};  // the log's length (frames) that holds a commit
   int log_pages_ = 0;
   std::atomic<int> copied_{0};           // frames the last checkpoint had copied
   std::atomic<bool> bulk_{false};        // large work in steps: passive checkpoints only
