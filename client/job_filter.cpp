@@ -50,7 +50,8 @@ void AddJobFilterOptions(ArgParser& p, JobFilterArgs* a, bool with_since_limit) 
   p.Option("--state", &a->states, "S",
            "only jobs in these states: queued, waiting, held, running, cancelling, finished, "
            "cancelled (comma-separated)" +
-               std::string(with_since_limit ? "; finished or cancelled ones imply --all" : ""));
+               std::string(with_since_limit ? "; finished or cancelled ones imply --all"
+                                            : "; jobs that have ended are left out"));
   p.Option("--name", &a->name, "PATTERN",
            "only jobs whose name matches PATTERN, a shell pattern ('resnet-*'; quote it)");
   if (with_since_limit) {
