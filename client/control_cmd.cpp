@@ -271,8 +271,9 @@ int RunHoldCommand(const GlobalOptions& global, const Args& args, bool hold) {
   ArgParser p("ckprof " + cmd,
               hold ? "Hold jobs: their queued tasks do not start until 'ckprof release' (those "
                      "running finish; the job keeps its place in the queue). Only the owner or "
-                     "an admin may; a job held by an admin is released by an admin. Holding a "
-                     "held job leaves it as it is. With several jobs the worst end wins."
+                     "an admin may; a job held by an admin is released by an admin (an admin's "
+                     "hold takes over its owner's). Holding a held job otherwise leaves it as it "
+                     "is. With several jobs the worst end wins."
                    : "Release held jobs: their queued tasks may start again. Whoever held a job, "
                      "or an admin, may release it. With several jobs the worst end wins.",
               hold ? "'ckprof status' says \"held by NAME\"; 'ckprof list --state held' lists "

@@ -97,7 +97,11 @@ Status Scheduler::Hold(int64_t job_id, bool hold, const Identity& who) {
   if (Ended(job)) return MakeError(job_name + " has ended: there is nothing to " + verb);
   if (job.rec.cancelled) return MakeError(job_name + " is being cancelled");
   const std::string& held_by = job.rec.held_by;
-  if (hold && !held_by.empty()) return Status::Ok();  // held already: as it was
+  // Held already: as it was, unless an admin holds a job another held (then it is the admin's
+  // hold, which its owner cannot release).
+  if (hold && !held_by.empty() && !(who.admin && job.rec.held_by_uid != int64_t{who.uid})) {
+    return Status::Ok();
+  }
   if (!hold) {
     if (held_by.empty()) return MakeError(job_name + " is not held");
     if (!who.admin && int64_t{who.uid} != job.rec.held_by_uid) {

@@ -123,10 +123,12 @@ TEST_F(QueueTest, HoldKeepsQueuedTasksFromStartingUntilReleased) {
             std::string::npos)
       << not_held.err;
 
-  // An admin's hold on bob's job: bob cannot release it, an admin can.
+  // An admin's hold on bob's job, also over bob's own: bob cannot release it, an admin can.
   const int64_t bobs =
       SubmitAs(&bob, testing::FwdConfigsText(2, 0, 1, 14), {"--not-before", "+1h"});
+  ASSERT_EQ(Ckprof(&bob, {"hold", std::to_string(bobs)}).exit_code, 0);
   ASSERT_EQ(Ckprof(nullptr, {"hold", std::to_string(bobs)}).exit_code, 0);
+  EXPECT_EQ(Status(bobs).held_by, "root");
   CommandResult refused = Ckprof(&bob, {"release", std::to_string(bobs)});
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("was held by root; only root or an admin may release it"),
