@@ -259,6 +259,9 @@ TEST_F(SecurityLimitsTest, GpuCapRunsAUsersTasksOneAtATime) {
   auto running = testing::WatchUntil(daemon_.socket(), hers,
                                      [](const JobSummary& s) { return s.counts.running() > 0; });
   ASSERT_TRUE(running.ok()) << running.error();
+  // The emulator logs its start a moment after the daemon reports the task running: bob submits
+  // once it has, so that his runs' starts come after it in the log (CI once saw one before).
+  ASSERT_EQ(testing::WaitForEmuRuns(emu_log_, 1).size(), 1u);
   // bob's 6 tasks run beside it, on the other GPUs, and end.
   const int64_t his = SubmitAs(&bob, testing::FwdConfigsText(6), {}, &err);
   ASSERT_GT(his, 0) << err;
