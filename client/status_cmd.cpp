@@ -66,11 +66,21 @@ void PrintJobTable(const std::vector<JobSummary>& jobs, size_t width) {
 // What a job was submitted with, below its row of the table.
 void PrintJobDetails(const JobSummary& s) {
   std::cout << "tasks: " << JobCountsText(s) << "\n";
-  if (s.state == JobState::kWaiting)
+  if (s.state == JobState::kWaiting && s.not_before > NowSeconds()) {
     std::cout << "waiting until " << FormatClock(s.not_before) << "\n";
+  }
   if (!s.waiting_reason.empty()) {
     std::cout << "reason: " << EscapeControl(s.waiting_reason) << "\n";
   }
+  if (!s.cancel_reason.empty())
+    std::cout << "cancelled: " << EscapeControl(s.cancel_reason) << "\n";
+  auto ids = [](const std::vector<int64_t>& v) {
+    std::string out;
+    for (int64_t id : v) out += (out.empty() ? "" : ",") + std::to_string(id);
+    return out;
+  };
+  if (!s.after.empty()) std::cout << "after: " << ids(s.after) << " (their end)\n";
+  if (!s.after_ok.empty()) std::cout << "after-ok: " << ids(s.after_ok) << " (their success)\n";
   std::cout << "priority: " << s.priority << "\n";
   std::cout << "gpus: " << (s.allowed_gpus.empty() ? "any" : GpuList(s.allowed_gpus))
             << (s.max_gpus > 0 ? ", at most " + std::to_string(s.max_gpus) + " at once" : "")

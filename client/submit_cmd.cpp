@@ -1,6 +1,7 @@
 // ckprof submit: send an input file's content to ckprofd as a job.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <regex>
 
@@ -19,7 +20,7 @@ namespace {
 // The command line of `ckprof submit` but the job options (JobOptions).
 struct SubmitArgs {
   std::string input, name, max_ops, profiler, data_type, layout, order, repeat, on_end, reuse;
-  std::vector<std::string> env;
+  std::vector<std::string> env, after, after_ok;
   bool dry_run = false, json_out = false;
 };
 
@@ -56,6 +57,11 @@ void DeclareSubmitOptions(ArgParser* p, SubmitArgs* a) {
             "mtime, content hash) on the same GPU model within the daemon's reuse_max_age_days "
             "(30) is not run again, its result copied and marked (results: reused); never: run "
             "everything. --repeat always runs (default auto)");
+  p->RepeatedOption("--after", &a->after, "J[,J...]",
+                    "start once jobs J have ended, however they ended (again for more)");
+  p->RepeatedOption("--after-ok", &a->after_ok, "J[,J...]",
+                    "start once jobs J have ended with every task succeeded; if one did not, "
+                    "this job ends cancelled, with the reason (\"job 7 failed: ...\")");
   p->Flag("--dry-run", &a->dry_run, "print the CK command lines; run and store nothing");
   p->Flag("--json", &a->json_out, "print the daemon's answer as JSON");
 }
@@ -72,6 +78,28 @@ Status ReadInt(const std::string& flag, const std::string& text, int64_t lo, int
                      std::to_string(hi) + ", got '" + text + "' (leave it out " + absent + ")");
   }
   *out = std::stoll(text);
+  return Status::Ok();
+}
+
+// --after 7,9 --after 12: the job ids, each once; the error names the option and the bad text.
+Status ReadJobList(const std::string& flag, const std::vector<std::string>& texts,
+                   std::vector<int64_t>* out) {
+  static const std::regex id(R"(\d{1,18})");
+  for (const auto& text : texts) {
+    size_t start = 0;
+    while (true) {
+      const size_t comma = text.find(',', start);
+      const std::string part = text.substr(start, comma - start);
+      if (!std::regex_match(part, id) || std::stoll(part) <= 0) {
+        return MakeError(flag + " takes job ids separated by commas (e.g. " + flag +
+                         " 7,9), got '" + text + "'");
+      }
+      const int64_t job = std::stoll(part);
+      if (std::find(out->begin(), out->end(), job) == out->end()) out->push_back(job);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
   return Status::Ok();
 }
 
@@ -108,6 +136,8 @@ Status ReadSubmitArgs(const SubmitArgs& a, const JobOptions& job_options, Submit
     }
     s->env += (s->env.empty() ? "" : "\n") + e;
   }
+  if (Status st = ReadJobList("--after", a.after, &s->after); !st) return st;
+  if (Status st = ReadJobList("--after-ok", a.after_ok, &s->after_ok); !st) return st;
   auto settings = job_options.Read();
   if (!settings) return Error{settings.error()};
   settings->ApplyTo(s);
@@ -185,6 +215,7 @@ int RunSubmitCommand(const GlobalOptions& global, const Args& args) {
       "  ckprof submit conv_repros_ir.json --name resnet-bf16 --profiler-path "
       "/opt/ck/build/bin\n"
       "  ckprof submit trace.json.gz --gpus 0-3 --max-gpus 2 --not-before +2h\n"
+      "  ckprof submit bwd.json --after-ok 7    # only once job 7 has succeeded\n"
       "  ckprof submit sweep.json --on-end 'notify-send \"job $CKPROF_JOB_ID: $CKPROF_COUNTS\"'");
   p.Positional("INPUT", &a.input, true, "the file to profile, - for stdin (plain or gzipped)");
   p.Option("--name", &a.name, "N", "job name (default: the file name)");

@@ -95,6 +95,9 @@ struct SubmitOptions {
   // GPU model within the daemon's reuse_max_age is not run again, its result copied; "never":
   // every config runs. A repeated job (repeat > 1) always runs.
   std::string reuse;
+  // Jobs it waits for (submit --after: their end, however they ended; --after-ok: their end
+  // with every task succeeded, else this job ends cancelled). Each must exist when submitted.
+  std::vector<int64_t> after, after_ok;
 };
 
 // What an edit changes: each field that is set (nullopt: as it was).
@@ -180,6 +183,11 @@ struct JobSummary {
   std::string held_by;
   // How its --on-end command ended (JSON "on_end", absent until it has ended, or without one).
   std::optional<OnEndResult> on_end;
+  // The jobs it was submitted to wait for (submit --after, --after-ok; absent when none).
+  std::vector<int64_t> after, after_ok;
+  // Why it was cancelled ("cancelled by alice", "job 7 failed (--after-ok 7)"); "" = it was not
+  // (JSON: absent).
+  std::string cancel_reason;
   int64_t done() const { return total - counts.queued() - counts.running(); }
   bool all_ok() const { return counts.succeeded() == total; }
 };
@@ -216,6 +224,9 @@ void VisitFields(S& s, V& v) {
   v.Omittable("waiting_reason", s.waiting_reason, !s.waiting_reason.empty());
   v.Nullable("held_by", s.held_by, !s.held_by.empty());
   v.Omittable("on_end", s.on_end, s.on_end.has_value());
+  v.Omittable("after", s.after, !s.after.empty());
+  v.Omittable("after_ok", s.after_ok, !s.after_ok.empty());
+  v.Omittable("cancel_reason", s.cancel_reason, !s.cancel_reason.empty());
 }
 nlohmann::json ToJson(const JobSummary& j);
 Result<JobSummary> JobSummaryFromJson(const nlohmann::json& j);
@@ -543,10 +554,10 @@ void VisitFields(S& r, V& v) {
 // (submit repeat > 1, results runs), "task_control" (cancel or retry of some tasks, retry's
 // failed/timeout_s/profiler_path),
 // "log", "edit", "clean": those requests; "clean_jobs": clean's job_ids and dry_run; "env":
-// submit's env; "hold": hold and release.
+// submit's env; "hold": hold and release; "after": submit's after and after_ok.
 inline const std::vector<std::string> kFeatures = {"repeat",     "task_control", "log",   "edit",
                                                    "clean",      "on_end",       "reuse", "best",
-                                                   "clean_jobs", "env",          "hold"};
+                                                   "clean_jobs", "env",          "hold",  "after"};
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as
 // tasks (after max_ops), records skipped, and the first warnings.
@@ -932,12 +943,15 @@ struct SubmitRequest {
     v.String("on_end", s.on_end, 8192);
     v.String("reuse", s.reuse, 16);
     v.String("env", s.env, 65536);
+    v.IntList("after", s.after, 1, kMaxId);
+    v.IntList("after_ok", s.after_ok, 1, kMaxId);
   }
   std::string Feature() const {
-    return !submit.env.empty()      ? "env"
-           : !submit.on_end.empty() ? "on_end"
-           : submit.repeat > 1      ? "repeat"
-                                    : "";
+    return !submit.after.empty() || !submit.after_ok.empty() ? "after"
+           : !submit.env.empty()                             ? "env"
+           : !submit.on_end.empty()                          ? "on_end"
+           : submit.repeat > 1                               ? "repeat"
+                                                             : "";
   }
   // Frees the text once the submit is answered (it may be hundreds of MiB).
   bool Release() {

@@ -206,6 +206,14 @@ _ckprof() {
       case $name in
         --order) _ckprof_add $'rank\nlongest-first' "$cur" ;;
         --reuse) _ckprof_add $'auto\nnever' "$cur" ;;
+        --after | --after-ok)  # any job, also after a comma: 7,<TAB>
+          local done_ids="" id
+          [[ $cur == *,* ]] && done_ids=${cur%,*},
+          while IFS= read -r id; do
+            [ -n "$id" ] && [[ $done_ids$id == "$cur"* ]] && COMPREPLY+=("$done_ids$id")
+          done < <(_ckprof_ask "$prog" "${socket[@]}" list --all --json |
+            grep -oE '"id": *[0-9]+' | grep -oE '[0-9]+$')
+          ;;
         *)
           case $metavar in
             FILE | PATH | DIR | P) _ckprof_files "$cur" ;;

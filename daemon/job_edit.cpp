@@ -75,7 +75,7 @@ Status Scheduler::Edit(int64_t job_id, const EditOptions& edit, const Identity& 
   }
   if (Status s = store_.SetJobSettings(rec); !s) return s;
   job.rec = std::move(rec);
-  if (!Ended(job)) policy_.UpdateJob(job_id, ParamsOf(job.rec));
+  if (!Ended(job)) policy_.UpdateJob(job_id, ParamsOf(job));
   spdlog::info("job {} edited by {} (uid {}): {}", job_id, who.user, who.uid,
                changes.empty() ? "nothing changed" : fmt::format("{}", fmt::join(changes, ", ")));
   Dispatch();
@@ -112,7 +112,7 @@ Status Scheduler::Hold(int64_t job_id, bool hold, const Identity& who) {
   if (Status s = store_.SetJobHold(job_id, hold ? who.user : "", who.uid); !s) return s;
   job.rec.held_by = hold ? who.user : "";
   job.rec.held_by_uid = hold ? int64_t{who.uid} : -1;
-  policy_.UpdateJob(job_id, ParamsOf(job.rec));
+  policy_.UpdateJob(job_id, ParamsOf(job));
   spdlog::info("job {} {} by {} (uid {})", job_id, hold ? "held" : "released", who.user, who.uid);
   Dispatch();
   ArmNotBeforeTimer(UnixNow());

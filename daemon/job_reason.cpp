@@ -32,6 +32,23 @@ std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const 
   if (!job.rec.held_by.empty()) {
     return "held by " + job.rec.held_by + " ('ckprof release " + std::to_string(job.rec.id) + "')";
   }
+  if (!job.waiting_on.empty()) {
+    std::vector<int64_t> ok_only, any;
+    for (int64_t id : job.waiting_on) {
+      const bool ok =
+          std::find(job.rec.after_ok.begin(), job.rec.after_ok.end(), id) != job.rec.after_ok.end();
+      (ok ? ok_only : any).push_back(id);
+    }
+    std::vector<std::string> parts;
+    auto jobs = [](const std::vector<int64_t>& ids) {
+      return (ids.size() == 1 ? "job " : "jobs ") + fmt::format("{}", fmt::join(ids, ", "));
+    };
+    if (!any.empty()) parts.push_back("waiting for " + jobs(any) + " to end (--after)");
+    if (!ok_only.empty()) {
+      parts.push_back("waiting for " + jobs(ok_only) + " to succeed (--after-ok)");
+    }
+    return fmt::format("{}", fmt::join(parts, "; "));
+  }
   const double now = UnixNow();
   if (job.rec.not_before > now) {
     return "not before its start time (in " + Span(job.rec.not_before - now) +

@@ -56,6 +56,7 @@ void Scheduler::TookStep(int64_t rows, double seconds) {
 Result<int64_t> Scheduler::BeginSubmit(JobRecord job, int64_t runs) {
   if (shutting_down_) return MakeError("ckprofd is shutting down; submit again once it is back");
   if (runs <= 0) return MakeError("the input holds no convolution to profile");
+  if (Status s = CheckDependencies(job); !s) return Error{s.error()};
   job.submitted_at = UnixNow();
   auto first = store_.BeginJob(&job, runs);
   if (!first) {
@@ -68,7 +69,7 @@ Result<int64_t> Scheduler::BeginSubmit(JobRecord job, int64_t runs) {
   sub.next_id = *first;
   sub.job.rec = std::move(job);
   // Queued as it is stored, but paused until it is whole.
-  QueuePolicy::JobParams params = ParamsOf(sub.job.rec);
+  QueuePolicy::JobParams params = ParamsOf(sub.job);
   params.paused = true;
   policy_.AddJob(id, params);
   ResolveTarget(sub.job);
@@ -119,11 +120,19 @@ Status Scheduler::CommitSubmit(int64_t job_id) {
   const bool large = it->second.runs > StepRows();
   Job& j = jobs_[job_id] = std::move(it->second.job);
   submitting_.erase(it);
-  policy_.UpdateJob(job_id, ParamsOf(j.rec));
+  // (Its dependencies were checked at BeginSubmit; one may have ended since.)
+  const std::string failed = TrackDependencies(j);
+  policy_.UpdateJob(job_id, ParamsOf(j));
   spdlog::info("job {} \"{}\" from {} (uid {}): {} task(s){}, priority {}, profiler {}", job_id,
                j.rec.name, j.rec.owner, j.rec.uid, j.total,
                reused ? fmt::format(" ({} reused from earlier runs)", reused) : "", j.rec.priority,
                j.target ? j.target->Describe() : "unresolved: " + j.target_error);
+  if (!failed.empty()) {
+    spdlog::info("job {}: {}", job_id, failed);
+    if (Status s = CancelJob(j, failed, "cancelled: " + failed); !s) {
+      spdlog::error("job {}: cannot cancel it ({}): {}", job_id, failed, s.error());
+    }
+  }
   if (j.reused == j.total) MaybeFinishJob(j, UnixNow());
   Dispatch();
   Changed();
@@ -152,14 +161,14 @@ void Scheduler::AbortSubmit(int64_t job_id) {
   ArmStep();
 }
 
-Status Scheduler::CancelInSteps(int64_t job_id, std::vector<int64_t> queued, const Identity& who,
+Status Scheduler::CancelInSteps(int64_t job_id, std::vector<int64_t> queued, const std::string& why,
                                 double now) {
   // A cancel of the job still under way (a retry revived it since) is this one's now.
   std::erase_if(cancelling_, [&](const Cancelling& c) { return c.job_id == job_id; });
   Cancelling c;
   c.job_id = job_id;
   c.queued = std::move(queued);
-  c.by = who.user;
+  c.why = why;
   c.now = now;
   const auto start = Clock::now();
   const int64_t budget = StepRows();
@@ -192,9 +201,7 @@ int64_t Scheduler::CancelSome(Cancelling& c, int64_t budget) {
   for (size_t i = c.next; i < end; ++i) {
     if (tasks_.count(c.queued[i])) ids.push_back(c.queued[i]);
   }
-  Identity who;
-  who.user = c.by;
-  if (Status s = CancelQueued(job_it->second, ids, who, c.now); !s) {
+  if (Status s = CancelQueued(job_it->second, ids, c.why, c.now); !s) {
     // The Store refused (a full disk): the tasks stay queued in a paused job; a later step
     // tries again.
     spdlog::error("job {}: cancelling its queued tasks: {}", c.job_id, s.error());

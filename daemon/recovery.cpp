@@ -53,7 +53,7 @@ Status Scheduler::Recover() {
   if (Status s = store_.ForEachJob([&](JobRecord&& r) {
         Job& j = jobs_[r.id];
         j.rec = std::move(r);
-        policy_.AddJob(j.rec.id, ParamsOf(j.rec));
+        policy_.AddJob(j.rec.id, ParamsOf(j));
       });
       !s) {
     return s;
@@ -136,9 +136,21 @@ Status Scheduler::Recover() {
   // (In steps, as the cancel's own: a million of them would hold the start back.)
   for (auto& [job_id, ids] : cancel) {
     for (int64_t tid : ids) Enqueue(tasks_.at(tid));
-    Identity resumed;
-    resumed.user = "ckprofd (a cancel resumed at its start)";
-    if (Status s = CancelInSteps(job_id, std::move(ids), resumed, now); !s) return s;
+    const std::string& reason = jobs_.at(job_id).rec.cancel_reason;
+    const std::string why =
+        (reason.empty() ? std::string("cancelled") : reason) + " (resumed at ckprofd's start)";
+    if (Status s = CancelInSteps(job_id, std::move(ids), why, now); !s) return s;
+  }
+  // What each job still waits for (--after, --after-ok): its dependencies have been loaded.
+  for (auto& [id, job] : jobs_) {
+    if (job.rec.cancelled || Ended(job) || (job.rec.after.empty() && job.rec.after_ok.empty())) {
+      continue;
+    }
+    const std::string failed = TrackDependencies(job);
+    policy_.UpdateJob(id, ParamsOf(job));
+    if (failed.empty()) continue;
+    spdlog::info("job {}: {}", id, failed);
+    if (Status s = CancelJob(job, failed, "cancelled: " + failed); !s) return s;
   }
   for (auto& [id, job] : jobs_) MaybeFinishJob(job, now);
   // Jobs removed (clean) or never stored whole (a submit cut short) go on being removed.

@@ -109,12 +109,13 @@ Scheduler::Task Scheduler::TaskFromRecord(const TaskRecord& r) {
   return t;
 }
 
-QueuePolicy::JobParams Scheduler::ParamsOf(const JobRecord& rec) {
+QueuePolicy::JobParams Scheduler::ParamsOf(const Job& job) {
+  const JobRecord& rec = job.rec;
   QueuePolicy::JobParams p;
   p.uid = rec.uid;
   p.priority = rec.priority;
   p.longest_first = rec.order == TaskOrder::kLongestFirst;
-  p.paused = rec.cancelled || !rec.held_by.empty();
+  p.paused = rec.cancelled || !rec.held_by.empty() || !job.waiting_on.empty();
   p.not_before = rec.not_before;
   p.max_gpus = rec.max_gpus;
   p.gpus = rec.gpus;
@@ -737,6 +738,7 @@ void Scheduler::MaybeFinishJob(Job& job, double now) {
     spdlog::info("job {} {}: {}", job.rec.id, job.rec.cancelled ? "cancelled" : "finished",
                  MakeSummary(job).counts.Describe());
     if (!shutting_down_) RunOnEnd(job);
+    SettleDependents(job.rec.id);
   }
   Emit(job, EventKind::kJobFinished);
 }
@@ -803,9 +805,17 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who, const std::vector<
   if (JobEnded(job_id)) {
     return MakeError("job " + std::to_string(job_id) + " already finished: nothing to cancel");
   }
-  if (Status s = store_.SetJobCancelled(job_id); !s) return s;
+  const std::string by = "cancelled by " + who.user;
+  spdlog::info("job {} cancelled by {} (uid {})", job_id, who.user, who.uid);
+  return CancelJob(job, by, by);
+}
+
+Status Scheduler::CancelJob(Job& job, const std::string& reason, const std::string& why) {
+  const int64_t job_id = job.rec.id;
+  if (Status s = store_.SetJobCancelled(job_id, true, reason); !s) return s;
   job.rec.cancelled = true;
-  policy_.UpdateJob(job_id, ParamsOf(job.rec));
+  job.rec.cancel_reason = reason;
+  policy_.UpdateJob(job_id, ParamsOf(job));
   const double now = UnixNow();
   std::vector<int64_t> ids = policy_.QueuedTasks(job_id);
   const size_t queued = ids.size();
@@ -813,18 +823,17 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who, const std::vector<
     if (g.task_id && tasks_.at(g.task_id).job_id == job_id) launcher_.Cancel(g.run);
   }
   // Paused from now on (the cancel is stored); its queued tasks end in steps, the first now.
-  Status stepped = CancelInSteps(job_id, std::move(ids), who, now);
+  Status stepped = CancelInSteps(job_id, std::move(ids), why, now);
   if (!stepped) return stepped;
-  spdlog::info("job {} cancelled by {} (uid {}): {} queued task(s) dropped", job_id, who.user,
-               who.uid, queued);
+  spdlog::info("job {} cancelled ({}): {} queued task(s) dropped", job_id, reason, queued);
   MaybeFinishJob(job, now);
   Changed();
   return Status::Ok();
 }
 
-Status Scheduler::CancelQueued(Job& job, const std::vector<int64_t>& ids, const Identity& who,
+Status Scheduler::CancelQueued(Job& job, const std::vector<int64_t>& ids, const std::string& why,
                                double now) {
-  Outcome o{Kind::kCancelled, 0, 0, "cancelled by " + who.user};
+  Outcome o{Kind::kCancelled, 0, 0, why};
   if (Status s =
           store_.SetTasksState(ids, TaskState::kCancelled, ResultJson(o, "", -1, nullptr), now);
       !s) {
@@ -872,7 +881,7 @@ Status Scheduler::CancelTasks(Job& job, const Identity& who, const std::vector<i
                      std::to_string(positions.front()) + "' runs it again)");
   }
   const double now = UnixNow();
-  if (Status s = CancelQueued(job, queued, who, now); !s) return s;
+  if (Status s = CancelQueued(job, queued, "cancelled by " + who.user, now); !s) return s;
   for (Gpu* g : running) launcher_.Cancel(g->run);
   spdlog::info("job {}: {} queued and {} running task(s) cancelled by {} (uid {})", job_id,
                queued.size(), running.size(), who.user, who.uid);
@@ -944,9 +953,10 @@ Result<int64_t> Scheduler::RequeueFinal(Job& job, const std::vector<int64_t>& ta
   if (ids.empty()) return int64_t{0};
   if (job.rec.cancelled) {
     // Retrying a cancelled job revives it.
-    if (Status s = store_.SetJobCancelled(job_id, false); !s) return Error{s.error()};
+    if (Status s = store_.SetJobCancelled(job_id, false, ""); !s) return Error{s.error()};
     job.rec.cancelled = false;
-    policy_.UpdateJob(job_id, ParamsOf(job.rec));
+    job.rec.cancel_reason.clear();
+    policy_.UpdateJob(job_id, ParamsOf(job));
   }
   if (Status s = store_.SetTasksState(ids, TaskState::kQueued, "", 0); !s) {
     return Error{s.error()};
@@ -967,7 +977,7 @@ Status Scheduler::Boost(int64_t job_id, int priority, const Identity& who) {
   Job& job = it->second;
   if (Status s = store_.SetJobPriority(job_id, priority); !s) return s;
   job.rec.priority = priority;
-  policy_.UpdateJob(job_id, ParamsOf(job.rec));
+  policy_.UpdateJob(job_id, ParamsOf(job));
   Dispatch();
   return Status::Ok();
 }
@@ -1018,7 +1028,8 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   } else if (s.counts.running() > 0 || s.done() > 0) {
     s.state = JobState::kRunning;
   } else {
-    s.state = job.rec.not_before > UnixNow() ? JobState::kWaiting : JobState::kQueued;
+    s.state = job.rec.not_before > UnixNow() || !job.waiting_on.empty() ? JobState::kWaiting
+                                                                        : JobState::kQueued;
   }
   if (!ended && job.elapsed_n > 0) {
     double avg = job.elapsed_sum / static_cast<double>(job.elapsed_n);
@@ -1031,6 +1042,9 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.profiler = job.target ? job.target->Describe() : "not found: " + job.target_error;
   s.repeat = job.rec.repeat > 1 ? job.rec.repeat : 1;
   if (!ended) s.held_by = job.rec.held_by;
+  s.after = job.rec.after;
+  s.after_ok = job.rec.after_ok;
+  if (job.rec.cancelled) s.cancel_reason = job.rec.cancel_reason;
   return s;
 }
 

@@ -24,6 +24,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -150,6 +151,10 @@ class Scheduler {
   void AbortSubmit(int64_t job_id);
   int64_t StepRows() const;
 
+  // Refuses a job whose --after or --after-ok names a job that does not exist (a cycle cannot
+  // be made: a job may only wait for jobs older than itself), or an --after-ok job that already
+  // ended without every task succeeded (daemon/job_deps.cpp). Submit checks it again.
+  Status CheckDependencies(const JobRecord& job) const;
   // `positions` empty: the whole job (it becomes cancelled); else only the tasks at those #N
   // (queued ones end cancelled, running ones are stopped; the job goes on).
   Status Cancel(int64_t job_id, const Identity& who, const std::vector<int>& positions = {});
@@ -278,6 +283,9 @@ class Scheduler {
     double elapsed_sum = 0;
     int64_t elapsed_n = 0;
     std::vector<JobWatcher*> watchers;
+    // Of its --after and --after-ok jobs, those that have not ended (daemon/job_deps.cpp): it
+    // is paused until none is left.
+    std::set<int64_t> waiting_on;
   };
   // What runs on a GPU (or a remote executor's slot); the rest of its state is the board's
   // (board_).
@@ -293,7 +301,7 @@ class Scheduler {
   };
 
   // What the policy knows of a job.
-  static QueuePolicy::JobParams ParamsOf(const JobRecord& rec);
+  static QueuePolicy::JobParams ParamsOf(const Job& job);
   // The one test of a job's end: nothing queued, nothing running, every task final.
   bool Ended(const Job& job) const;
   void Dispatch();
@@ -362,8 +370,14 @@ class Scheduler {
   Result<int64_t> RequeueFinal(Job& job, const std::vector<int64_t>& task_ids);
   // An error naming the first of `positions` (#N) the job has not.
   Status CheckPositions(const Job& job, const std::vector<int>& positions) const;
-  // Queued tasks `ids` of `job` end cancelled (stored first).
-  Status CancelQueued(Job& job, const std::vector<int64_t>& ids, const Identity& who, double now);
+  // Queued tasks `ids` of `job` end cancelled (stored first), `why` their error ("cancelled by
+  // alice").
+  Status CancelQueued(Job& job, const std::vector<int64_t>& ids, const std::string& why,
+                      double now);
+  // The whole job is cancelled (stored first, with `reason`: "cancelled by alice", "job 7
+  // failed ..."): its queued tasks end cancelled (in steps), its running ones are stopped.
+  // `why`: its tasks' error.
+  Status CancelJob(Job& job, const std::string& reason, const std::string& why);
   // Cancel of some of a job's tasks (by #N): queued ones end cancelled, running ones stop.
   Status CancelTasks(Job& job, const Identity& who, const std::vector<int>& positions);
   Status RecordEnd(const PendingEnd& end);
@@ -398,7 +412,7 @@ class Scheduler {
   // A cancelled job's queued tasks `queued` end cancelled, a step at a time (the first at
   // once: a small job's cancel is done when it returns); a retry stops the steps.
   // The first step's refusal (a failing Store) is returned; later steps try again.
-  Status CancelInSteps(int64_t job_id, std::vector<int64_t> queued, const Identity& who,
+  Status CancelInSteps(int64_t job_id, std::vector<int64_t> queued, const std::string& why,
                        double now);
   void CancelStep();
   // Removed jobs' rows deleted a step at a time; `budget` rows at most (0: a step's).
@@ -411,7 +425,7 @@ class Scheduler {
     int64_t job_id = 0;
     std::vector<int64_t> queued;  // the task ids the cancel found queued
     size_t next = 0;              // queued[next...] are left
-    std::string by;               // who cancelled
+    std::string why;              // their error ("cancelled by alice")
     double now = 0;
   };
   struct Submitting {
@@ -434,6 +448,16 @@ class Scheduler {
   // when one of them wants it).
   void Emit(Job& job, EventKind kind, const std::function<void(JobEventFrame&)>& fill = nullptr);
   void MaybeFinishJob(Job& job, double now);
+  // Dependencies (daemon/job_deps.cpp).
+  // Fills job.waiting_on from its dependencies (at submit and at a start); "" or the reason to
+  // cancel it instead (an --after-ok job ended without every task succeeded).
+  std::string TrackDependencies(Job& job);
+  // A job ended: each job waiting for it goes on waiting for the rest, runs, or (--after-ok
+  // and it did not succeed) is cancelled, which may end others in turn (a worklist, not a
+  // recursion: a chain of a thousand jobs is fine).
+  void SettleDependents(int64_t ended_job);
+  // The reason a job waiting on `dep` with --after-ok is cancelled ("" = dep succeeded).
+  static std::string FailedDependency(const Job& dep);
   // The job's end commands (its --on-end as its owner, the config's on_job_end), started and
   // not waited for (daemon/on_end.cpp); their environment: CKPROF_JOB_ID, _NAME, _STATE, ...
   void RunOnEnd(const Job& job);
@@ -465,6 +489,10 @@ class Scheduler {
   std::map<int64_t, Job> jobs_;
   std::unordered_map<int64_t, Task> tasks_;  // queued and running tasks only
   std::unordered_map<int64_t, std::vector<JobWatcher*>> followers_;  // `log -f`, by task
+  // The jobs waiting for each job (its --after, --after-ok dependents), until it ends.
+  std::map<int64_t, std::vector<int64_t>> dependents_;
+  std::deque<int64_t> ended_to_settle_;  // SettleDependents' worklist
+  bool settling_ = false;
   QueuePolicy policy_;                          // the queues, GPUs' jobs and fair-share accounts
   std::map<uint32_t, double> usage_stored_at_;  // when the Store last got a user's usage
   std::vector<Gpu> gpus_;

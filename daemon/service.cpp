@@ -373,6 +373,11 @@ std::optional<Service::Refusal> Service::CheckSubmit(const SubmitOptions& o, con
   }
   if (Status s = CheckTimeout(o.timeout_s, who); !s) return Refuse("submit: " + s.error());
   if (o.dry_run) return std::nullopt;
+  // Checked again when the job is stored (one may end or go meanwhile).
+  JobRecord deps;
+  deps.after = o.after;
+  deps.after_ok = o.after_ok;
+  if (Status s = scheduler_.CheckDependencies(deps); !s) return Refuse("submit: " + s.error());
   // The per-user limits before any work (again on the pool with the runs counted, and last
   // on the io thread right before the job is stored).
   if (Status s = CheckQueueRoom(UseAndLimits(who), 1, 1); !s) {
@@ -496,6 +501,8 @@ Result<JobRecord> Service::MakeJob(const SubmitOptions& o, const Identity& who,
   job.noise_threshold = config_.noise_threshold;
   job.on_end = o.on_end;
   job.reuse = o.reuse != "never";
+  job.after = o.after;
+  job.after_ok = o.after_ok;
   return job;
 }
 

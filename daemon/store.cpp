@@ -304,7 +304,10 @@ Status StepDone(Stmt& s, const char* what) {
   return Status::Ok();
 }
 
-std::string IntsToJson(const std::vector<int>& v) { return nlohmann::json(v).dump(); }
+template <typename T>
+std::string IntsToJson(const std::vector<T>& v) {
+  return nlohmann::json(v).dump();
+}
 template <typename T>
 std::vector<T> IntsFromJson(const std::string& s) {
   auto j = nlohmann::json::parse(s, nullptr, false);
@@ -317,7 +320,7 @@ std::vector<T> IntsFromJson(const std::string& s) {
   return out;
 }
 
-constexpr int64_t kSchemaVersion = 9;  // PRAGMA user_version below
+constexpr int64_t kSchemaVersion = 10;  // PRAGMA user_version below
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS jobs (
   id INTEGER PRIMARY KEY,
@@ -330,7 +333,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   repeat INTEGER NOT NULL DEFAULT 1, noise_threshold REAL NOT NULL DEFAULT 0.05,
   on_end TEXT NOT NULL DEFAULT '', reuse INTEGER NOT NULL DEFAULT 1,
   env TEXT NOT NULL DEFAULT '', held_by TEXT NOT NULL DEFAULT '',
-  held_by_uid INTEGER NOT NULL DEFAULT -1);
+  held_by_uid INTEGER NOT NULL DEFAULT -1, after_jobs TEXT NOT NULL DEFAULT '[]',
+  after_ok_jobs TEXT NOT NULL DEFAULT '[]', cancel_reason TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS tasks (
   id INTEGER PRIMARY KEY,
   job_id INTEGER NOT NULL REFERENCES jobs(id),
@@ -365,7 +369,7 @@ CREATE TABLE IF NOT EXISTS id_marks (name TEXT PRIMARY KEY, last INTEGER NOT NUL
 -- its own: a schema without it gains it as is.
 CREATE TABLE IF NOT EXISTS jobs_dropped (job_id INTEGER PRIMARY KEY);
 INSERT OR IGNORE INTO id_marks (name, last) VALUES ('jobs', 0), ('tasks', 0);
-PRAGMA user_version = 9;
+PRAGMA user_version = 10;
 )SQL";
 
 // Why this process cannot write `path` (a file or directory), with how to make it writable; ""
@@ -584,6 +588,13 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
         "ALTER TABLE jobs ADD COLUMN held_by TEXT NOT NULL DEFAULT '';"
         "ALTER TABLE jobs ADD COLUMN held_by_uid INTEGER NOT NULL DEFAULT -1;";
   }
+  // 9 -> 10: jobs.after_jobs, jobs.after_ok_jobs (submit --after, --after-ok), jobs.cancel_reason.
+  if (schema >= 1 && schema < 10) {
+    migrate +=
+        "ALTER TABLE jobs ADD COLUMN after_jobs TEXT NOT NULL DEFAULT '[]';"
+        "ALTER TABLE jobs ADD COLUMN after_ok_jobs TEXT NOT NULL DEFAULT '[]';"
+        "ALTER TABLE jobs ADD COLUMN cancel_reason TEXT NOT NULL DEFAULT '';";
+  }
   // 7 -> 8: tasks.pgid and attempts.pgid are the attempt's handle (a process group, or a
   // remote executor's id of the run): renamed. (A table that has no such column yet is made
   // with the new name below.)
@@ -759,11 +770,12 @@ Status Store::InsertJobRow(const JobRecord& job, int64_t* job_id, int64_t* last_
     *last_task = q.Int(1);
   }
   {
-    Stmt ins(this,
-             "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
-             "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
-             "task_order, repeat, noise_threshold, on_end, reuse, id, env) "
-             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?)");
+    Stmt ins(
+        this,
+        "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
+        "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
+        "task_order, repeat, noise_threshold, on_end, reuse, id, env, after_jobs, after_ok_jobs) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?,?,?)");
     std::vector<int> groups(job.groups.begin(), job.groups.end());
     ins.Bind(1, int64_t{job.uid})
         .Bind(2, int64_t{job.gid})
@@ -785,7 +797,9 @@ Status Store::InsertJobRow(const JobRecord& job, int64_t* job_id, int64_t* last_
         .Bind(18, job.on_end)
         .Bind(19, int64_t{job.reuse ? 1 : 0})
         .Bind(20, last_job + 1)
-        .Bind(21, JoinLines(job.env));
+        .Bind(21, JoinLines(job.env))
+        .Bind(22, IntsToJson(job.after))
+        .Bind(23, IntsToJson(job.after_ok));
     if (Status s = StepDone(ins, "insert job"); !s) return s;
   }
   *job_id = last_job + 1;
@@ -1251,9 +1265,9 @@ Status Store::WriteUsage(const UsageRecord& u) {
   return StepDone(up, "record usage");
 }
 
-Status Store::SetJobCancelled(int64_t job_id, bool cancelled) {
-  Stmt up(this, "UPDATE jobs SET cancelled=? WHERE id=?");
-  up.Bind(1, int64_t{cancelled ? 1 : 0}).Bind(2, job_id);
+Status Store::SetJobCancelled(int64_t job_id, bool cancelled, const std::string& reason) {
+  Stmt up(this, "UPDATE jobs SET cancelled=?, cancel_reason=? WHERE id=?");
+  up.Bind(1, int64_t{cancelled ? 1 : 0}).Bind(2, cancelled ? reason : "").Bind(3, job_id);
   return StepDone(up, "cancel job");
 }
 
@@ -1336,8 +1350,8 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
          "SELECT id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before, "
          "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at, "
          "task_order, repeat, noise_threshold, on_end, reuse, outcome, exit_code, stderr_head, "
-         "ended_at, env, held_by, held_by_uid FROM jobs LEFT JOIN job_on_end ON job_on_end.job_id "
-         "= jobs.id "
+         "ended_at, env, held_by, held_by_uid, after_jobs, after_ok_jobs, cancel_reason FROM jobs "
+         "LEFT JOIN job_on_end ON job_on_end.job_id = jobs.id "
          "WHERE jobs.id NOT IN (SELECT job_id FROM jobs_dropped) ORDER BY id");
   if (!q.ok()) return MakeError("database: load jobs: " + q.error());
   int rc;
@@ -1372,6 +1386,9 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
     j.env = SplitLines(q.Text(26));
     j.held_by = q.Text(27);
     j.held_by_uid = q.Int(28);
+    j.after = IntsFromJson<int64_t>(q.Text(29));
+    j.after_ok = IntsFromJson<int64_t>(q.Text(30));
+    j.cancel_reason = q.Text(31);
     fn(std::move(j));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load jobs: " + q.error());

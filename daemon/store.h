@@ -57,6 +57,11 @@ struct JobRecord {
   // tasks do not start until released.
   std::string held_by;
   int64_t held_by_uid = -1;
+  // The jobs it waits for (submit --after: their end; --after-ok: their end with every task
+  // succeeded, else it is cancelled).
+  std::vector<int64_t> after, after_ok;
+  // Why it was cancelled ("cancelled by alice", "job 7 failed (--after-ok 7)"); "" = it was not.
+  std::string cancel_reason;
 };
 
 struct TaskRecord {
@@ -202,8 +207,8 @@ class Store {
                        const std::string& result_json, double ended_at);
   // Users' decayed usage, in one transaction.
   Status SetUsage(const std::vector<UsageRecord>& usage);
-  // Marks the job cancelled, or (a retry revives it) not.
-  Status SetJobCancelled(int64_t job_id, bool cancelled = true);
+  // Marks the job cancelled, and why ("cancelled by alice"), or (a retry revives it) not.
+  Status SetJobCancelled(int64_t job_id, bool cancelled, const std::string& reason);
   Status SetJobPriority(int64_t job_id, int priority);
   // Holds the job as `by` (uid `by_uid`), or releases it (`by` "").
   Status SetJobHold(int64_t job_id, const std::string& by, int64_t by_uid);

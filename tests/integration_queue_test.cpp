@@ -1,6 +1,7 @@
 // Queue features as Slurm and pueue users know them (issue 33), against a real root ckprofd
-// driven by the real client as real Linux users: hold and release (scontrol hold/release), and
-// cancel of the jobs a filter picks (scancel --user/--state/--name).
+// driven by the real client as real Linux users: hold and release (scontrol hold/release),
+// cancel of the jobs a filter picks (scancel --user/--state/--name), and dependencies (sbatch
+// --dependency=afterany/afterok).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -208,6 +209,91 @@ TEST_F(QueueTest, CancelPicksJobsByStateAndNameAndOnlyYours) {
   CommandResult none = Ckprof(&alice, {"cancel", "--mine"});
   EXPECT_EQ(none.exit_code, 0) << none.err;
   EXPECT_EQ(none.out, "no job that has not ended matches: nothing to cancel\n");
+}
+
+// submit --after / --after-ok (sbatch --dependency=afterany/afterok, pueue --after): a job
+// waits, "waiting for job N", across a restart; --after runs once its jobs ended however they
+// ended; --after-ok is cancelled with the reason when one failed, and so are the jobs waiting
+// on it in turn; a missing job, or an --after-ok job that already failed, is refused at submit.
+TEST_F(QueueTest, DependentJobsWaitForTheirJobsAndFollowHowTheyEnded) {
+  SystemUser alice(Name("a")), bob(Name("b"));
+  ASSERT_TRUE(alice.ok() && bob.ok());
+  Start(EmulatorOptions("0", R"({"socket_mode": "0666"})"));
+  // The first job's one task hangs (until its task is cancelled: the job then ends failed).
+  const int64_t first = SubmitAs(&alice, testing::FwdConfigsText(1, 9001));
+  ASSERT_GT(first, 0);
+  const std::string a = std::to_string(first);
+  ASSERT_EQ(testing::WaitForEmuRuns(emu_log_, 1).size(), 1u);
+  const int64_t any = SubmitAs(&alice, testing::FwdConfigsText(2, 0, 1, 10), {"--after", a});
+  const int64_t ok = SubmitAs(&bob, testing::FwdConfigsText(1, 0, 1, 12), {"--after-ok", a});
+  ASSERT_TRUE(any > 0 && ok > 0);
+  // Waiting on a job that waits: cancelled in turn when that one is.
+  const int64_t chained =
+      SubmitAs(&bob, testing::FwdConfigsText(1, 0, 1, 13), {"--after-ok", std::to_string(ok)});
+  const int64_t after_any =
+      SubmitAs(&alice, testing::FwdConfigsText(1, 0, 1, 14), {"--after-ok", std::to_string(any)});
+  ASSERT_TRUE(chained > 0 && after_any > 0);
+
+  JobSummary s = Status(any);
+  EXPECT_EQ(s.state, JobState::kWaiting);
+  EXPECT_EQ(s.after, std::vector<int64_t>{first});
+  EXPECT_NE(s.waiting_reason.find("waiting for job " + a), std::string::npos) << s.waiting_reason;
+  CommandResult shown = Ckprof(&bob, {"status", std::to_string(ok)});
+  EXPECT_NE(shown.out.find("reason: waiting for job " + a + " to succeed (--after-ok)"),
+            std::string::npos)
+      << shown.out;
+  EXPECT_NE(shown.out.find("after-ok: " + a), std::string::npos) << shown.out;
+
+  // Refused at submit: a job that does not exist (also the id the new job would get: no cycle
+  // can be made), a malformed list.
+  const std::string text = testing::FwdConfigsText(1, 0, 1, 16);
+  std::string err;
+  EXPECT_EQ(SubmitAs(&alice, text, {"--after", "999999"}, &err), 0);
+  EXPECT_NE(err.find("--after 999999: there is no job 999999"), std::string::npos) << err;
+  EXPECT_EQ(SubmitAs(&alice, text, {"--after", std::to_string(after_any + 1)}, &err), 0);
+  EXPECT_NE(err.find("there is no job"), std::string::npos) << err;
+  EXPECT_EQ(SubmitAs(&alice, text, {"--after-ok", "7,x"}, &err), 0);
+  EXPECT_NE(err.find("--after-ok takes job ids separated by commas"), std::string::npos) << err;
+
+  // Kept across a restart (the hung task runs again, and is waited for again).
+  daemon_.Stop(SIGTERM);
+  Start(EmulatorOptions("0", R"({"socket_mode": "0666"})"));
+  EXPECT_EQ(Status(any).state, JobState::kWaiting);
+  EXPECT_EQ(Status(chained).state, JobState::kWaiting);
+  ASSERT_EQ(testing::WaitForEmuRuns(emu_log_, 2).size(), 2u);
+  EXPECT_EQ(RunsOfSpatial(10), 0u);
+
+  // Its task cancelled, the first job ends failed: --after runs, --after-ok is cancelled, and
+  // so is the job that waited on that one.
+  ASSERT_EQ(Ckprof(&alice, {"cancel", a + "#1"}).exit_code, 0);
+  auto end = testing::WaitJobEnd(daemon_.socket(), after_any);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->state, JobState::kFinished);
+  EXPECT_EQ(end->counts.succeeded(), 1);
+  EXPECT_EQ(Status(any).counts.succeeded(), 2);
+  EXPECT_EQ(RunsOfSpatial(10), 2u);
+  EXPECT_EQ(RunsOfSpatial(14), 1u);
+  s = Status(ok);
+  EXPECT_EQ(s.state, JobState::kCancelled);
+  EXPECT_NE(s.cancel_reason.find("job " + a + " failed: 1 of its 1 task(s) did not succeed"),
+            std::string::npos)
+      << s.cancel_reason;
+  s = Status(chained);
+  EXPECT_EQ(s.state, JobState::kCancelled);
+  EXPECT_NE(s.cancel_reason.find("job " + std::to_string(ok) + " was cancelled"), std::string::npos)
+      << s.cancel_reason;
+  EXPECT_EQ(RunsOfSpatial(12) + RunsOfSpatial(13), 0u);
+  shown = Ckprof(&bob, {"status", std::to_string(ok)});
+  EXPECT_NE(shown.out.find("cancelled: job " + a + " failed"), std::string::npos) << shown.out;
+
+  // After the fact: --after-ok on a job that failed is refused, --after on it runs at once.
+  EXPECT_EQ(SubmitAs(&alice, text, {"--after-ok", a}, &err), 0);
+  EXPECT_NE(err.find("so this job could never run"), std::string::npos) << err;
+  const int64_t late = SubmitAs(&alice, testing::FwdConfigsText(1, 0, 1, 15), {"--after", a});
+  ASSERT_GT(late, 0);
+  end = testing::WaitJobEnd(daemon_.socket(), late);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->counts.succeeded(), 1);
 }
 
 }  // namespace

@@ -991,7 +991,7 @@ TEST(StoreCheckpoints, AWriterThatNeverPausesKeepsTheLogBounded) {
 
 // A state directory written by the first ckprofd release (schema 1, no jobs.task_order) opens:
 // its jobs keep the rank order, and the file is brought to the current schema in place.
-TEST(StoreSchema, Version1DatabaseIsMigratedToVersion9) {
+TEST(StoreSchema, Version1DatabaseIsMigratedToVersion10) {
   TempDir dir;
   const std::string path = dir.File("ckprofd.db");
   sqlite3* db = nullptr;
@@ -1071,6 +1071,8 @@ PRAGMA user_version = 1;
       t.config = "{}";
     }
     job.env = {"A=1", "B=x=y"};  // schema 7: a job's --env
+    job.after = {7};             // schema 10: its --after and --after-ok jobs
+    job.after_ok = {3, 5};
     ASSERT_TRUE((*store)->InsertJob(&job, &tasks).ok());
     EXPECT_EQ(job.id, 8);
     EXPECT_EQ(tasks[0].id, 41);
@@ -1080,7 +1082,7 @@ PRAGMA user_version = 1;
   sqlite3_stmt* q = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(q, 0), 9);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 10);
   sqlite3_finalize(q);
   for (const char* table : {"tasks", "attempts"}) {
     const std::string sql =
@@ -1097,14 +1099,28 @@ PRAGMA user_version = 1;
   ASSERT_TRUE((*store)->SetJobHold(8, "alice", 1001).ok());
   std::vector<std::string> env;
   std::map<int64_t, std::pair<std::string, int64_t>> held;
+  JobRecord eight;
   auto load = [&] {
     return (*store)->ForEachJob([&](JobRecord&& j) {
       if (j.id == 8) env = j.env;
       held[j.id] = {j.held_by, j.held_by_uid};
+      if (j.id == 8) eight = j;
     });
   };
   ASSERT_TRUE(load().ok());
   EXPECT_EQ(env, (std::vector<std::string>{"A=1", "B=x=y"}));
+  EXPECT_EQ(eight.after, std::vector<int64_t>{7});
+  EXPECT_EQ(eight.after_ok, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(eight.cancel_reason, "");
+  // Schema 10: why a job was cancelled, kept with it; a retry's revival clears it.
+  ASSERT_TRUE((*store)->SetJobCancelled(8, true, "job 5 failed").ok());
+  ASSERT_TRUE(load().ok());
+  EXPECT_TRUE(eight.cancelled);
+  EXPECT_EQ(eight.cancel_reason, "job 5 failed");
+  ASSERT_TRUE((*store)->SetJobCancelled(8, false, "ignored").ok());
+  ASSERT_TRUE(load().ok());
+  EXPECT_FALSE(eight.cancelled);
+  EXPECT_EQ(eight.cancel_reason, "");
   EXPECT_EQ(held[8], std::make_pair(std::string("alice"), int64_t{1001}));
   ASSERT_TRUE((*store)->SetJobHold(8, "", 1001).ok());
   ASSERT_TRUE(load().ok());

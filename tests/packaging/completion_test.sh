@@ -146,6 +146,7 @@ if ((with_daemon == 0)); then
     done
   done
   expect "" ckprof submit --name ""
+  expect "" ckprof submit --after ""
   expect "" ckprof boost 1 ""
   if grep -qx help <<<"$commands"; then  # `ckprof help COMMAND`
     expect "submit" ckprof help su
@@ -208,6 +209,9 @@ else
   expect "$ids" ckprof boost ""
   expect "" ckprof boost "$job1" ""
   expect "$ids" ckprof results --format json ""
+  expect "$ids" ckprof submit x.json --after ""
+  expect "$(printf '%s\n' "$job1,$job1" "$job1,$job2" | sort | tr '\n' ' ' | sed 's/ $//')" \
+    ckprof submit --after-ok "$job1,"
   expect "$job1" ckprof status "$job1"
   if ckprof log --help 2>/dev/null | grep -q '^  -n, --lines N'; then  # -n takes a value too
     expect "$ids" ckprof log -n 5 ""
