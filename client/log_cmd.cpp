@@ -190,23 +190,28 @@ class TaskLines {
       std::cout.write(partial_.data() + start, static_cast<std::streamsize>(nl + 1 - start));
     }
     partial_.erase(0, start);
-    if (partial_.size() > kMaxPartial) Flush();
+    if (partial_.size() > kMaxPartial) EndPartial();
     std::cout << std::flush;
   }
-  // Writes what is left of the last line, ended.
+  // Writes what is left of the last line, ended (the task ended, or runs again).
   void Flush() {
     partial_ += shown_.Rest();
-    if (!partial_.empty()) std::cout << prefix_ << partial_ << "\n" << std::flush;
-    partial_.clear();
+    EndPartial();
+    std::cout << std::flush;
   }
 
  private:
+  void EndPartial() {
+    if (!partial_.empty()) std::cout << prefix_ << partial_ << "\n";
+    partial_.clear();
+  }
+
   std::string prefix_;
   OutputText shown_;
   std::string partial_;
 };
 
-// What ends a job's follow: the job's end, a task's in words ("#3 failed: exit code 1").
+// A task's end in a job's follow: "#3 succeeded", "#3 failed: exit code 1".
 std::string EndLine(const std::string& prefix, TaskState state, const std::string& error) {
   std::string line = prefix + std::string(EnumName(state));
   if (state != TaskState::kSucceeded && !error.empty()) line += ": " + EscapeControl(error);
@@ -353,7 +358,8 @@ int RunLogCommand(const GlobalOptions& global, const Args& args) {
            "task, 10 of each task of a job)");
   p.Alias("-n", "--lines");
   p.Flag("--json", &json_out,
-         "print the answer as JSON (with -f: one JSON object per line, as it comes)");
+         "print the answer as JSON (with -f: one JSON object per line, as it comes; a whole "
+         "job's follow ends with the job_finished event that 'watch --json' ends with)");
   p.Flag("--raw", &raw,
          "write the output byte for byte as the profiler wrote it (the default shows its "
          "control characters escaped: ESC as \\e, BEL as \\x07; a terminal would act on them)");
