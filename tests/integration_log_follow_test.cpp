@@ -209,6 +209,28 @@ TEST_F(LogFollowTest, AJobsFollowShowsEveryTasksWholeLinesUntilTheJobEnds) {
   EXPECT_EQ(frames.back()["job"]["state"], "finished") << j.out;
 }
 
+// A repeated config's runs are told apart as the other views tell them: "#1 run 2 ".
+TEST_F(LogFollowTest, EachRunOfARepeatedConfigHasItsOwnLines) {
+  StartLab();
+  const int64_t id = SubmitAs(alice_.get(), testing::FwdConfigsText(1),
+                              {"--repeat", "2", "--gpus", "0", "--profiler-path", GatedProfiler()});
+  ASSERT_GT(id, 0);
+  BackgroundCommand follow(CkprofArgv(alice_.get(), {"log", std::to_string(id), "-f"}));
+  ASSERT_TRUE(Printed(follow, " first 0\n"));
+  Release(0);
+  ASSERT_TRUE(Printed(follow, " succeeded\n"));
+  Release(0);
+  CommandResult r = follow.Finish(60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"#1 run 1 first 0", "#1 run 1 partial-0 rest", "#1 run 1 succeeded",
+                           "#1 run 2 started on GPU 0", "#1 run 2 first 0",
+                           "#1 run 2 partial-0 rest", "#1 run 2 succeeded"}) {
+    EXPECT_NE(r.out.find(std::string(line) + "\n"), std::string::npos)
+        << "no line '" << line << "' in:\n"
+        << r.out;
+  }
+}
+
 // (c): who may follow a job is who may follow one of its tasks: a stranger (not in the socket's
 // group) gets the same refusal for both; another lab member (`log` shows every member's jobs)
 // is served by both.
