@@ -211,11 +211,13 @@ class TaskLines {
   std::string partial_;
 };
 
-// A task's end in a job's follow: "#3 succeeded", "#3 failed: exit code 1".
+// A task's end in a job's follow: "#3 succeeded", else its error, which names the end ("#3
+// failed (exit 1): ...", "#3 cancelled by alice", "#3 timed out after 60 s").
 std::string EndLine(const std::string& prefix, TaskState state, const std::string& error) {
-  std::string line = prefix + std::string(EnumName(state));
-  if (state != TaskState::kSucceeded && !error.empty()) line += ": " + EscapeControl(error);
-  return line + "\n";
+  if (state == TaskState::kSucceeded || error.empty()) {
+    return prefix + std::string(EnumName(state)) + "\n";
+  }
+  return prefix + EscapeControl(error) + "\n";
 }
 
 // Follows every task of a job (`log J -f`): the tasks that run now (their last lines), then

@@ -316,7 +316,7 @@ TEST_F(LogFollowTest, AFollowerWhoseDaemonStopsIsToldAndCtrlCEndsAFollow) {
   ASSERT_EQ(Ckprof(alice_.get(), {"cancel", job}).exit_code, 0);
   CommandResult cancelled = again.Finish(60);
   EXPECT_EQ(cancelled.exit_code, 1) << cancelled.err;
-  EXPECT_NE(cancelled.out.find("#1 cancelled"), std::string::npos) << cancelled.out;
+  EXPECT_NE(cancelled.out.find("\n#1 cancelled\n"), std::string::npos) << cancelled.out;
   EXPECT_NE(cancelled.err.find("job " + job + " cancelled: 0 succeeded"), std::string::npos)
       << cancelled.err;
 }
