@@ -1,5 +1,7 @@
-// ckprof log: a job's task output, as the profiler wrote it; -f follows a task live.
+// ckprof log: a job's task output, as the profiler wrote it; -f follows a task, or every task
+// of a job, live.
 #include <iostream>
+#include <map>
 #include <regex>
 
 #include "client/args.h"
@@ -139,6 +141,192 @@ int Follow(const GlobalOptions& global, const LogRequest& r, bool err, bool json
   return ExitFor(state);
 }
 
+// Shows each task of a job that has output, headed as tail heads files (`log J`).
+void ShowJob(const LogReply& a, int64_t job_id, bool err, bool raw) {
+  size_t shown = 0;
+  for (const auto& t : a.tasks) {
+    if (StreamOf(t, err).empty()) continue;
+    if (shown++) std::cout << "\n";
+    std::cout << Header(t);
+    WriteText(StreamOf(t, err), raw);
+  }
+  if (shown == 0) {
+    std::cerr << "ckprof log: no task of job " << job_id << " has written to "
+              << (err ? "stderr" : "stdout") << " yet\n";
+  }
+  if (a.omitted > 0) {
+    std::cerr << "ckprof log: " << a.omitted
+              << " more task(s) left out to keep the answer small: name one, e.g. 'ckprof log "
+              << job_id << "#N', or use --lines\n";
+  }
+}
+
+// A frame's number field; 0 when it is missing or not a number (JSON null: "run" of a job
+// that is not repeated).
+int64_t NumberIn(const nlohmann::json& frame, const char* key) {
+  auto it = frame.find(key);
+  return it != frame.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+// "#3 " or, a run of a repeated config, "#3 run 2 ": what heads each line of the task's output.
+std::string LinePrefix(int64_t position, int run) {
+  return "#" + std::to_string(position) + (run > 0 ? " run " + std::to_string(run) : "") + " ";
+}
+
+// One task's output in a job's follow: written a whole line at a time, each headed by the
+// task's prefix, so that the lines of tasks that write at once never mix. A partial line waits
+// for its end (or the task's); one longer than kMaxPartial is written as a line of its own.
+class TaskLines {
+ public:
+  static constexpr size_t kMaxPartial = 64 << 10;
+  TaskLines(std::string prefix, bool raw) : prefix_(std::move(prefix)), shown_(raw) {}
+  const std::string& prefix() const { return prefix_; }
+
+  void Add(const std::string& data) {
+    partial_ += shown_.Chunk(data);
+    size_t start = 0;
+    for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
+      std::cout << prefix_;
+      std::cout.write(partial_.data() + start, static_cast<std::streamsize>(nl + 1 - start));
+    }
+    partial_.erase(0, start);
+    if (partial_.size() > kMaxPartial) EndPartial();
+    std::cout << std::flush;
+  }
+  // Writes what is left of the last line, ended (the task ended, or runs again).
+  void Flush() {
+    partial_ += shown_.Rest();
+    EndPartial();
+    std::cout << std::flush;
+  }
+
+ private:
+  void EndPartial() {
+    if (!partial_.empty()) std::cout << prefix_ << partial_ << "\n";
+    partial_.clear();
+  }
+
+  std::string prefix_;
+  OutputText shown_;
+  std::string partial_;
+};
+
+// A task's end in a job's follow: "#3 succeeded", else its error, which names the end ("#3
+// failed (exit 1): ...", "#3 cancelled by alice", "#3 timed out after 60 s").
+std::string EndLine(const std::string& prefix, TaskState state, const std::string& error) {
+  if (state == TaskState::kSucceeded || error.empty()) {
+    return prefix + std::string(EnumName(state)) + "\n";
+  }
+  return prefix + EscapeControl(error) + "\n";
+}
+
+// Follows every task of a job (`log J -f`): the tasks that run now (their last lines), then
+// what each task writes, a line at a time headed "#N ", with a line at each start and end,
+// until the job ends; its exit status is the job's (0: every task succeeded). A job that has
+// ended is shown as `log J` shows it.
+int FollowJob(const GlobalOptions& global, const LogRequest& r, bool err, bool json_out, bool raw) {
+  auto conn = ConnectOrReport(global, "log");
+  if (!conn) return kExitUnreachable;
+  const std::string stream = err ? "stderr" : "stdout";
+  std::map<int64_t, TaskLines> tasks;  // by task id: each run of a repeated config its own
+  auto lines_of = [&](int64_t task_id, int64_t position, int run) -> TaskLines& {
+    auto it = tasks.find(task_id);
+    if (it == tasks.end()) {
+      it = tasks.emplace(task_id, TaskLines(LinePrefix(position, run), raw)).first;
+    }
+    return it->second;
+  };
+  LogReply first;
+  std::optional<JobSummary> end;  // the job as it ended
+  bool first_frame = true, bad = false;
+  Status s = conn->Stream(r, [&](const nlohmann::json& frame) {
+    if (json_out) std::cout << JsonForTerminal(frame.dump()) << "\n" << std::flush;
+    if (first_frame) {  // the answer: the tasks that run now, or (it ended) every task
+      first_frame = false;
+      auto a = ReadReply<LogReply>(frame);
+      if (!a) {
+        bad = true;
+        return false;
+      }
+      first = std::move(*a);
+      if (json_out || IsEnded(first.job.state)) return true;
+      for (const auto& t : first.tasks) {
+        TaskLines& lines = lines_of(t.task_id, t.position, t.run);
+        std::cout << lines.prefix() << "running"
+                  << (t.gpu >= 0 ? " on GPU " + std::to_string(t.gpu) : "") << "\n";
+        lines.Add(StreamOf(t, err));
+      }
+      if (first.tasks.empty()) {
+        std::cerr << "ckprof log: no task of job " << r.job_id
+                  << " runs now: each one's output follows as it starts (Ctrl-C stops "
+                     "following)\n";
+      }
+      return true;
+    }
+    if (frame.value("type", "") == "event") {  // the job's end, as `watch` has it
+      if (auto it = frame.find("job"); it != frame.end() && it->is_object()) {
+        if (auto job = JobSummaryFromJson(*it); job) end = std::move(*job);
+      }
+      if (!end) bad = true;
+      return true;
+    }
+    if (json_out) return true;
+    const std::string event = frame.value("event", "");
+    const int64_t task_id = NumberIn(frame, "task_id");
+    TaskLines& lines =
+        lines_of(task_id, NumberIn(frame, "position"), static_cast<int>(NumberIn(frame, "run")));
+    if (event == "output" && frame.value("stream", "") == stream) {
+      lines.Add(frame.value("data", ""));
+    } else if (event == "started") {
+      lines.Flush();  // an earlier attempt's last words
+      const int64_t attempt = NumberIn(frame, "attempt");
+      std::cout << lines.prefix() << "started on GPU " << NumberIn(frame, "gpu")
+                << (attempt > 1 ? " (attempt " + std::to_string(attempt) + ")" : "") << "\n"
+                << std::flush;
+    } else if (event == "ended") {
+      lines.Flush();
+      TaskState state = TaskState::kQueued;
+      ParseEnum(frame.value("state", ""), &state);
+      std::cout << EndLine(lines.prefix(), state, frame.value("error", "")) << std::flush;
+      tasks.erase(task_id);
+    } else if (event == "dropped") {
+      std::cerr << "ckprof log: " << frame.value("error", std::string("output dropped")) << " ("
+                << NumberIn(frame, "bytes") << " bytes)\n";
+    }
+    return true;
+  });
+  if (!json_out) {
+    for (auto& [id, lines] : tasks) lines.Flush();
+  }
+  if (!s) {
+    if (!conn->lost()) {
+      PrintError("log", s.error());
+      return 1;
+    }
+    PrintError("log", s.error() + "; job " + std::to_string(r.job_id) + " is kept: 'ckprof log " +
+                          std::to_string(r.job_id) + " -f' follows it again once ckprofd is back");
+    return kExitUnreachable;
+  }
+  if (bad) {
+    PrintError("log", "ckprofd sent a log answer that cannot be read");
+    return 1;
+  }
+  if (!end && IsEnded(first.job.state)) {  // it had ended: nothing followed
+    if (!json_out) ShowJob(first, r.job_id, err, raw);
+    end = first.job;
+  }
+  if (!end) {
+    PrintError("log", "ckprofd ended the stream before the job ended");
+    return 1;
+  }
+  if (end->total > 0 && end->counts.succeeded() == end->total) return 0;
+  if (!json_out) {
+    std::cerr << "ckprof log: job " << r.job_id << " " << EnumName(end->state) << ": "
+              << end->counts.Describe() << "\n";
+  }
+  return 1;
+}
+
 }  // namespace
 
 int RunLogCommand(const GlobalOptions& global, const Args& args) {
@@ -147,18 +335,24 @@ int RunLogCommand(const GlobalOptions& global, const Args& args) {
   ArgParser p("ckprof log",
               "Show what the profiler of a job's task wrote (its stdout; --stderr its stderr). "
               "Without a task, each task that has output, headed as tail heads files; a running "
-              "task shows what it has written so far. -f follows a task live until it ends.",
+              "task shows what it has written so far. -f follows a task live until it ends; "
+              "without a task, every task of the job as tail -f follows several files: each "
+              "line headed by its task's #N, a line when a task starts and when it ends, until "
+              "the job ends.",
               "ckprofd keeps the first and last capture_bytes (16 KiB) of each stream of a "
               "finished task; a running task's output streams in full with -f.\nExit status: "
-              "0, or with -f the task's end: 0 succeeded, 1 any other end, 2 ckprofd cannot be "
-              "reached or went away.\n\nexample:\n  ckprof log 12#3\n  ckprof log 12 3 -f\n  "
+              "0, or with -f the task's end (without a task, the job's): 0 succeeded (every "
+              "task), 1 any other end, 2 ckprofd cannot be reached or went away.\n\nexample:\n"
+              "  ckprof log 12#3\n  ckprof log 12 3 -f\n  ckprof log 12 -f\n  "
               "ckprof log 12 --stderr --lines 5");
   p.Positional("JOB", &job, true, "the job id, or JOB#N for its task #N");
   p.Positional("TASK", &task, false,
                "the task's #N (as 'watch' and 'results' show it): 3, or '#3' quoted");
   p.Flag("--follow", &follow,
          "stream the task's output as it is written, until it ends (a queued task: once it "
-         "starts)");
+         "starts); without a task, each task's that runs or starts, every line headed '#N ' "
+         "(whole lines: tasks' lines never mix), until the job ends; a job that has ended is "
+         "shown as without -f");
   p.Alias("-f", "--follow");
   p.Flag("--stderr", &err, "show the profiler's stderr instead of its stdout");
   p.Option("--lines", &lines, "N",
@@ -166,7 +360,8 @@ int RunLogCommand(const GlobalOptions& global, const Args& args) {
            "task, 10 of each task of a job)");
   p.Alias("-n", "--lines");
   p.Flag("--json", &json_out,
-         "print the answer as JSON (with -f: one JSON object per line, as it comes)");
+         "print the answer as JSON (with -f: one JSON object per line, as it comes; a whole "
+         "job's follow ends with the job_finished event that 'watch --json' ends with)");
   p.Flag("--raw", &raw,
          "write the output byte for byte as the profiler wrote it (the default shows its "
          "control characters escaped: ESC as \\e, BEL as \\x07; a terminal would act on them)");
@@ -205,14 +400,9 @@ int RunLogCommand(const GlobalOptions& global, const Args& args) {
     r.lines = std::stoi(lines);
   }
   if (follow) {
-    if (r.tasks.empty()) {
-      PrintError("log", "-f follows one task: name it, e.g. 'ckprof log " + std::to_string(*id) +
-                            "#3 -f' (see 'ckprof status " + std::to_string(*id) +
-                            "' for what runs)");
-      return 2;
-    }
     r.follow = true;
-    return Follow(global, r, err, json_out, raw);
+    return r.tasks.empty() ? FollowJob(global, r, err, json_out, raw)
+                           : Follow(global, r, err, json_out, raw);
   }
   LogReply a;
   if (int code = Ask(global, "log", r, &a)) return code;
@@ -236,22 +426,7 @@ int RunLogCommand(const GlobalOptions& global, const Args& args) {
     }
     return 0;
   }
-  size_t shown = 0;
-  for (const auto& t : a.tasks) {
-    if (StreamOf(t, err).empty()) continue;
-    if (shown++) std::cout << "\n";
-    std::cout << Header(t);
-    WriteText(StreamOf(t, err), raw);
-  }
-  if (shown == 0) {
-    std::cerr << "ckprof log: no task of job " << *id << " has written to "
-              << (err ? "stderr" : "stdout") << " yet\n";
-  }
-  if (a.omitted > 0) {
-    std::cerr << "ckprof log: " << a.omitted
-              << " more task(s) left out to keep the answer small: name one, e.g. 'ckprof log "
-              << *id << "#N', or use --lines\n";
-  }
+  ShowJob(a, *id, err, raw);
   return 0;
 }
 

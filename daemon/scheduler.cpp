@@ -422,13 +422,7 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
   spec.on_output = [this, task_id](bool is_stderr, std::string_view data) {
     EmitOutput(task_id, is_stderr, data);
   };
-  if (followers_.count(task_id)) {
-    TaskLogEvent started;
-    started.event = "started";
-    started.gpu = gpu_index;
-    started.attempt = attempt;
-    EmitLogEvent(task_id, std::move(started), false);
-  }
+  EmitStarted(task_id, gpu_index, attempt);
   auto on_done = [this, task_id, gpu_index, attempt, command, description](RunResult r) {
     OnRunDone(task_id, gpu_index, attempt, command, description, std::move(r));
   };

@@ -203,6 +203,14 @@ class Scheduler {
   };
   Result<Following> FollowLog(int64_t job_id, int position, int lines, JobWatcher* w);
   void StopFollowing(int64_t task_id, JobWatcher* w);
+  // Follows every task of the job (`log J -f`): `first` holds, for each task that runs now, its
+  // output so far; once the job has ended (`ended`), every task's, as Log gives them (`lines`
+  // and `budget` as Log's). Unless `ended`, `w` is told the TaskLogEvent frames of each of the
+  // job's tasks (each start, its output, its "ended"; none marked job_finished), then the job's
+  // job_finished event as `watch` gets it (with the job's summary; the last), until
+  // StopFollowingJob. (`task_id` is left 0.)
+  Result<Following> FollowJobLog(int64_t job_id, int lines, size_t budget, JobWatcher* w);
+  void StopFollowingJob(int64_t job_id, JobWatcher* w);
   Status SetDrained(int gpu, bool drained, const Identity& who);
 
   Result<JobSummary> Summary(int64_t job_id) const;
@@ -402,7 +410,11 @@ class Scheduler {
   void Forget(int64_t task_id, TaskState state, const std::string& error);
   // A followed task's output, and its starts (task_log.cpp).
   void EmitOutput(int64_t task_id, bool is_stderr, std::string_view data);
+  void EmitStarted(int64_t task_id, int gpu, int attempt);
+  // Tells the task's followers and its job's (`last`: the task's followers' last event).
   void EmitLogEvent(int64_t task_id, TaskLogEvent event, bool last);
+  // Whether anyone follows the task's output: itself or its job.
+  bool LogFollowed(int64_t task_id) const;
   // A task's log entry: its stored result and output, or a running one's output so far.
   TaskResult LogEntry(const TaskRecord& row, int lines) const;
   // Removes ended jobs from memory, and from the Store in steps (they are marked dropped
@@ -493,6 +505,12 @@ class Scheduler {
   std::map<int64_t, std::vector<int64_t>> dependents_;
   std::deque<int64_t> ended_to_settle_;  // SettleDependents' worklist
   bool settling_ = false;
+  // `log J -f`, by job: each follower, and what tells it the job's end (in the job's watchers).
+  struct JobLogFollower {
+    JobWatcher* watcher = nullptr;
+    std::unique_ptr<JobWatcher> end;
+  };
+  std::unordered_map<int64_t, std::vector<JobLogFollower>> job_followers_;
   QueuePolicy policy_;                          // the queues, GPUs' jobs and fair-share accounts
   std::map<uint32_t, double> usage_stored_at_;  // when the Store last got a user's usage
   std::vector<Gpu> gpus_;

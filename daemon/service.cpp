@@ -130,6 +130,12 @@ Status CheckQueueRoom(const UserUse& u, int64_t jobs, int64_t runs) {
   return Status::Ok();
 }
 
+// The bytes of output a log answer carries: well inside a frame (the other tasks are counted
+// as omitted).
+size_t LogBudget(const DaemonConfig& config) {
+  return std::min<size_t>(config.max_frame_bytes / 4, size_t{64} << 20);
+}
+
 // The response frame of an answer: the reply, or the refusal.
 template <typename T>
 std::string Respond(const Request& r, const Service::Answer<T>& a) {
@@ -176,16 +182,21 @@ Result<Service::Watching> Service::Watch(const Request& envelope, const WatchReq
 
 Result<Service::Watching> Service::FollowLog(const Request& envelope, const LogRequest& r,
                                              JobWatcher* watcher) {
-  if (r.tasks.size() != 1) {
-    return MakeError("log --follow follows one task: name it, e.g. 'ckprof log " +
-                     std::to_string(r.job_id) + "#3 -f'");
+  if (r.tasks.size() > 1) {
+    return MakeError("log --follow follows one task or the whole job: name one, e.g. 'ckprof log " +
+                     std::to_string(r.job_id) + "#3 -f', or none");
   }
-  auto f = scheduler_.FollowLog(r.job_id, r.tasks[0], r.lines, watcher);
+  // No task named: every task of the job (its first frame sized as HandleLog's answer).
+  auto f = r.tasks.empty() ? scheduler_.FollowJobLog(r.job_id, r.lines, LogBudget(config_), watcher)
+                           : scheduler_.FollowLog(r.job_id, r.tasks[0], r.lines, watcher);
   if (!f) return Error{f.error()};
   Watching w;
   w.job_id = r.job_id;
   w.ended = f->ended;
-  if (!f->ended) {
+  if (!f->ended && r.tasks.empty()) {
+    w.subscription.reset(new Subscription(
+        [this, job = r.job_id, watcher] { scheduler_.StopFollowingJob(job, watcher); }, alive_));
+  } else if (!f->ended) {
     w.subscription.reset(new Subscription(
         [this, task = f->task_id, watcher] { scheduler_.StopFollowing(task, watcher); }, alive_));
   }
@@ -709,9 +720,7 @@ Service::Answer<JobReply> Service::HandleEdit(const EditRequest& r, const Identi
 }
 
 Service::Answer<LogReply> Service::HandleLog(const LogRequest& r) {
-  // An answer stays well inside a frame: the other tasks are counted as omitted.
-  const size_t budget = std::min<size_t>(config_.max_frame_bytes / 4, size_t{64} << 20);
-  auto reply = scheduler_.Log(r.job_id, r.tasks, r.lines, budget);
+  auto reply = scheduler_.Log(r.job_id, r.tasks, r.lines, LogBudget(config_));
   if (!reply) return Refuse(reply.error());
   return std::move(*reply);
 }

@@ -79,7 +79,8 @@ class Service {
  private:
   // Watch: the job's events (error: no such job). FollowLog: a `log` with follow, the task's
   // output so far first, then (unless it has ended) its TaskLogEvent frames, the last marked
-  // job_finished.
+  // job_finished; with no task named, every task's (Scheduler::FollowJobLog), ended by the
+  // job's job_finished event.
   Result<Watching> Watch(const Request& envelope, const WatchRequest& r, JobWatcher* watcher);
   Result<Watching> FollowLog(const Request& envelope, const LogRequest& r, JobWatcher* watcher);
   HelloReply HandleHello(const Identity& who) const;

@@ -1,6 +1,8 @@
 // The Scheduler's task output (ckprof log): stored captures of ended tasks, what running ones
-// have written so far (the Launcher's captures), and followers of a task's live output.
+// have written so far (the Launcher's captures), and followers of a task's live output or of
+// every task of a job.
 #include <algorithm>
+#include <tuple>
 
 #include "common/text_table.h"
 #include "common/wire_fields.h"
@@ -8,6 +10,21 @@
 #include "daemon/task_result_codec.h"
 
 namespace ckprof {
+namespace {
+
+// Tells a `log J -f` follower the job's end (job_finished, as `watch` gets it) and nothing else
+// of the job's watch events: as an EndOnly watcher, it has none of them built.
+class JobEndRelay final : public JobWatcher {
+ public:
+  explicit JobEndRelay(JobWatcher* to) : to_(to) {}
+  void OnJobEvent(const JobEvent& event) override { to_->OnJobEvent(event); }
+  bool EndOnly() const override { return true; }
+
+ private:
+  JobWatcher* to_;
+};
+
+}  // namespace
 
 TaskResult Scheduler::LogEntry(const TaskRecord& row, int lines) const {
   TaskResult t = TaskResultFromRecord(row, /*with_output=*/true);
@@ -96,6 +113,69 @@ Result<Scheduler::Following> Scheduler::FollowLog(int64_t job_id, int position, 
   return f;
 }
 
+Result<Scheduler::Following> Scheduler::FollowJobLog(int64_t job_id, int lines, size_t budget,
+                                                     JobWatcher* w) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
+  Following f;
+  f.ended = Ended(it->second);
+  if (f.ended) {  // every task's output, as `log J` shows it
+    auto log = Log(job_id, {}, lines, budget);
+    if (!log) return Error{log.error()};
+    f.first = std::move(*log);
+    return f;
+  }
+  // The tasks that run now, in position and run order (a GPU's: at most one each).
+  std::vector<std::tuple<int64_t, int, int64_t>> running;  // position, run, task id
+  for (const auto& g : gpus_) {
+    auto t = g.task_id ? tasks_.find(g.task_id) : tasks_.end();
+    if (t == tasks_.end() || t->second.job_id != job_id) continue;
+    running.emplace_back(t->second.position, t->second.run, t->first);
+  }
+  std::sort(running.begin(), running.end());
+  f.first.job = MakeSummary(it->second);
+  size_t used = 0;
+  for (const auto& [position, run, task_id] : running) {
+    auto rows = store_.JobTasksAt(job_id, position);
+    if (!rows) return Error{rows.error()};
+    for (const auto& row : *rows) {
+      if (row.id != task_id) continue;
+      TaskResult t = LogEntry(row, lines);
+      const size_t size = t.stdout_text.size() + t.stderr_text.size();
+      if (!f.first.tasks.empty() && used + size > budget) {
+        ++f.first.omitted;
+        continue;
+      }
+      used += size;
+      f.first.tasks.push_back(std::move(t));
+    }
+  }
+  auto end = std::make_unique<JobEndRelay>(w);
+  AddWatcher(job_id, end.get());
+  job_followers_[job_id].push_back(JobLogFollower{w, std::move(end)});
+  return f;
+}
+
+void Scheduler::StopFollowingJob(int64_t job_id, JobWatcher* w) {
+  auto it = job_followers_.find(job_id);
+  if (it == job_followers_.end()) return;
+  auto& list = it->second;
+  for (auto f = list.begin(); f != list.end(); ++f) {
+    if (f->watcher != w) continue;
+    RemoveWatcher(job_id, f->end.get());
+    list.erase(f);
+    break;
+  }
+  if (list.empty()) job_followers_.erase(it);
+}
+
+bool Scheduler::LogFollowed(int64_t task_id) const {
+  if (followers_.count(task_id)) return true;
+  if (job_followers_.empty()) return false;
+  auto t = tasks_.find(task_id);
+  return t != tasks_.end() && job_followers_.count(t->second.job_id);
+}
+
 void Scheduler::StopFollowing(int64_t task_id, JobWatcher* w) {
   auto it = followers_.find(task_id);
   if (it == followers_.end()) return;
@@ -105,9 +185,11 @@ void Scheduler::StopFollowing(int64_t task_id, JobWatcher* w) {
 }
 
 void Scheduler::EmitLogEvent(int64_t task_id, TaskLogEvent event, bool last) {
-  auto it = followers_.find(task_id);
-  if (it == followers_.end()) return;
-  if (auto t = tasks_.find(task_id); t != tasks_.end()) {
+  auto of_task = followers_.find(task_id);
+  auto t = tasks_.find(task_id);
+  auto of_job = t != tasks_.end() ? job_followers_.find(t->second.job_id) : job_followers_.end();
+  if (of_task == followers_.end() && of_job == job_followers_.end()) return;
+  if (t != tasks_.end()) {
     event.job_id = t->second.job_id;
     event.position = t->second.position;
     event.run = t->second.run;
@@ -115,16 +197,25 @@ void Scheduler::EmitLogEvent(int64_t task_id, TaskLogEvent event, bool last) {
   event.task_id = task_id;
   JobEvent frame;
   frame.frame = Frame(ToDom(event));
-  frame.job_finished = last;
   frame.droppable = event.event == "output";
-  // (A watcher told its last event is removed by its stream right after: copy the list.)
-  const std::vector<JobWatcher*> followers = it->second;
-  if (last) followers_.erase(it);
+  // (A watcher told its last event is removed by its stream right after: copy the lists.)
+  std::vector<JobWatcher*> followers;
+  if (of_task != followers_.end()) {
+    followers = of_task->second;
+    if (last) followers_.erase(of_task);
+  }
+  std::vector<JobWatcher*> job_followers;
+  if (of_job != job_followers_.end()) {
+    for (const auto& f : of_job->second) job_followers.push_back(f.watcher);
+  }
+  // A task's end is not its job's: job followers are told the job's end by its watch event.
+  for (JobWatcher* f : job_followers) f->OnJobEvent(frame);
+  frame.job_finished = last;
   for (JobWatcher* f : followers) f->OnJobEvent(frame);
 }
 
 void Scheduler::EmitOutput(int64_t task_id, bool is_stderr, std::string_view data) {
-  if (!followers_.count(task_id)) return;
+  if (!LogFollowed(task_id)) return;
   TaskLogEvent e;
   e.event = "output";
   e.stream = is_stderr ? "stderr" : "stdout";
@@ -132,8 +223,17 @@ void Scheduler::EmitOutput(int64_t task_id, bool is_stderr, std::string_view dat
   EmitLogEvent(task_id, std::move(e), false);
 }
 
+void Scheduler::EmitStarted(int64_t task_id, int gpu, int attempt) {
+  if (!LogFollowed(task_id)) return;
+  TaskLogEvent started;
+  started.event = "started";
+  started.gpu = gpu;
+  started.attempt = attempt;
+  EmitLogEvent(task_id, std::move(started), false);
+}
+
 void Scheduler::Forget(int64_t task_id, TaskState state, const std::string& error) {
-  if (followers_.count(task_id)) {
+  if (LogFollowed(task_id)) {
     TaskLogEvent e;
     e.event = "ended";
     e.state = state;
