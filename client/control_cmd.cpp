@@ -314,14 +314,23 @@ int RunHoldCommand(const GlobalOptions& global, const Args& args, bool hold) {
 int RunGpuActionCommand(const GlobalOptions& global, const Args& args, bool drain) {
   const std::string cmd = drain ? "drain" : "resume";
   std::string gpu;
+  std::string reason;
   ArgParser p("ckprof " + cmd,
-              drain ? "Drain a GPU (admins): it finishes its current task and takes no more."
-                    : "Resume a drained GPU (admins).",
-              "example:\n  ckprof " + cmd + " 3");
+              drain ? "Drain a GPU (admins): it finishes its current task and takes no more, "
+                      "until resumed; kept across ckprofd restarts, with who, when and why "
+                      "('ckprof gpus')."
+                    : "Resume a drained GPU (admins): an admin's drain or one for its health.",
+              drain ? "example:\n  ckprof drain 3 --reason 'fan failing, ticket 4711'"
+                    : "example:\n  ckprof resume 3");
   p.Positional("GPU", &gpu, true, "the GPU index");
+  if (drain) p.Option("--reason", &reason, "TEXT", "why, for 'ckprof gpus' (one line)");
   bool json_out = false;
   p.Flag("--json", &json_out, "print the outcome as JSON");
   if (auto code = p.Parse(args)) return *code;
+  if (reason.find('\n') != std::string::npos || reason.size() > 1024) {
+    PrintError(cmd, "--reason must be one line of at most 1024 bytes");
+    return 2;
+  }
   static const std::regex num(R"(\d{1,4})");
   if (!std::regex_match(gpu, num)) {
     PrintError(cmd, "GPU must be a GPU index such as 0 (see 'ckprof gpus'), got '" + gpu + "'");
@@ -329,12 +338,15 @@ int RunGpuActionCommand(const GlobalOptions& global, const Args& args, bool drai
   }
   DrainRequest r;  // resume's has the same fields
   r.gpu = std::stoi(gpu);
+  r.reason = reason;
   EmptyReply a;
   if (int code = drain ? Ask(global, cmd, r, &a) : Ask(global, cmd, ResumeRequest{r}, &a)) {
     return code;
   }
   if (json_out) {
-    std::cout << nlohmann::json{{"gpu", r.gpu}, {"drained", drain}}.dump(2) << "\n";
+    nlohmann::json out{{"gpu", r.gpu}, {"drained", drain}};
+    if (!reason.empty()) out["reason"] = reason;
+    std::cout << JsonForTerminal(out.dump(2)) << "\n";
     return 0;
   }
   std::cout << "GPU " << r.gpu << (drain ? " drained" : " resumed") << "\n";

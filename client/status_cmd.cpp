@@ -331,7 +331,10 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
     if (!g.task_id && !g.drained && !g.foreign.empty()) state = "foreign";
     std::string note;
     if (!g.held_by.empty()) note = "its host lock is held by " + g.held_by;
-    if (!g.drain_reason.empty()) note += (note.empty() ? "" : "; ") + g.drain_reason;
+    if (!g.drain_reason.empty()) {
+      note += (note.empty() ? "" : "; ") + EscapeControl(g.drain_reason) +
+              (g.drained_at > 0 ? " (since " + FormatClock(g.drained_at) + ")" : "");
+    }
     if (!g.foreign.empty()) {
       std::string who;
       for (const auto& u : g.foreign) who += (who.empty() ? "" : ", ") + u.Describe();

@@ -496,8 +496,12 @@ struct GpuInfo {
   std::string model;                  // its name, when the daemon knows it
   std::string owner;                  // the running task's owner, by name ("" when idle)
   std::optional<GpuReading> reading;  // how it is now, where the daemon reads GPU state
-  // Why it is drained ("drained by alice", its device errors); "" when it is not.
+  // Why it is drained ("drained by alice: fan noise", its device errors); "" when it is not.
   std::string drain_reason;
+  // Who drained it (a user; "ckprofd" for its health) and when (unix seconds); kept across
+  // restarts. "" and 0 when it is not drained (JSON: absent), or only suspect.
+  std::string drained_by;
+  double drained_at = 0;
   // Under a remote executor the index is a slot (one task handed to the cluster): where its
   // task runs (nullopt when idle or local).
   std::optional<Placement> placement;
@@ -518,6 +522,8 @@ void VisitFields(S& g, V& v) {
   v("foreign", g.foreign);
   v.Nullable("model", g.model, !g.model.empty());
   v.Omittable("drain_reason", g.drain_reason, !g.drain_reason.empty());
+  v.Omittable("drained_by", g.drained_by, !g.drained_by.empty());
+  v.Omittable("drained_at", g.drained_at, g.drained_at > 0);
   v.Nullable("owner", g.owner, busy);
   v("reading", g.reading);
   v.Omittable("placement", g.placement, g.placement.has_value());
@@ -554,10 +560,11 @@ void VisitFields(S& r, V& v) {
 // (submit repeat > 1, results runs), "task_control" (cancel or retry of some tasks, retry's
 // failed/timeout_s/profiler_path),
 // "log", "edit", "clean": those requests; "clean_jobs": clean's job_ids and dry_run; "env":
-// submit's env; "hold": hold and release; "after": submit's after and after_ok.
-inline const std::vector<std::string> kFeatures = {"repeat",     "task_control", "log",   "edit",
-                                                   "clean",      "on_end",       "reuse", "best",
-                                                   "clean_jobs", "env",          "hold",  "after"};
+// submit's env; "hold": hold and release; "after": submit's after and after_ok;
+// "drain_reason": drain's reason.
+inline const std::vector<std::string> kFeatures = {
+    "repeat", "task_control", "log", "edit", "clean", "on_end",      "reuse",
+    "best",   "clean_jobs",   "env", "hold", "after", "drain_reason"};
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as
 // tasks (after max_ops), records skipped, and the first warnings.
@@ -717,8 +724,10 @@ void VisitFields(S& r, V& v) {
 
 // log: the output of the job's tasks (TaskResult with stdout and stderr; of a running task what
 // it wrote so far), in position and run order; `omitted`: tasks left out to keep the answer
-// small (name them). With follow, the one task followed, then a stream of TaskLogEvent frames
-// until it ends, then {"type":"end"}.
+// small (name them). With follow and one task, that task, then a stream of TaskLogEvent frames
+// until it ends, then {"type":"end"}; with follow and no task (the whole job), every task that
+// runs now, then the TaskLogEvent frames of every task of the job until the job's end, whose
+// job_finished event (JobEventFrame) is the last.
 struct LogReply {
   JobSummary job;
   std::vector<TaskResult> tasks;
@@ -734,7 +743,8 @@ void VisitFields(S& r, V& v) {
 
 // A followed task's event: {"type":"log","event":"output","stream":"stdout"|"stderr","data"}
 // as the profiler writes, "started" (gpu, attempt) when a run of it starts, "ended" (state,
-// error) once it is final (the last event).
+// error) once it is final (a one-task follow's last event; a whole job's follow goes on with
+// its other tasks).
 struct TaskLogEvent {
   std::string event;  // output, started, ended
   int64_t job_id = 0, task_id = 0, position = 0;
@@ -1061,18 +1071,23 @@ struct GpusRequest {
   static void Fields(R&, V&) {}
 };
 
-// drain (admins): no new task starts on the GPU.
+// drain (admins): no new task starts on the GPU; kept across restarts, with who, when and why
+// (`reason`, optional).
 struct DrainRequest {
   static constexpr RequestType kType = RequestType::kDrain;
   static constexpr const char* kName = "drain";
   using Reply = EmptyReply;
   int gpu = -1;
+  std::string reason;
   template <typename R, typename V>
   static void Fields(R& r, V& v) {
     v.RequiredInt("gpu", r.gpu, 0, 1023);
+    v.String("reason", r.reason, 1024);
   }
+  // An older daemon would drain without keeping the reason.
+  std::string Feature() const { return reason.empty() ? "" : "drain_reason"; }
 };
-// resume (admins): the GPU takes tasks again.
+// resume (admins): the GPU takes tasks again (its `reason` is not used).
 struct ResumeRequest : DrainRequest {
   static constexpr RequestType kType = RequestType::kResume;
   static constexpr const char* kName = "resume";
@@ -1108,6 +1123,8 @@ struct LogRequest {
     v.Bool("follow", r.follow);
     v.Int("lines", r.lines, 0, 1 << 30);
   }
+  // (An older daemon refuses a follow of the whole job with a clear message: no feature of
+  // its own.)
   std::string Feature() const { return "log"; }
   std::optional<StreamSpec> Stream() const {
     return follow ? std::optional<StreamSpec>(StreamSpec{}) : std::nullopt;

@@ -330,6 +330,8 @@ BoardDecision LocalGpuBoard::NoteEnd(int index, const EndOnGpu& end) {
   for (Gpu& g : gpu_state_) {
     if (!g.suspect) continue;
     g.suspect = false;
+    g.drained_by = "ckprofd";
+    g.drained_at = UnixNow();
     g.drain_reason = fmt::format(
         "{} device errors in a row while GPU {} ran the profiler (the last: {}); an admin "
         "resumes it with 'ckprof resume {}'",
@@ -373,7 +375,8 @@ bool LocalGpuBoard::ReleaseSuspects(BoardDecision& d) {
 
 // --- What an admin and `gpus` see ---
 
-Result<BoardDecision> LocalGpuBoard::SetDrained(int index, bool drained, const std::string& by) {
+Result<BoardDecision> LocalGpuBoard::SetDrained(int index, bool drained, const std::string& by,
+                                                const std::string& reason) {
   Gpu* g = Find(index);
   if (!g) return MakeError("this daemon drives no GPU " + std::to_string(index));
   if (!drained && !g->drained) {
@@ -385,10 +388,36 @@ Result<BoardDecision> LocalGpuBoard::SetDrained(int index, bool drained, const s
   g->suspect = false;
   g->device_errors = 0;
   g->error_tasks.clear();
-  g->drain_reason = drained ? "drained by " + by : "";
-  spdlog::info("GPU {} {} by {}", index, drained ? "drained" : "resumed", by);
+  g->drain_reason = drained ? "drained by " + by + (reason.empty() ? "" : ": " + reason) : "";
+  g->drained_by = drained ? by : "";
+  g->drained_at = drained ? UnixNow() : 0;
+  spdlog::info("GPU {} {} by {}{}", index, drained ? "drained" : "resumed", by,
+               reason.empty() ? "" : ": " + reason);
   // An admin's drain may leave the suspects with no GPU that could clear them.
   d.dispatch = ReleaseSuspects(d) || !drained;
+  d.changed = true;
+  return d;
+}
+
+std::vector<DrainRecord> LocalGpuBoard::Drains() const {
+  std::vector<DrainRecord> out;
+  for (const Gpu& g : gpu_state_) {
+    if (g.drained && !g.suspect)
+      out.push_back({g.index, g.drained_by, g.drained_at, g.drain_reason});
+  }
+  return out;
+}
+
+Result<BoardDecision> LocalGpuBoard::RestoreDrain(const DrainRecord& drain) {
+  Gpu* g = Find(drain.gpu);
+  if (!g) return MakeError("this daemon drives no GPU " + std::to_string(drain.gpu));
+  BoardDecision d;
+  g->drained = true;
+  g->suspect = false;
+  g->drain_reason = drain.reason;
+  g->drained_by = drain.by;
+  g->drained_at = drain.at;
+  d.drained.emplace_back(drain.gpu, true);
   d.changed = true;
   return d;
 }
@@ -406,6 +435,10 @@ void LocalGpuBoard::Describe(int index, GpuInfo* info) const {
   if (!g) return;
   info->drained = g->drained;
   info->drain_reason = g->drain_reason;
+  if (g->drained && !g->suspect) {
+    info->drained_by = g->drained_by;
+    info->drained_at = g->drained_at;
+  }
   if (g->suspect) {
     info->drain_reason = fmt::format(
         "suspect: {} device errors in a row (the last: {}); drained once another GPU runs the "

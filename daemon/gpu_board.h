@@ -37,6 +37,7 @@
 #include "daemon/file_lock.h"
 #include "daemon/gpu_watch.h"
 #include "daemon/run_result.h"
+#include "daemon/store.h"
 
 namespace ckprof {
 
@@ -122,9 +123,14 @@ class GpuBoard {
   virtual RunContext EndContext(int gpu) = 0;
   virtual BoardDecision NoteEnd(int gpu, const EndOnGpu& end) = 0;
 
-  // An admin drains or resumes `gpu` (`by`: who). An error says why not (no such GPU, not
-  // drained, a remote executor's slots).
-  virtual Result<BoardDecision> SetDrained(int gpu, bool drained, const std::string& by) = 0;
+  // An admin drains or resumes `gpu` (`by`: who; `reason`: why, "" = not said). An error says
+  // why not (no such GPU, not drained, a remote executor's slots).
+  virtual Result<BoardDecision> SetDrained(int gpu, bool drained, const std::string& by,
+                                           const std::string& reason) = 0;
+  // The drains that last (an admin's, and those for a GPU's health; not a suspect's), as the
+  // Store keeps them across restarts; and one of them put back at a start.
+  virtual std::vector<DrainRecord> Drains() const { return {}; }
+  virtual Result<BoardDecision> RestoreDrain(const DrainRecord& drain) = 0;
   virtual GpuWait WhyNot(int gpu) const = 0;
   // Fills what the board knows of `gpu` into `info` (drained and why, who holds its lock, the
   // foreign processes, its model and reading).
@@ -162,7 +168,10 @@ class SlotBoard final : public GpuBoard {
   void NoteHandle(int, int64_t) override {}
   RunContext EndContext(int) override { return {}; }
   BoardDecision NoteEnd(int, const EndOnGpu&) override { return {}; }
-  Result<BoardDecision> SetDrained(int, bool, const std::string&) override {
+  Result<BoardDecision> SetDrained(int, bool, const std::string&, const std::string&) override {
+    return MakeError(drain_refusal_);
+  }
+  Result<BoardDecision> RestoreDrain(const DrainRecord&) override {
     return MakeError(drain_refusal_);
   }
   GpuWait WhyNot(int) const override { return GpuWait::kNone; }
@@ -190,7 +199,10 @@ class LocalGpuBoard final : public GpuBoard {
   void NoteHandle(int gpu, int64_t handle) override;
   RunContext EndContext(int gpu) override;
   BoardDecision NoteEnd(int gpu, const EndOnGpu& end) override;
-  Result<BoardDecision> SetDrained(int gpu, bool drained, const std::string& by) override;
+  Result<BoardDecision> SetDrained(int gpu, bool drained, const std::string& by,
+                                   const std::string& reason) override;
+  std::vector<DrainRecord> Drains() const override;
+  Result<BoardDecision> RestoreDrain(const DrainRecord& drain) override;
   GpuWait WhyNot(int gpu) const override;
   void Describe(int gpu, GpuInfo* info) const override;
   std::string ModelOf(int gpu) const override;
@@ -206,6 +218,8 @@ class LocalGpuBoard final : public GpuBoard {
     int64_t run_group = 0;     // the running task's process group, once known
     bool drained = false;      // by an admin, or for its health (suspect too)
     std::string drain_reason;  // why, when drained (an admin, its health); "" while suspect
+    std::string drained_by;    // who drained it ("ckprofd": its health); "" while suspect
+    double drained_at = 0;     // when (unix seconds)
     // The host lock: held while it runs our tasks; who holds it while we wait for it; a user's
     // process holding it that we did not wait for (said once).
     std::optional<FileLock> host_lock;

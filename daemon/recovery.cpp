@@ -59,6 +59,7 @@ Status Scheduler::Recover() {
     return s;
   }
   for (auto& [id, job] : jobs_) ResolveTarget(job);
+  if (Status s = RestoreDrains(); !s) return s;
   if (Status s = store_.ForEachUsage([&](UsageRecord&& u) {
         policy_.SetUsage(u.uid, {u.usage, u.updated_at});
       });

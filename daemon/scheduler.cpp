@@ -673,7 +673,39 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
 void Scheduler::Apply(const BoardDecision& d) {
   for (const auto& [gpu, drained] : d.drained) policy_.SetDrained(gpu, drained);
   for (const auto& r : d.requeue) RequeueFailedOn(r);
+  if (!d.drained.empty() || d.changed) StoreDrains();
   if (d.changed) Changed();
+}
+
+void Scheduler::StoreDrains() {
+  std::vector<DrainRecord> drains = board_->Drains();
+  drains.insert(drains.end(), kept_drains_.begin(), kept_drains_.end());
+  if (drains == stored_drains_) return;
+  if (Status s = store_.SetDrains(drains); !s) {
+    spdlog::error("cannot record the drained GPUs (they are drained until ckprofd stops): {}",
+                  s.error());
+    return;
+  }
+  stored_drains_ = std::move(drains);
+}
+
+Status Scheduler::RestoreDrains() {
+  auto drains = store_.Drains();
+  if (!drains) return Error{drains.error()};
+  stored_drains_ = *drains;
+  for (const DrainRecord& r : *drains) {
+    auto d = board_->RestoreDrain(r);
+    if (!d) {
+      // (Its drain is kept for when the GPU is driven again.)
+      spdlog::warn("GPU {} was drained ({}), but {}: its drain is kept, not applied", r.gpu,
+                   r.reason, d.error());
+      kept_drains_.push_back(r);
+      continue;
+    }
+    spdlog::info("GPU {} is still drained: {}", r.gpu, r.reason);
+    for (const auto& [gpu, drained] : d->drained) policy_.SetDrained(gpu, drained);
+  }
+  return Status::Ok();
 }
 
 void Scheduler::RequeueFailedOn(const BoardDecision::Requeue& r) {
@@ -976,9 +1008,10 @@ Status Scheduler::Boost(int64_t job_id, int priority, const Identity& who) {
   return Status::Ok();
 }
 
-Status Scheduler::SetDrained(int gpu_index, bool drained, const Identity& who) {
+Status Scheduler::SetDrained(int gpu_index, bool drained, const Identity& who,
+                             const std::string& reason) {
   if (!who.admin) return MakeError("only an admin may drain or resume a GPU");
-  auto d = board_->SetDrained(gpu_index, drained, who.user);
+  auto d = board_->SetDrained(gpu_index, drained, who.user, reason);
   if (!d) return MakeError(d.error());
   Apply(*d);
   if (d->dispatch) Dispatch();

@@ -211,7 +211,8 @@ class Scheduler {
   // StopFollowingJob. (`task_id` is left 0.)
   Result<Following> FollowJobLog(int64_t job_id, int lines, size_t budget, JobWatcher* w);
   void StopFollowingJob(int64_t job_id, JobWatcher* w);
-  Status SetDrained(int gpu, bool drained, const Identity& who);
+  // An admin drains (or resumes) a GPU, saying why or not (`reason`): kept across restarts.
+  Status SetDrained(int gpu, bool drained, const Identity& who, const std::string& reason = "");
 
   Result<JobSummary> Summary(int64_t job_id) const;
   std::vector<JobSummary> List(bool include_finished) const;
@@ -369,6 +370,10 @@ class Scheduler {
   // Carries out a board's decision: the policy's drained GPUs, the requeues, what `gpus`
   // shows. The caller dispatches (d.dispatch) where it would not anyway.
   void Apply(const BoardDecision& d);
+  // The board's lasting drains, stored when they changed (with those of GPUs this daemon does
+  // not drive now, kept as they were); Recover puts them back.
+  void StoreDrains();
+  Status RestoreDrains();
   // Runs the tasks a drained GPU failed again (those of jobs that have not ended).
   void RequeueFailedOn(const BoardDecision::Requeue& r);
   // Asks the board whether `gpu` may take a task now; arms the host-lock retry when it says
@@ -503,7 +508,9 @@ class Scheduler {
   std::unordered_map<int64_t, std::vector<JobWatcher*>> followers_;  // `log -f`, by task
   // The jobs waiting for each job (its --after, --after-ok dependents), until it ends.
   std::map<int64_t, std::vector<int64_t>> dependents_;
-  std::deque<int64_t> ended_to_settle_;  // SettleDependents' worklist
+  std::deque<int64_t> ended_to_settle_;     // SettleDependents' worklist
+  std::vector<DrainRecord> stored_drains_;  // as the Store has them
+  std::vector<DrainRecord> kept_drains_;    // stored for GPUs this daemon does not drive now
   bool settling_ = false;
   // `log J -f`, by job: each follower, and what tells it the job's end (in the job's watchers).
   struct JobLogFollower {

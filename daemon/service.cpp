@@ -794,7 +794,9 @@ GpusReply Service::HandleGpus() {
 
 Service::Answer<EmptyReply> Service::HandleDrain(const DrainRequest& r, const Identity& who,
                                                  bool drain) {
-  if (Status s = scheduler_.SetDrained(r.gpu, drain, who); !s) return Refuse(s.error());
+  if (Status s = scheduler_.SetDrained(r.gpu, drain, who, drain ? r.reason : ""); !s) {
+    return Refuse(s.error());
+  }
   return EmptyReply{};
 }
 

@@ -368,6 +368,10 @@ CREATE TABLE IF NOT EXISTS id_marks (name TEXT PRIMARY KEY, last INTEGER NOT NUL
 -- never whole (a submit stored in steps, until its last step): nothing loads them. A table of
 -- its own: a schema without it gains it as is.
 CREATE TABLE IF NOT EXISTS jobs_dropped (job_id INTEGER PRIMARY KEY);
+-- The GPUs drained (by an admin, or for their health), kept across restarts.
+CREATE TABLE IF NOT EXISTS gpu_drains (
+  gpu INTEGER PRIMARY KEY, drained_by TEXT NOT NULL, drained_at REAL NOT NULL,
+  reason TEXT NOT NULL);
 INSERT OR IGNORE INTO id_marks (name, last) VALUES ('jobs', 0), ('tasks', 0);
 PRAGMA user_version = 10;
 )SQL";
@@ -969,6 +973,30 @@ Status Store::DeleteDropped(int64_t job_id, int64_t max_rows, DropProgress* p) {
     p->done = true;
   }
   return Status::Ok();
+}
+
+Status Store::SetDrains(const std::vector<DrainRecord>& drains) {
+  if (Status s = BeginWrite(); !s) return s;
+  Status s = Exec("DELETE FROM gpu_drains");
+  for (const auto& d : drains) {
+    if (!s) break;
+    Stmt ins(this, "INSERT INTO gpu_drains (gpu, drained_by, drained_at, reason) VALUES (?,?,?,?)");
+    ins.Bind(1, int64_t{d.gpu}).Bind(2, d.by).Bind(3, d.at).Bind(4, d.reason);
+    s = StepDone(ins, "record a drained GPU");
+  }
+  return EndWrite(s);
+}
+
+Result<std::vector<DrainRecord>> Store::Drains() {
+  Stmt q(this, "SELECT gpu, drained_by, drained_at, reason FROM gpu_drains ORDER BY gpu");
+  if (!q.ok()) return MakeError("database: drained GPUs: " + q.error());
+  std::vector<DrainRecord> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    out.push_back({static_cast<int>(q.Int(0)), q.Text(1), q.Double(2), q.Text(3)});
+  }
+  if (rc != SQLITE_DONE) return MakeError("database: drained GPUs: " + q.error());
+  return out;
 }
 
 Result<std::vector<int64_t>> Store::DroppedJobs() {

@@ -64,6 +64,16 @@ struct JobRecord {
   std::string cancel_reason;
 };
 
+// A GPU drained by an admin or for its health (table gpu_drains): who ("ckprofd" for its
+// health), when, and why as `gpus` shows it ("drained by alice: fan noise").
+struct DrainRecord {
+  int gpu = -1;
+  std::string by;
+  double at = 0;
+  std::string reason;
+  bool operator==(const DrainRecord&) const = default;
+};
+
 struct TaskRecord {
   int64_t id = 0;
   int64_t job_id = 0;
@@ -207,6 +217,9 @@ class Store {
                        const std::string& result_json, double ended_at);
   // Users' decayed usage, in one transaction.
   Status SetUsage(const std::vector<UsageRecord>& usage);
+  // The drained GPUs, all of them (replacing those stored), in one transaction; and read back.
+  Status SetDrains(const std::vector<DrainRecord>& drains);
+  Result<std::vector<DrainRecord>> Drains();
   // Marks the job cancelled, and why ("cancelled by alice"), or (a retry revives it) not.
   Status SetJobCancelled(int64_t job_id, bool cancelled, const std::string& reason);
   Status SetJobPriority(int64_t job_id, int priority);

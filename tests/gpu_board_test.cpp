@@ -217,28 +217,51 @@ TEST(GpuBoard, HealthFailuresDrainAndRequeue) {
       board.Describe(g, &info);
       EXPECT_NE(info.drain_reason, "") << c.name;
     }
+    // Its health's drains last (a suspect's does not), in ckprofd's name.
+    for (const DrainRecord& r : board.Drains()) {
+      EXPECT_EQ(r.by, "ckprofd") << c.name;
+      EXPECT_NE(std::find(drained_now.begin(), drained_now.end(), r.gpu), drained_now.end());
+    }
   }
 }
 
 // An admin's drain and resume; a suspect left with no GPU that could clear it is let go.
 TEST(GpuBoard, AdminDrainAndResume) {
   LocalGpuBoard board({0, 1}, "", Options(ForeignGpuUse::kIgnore, 1));
-  EXPECT_FALSE(board.SetDrained(1, false, "root").ok());  // not drained
-  EXPECT_FALSE(board.SetDrained(7, true, "root").ok());   // no such GPU
-  auto d = board.SetDrained(1, true, "root");
+  EXPECT_FALSE(board.SetDrained(1, false, "root", "").ok());  // not drained
+  EXPECT_FALSE(board.SetDrained(7, true, "root", "").ok());   // no such GPU
+  auto d = board.SetDrained(1, true, "root", "fan noise");
   ASSERT_TRUE(d.ok()) << d.error();
   EXPECT_EQ(d->drained, (std::vector<std::pair<int, bool>>{{1, true}}));
   EXPECT_FALSE(d->dispatch);
   GpuInfo info;
   board.Describe(1, &info);
-  EXPECT_EQ(info.drain_reason, "drained by root");
+  EXPECT_EQ(info.drain_reason, "drained by root: fan noise");
+  EXPECT_EQ(info.drained_by, "root");
+  EXPECT_GT(info.drained_at, 0);
+  // The drain that lasts: what the Store keeps; put back on a board of a new daemon.
+  const std::vector<DrainRecord> drains = board.Drains();
+  ASSERT_EQ(drains.size(), 1u);
+  EXPECT_EQ(drains[0].gpu, 1);
+  EXPECT_EQ(drains[0].by, "root");
+  EXPECT_EQ(drains[0].reason, "drained by root: fan noise");
+  {
+    LocalGpuBoard again({0, 1}, "", Options(ForeignGpuUse::kIgnore, 1));
+    auto r = again.RestoreDrain(drains[0]);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->drained, (std::vector<std::pair<int, bool>>{{1, true}}));
+    EXPECT_TRUE(again.Drained(1));
+    EXPECT_EQ(again.Drains(), drains);
+    EXPECT_FALSE(again.RestoreDrain(DrainRecord{5, "root", 1, "x"}).ok());  // no such GPU
+  }
   // GPU 0 fails once (health_failures 1): suspect, and no GPU is left that could clear it.
   board.NoteStart(0);
   BoardDecision e = board.NoteEnd(0, EndOnGpu{1, 10, Kind::kCrashed, "HIP runtime error"});
   EXPECT_EQ(e.drained, (std::vector<std::pair<int, bool>>{{0, true}, {0, false}}));
   EXPECT_TRUE(e.dispatch);
   EXPECT_FALSE(board.Drained(0));
-  d = board.SetDrained(1, false, "root");
+  EXPECT_EQ(board.Drains(), drains);  // a suspect's drain does not last
+  d = board.SetDrained(1, false, "root", "");
   ASSERT_TRUE(d.ok()) << d.error();
   EXPECT_TRUE(d->dispatch);
   EXPECT_FALSE(board.Drained(1));
@@ -252,7 +275,7 @@ TEST(GpuBoard, SlotBoard) {
   board.NoteStart(0);
   EXPECT_TRUE(
       board.NoteEnd(0, EndOnGpu{1, 10, Kind::kCrashed, "HIP runtime error"}).drained.empty());
-  auto d = board.SetDrained(0, true, "root");
+  auto d = board.SetDrained(0, true, "root", "");
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.error(), "drain a node in the cluster");
   EXPECT_EQ(board.WhyNot(1), GpuWait::kNone);

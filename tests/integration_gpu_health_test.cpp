@@ -3,6 +3,7 @@
 // broken GPU is drained once the other shows that the profiler works, every task succeeds on
 // the good one, and `ckprof gpus` says why; with every GPU failing, none is drained.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <string>
 
@@ -79,6 +80,18 @@ TEST_F(GpuHealthTest, ABrokenGpuIsDrainedAndItsTasksRunOnTheOther) {
   EXPECT_NE(testing::ReadFile(daemon_.log_path()).find("GPU 0 drained: 3 device errors in a row"),
             std::string::npos)
       << testing::ReadFile(daemon_.log_path());
+
+  // Its drain lasts across a restart, with who and when (issue 33.7).
+  EXPECT_EQ(gpus[0].value("drained_by", ""), "ckprofd") << gpus.dump();
+  const double since = gpus[0].value("drained_at", 0.0);
+  EXPECT_GT(since, 0) << gpus.dump();
+  daemon_.Stop(SIGTERM);
+  StartWithBrokenGpus("0");
+  gpus = Gpus();
+  ASSERT_EQ(gpus.size(), 2u) << gpus.dump();
+  EXPECT_TRUE(gpus[0]["drained"].get<bool>()) << gpus.dump();
+  EXPECT_EQ(gpus[0].value("drain_reason", ""), why);
+  EXPECT_EQ(gpus[0].value("drained_at", 0.0), since);
 
   // An admin (root here) brings it back: the reason goes with the drain.
   auto resumed = Ckprof({"resume", "0"});

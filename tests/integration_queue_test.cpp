@@ -1,7 +1,7 @@
 // Queue features as Slurm and pueue users know them (issue 33), against a real root ckprofd
 // driven by the real client as real Linux users: hold and release (scontrol hold/release),
-// cancel of the jobs a filter picks (scancel --user/--state/--name), and dependencies (sbatch
-// --dependency=afterany/afterok).
+// cancel of the jobs a filter picks (scancel --user/--state/--name), dependencies (sbatch
+// --dependency=afterany/afterok) and drains that last (scontrol update state=drain reason=).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -294,6 +294,55 @@ TEST_F(QueueTest, DependentJobsWaitForTheirJobsAndFollowHowTheyEnded) {
   end = testing::WaitJobEnd(daemon_.socket(), late);
   ASSERT_TRUE(end.ok()) << end.error();
   EXPECT_EQ(end->counts.succeeded(), 1);
+}
+
+// drain GPU --reason (admins): kept across restarts with who, when and why, shown by `gpus`;
+// no task starts there meanwhile; a plain user may not drain; resume is kept too.
+TEST_F(QueueTest, AnAdminsDrainLastsAcrossRestartsWithWhoWhenAndWhy) {
+  SystemUser alice(Name("a"));
+  ASSERT_TRUE(alice.ok());
+  const auto options = EmulatorOptions("0-1", R"({"socket_mode": "0666"})");
+  Start(options);
+  CommandResult refused = Ckprof(&alice, {"drain", "1", "--reason", "mine now"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("only an admin may drain"), std::string::npos) << refused.err;
+  CommandResult drained = Ckprof(nullptr, {"drain", "1", "--reason", "fan failing, ticket 4711"});
+  ASSERT_EQ(drained.exit_code, 0) << drained.err;
+  EXPECT_EQ(drained.out, "GPU 1 drained\n");
+  auto gpu1 = [&] {
+    CommandResult r = Ckprof(&alice, {"gpus", "--json"});
+    auto gpus = json::parse(r.out, nullptr, false);
+    EXPECT_TRUE(gpus.is_array() && gpus.size() == 2) << r.out << r.err;
+    return gpus.is_array() && gpus.size() == 2 ? gpus[1] : json::object();
+  };
+  json g = gpu1();
+  EXPECT_EQ(g["drained"], true) << g.dump();
+  EXPECT_EQ(g.value("drained_by", ""), "root") << g.dump();
+  EXPECT_EQ(g.value("drain_reason", ""), "drained by root: fan failing, ticket 4711") << g.dump();
+  const double since = g.value("drained_at", 0.0);
+  EXPECT_GT(since, 0) << g.dump();
+
+  daemon_.Stop(SIGTERM);
+  Start(options);
+  g = gpu1();
+  EXPECT_EQ(g["drained"], true) << g.dump();
+  EXPECT_EQ(g.value("drained_at", 0.0), since) << g.dump();
+  CommandResult table = Ckprof(&alice, {"gpus"});
+  EXPECT_NE(table.out.find("drained by root: fan failing, ticket 4711 (since "), std::string::npos)
+      << table.out;
+  // Nothing starts on it: alice's tasks all run on GPU 0.
+  const int64_t job = SubmitAs(&alice, testing::FwdConfigsText(3));
+  auto end = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->counts.succeeded(), 3);
+  for (const auto& run : testing::ReadEmuRuns(emu_log_)) EXPECT_EQ(run.gpu, "0");
+
+  ASSERT_EQ(Ckprof(nullptr, {"resume", "1"}).exit_code, 0);
+  daemon_.Stop(SIGTERM);
+  Start(options);
+  g = gpu1();
+  EXPECT_EQ(g["drained"], false) << g.dump();
+  EXPECT_FALSE(g.contains("drained_by")) << g.dump();
 }
 
 }  // namespace
