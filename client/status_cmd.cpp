@@ -88,6 +88,13 @@ void PrintJobDetails(const JobSummary& s) {
   std::cout << "timeout: " << (s.timeout_s > 0 ? FormatDuration(s.timeout_s) + " per task" : "none")
             << "\n";
   std::cout << "not before: " << (s.not_before > 0 ? FormatClock(s.not_before) : "-") << "\n";
+  if (s.job_timeout_s > 0) {
+    std::cout << "job timeout: " << FormatDuration(s.job_timeout_s)
+              << (s.job_deadline > 0
+                      ? ", cancelled at " + FormatClock(s.job_deadline) + " unless it has ended"
+                      : " from its first start")
+              << "\n";
+  }
   // How its --on-end ended: the daemon's log is root's, this is the owner's view of it.
   if (s.on_end) {
     std::cout << "on-end: " << s.on_end->outcome
@@ -112,8 +119,12 @@ std::string UseLines(const UserUse& u) {
   out += u.max_queued_runs > 0 ? GroupThousands(u.max_queued_runs) + " runs, "
                                : std::string("no run cap, ");
   out += gpus + ", --timeout ";
-  out += u.max_timeout_s > 0 ? "up to " + GroupThousands(std::llround(u.max_timeout_s)) + " s\n"
-                             : std::string("any\n");
+  out += u.max_timeout_s > 0 ? "up to " + GroupThousands(std::llround(u.max_timeout_s)) + " s"
+                             : std::string("any");
+  if (u.max_job_timeout_s > 0) {
+    out += ", --job-timeout up to " + GroupThousands(std::llround(u.max_job_timeout_s)) + " s";
+  }
+  out += "\n";
   return out;
 }
 

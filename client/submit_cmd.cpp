@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <regex>
 
 #include "client/args.h"
@@ -20,6 +21,7 @@ namespace {
 // The command line of `ckprof submit` but the job options (JobOptions).
 struct SubmitArgs {
   std::string input, name, max_ops, profiler, data_type, layout, order, repeat, on_end, reuse;
+  std::string job_timeout;
   std::vector<std::string> env, after, after_ok;
   bool dry_run = false, json_out = false;
 };
@@ -57,6 +59,10 @@ void DeclareSubmitOptions(ArgParser* p, SubmitArgs* a) {
             "mtime, content hash) on the same GPU model within the daemon's reuse_max_age_days "
             "(30) is not run again, its result copied and marked (results: reused); never: run "
             "everything. --repeat always runs (default auto)");
+  p->Option("--job-timeout", &a->job_timeout, "T",
+            "cancel the whole job once it has run T since its first start: seconds, 90m, 2h, "
+            "1h30m, 1d or H:MM:SS; 0 or none: no limit (admins only where the daemon has a "
+            "max_job_timeout) (default: the daemon's max_job_timeout, else none)");
   p->RepeatedOption("--after", &a->after, "J[,J...]",
                     "start once jobs J have ended, however they ended (again for more)");
   p->RepeatedOption("--after-ok", &a->after_ok, "J[,J...]",
@@ -79,6 +85,29 @@ Status ReadInt(const std::string& flag, const std::string& text, int64_t lo, int
   }
   *out = std::stoll(text);
   return Status::Ok();
+}
+
+// A duration as a user types it: "7200" (seconds), "90m", "2h", "1h30m", "1d", "2:00:00",
+// "0" or "none" (no limit); nullopt when it is none of these.
+std::optional<double> ReadDuration(const std::string& text) {
+  if (text == "none") return 0.0;
+  static const std::regex units(R"((?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?)");
+  static const std::regex clock(R"((\d+):([0-5]\d):([0-5]\d))");
+  static const std::regex seconds(R"(\d{1,9}(\.\d+)?)");
+  std::smatch m;
+  if (std::regex_match(text, seconds)) return std::stod(text);
+  if (std::regex_match(text, m, clock)) {
+    return std::stod(m[1]) * 3600 + std::stod(m[2]) * 60 + std::stod(m[3]);
+  }
+  if (!text.empty() && std::regex_match(text, m, units)) {
+    double s = 0;
+    const double scale[] = {86400, 3600, 60, 1};
+    for (int i = 0; i < 4; ++i) {
+      if (m[i + 1].matched) s += std::stod(m[i + 1]) * scale[i];
+    }
+    return s;
+  }
+  return std::nullopt;
 }
 
 // --after 7,9 --after 12: the job ids, each once; the error names the option and the bad text.
@@ -135,6 +164,16 @@ Status ReadSubmitArgs(const SubmitArgs& a, const JobOptions& job_options, Submit
       return MakeError("--env must be KEY=VALUE (one line), got '" + e + "'");
     }
     s->env += (s->env.empty() ? "" : "\n") + e;
+  }
+  if (!a.job_timeout.empty()) {
+    auto t = ReadDuration(a.job_timeout);
+    if (!t || *t > 1e8) {
+      return MakeError(
+          "--job-timeout must be a duration such as 7200 (seconds), 90m, 2h, 1h30m, "
+          "1d or 2:00:00, or none, got '" +
+          a.job_timeout + "'");
+    }
+    s->job_timeout_s = *t;
   }
   if (Status st = ReadJobList("--after", a.after, &s->after); !st) return st;
   if (Status st = ReadJobList("--after-ok", a.after_ok, &s->after_ok); !st) return st;

@@ -81,14 +81,17 @@ struct SubmitOptions {
   TaskOrder order = TaskOrder::kRank;  // of the job's own tasks (wire: "" means rank)
   double not_before = 0;               // unix seconds; 0 = now
   double timeout_s = -1;               // per-task timeout; -1 = the daemon's default, 0 = none
-  int64_t max_ops = 0;                 // keep only the first N configs; 0 = all
-  int repeat = 1;                      // run each config this many times (--repeat)
-  bool dry_run = false;                // return the commands, run nothing, store nothing
-  std::string data_type;               // "", "auto", "fp16", "bf16", "fp32"
-  std::string layout;                  // "", "auto", "nchw", "nhwc"
-  std::string profiler_path;           // absolute; empty = the daemon's default
-  std::string cwd;     // the client's working directory (tasks run there as root daemon)
-  std::string on_end;  // a shell command run as the submitter, in cwd, when the job ends
+  // The whole job's time limit, from its first start: past it the job is cancelled. -1 = the
+  // daemon's max_job_timeout (none when it has none), 0 = none.
+  double job_timeout_s = -1;
+  int64_t max_ops = 0;        // keep only the first N configs; 0 = all
+  int repeat = 1;             // run each config this many times (--repeat)
+  bool dry_run = false;       // return the commands, run nothing, store nothing
+  std::string data_type;      // "", "auto", "fp16", "bf16", "fp32"
+  std::string layout;         // "", "auto", "nchw", "nhwc"
+  std::string profiler_path;  // absolute; empty = the daemon's default
+  std::string cwd;            // the client's working directory (tasks run there as root daemon)
+  std::string on_end;         // a shell command run as the submitter, in cwd, when the job ends
   // "K=V" lines (submit --env): variables the job's profilers and --on-end command get.
   std::string env;
   // "" or "auto": a config whose problem was measured with the same profiler build on the same
@@ -170,6 +173,10 @@ struct JobSummary {
   int max_gpus = 0;
   double timeout_s = 0;
   double not_before = 0;
+  // The whole job's time limit (submit --job-timeout; 0 = none, JSON: null) and, once it has
+  // started, when it is cancelled if it has not ended (unix seconds; 0 = not started or no
+  // limit, JSON: null).
+  double job_timeout_s = 0, job_deadline = 0;
   // Unix seconds; 0 = not yet (JSON: null).
   double submitted_at = 0, started_at = 0, finished_at = 0;
   double eta_s = -1;     // -1 = unknown or ended (JSON: null)
@@ -215,6 +222,8 @@ void VisitFields(S& s, V& v) {
   v.Nullable("max_gpus", s.max_gpus, s.max_gpus > 0);
   v.Nullable("timeout_s", s.timeout_s, s.timeout_s > 0);
   v.Nullable("not_before", s.not_before, s.not_before > 0);
+  v.Nullable("job_timeout_s", s.job_timeout_s, s.job_timeout_s > 0);
+  v.Nullable("job_deadline", s.job_deadline, s.job_deadline > 0);
   v("submitted_at", s.submitted_at);
   v.Nullable("started_at", s.started_at, s.started_at > 0);
   v.Nullable("finished_at", s.finished_at, s.finished_at > 0);
@@ -561,10 +570,10 @@ void VisitFields(S& r, V& v) {
 // failed/timeout_s/profiler_path),
 // "log", "edit", "clean": those requests; "clean_jobs": clean's job_ids and dry_run; "env":
 // submit's env; "hold": hold and release; "after": submit's after and after_ok;
-// "drain_reason": drain's reason.
+// "drain_reason": drain's reason; "job_timeout": submit's job_timeout_s.
 inline const std::vector<std::string> kFeatures = {
-    "repeat", "task_control", "log", "edit", "clean", "on_end",      "reuse",
-    "best",   "clean_jobs",   "env", "hold", "after", "drain_reason"};
+    "repeat", "task_control", "log", "edit", "clean", "on_end",       "reuse",
+    "best",   "clean_jobs",   "env", "hold", "after", "drain_reason", "job_timeout"};
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as
 // tasks (after max_ops), records skipped, and the first warnings.
@@ -628,14 +637,15 @@ void VisitFields(S& r, V& v) {
 // job). A limit of 0 is none (JSON: null).
 struct UserUse {
   std::string user;
-  int64_t jobs = 0;             // jobs that have not ended
-  int64_t queued_runs = 0;      // their runs that have not ended (queued or running)
-  int64_t gpus_in_use = 0;      // their tasks running now
-  int64_t max_jobs = 0;         // max_jobs_per_user
-  int64_t max_queued_runs = 0;  // max_queued_runs_per_user
-  int64_t max_gpus = 0;         // max_gpus_per_user (admins too)
-  double max_timeout_s = 0;     // the longest --timeout the user may ask for
-  bool admin = false;           // exempt from the job, run and timeout limits
+  int64_t jobs = 0;              // jobs that have not ended
+  int64_t queued_runs = 0;       // their runs that have not ended (queued or running)
+  int64_t gpus_in_use = 0;       // their tasks running now
+  int64_t max_jobs = 0;          // max_jobs_per_user
+  int64_t max_queued_runs = 0;   // max_queued_runs_per_user
+  int64_t max_gpus = 0;          // max_gpus_per_user (admins too)
+  double max_timeout_s = 0;      // the longest --timeout the user may ask for
+  double max_job_timeout_s = 0;  // the longest --job-timeout (max_job_timeout; 0 = any)
+  bool admin = false;            // exempt from the job, run and timeout limits
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, UserUse>
@@ -648,6 +658,7 @@ void VisitFields(S& u, V& v) {
   v.Nullable("max_queued_runs", u.max_queued_runs, u.max_queued_runs > 0);
   v.Nullable("max_gpus", u.max_gpus, u.max_gpus > 0);
   v.Nullable("max_timeout_s", u.max_timeout_s, u.max_timeout_s > 0);
+  v.Nullable("max_job_timeout_s", u.max_job_timeout_s, u.max_job_timeout_s > 0);
   v("admin", u.admin);
 }
 
@@ -943,6 +954,7 @@ struct SubmitRequest {
     // Up to 2100-01-01: a later time would overflow the daemon's nanosecond timers.
     v.Double("not_before", s.not_before, 0, kMaxNotBefore);
     v.Double("timeout_s", s.timeout_s, -1, 1e7);
+    v.Double("job_timeout_s", s.job_timeout_s, -1, 1e8);
     v.Int("max_ops", s.max_ops, 0, kMaxId);
     v.Int("repeat", s.repeat, 1, kMaxRepeat);
     v.Bool("dry_run", s.dry_run);
@@ -957,11 +969,12 @@ struct SubmitRequest {
     v.IntList("after_ok", s.after_ok, 1, kMaxId);
   }
   std::string Feature() const {
-    return !submit.after.empty() || !submit.after_ok.empty() ? "after"
-           : !submit.env.empty()                             ? "env"
-           : !submit.on_end.empty()                          ? "on_end"
-           : submit.repeat > 1                               ? "repeat"
-                                                             : "";
+    return submit.job_timeout_s >= 0                           ? "job_timeout"
+           : !submit.after.empty() || !submit.after_ok.empty() ? "after"
+           : !submit.env.empty()                               ? "env"
+           : !submit.on_end.empty()                            ? "on_end"
+           : submit.repeat > 1                                 ? "repeat"
+                                                               : "";
   }
   // Frees the text once the submit is answered (it may be hundreds of MiB).
   bool Release() {

@@ -225,6 +225,8 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
       }
     } else if (k == "max_timeout") {  // per-user limits
       num(&c.max_timeout_s, 0, 1e7);
+    } else if (k == "max_job_timeout") {
+      num(&c.max_job_timeout_s, 0, 1e8);
     } else if (k == "max_queued_runs_per_user") {
       double d = static_cast<double>(c.max_queued_runs_per_user);
       num(&d, 0, 1e12);

@@ -77,6 +77,9 @@ struct DaemonConfig {
   // The longest per-task timeout a plain user may ask for (submit, run, edit, retry
   // --timeout); -1 = the `timeout`; 0 = no ceiling (users may then ask for no limit, 0, too).
   double max_timeout_s = -1;
+  // The longest whole-job time limit (submit --job-timeout) a plain user may ask for, and the
+  // one a job that names none gets (admins' too); 0 = none.
+  double max_job_timeout_s = 0;
   int64_t max_queued_runs_per_user = 1'000'000;  // runs not ended over a user's jobs; 0 = any
   int64_t max_jobs_per_user = 1000;              // jobs not ended; 0 = any
   int max_gpus_per_user = 0;                     // a user's tasks running at once; 0 = any

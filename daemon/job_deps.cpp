@@ -1,13 +1,17 @@
-// The Scheduler's job dependencies (submit --after J, --after-ok J): a job waits, paused, until
+// The Scheduler's rules between a job and others or the clock: dependencies (submit --after J,
+// --after-ok J) and whole-job time limits (submit --job-timeout). A job waits, paused, until
 // the jobs it names have ended; with --after-ok it runs only if every task of theirs succeeded,
 // else it ends cancelled with the reason ("job 7 failed: ..."). Only jobs that exist when it is
 // submitted may be named, and a job is always younger than those it waits for: no cycle can
 // be made. The lists are stored with the job; what is still awaited is worked out again at a
-// start (Recover).
+// start (Recover). A job with a time limit is cancelled once it has run that long since its
+// first start (a retry's revival starts the clock again), its running tasks stopped.
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <ctime>
 #include <utility>
 
 #include "daemon/scheduler.h"
@@ -126,6 +130,53 @@ void Scheduler::SettleDependents(int64_t ended_job) {
   if (released) {
     Dispatch();
     Changed();
+  }
+}
+
+void Scheduler::ArmJobTimeoutTimer() {
+  double next = 0;
+  for (const auto& [id, job] : jobs_) {
+    if (job.rec.job_timeout_s <= 0 || job.clock_start <= 0 || job.rec.cancelled) continue;
+    if (job.rec.finished_at > 0) continue;  // ended
+    const double deadline = job.clock_start + job.rec.job_timeout_s;
+    if (next == 0 || deadline < next) next = deadline;
+  }
+  if (next == 0 || next == job_timeout_armed_) return;
+  job_timeout_armed_ = next;
+  // At most a day at a time (a far deadline must not overflow the clock's duration).
+  const double delay_s = std::clamp(next - UnixNow(), 0.0, 86400.0);
+  job_timeout_timer_.expires_after(
+      std::chrono::microseconds(static_cast<int64_t>(delay_s * 1e6) + 1000));
+  job_timeout_timer_.async_wait([this](const asio::error_code& ec) {
+    if (ec) return;
+    job_timeout_armed_ = 0;
+    CancelJobsPastTheirTimeout();
+    ArmJobTimeoutTimer();
+  });
+}
+
+void Scheduler::CancelJobsPastTheirTimeout() {
+  if (shutting_down_) return;
+  const double now = UnixNow();
+  std::vector<int64_t> due;
+  for (const auto& [id, job] : jobs_) {
+    if (job.rec.job_timeout_s <= 0 || job.clock_start <= 0 || job.rec.cancelled) continue;
+    if (job.rec.finished_at == 0 && now >= job.clock_start + job.rec.job_timeout_s) {
+      due.push_back(id);
+    }
+  }
+  for (int64_t id : due) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.rec.cancelled || Ended(it->second)) continue;
+    Job& job = it->second;
+    const auto limit = static_cast<int64_t>(job.rec.job_timeout_s + 0.5);
+    const std::string reason = fmt::format(
+        "its --job-timeout of {}:{:02}:{:02} passed (it started at {:%H:%M:%S})", limit / 3600,
+        limit / 60 % 60, limit % 60, fmt::localtime(static_cast<std::time_t>(job.clock_start)));
+    spdlog::info("job {}: {}", id, reason);
+    if (Status s = CancelJob(job, reason, "cancelled: " + reason); !s) {
+      spdlog::error("job {}: cannot cancel it ({}): {}", id, reason, s.error());
+    }
   }
 }
 

@@ -154,6 +154,12 @@ Status Scheduler::Recover() {
     if (Status s = CancelJob(job, failed, "cancelled: " + failed); !s) return s;
   }
   for (auto& [id, job] : jobs_) MaybeFinishJob(job, now);
+  // Time limits go on from each job's first start (the stop counts as time it ran).
+  for (auto& [id, job] : jobs_) {
+    if (job.rec.finished_at == 0) job.clock_start = job.first_start;
+  }
+  CancelJobsPastTheirTimeout();
+  ArmJobTimeoutTimer();
   // Jobs removed (clean) or never stored whole (a submit cut short) go on being removed.
   auto dropped = store_.DroppedJobs();
   if (!dropped) return Error{dropped.error()};

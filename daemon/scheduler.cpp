@@ -48,6 +48,7 @@ Scheduler::Scheduler(asio::any_io_executor ex, Store& store, Launcher& launcher,
       options_(std::move(options)),
       policy_(options_.gpus, options_.half_life_s),
       not_before_timer_(ex),
+      job_timeout_timer_(ex),
       store_retry_timer_(ex),
       end_retry_timer_(ex),
       handle_flush_timer_(ex),
@@ -356,6 +357,10 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
   task.gpu = gpu.index;
   policy_.Started(gpu.index, job.rec.id, now);
   if (job.first_start == 0) job.first_start = now;
+  if (job.clock_start == 0) {
+    job.clock_start = now;
+    if (job.rec.job_timeout_s > 0) ArmJobTimeoutTimer();
+  }
 
   RunSpec spec;
   spec.argv = std::move(start.argv);
@@ -988,6 +993,7 @@ Result<int64_t> Scheduler::RequeueFinal(Job& job, const std::vector<int64_t>& ta
     return Error{s.error()};
   }
   if (Status s = store_.SetJobFinished(job_id, 0); !s) return Error{s.error()};
+  if (job.rec.finished_at > 0) job.clock_start = 0;  // revived: its time limit starts again
   job.rec.finished_at = 0;
   for (const auto& [t, kind] : retry) {
     CountFinal(job, kind, -1);
@@ -1042,10 +1048,14 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
   s.max_gpus = job.rec.max_gpus;
   s.timeout_s = job.rec.timeout_s >= 0 ? job.rec.timeout_s : options_.default_timeout_s;
   s.not_before = job.rec.not_before;
+  s.job_timeout_s = job.rec.job_timeout_s;
   s.submitted_at = job.rec.submitted_at;
   s.started_at = job.first_start;
   s.finished_at = job.rec.finished_at;
   const bool ended = Ended(job);
+  if (!ended && job.clock_start > 0 && job.rec.job_timeout_s > 0) {
+    s.job_deadline = job.clock_start + job.rec.job_timeout_s;
+  }
   if (ended) {
     s.state = job.rec.cancelled ? JobState::kCancelled : JobState::kFinished;  // no eta_s
   } else if (job.rec.cancelled) {
@@ -1156,6 +1166,7 @@ size_t Scheduler::running_count() const {
 void Scheduler::Shutdown(std::function<void()> done) {
   shutting_down_ = true;
   not_before_timer_.cancel();
+  job_timeout_timer_.cancel();
   store_retry_timer_.cancel();
   end_retry_timer_.cancel();
   host_lock_timer_.cancel();

@@ -289,6 +289,8 @@ class Scheduler {
     int64_t reused = 0;  // of the succeeded, copied from a stored success (not run)
     int64_t final_count() const { return counts.ended(); }
     double first_start = 0;
+    // When its --job-timeout clock started (its first start; again at a retry's); 0 = not yet.
+    double clock_start = 0;
     double elapsed_sum = 0;
     int64_t elapsed_n = 0;
     std::vector<JobWatcher*> watchers;
@@ -491,6 +493,11 @@ class Scheduler {
                          double ended_at, const std::string& result_json,
                          const std::string& description) const;
   void ArmNotBeforeTimer(double now);
+  // Whole-job time limits (submit --job-timeout, daemon/job_deps.cpp): the timer is armed for
+  // the first deadline of a job that runs; at it, each job past its own is cancelled, saying
+  // why.
+  void ArmJobTimeoutTimer();
+  void CancelJobsPastTheirTimeout();
   bool MayActOn(const Job& job, const Identity& who) const;
   void ResolveTarget(Job& job);
   void Changed();
@@ -529,6 +536,8 @@ class Scheduler {
   bool shutting_down_ = false;
   std::function<void()> shutdown_done_;
   asio::steady_timer not_before_timer_;
+  asio::steady_timer job_timeout_timer_;
+  double job_timeout_armed_ = 0;  // the deadline it is armed for (unix seconds); 0 = none
   asio::steady_timer store_retry_timer_;
   asio::steady_timer end_retry_timer_;
   asio::steady_timer handle_flush_timer_;  // Store::FlushHandles, 100 ms after a start

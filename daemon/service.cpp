@@ -319,6 +319,23 @@ Status Service::CheckTimeout(double timeout_s, const Identity& who) const {
   return Status::Ok();
 }
 
+Status Service::CheckJobTimeout(double job_timeout_s, const Identity& who) const {
+  const double max = config_.max_job_timeout_s;
+  if (who.admin || job_timeout_s < 0 || max <= 0) return Status::Ok();
+  if (job_timeout_s == 0) {
+    return MakeError(
+        "--job-timeout 0 (no limit) is for admins only; this daemon's "
+        "max_job_timeout is " +
+        SecondsText(max) + " s: ask for at most that");
+  }
+  if (job_timeout_s > max) {
+    return MakeError("--job-timeout " + SecondsText(job_timeout_s) +
+                     " s is above this daemon's max_job_timeout of " + SecondsText(max) +
+                     " s: ask for at most that, or ask an admin");
+  }
+  return Status::Ok();
+}
+
 UserUse Service::UseAndLimits(const Identity& who) const {
   UserUse u = scheduler_.UseOf(who.uid);
   u.user = who.user;
@@ -327,6 +344,7 @@ UserUse Service::UseAndLimits(const Identity& who) const {
   u.max_queued_runs = config_.max_queued_runs_per_user;
   u.max_gpus = config_.max_gpus_per_user;
   u.max_timeout_s = MaxUserTimeout(config_);
+  u.max_job_timeout_s = config_.max_job_timeout_s;
   return u;
 }
 
@@ -383,6 +401,9 @@ std::optional<Service::Refusal> Service::CheckSubmit(const SubmitOptions& o, con
     return Refuse("submit: reuse must be auto or never, got '" + o.reuse + "'");
   }
   if (Status s = CheckTimeout(o.timeout_s, who); !s) return Refuse("submit: " + s.error());
+  if (Status s = CheckJobTimeout(o.job_timeout_s, who); !s) {
+    return Refuse("submit: " + s.error());
+  }
   if (o.dry_run) return std::nullopt;
   // Checked again when the job is stored (one may end or go meanwhile).
   JobRecord deps;
@@ -514,6 +535,7 @@ Result<JobRecord> Service::MakeJob(const SubmitOptions& o, const Identity& who,
   job.reuse = o.reuse != "never";
   job.after = o.after;
   job.after_ok = o.after_ok;
+  job.job_timeout_s = o.job_timeout_s >= 0 ? o.job_timeout_s : config_.max_job_timeout_s;
   return job;
 }
 

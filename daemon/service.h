@@ -123,6 +123,9 @@ class Service {
   // run, edit and retry. A per-task timeout `who` asks for (-1: the daemon's default, always
   // allowed): a plain user's is at most max_timeout, and never none (0) under one.
   Status CheckTimeout(double timeout_s, const Identity& who) const;
+  // A whole-job time limit (submit --job-timeout; -1: the daemon's max_job_timeout): a plain
+  // user's is at most max_job_timeout, and never none (0) under one.
+  Status CheckJobTimeout(double job_timeout_s, const Identity& who) const;
   // `who`'s use (Scheduler::UseOf) and the limits that apply to them.
   UserUse UseAndLimits(const Identity& who) const;
 

@@ -334,7 +334,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   on_end TEXT NOT NULL DEFAULT '', reuse INTEGER NOT NULL DEFAULT 1,
   env TEXT NOT NULL DEFAULT '', held_by TEXT NOT NULL DEFAULT '',
   held_by_uid INTEGER NOT NULL DEFAULT -1, after_jobs TEXT NOT NULL DEFAULT '[]',
-  after_ok_jobs TEXT NOT NULL DEFAULT '[]', cancel_reason TEXT NOT NULL DEFAULT '');
+  after_ok_jobs TEXT NOT NULL DEFAULT '[]', cancel_reason TEXT NOT NULL DEFAULT '',
+  job_timeout_s REAL NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS tasks (
   id INTEGER PRIMARY KEY,
   job_id INTEGER NOT NULL REFERENCES jobs(id),
@@ -592,12 +593,14 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
         "ALTER TABLE jobs ADD COLUMN held_by TEXT NOT NULL DEFAULT '';"
         "ALTER TABLE jobs ADD COLUMN held_by_uid INTEGER NOT NULL DEFAULT -1;";
   }
-  // 9 -> 10: jobs.after_jobs, jobs.after_ok_jobs (submit --after, --after-ok), jobs.cancel_reason.
+  // 9 -> 10: jobs.after_jobs, jobs.after_ok_jobs (submit --after, --after-ok), jobs.cancel_reason,
+  // jobs.job_timeout_s (submit --job-timeout).
   if (schema >= 1 && schema < 10) {
     migrate +=
         "ALTER TABLE jobs ADD COLUMN after_jobs TEXT NOT NULL DEFAULT '[]';"
         "ALTER TABLE jobs ADD COLUMN after_ok_jobs TEXT NOT NULL DEFAULT '[]';"
-        "ALTER TABLE jobs ADD COLUMN cancel_reason TEXT NOT NULL DEFAULT '';";
+        "ALTER TABLE jobs ADD COLUMN cancel_reason TEXT NOT NULL DEFAULT '';"
+        "ALTER TABLE jobs ADD COLUMN job_timeout_s REAL NOT NULL DEFAULT 0;";
   }
   // 7 -> 8: tasks.pgid and attempts.pgid are the attempt's handle (a process group, or a
   // remote executor's id of the run): renamed. (A table that has no such column yet is made
@@ -778,8 +781,8 @@ Status Store::InsertJobRow(const JobRecord& job, int64_t* job_id, int64_t* last_
         this,
         "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
         "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
-        "task_order, repeat, noise_threshold, on_end, reuse, id, env, after_jobs, after_ok_jobs) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?,?,?)");
+        "task_order, repeat, noise_threshold, on_end, reuse, id, env, after_jobs, after_ok_jobs, "
+        "job_timeout_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?)");
     std::vector<int> groups(job.groups.begin(), job.groups.end());
     ins.Bind(1, int64_t{job.uid})
         .Bind(2, int64_t{job.gid})
@@ -803,7 +806,8 @@ Status Store::InsertJobRow(const JobRecord& job, int64_t* job_id, int64_t* last_
         .Bind(20, last_job + 1)
         .Bind(21, JoinLines(job.env))
         .Bind(22, IntsToJson(job.after))
-        .Bind(23, IntsToJson(job.after_ok));
+        .Bind(23, IntsToJson(job.after_ok))
+        .Bind(24, job.job_timeout_s);
     if (Status s = StepDone(ins, "insert job"); !s) return s;
   }
   *job_id = last_job + 1;
@@ -1378,7 +1382,9 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
          "SELECT id, uid, gid, groups, owner, name, priority, gpus, max_gpus, not_before, "
          "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at, "
          "task_order, repeat, noise_threshold, on_end, reuse, outcome, exit_code, stderr_head, "
-         "ended_at, env, held_by, held_by_uid, after_jobs, after_ok_jobs, cancel_reason FROM jobs "
+         "ended_at, env, held_by, held_by_uid, after_jobs, after_ok_jobs, cancel_reason, "
+         "job_timeout_s "
+         "FROM jobs "
          "LEFT JOIN job_on_end ON job_on_end.job_id = jobs.id "
          "WHERE jobs.id NOT IN (SELECT job_id FROM jobs_dropped) ORDER BY id");
   if (!q.ok()) return MakeError("database: load jobs: " + q.error());
@@ -1417,6 +1423,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
     j.after = IntsFromJson<int64_t>(q.Text(29));
     j.after_ok = IntsFromJson<int64_t>(q.Text(30));
     j.cancel_reason = q.Text(31);
+    j.job_timeout_s = q.Double(32);
     fn(std::move(j));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load jobs: " + q.error());

@@ -345,5 +345,57 @@ TEST_F(QueueTest, AnAdminsDrainLastsAcrossRestartsWithWhoWhenAndWhy) {
   EXPECT_FALSE(g.contains("drained_by")) << g.dump();
 }
 
+// submit --job-timeout (sbatch --time for the whole job): past it since the job's first start,
+// across a restart too, the job is cancelled, its running task stopped and its queued ones
+// dropped, with the reason; a plain user may ask for at most max_job_timeout (the default of
+// a job that names none), never none; an admin may.
+TEST_F(QueueTest, AJobPastItsJobTimeoutIsCancelledSayingWhy) {
+  SystemUser alice(Name("a"));
+  ASSERT_TRUE(alice.ok());
+  const auto options = EmulatorOptions("0", R"({"socket_mode": "0666", "max_job_timeout": 3600})");
+  Start(options);
+  const std::string text = testing::FwdConfigsText(2, 9001, 2);  // #1 runs, #2 hangs
+  std::string err;
+  EXPECT_EQ(SubmitAs(&alice, text, {"--job-timeout", "2h"}, &err), 0);
+  EXPECT_NE(err.find("--job-timeout 7200 s is above this daemon's max_job_timeout of 3600 s"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(SubmitAs(&alice, text, {"--job-timeout", "none"}, &err), 0);
+  EXPECT_NE(err.find("--job-timeout 0 (no limit) is for admins only"), std::string::npos) << err;
+  EXPECT_EQ(SubmitAs(&alice, text, {"--job-timeout", "soon"}, &err), 0);
+  EXPECT_NE(err.find("--job-timeout must be a duration such as 7200"), std::string::npos) << err;
+  const int64_t waiting =
+      SubmitAs(&alice, testing::FwdConfigsText(1), {"--not-before", "+1h"}, &err);
+  ASSERT_GT(waiting, 0) << err;
+  EXPECT_EQ(Status(waiting).job_timeout_s, 3600);  // the daemon's maximum, by default
+  EXPECT_EQ(Status(waiting).job_deadline, 0);      // not started
+
+  // Two seconds from its first start: its second task hangs; a restart in between does not
+  // reset the clock.
+  const int64_t job = SubmitAs(&alice, text, {"--job-timeout", "0:00:02"}, &err);
+  ASSERT_GT(job, 0) << err;
+  ASSERT_EQ(testing::WaitForEmuRuns(emu_log_, 2).size(), 2u);
+  JobSummary s = Status(job);
+  EXPECT_EQ(s.job_timeout_s, 2);
+  EXPECT_GT(s.job_deadline, s.started_at);
+  EXPECT_NE(
+      Ckprof(&alice, {"status", std::to_string(job)}).out.find("job timeout: 0:02, cancelled at"),
+      std::string::npos);
+  daemon_.Stop(SIGTERM);
+  Start(options);
+  auto end = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->state, JobState::kCancelled);
+  EXPECT_EQ(end->counts.succeeded(), 1);
+  s = Status(job);
+  EXPECT_NE(s.cancel_reason.find("its --job-timeout of 0:00:02 passed"), std::string::npos)
+      << s.cancel_reason;
+  EXPECT_LE(s.finished_at - s.started_at, 60);  // (not a timing assertion: it was cancelled)
+  // An admin may ask for none.
+  const int64_t admins = SubmitAs(nullptr, testing::FwdConfigsText(1), {"--job-timeout", "0"});
+  ASSERT_GT(admins, 0);
+  EXPECT_EQ(Status(admins).job_timeout_s, 0);
+}
+
 }  // namespace
 }  // namespace ckprof
