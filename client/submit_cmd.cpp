@@ -23,7 +23,7 @@ struct SubmitArgs {
   std::string input, name, max_ops, profiler, data_type, layout, order, repeat, on_end, reuse;
   std::string job_timeout;
   std::vector<std::string> env, after, after_ok;
-  bool dry_run = false, json_out = false;
+  bool dry_run = false, json_out = false, mail = false;
 };
 
 // Declares submit's options after the job options: what to run and how.
@@ -68,6 +68,9 @@ void DeclareSubmitOptions(ArgParser* p, SubmitArgs* a) {
   p->RepeatedOption("--after-ok", &a->after_ok, "J[,J...]",
                     "start once jobs J have ended with every task succeeded; if one did not, "
                     "this job ends cancelled, with the reason (\"job 7 failed: ...\")");
+  p->Flag("--mail", &a->mail,
+          "mail you when the job ends (its state and counts), through this host's sendmail, "
+          "sent as you; refused, saying why, where the host has none");
   p->Flag("--dry-run", &a->dry_run, "print the CK command lines; run and store nothing");
   p->Flag("--json", &a->json_out, "print the daemon's answer as JSON");
 }
@@ -184,6 +187,7 @@ Status ReadSubmitArgs(const SubmitArgs& a, const JobOptions& job_options, Submit
   s->reuse = a.reuse;
   s->dry_run = a.dry_run;
   s->on_end = a.on_end;
+  s->mail = a.mail;
   s->data_type = Lowercase(a.data_type);
   s->layout = Lowercase(a.layout);
   s->profiler_path = AbsolutePath(a.profiler);

@@ -101,6 +101,8 @@ struct SubmitOptions {
   // Jobs it waits for (submit --after: their end, however they ended; --after-ok: their end
   // with every task succeeded, else this job ends cancelled). Each must exist when submitted.
   std::vector<int64_t> after, after_ok;
+  // Mail its end to the submitter (through the host's sendmail, run as them).
+  bool mail = false;
 };
 
 // What an edit changes: each field that is set (nullopt: as it was).
@@ -570,10 +572,10 @@ void VisitFields(S& r, V& v) {
 // failed/timeout_s/profiler_path),
 // "log", "edit", "clean": those requests; "clean_jobs": clean's job_ids and dry_run; "env":
 // submit's env; "hold": hold and release; "after": submit's after and after_ok;
-// "drain_reason": drain's reason; "job_timeout": submit's job_timeout_s.
+// "drain_reason": drain's reason; "job_timeout": submit's job_timeout_s; "mail": submit's mail.
 inline const std::vector<std::string> kFeatures = {
-    "repeat", "task_control", "log", "edit", "clean", "on_end",       "reuse",
-    "best",   "clean_jobs",   "env", "hold", "after", "drain_reason", "job_timeout"};
+    "repeat",     "task_control", "log",  "edit",  "clean",        "on_end",      "reuse", "best",
+    "clean_jobs", "env",          "hold", "after", "drain_reason", "job_timeout", "mail"};
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as
 // tasks (after max_ops), records skipped, and the first warnings.
@@ -967,9 +969,11 @@ struct SubmitRequest {
     v.String("env", s.env, 65536);
     v.IntList("after", s.after, 1, kMaxId);
     v.IntList("after_ok", s.after_ok, 1, kMaxId);
+    v.Bool("mail", s.mail);
   }
   std::string Feature() const {
-    return submit.job_timeout_s >= 0                           ? "job_timeout"
+    return submit.mail                                         ? "mail"
+           : submit.job_timeout_s >= 0                         ? "job_timeout"
            : !submit.after.empty() || !submit.after_ok.empty() ? "after"
            : !submit.env.empty()                               ? "env"
            : !submit.on_end.empty()                            ? "on_end"

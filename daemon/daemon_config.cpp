@@ -151,6 +151,8 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
         bad(k, "must be true or false");
     } else if (k == "on_job_end") {
       str(&c.on_job_end);
+    } else if (k == "sendmail") {
+      str(&c.sendmail);
     } else if (k == "on_end_timeout") {
       num(&c.on_end_timeout_s, 0.1, 86400);
     } else if (k == "max_frame_bytes") {

@@ -42,7 +42,9 @@ struct DaemonConfig {
   double reuse_max_age_days = 30;  // reuse successes at most this old; 0 = never reuse
   bool share_results = true;       // reuse and `best` across users (false: own only)
   std::string on_job_end;          // a shell command run (as ckprofd) when a job ends
-  double on_end_timeout_s = 60;    // a job-end command running longer is stopped
+  // The host's mail submission program (submit --mail); "" = no mail.
+  std::string sendmail = "/usr/sbin/sendmail";
+  double on_end_timeout_s = 60;  // a job-end command running longer is stopped
   // One protocol frame. A submit carries its input as base64 of the gzip (4/3 of the .gz
   // file): 64 MiB fits a 48 MB gzipped trace.
   uint64_t max_frame_bytes = 64u << 20;

@@ -210,6 +210,7 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
   o.share_results = c.share_results;
   o.run_as_owner = getuid() == 0;
   o.on_job_end = c.on_job_end;
+  o.sendmail = c.sendmail;
   o.on_end_timeout_s = c.on_end_timeout_s;
   o.capture_bytes = c.capture_bytes;
   o.state_dir = c.state_dir;

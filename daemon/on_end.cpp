@@ -16,6 +16,17 @@ extern char** environ;
 namespace ckprof {
 namespace {
 
+// submit --mail: the job's end as a mail to its owner, through the configured sendmail run as
+// them. Every value comes from the environment (OnEndEnvironment: the name with its control
+// characters escaped, so no header can be added through it); none is spliced into the text.
+constexpr const char* kMailCommand =
+    "{ printf 'To: %s\\nSubject: ckprof job %s %s: %s\\n\\n' \"$CKPROF_MAIL_TO\" "
+    "\"$CKPROF_JOB_ID\" "
+    "\"$CKPROF_JOB_STATE\" \"$CKPROF_JOB_NAME\"; "
+    "printf 'Job %s (%s) of %s: %s.\\nIts tasks: %s.\\n\\nckprof status %s\\nckprof results %s\\n' "
+    "\"$CKPROF_JOB_ID\" \"$CKPROF_JOB_NAME\" \"$CKPROF_JOB_OWNER\" \"$CKPROF_JOB_STATE\" "
+    "\"$CKPROF_COUNTS\" \"$CKPROF_JOB_ID\" \"$CKPROF_JOB_ID\"; } | \"$CKPROF_SENDMAIL\" -oi -t";
+
 // The first line of a capture, for the log.
 std::string FirstLine(const std::string& text) {
   const size_t start = text.find_first_not_of("\n");
@@ -116,11 +127,19 @@ void Scheduler::RunOnEnd(const Job& job) {
   };
   std::vector<Callback> callbacks;
   if (!job.rec.on_end.empty()) callbacks.push_back({job.rec.on_end, true, "--on-end"});
+  if (job.rec.mail && !options_.sendmail.empty()) {
+    callbacks.push_back({kMailCommand, true, "--mail"});
+  }
   if (!options_.on_job_end.empty()) callbacks.push_back({options_.on_job_end, false, "on_job_end"});
   for (const Callback& cb : callbacks) {
     RunSpec spec;
     spec.argv = {"/bin/sh", "-c", cb.command};
     spec.set_env = OnEndEnvironment(job);
+    const bool mail = cb.command == kMailCommand;
+    if (mail) {
+      spec.set_env.push_back({"CKPROF_SENDMAIL", options_.sendmail});
+      spec.set_env.push_back({"CKPROF_MAIL_TO", job.rec.owner});
+    }
     if (cb.as_owner) {
       // The owner's own variables (submit --env), under ours.
       for (auto e = job.rec.env.rbegin(); e != job.rec.env.rend(); ++e) {
@@ -143,7 +162,8 @@ void Scheduler::RunOnEnd(const Job& job) {
     spec.capture_head = spec.capture_tail = 2048;
     const int64_t id = job.rec.id;
     const std::string what = cb.what, command = cb.command;
-    const bool owners = cb.as_owner;  // the owner's --on-end: its end is shown to them
+    // The owner's --on-end: its end is shown to them.
+    const bool owners = cb.as_owner && !mail;
     job_end_runner_.Start(std::move(spec), [this, id, what, command, owners](RunResult r) {
       if (owners) RecordOnEndResult(id, OnEndResultOf(r));
       using Kind = Outcome::Kind;

@@ -61,6 +61,7 @@ struct SchedulerOptions {
   int max_attempts = 3;          // automatic requeues after interruption
   bool run_as_owner = false;     // root daemon: tasks run as the submitter
   std::string on_job_end;        // a shell command run (as the daemon) when any job ends
+  std::string sendmail;          // mails a job's end to its owner (submit --mail); "" = none
   double on_end_timeout_s = 60;  // a job-end command that runs longer is stopped
   size_t capture_bytes = 16384;  // head and tail kept per stream
   std::string state_dir;         // marks our processes (CKPROFD_STATE)

@@ -511,6 +511,25 @@ Result<JobRecord> Service::MakeJob(const SubmitOptions& o, const Identity& who,
                      std::to_string(getuid()) +
                      ") cannot do: ask its admin for on_job_end, or use a root ckprofd");
   }
+  if (o.mail) {
+    if (config_.sendmail.empty()) {
+      return MakeError(
+          "submit: --mail: this ckprofd sends no mail (its config's sendmail is "
+          "empty); --on-end CMD can tell you another way");
+    }
+    if (access(config_.sendmail.c_str(), X_OK) != 0) {
+      return MakeError("submit: --mail needs a local sendmail, and this host has none at " +
+                       config_.sendmail +
+                       " (its admin installs a mail transfer agent such as exim4 or postfix, "
+                       "or sets \"sendmail\" in the ckprofd config); --on-end CMD can tell you "
+                       "another way");
+    }
+    if (getuid() != 0 && who.uid != getuid()) {
+      return MakeError(
+          "submit: --mail sends mail as you, which this ckprofd (not root) cannot "
+          "do: use a root ckprofd");
+    }
+  }
   auto env = JobEnvironment(o.env, who);
   if (!env) return MakeError("submit: " + env.error());
   JobRecord job;
@@ -536,6 +555,7 @@ Result<JobRecord> Service::MakeJob(const SubmitOptions& o, const Identity& who,
   job.after = o.after;
   job.after_ok = o.after_ok;
   job.job_timeout_s = o.job_timeout_s >= 0 ? o.job_timeout_s : config_.max_job_timeout_s;
+  job.mail = o.mail;
   return job;
 }
 

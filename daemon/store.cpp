@@ -335,7 +335,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   env TEXT NOT NULL DEFAULT '', held_by TEXT NOT NULL DEFAULT '',
   held_by_uid INTEGER NOT NULL DEFAULT -1, after_jobs TEXT NOT NULL DEFAULT '[]',
   after_ok_jobs TEXT NOT NULL DEFAULT '[]', cancel_reason TEXT NOT NULL DEFAULT '',
-  job_timeout_s REAL NOT NULL DEFAULT 0);
+  job_timeout_s REAL NOT NULL DEFAULT 0, mail INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS tasks (
   id INTEGER PRIMARY KEY,
   job_id INTEGER NOT NULL REFERENCES jobs(id),
@@ -594,13 +594,14 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
         "ALTER TABLE jobs ADD COLUMN held_by_uid INTEGER NOT NULL DEFAULT -1;";
   }
   // 9 -> 10: jobs.after_jobs, jobs.after_ok_jobs (submit --after, --after-ok), jobs.cancel_reason,
-  // jobs.job_timeout_s (submit --job-timeout).
+  // jobs.job_timeout_s (submit --job-timeout), jobs.mail (submit --mail).
   if (schema >= 1 && schema < 10) {
     migrate +=
         "ALTER TABLE jobs ADD COLUMN after_jobs TEXT NOT NULL DEFAULT '[]';"
         "ALTER TABLE jobs ADD COLUMN after_ok_jobs TEXT NOT NULL DEFAULT '[]';"
         "ALTER TABLE jobs ADD COLUMN cancel_reason TEXT NOT NULL DEFAULT '';"
-        "ALTER TABLE jobs ADD COLUMN job_timeout_s REAL NOT NULL DEFAULT 0;";
+        "ALTER TABLE jobs ADD COLUMN job_timeout_s REAL NOT NULL DEFAULT 0;"
+        "ALTER TABLE jobs ADD COLUMN mail INTEGER NOT NULL DEFAULT 0;";
   }
   // 7 -> 8: tasks.pgid and attempts.pgid are the attempt's handle (a process group, or a
   // remote executor's id of the run): renamed. (A table that has no such column yet is made
@@ -782,7 +783,7 @@ Status Store::InsertJobRow(const JobRecord& job, int64_t* job_id, int64_t* last_
         "INSERT INTO jobs (uid, gid, groups, owner, name, priority, gpus, max_gpus, "
         "not_before, timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, "
         "task_order, repeat, noise_threshold, on_end, reuse, id, env, after_jobs, after_ok_jobs, "
-        "job_timeout_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?)");
+        "job_timeout_s, mail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?,?,?,?,?)");
     std::vector<int> groups(job.groups.begin(), job.groups.end());
     ins.Bind(1, int64_t{job.uid})
         .Bind(2, int64_t{job.gid})
@@ -807,7 +808,8 @@ Status Store::InsertJobRow(const JobRecord& job, int64_t* job_id, int64_t* last_
         .Bind(21, JoinLines(job.env))
         .Bind(22, IntsToJson(job.after))
         .Bind(23, IntsToJson(job.after_ok))
-        .Bind(24, job.job_timeout_s);
+        .Bind(24, job.job_timeout_s)
+        .Bind(25, int64_t{job.mail ? 1 : 0});
     if (Status s = StepDone(ins, "insert job"); !s) return s;
   }
   *job_id = last_job + 1;
@@ -1383,7 +1385,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
          "timeout_s, profiler_path, cwd, input_format, cancelled, submitted_at, finished_at, "
          "task_order, repeat, noise_threshold, on_end, reuse, outcome, exit_code, stderr_head, "
          "ended_at, env, held_by, held_by_uid, after_jobs, after_ok_jobs, cancel_reason, "
-         "job_timeout_s "
+         "job_timeout_s, mail "
          "FROM jobs "
          "LEFT JOIN job_on_end ON job_on_end.job_id = jobs.id "
          "WHERE jobs.id NOT IN (SELECT job_id FROM jobs_dropped) ORDER BY id");
@@ -1424,6 +1426,7 @@ Status Store::ForEachJob(const std::function<void(JobRecord&&)>& fn) {
     j.after_ok = IntsFromJson<int64_t>(q.Text(30));
     j.cancel_reason = q.Text(31);
     j.job_timeout_s = q.Double(32);
+    j.mail = q.Int(33) != 0;
     fn(std::move(j));
   }
   if (rc != SQLITE_DONE) return MakeError("database: load jobs: " + q.error());

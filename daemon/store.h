@@ -63,6 +63,7 @@ struct JobRecord {
   // Why it was cancelled ("cancelled by alice", "job 7 failed (--after-ok 7)"); "" = it was not.
   std::string cancel_reason;
   double job_timeout_s = 0;  // the whole job's time limit from its first start; 0 = none
+  bool mail = false;         // its end is mailed to its owner (submit --mail)
 };
 
 // A GPU drained by an admin or for its health (table gpu_drains): who ("ckprofd" for its

@@ -3,13 +3,20 @@
 // cancel of the jobs a filter picks (scancel --user/--state/--name), dependencies (sbatch
 // --dependency=afterany/afterok) and drains that last (scontrol update state=drain reason=).
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "tests/util/commands.h"
 #include "tests/util/emulator.h"
+#include "tests/util/files.h"
 #include "tests/util/multi_user.h"
 #include "tests/util/requests.h"
 #include "tests/util/users.h"
@@ -395,6 +402,74 @@ TEST_F(QueueTest, AJobPastItsJobTimeoutIsCancelledSayingWhy) {
   const int64_t admins = SubmitAs(nullptr, testing::FwdConfigsText(1), {"--job-timeout", "0"});
   ASSERT_GT(admins, 0);
   EXPECT_EQ(Status(admins).job_timeout_s, 0);
+}
+
+// Waits until a file whose name starts with `prefix` is in `dir` (inotify on the directory; a
+// file moved in whole), for at most 30 s; its path, or "" on a timeout.
+std::string WaitForFileIn(const std::string& dir, const std::string& prefix) {
+  const int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (fd >= 0) inotify_add_watch(fd, dir.c_str(), IN_MOVED_TO | IN_CREATE);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string found;
+  while (found.empty() && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind(prefix, 0) == 0 && name.find(".tmp") == std::string::npos) {
+        found = e.path().string();
+      }
+    }
+    if (!found.empty()) break;
+    pollfd p = {fd, POLLIN, 0};
+    poll(&p, fd >= 0 ? 1 : 0, 100);  // (should an event be missed: look again)
+    char events[4096];
+    while (fd >= 0 && read(fd, events, sizeof events) > 0) {
+    }
+  }
+  if (fd >= 0) close(fd);
+  return found;
+}
+
+// submit --mail: the job's end is mailed to its owner through the configured sendmail, run as
+// them ("sendmail -oi -t", the message on stdin); a host without one refuses --mail saying why.
+TEST_F(QueueTest, MailTellsTheOwnerOfTheJobsEndThroughSendmail) {
+  SystemUser alice(Name("a"));
+  ASSERT_TRUE(alice.ok());
+  const std::string mail_dir = dir_.path() + "/mail";
+  ASSERT_EQ(mkdir(mail_dir.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(mail_dir.c_str(), 0777), 0);
+  const std::string sendmail = dir_.path() + "/fake-sendmail";
+  testing::WriteFile(
+      sendmail,
+      "#!/bin/sh\n"
+      "out=" +
+          mail_dir +
+          "/mail-$(id -un)-$$\n"
+          "{ echo \"argv: $*\"; cat; } > \"$out.tmp\" && mv \"$out.tmp\" \"$out\"\n");
+  ASSERT_EQ(chmod(sendmail.c_str(), 0755), 0);
+  Start(EmulatorOptions("0", R"({"socket_mode": "0666", "sendmail": ")" + sendmail + R"("})"));
+  const int64_t job = SubmitAs(&alice, testing::FwdConfigsText(2), {"--mail", "--name", "rn %s"});
+  ASSERT_GT(job, 0);
+  const std::string path = WaitForFileIn(mail_dir, "mail-" + alice.name() + "-");
+  ASSERT_FALSE(path.empty()) << "no mail was sent";
+  const std::string mail = testing::ReadFile(path);
+  const std::string id = std::to_string(job);
+  EXPECT_NE(mail.find("argv: -oi -t\n"), std::string::npos) << mail;
+  EXPECT_NE(mail.find("To: " + alice.name() + "\n"), std::string::npos) << mail;
+  EXPECT_NE(mail.find("Subject: ckprof job " + id + " finished: rn %s\n"), std::string::npos)
+      << mail;
+  EXPECT_NE(mail.find("Its tasks: 2 succeeded"), std::string::npos) << mail;
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, alice.uid()) << "sendmail ran as the job's owner";
+
+  daemon_.Stop(SIGTERM);
+  Start(EmulatorOptions("0", R"({"socket_mode": "0666", "sendmail": "/nonexistent/sendmail"})"));
+  std::string err;
+  EXPECT_EQ(SubmitAs(&alice, testing::FwdConfigsText(1), {"--mail"}, &err), 0);
+  EXPECT_NE(err.find("--mail needs a local sendmail, and this host has none at "
+                     "/nonexistent/sendmail"),
+            std::string::npos)
+      << err;
 }
 
 }  // namespace
