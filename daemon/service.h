@@ -97,6 +97,9 @@ class Service {
   Answer<LogReply> HandleLog(const LogRequest& r);
   Answer<CleanReply> HandleClean(const CleanRequest& r, const Identity& who);
   Answer<BestReply> HandleBest(const BestRequest& r, const Identity& who);
+  // usage (daemon/usage.cpp): everyone's, or one user's (`user`: a name or uid); the Store
+  // is read on the pool.
+  asio::awaitable<Answer<UsageReply>> HandleUsage(const UsageRequest& r, const Identity& who);
   GpusReply HandleGpus();
   // drain and resume.
   Answer<EmptyReply> HandleDrain(const DrainRequest& r, const Identity& who, bool drain);
