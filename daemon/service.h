@@ -134,6 +134,11 @@ class Service {
   Scheduler& scheduler_;
   DaemonConfig config_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // usage's scans of the Store run one at a time on the pool (a request waits here for the
+  // one before it), so that a user asking again and again never takes every conversion
+  // thread. The gate never expires: cancel_one wakes the next waiter.
+  bool usage_scanning_ = false;
+  std::unique_ptr<asio::steady_timer> usage_gate_;
 };
 
 }  // namespace ckprof

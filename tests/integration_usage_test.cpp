@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon/unix_time.h"
@@ -121,6 +122,22 @@ TEST_F(UsageTest, CountsEachUsersAndJobsRunsFromTheStoredAttempts) {
   EXPECT_EQ(only["users"][0]["user"], bob.name());
   ASSERT_EQ(only["jobs"].size(), 1u) << only.dump(2);
   EXPECT_EQ(only["jobs"][0]["job_id"], b1);
+
+  // Asked at once by several clients: the scans take turns (one at a time on the pool), and
+  // each is answered.
+  std::vector<std::thread> askers;
+  std::vector<CommandResult> answers(4);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    askers.emplace_back([&, i] {
+      answers[i] = Ckprof(i % 2 ? &bob : &alice, {"usage", "--json"});
+    });
+  }
+  for (auto& t : askers) t.join();
+  for (const CommandResult& r : answers) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    json u = json::parse(r.out, nullptr, false);
+    EXPECT_EQ(Row(u.is_object() ? u["users"] : json(), "user", alice.name())["runs"], 5) << r.out;
+  }
 
   // --since: an age that covers the test counts all; a time to come counts nothing.
   EXPECT_EQ(Row(Usage(&alice, {"--since", "7d"})["users"], "user", alice.name())["runs"], 5);
