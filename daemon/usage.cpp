@@ -93,7 +93,9 @@ asio::awaitable<Service::Answer<UsageReply>> Service::HandleUsage(const UsageReq
     usage_gate_ = std::make_unique<asio::steady_timer>(io_, asio::steady_timer::time_point::max());
   }
   while (usage_scanning_) {
+    const std::shared_ptr<bool> alive = alive_;  // the gate goes with the Service
     co_await usage_gate_->async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    if (!*alive) co_return Refusal{"usage: ckprofd is stopping", std::nullopt};
   }
   usage_scanning_ = true;
   const double now = UnixNow();
