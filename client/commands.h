@@ -34,8 +34,13 @@ int RunEditCommand(const GlobalOptions& global, const Args& args);   // edit_cmd
 int RunCleanCommand(const GlobalOptions& global, const Args& args);  // edit_cmd.cpp
 
 int RunBestCommand(const GlobalOptions& global, const Args& args);    // best_cmd.cpp
+int RunUsageCommand(const GlobalOptions& global, const Args& args);   // usage_cmd.cpp
 int RunReportCommand(const GlobalOptions& global, const Args& args);  // report_cmd.cpp
 
 int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestType type);
+
+// The asking user's use against the per-user limits, two lines: what status and usage end
+// with (status_cmd.cpp).
+std::string UseLines(const UserUse& u);
 
 }  // namespace ckprof

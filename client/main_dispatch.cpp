@@ -41,6 +41,8 @@ const std::vector<Command>& Commands() {
        [](const GlobalOptions& g, const Args& a) { return RunLogCommand(g, a); }},
       {"best", "the tuning table: the best kernel of every problem ever measured",
        [](const GlobalOptions& g, const Args& a) { return RunBestCommand(g, a); }},
+      {"usage", "GPU time, runs and fair-share place per user (--jobs: per job)",
+       [](const GlobalOptions& g, const Args& a) { return RunUsageCommand(g, a); }},
       {"report", "write a job's report: a self-contained HTML page (or Markdown)",
        [](const GlobalOptions& g, const Args& a) { return RunReportCommand(g, a); }},
       {"compare", "compare two jobs or results files: times, speedups, geometric mean",

@@ -102,6 +102,8 @@ void PrintJobDetails(const JobSummary& s) {
   }
 }
 
+}  // namespace
+
 // The asking user's use against the per-user limits, two lines that fit 80 columns:
 //   you: 3 jobs, 1,204 queued runs, 2 GPUs in use
 //   limits: 1,000 jobs, 1,000,000 runs, no GPU cap, --timeout up to 1,800 s
@@ -127,8 +129,6 @@ std::string UseLines(const UserUse& u) {
   out += "\n";
   return out;
 }
-
-}  // namespace
 
 int RunStatusCommand(const GlobalOptions& global, const Args& args, bool list_mode) {
   const std::string cmd = list_mode ? "list" : "status";

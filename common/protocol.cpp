@@ -466,6 +466,7 @@ CKPROF_REPLY(LogReply)
 CKPROF_REPLY(TaskLogEvent)
 CKPROF_REPLY(CleanReply)
 CKPROF_REPLY(BestReply)
+CKPROF_REPLY(UsageReply)
 #undef CKPROF_REPLY
 
 }  // namespace ckprof

@@ -53,6 +53,7 @@ enum class RequestType {
   kBest,     // the tuning table: every problem's best measured kernel
   kHold,     // a job's queued tasks do not start (its owner, or admins) until released
   kRelease,  // they may start again
+  kUsage,    // accounting: GPU time, runs and fair share per user (and per job)
 };
 
 // "hello", "submit", ...: the kind's wire name (its struct's kName).
@@ -572,10 +573,11 @@ void VisitFields(S& r, V& v) {
 // failed/timeout_s/profiler_path),
 // "log", "edit", "clean": those requests; "clean_jobs": clean's job_ids and dry_run; "env":
 // submit's env; "hold": hold and release; "after": submit's after and after_ok;
-// "drain_reason": drain's reason; "job_timeout": submit's job_timeout_s; "mail": submit's mail.
+// "drain_reason": drain's reason; "job_timeout": submit's job_timeout_s; "mail": submit's mail;
+// "usage": usage.
 inline const std::vector<std::string> kFeatures = {
     "repeat",     "task_control", "log",  "edit",  "clean",        "on_end",      "reuse", "best",
-    "clean_jobs", "env",          "hold", "after", "drain_reason", "job_timeout", "mail"};
+    "clean_jobs", "env",          "hold", "after", "drain_reason", "job_timeout", "mail",  "usage"};
 
 // What a submit's conversion found: its format, records read, configs made, configs kept as
 // tasks (after max_ops), records skipped, and the first warnings.
@@ -1148,6 +1150,71 @@ struct LogRequest {
   }
 };
 
+// usage: accounting, as sacct and sshare tell it. One row per user (and with `jobs` per job)
+// of the attempts stored since `since`: GPU time, runs, successes and failures; each user's
+// fair-share usage now and place in fair share's order; the caller's use and caps.
+struct UsageRow {
+  std::string user;
+  uint32_t uid = 0;
+  int64_t job_id = 0;    // a job's row (UsageRequest::jobs); 0 in a user's
+  std::string job_name;  // a job's row
+  // Attempts that started at or after `since`: their GPU seconds (a running one's up to now),
+  // how many, how many succeeded, how many failed (IsFailure: failed, crashed, timed out,
+  // spawn failed, interrupted).
+  double gpu_seconds = 0;
+  int64_t runs = 0, succeeded = 0, failed = 0;
+  // A user's row: decayed GPU seconds now, running tasks included (what fair share compares),
+  // and their place among the users with queued work (1 = served first; 0 = no queued work).
+  double fair_share_usage = 0;
+  int64_t place = 0;
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, UsageRow>
+void VisitFields(S& r, V& v) {
+  v("user", r.user);
+  v("uid", r.uid);
+  v.Omittable("job_id", r.job_id, r.job_id > 0);
+  v.Omittable("job_name", r.job_name, r.job_id > 0);
+  v("gpu_seconds", r.gpu_seconds);
+  v("runs", r.runs);
+  v("succeeded", r.succeeded);
+  v("failed", r.failed);
+  v.Omittable("fair_share_usage", r.fair_share_usage, r.job_id == 0);
+  v.Nullable("place", r.place, r.place > 0);
+}
+struct UsageReply {
+  double since = 0, now = 0;  // unix seconds: the window (since 0: everything stored)
+  double half_life_s = 0;     // fair share's decay
+  std::vector<UsageRow> users;
+  std::vector<UsageRow> jobs;  // with `jobs`
+  UserUse you;                 // the caller's use and per-user caps (as status's)
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, UsageReply>
+void VisitFields(S& r, V& v) {
+  v("since", r.since);
+  v("now", r.now);
+  v("half_life_s", r.half_life_s);
+  v("users", r.users);
+  v("jobs", r.jobs);
+  v("you", r.you);
+}
+struct UsageRequest {
+  static constexpr RequestType kType = RequestType::kUsage;
+  static constexpr const char* kName = "usage";
+  using Reply = UsageReply;
+  double since = 0;   // unix seconds; 0 = every stored attempt
+  std::string user;   // a name or uid; "" = everyone (every user sees everyone's, as status)
+  bool jobs = false;  // one row per job too
+  template <typename R, typename V>
+  static void Fields(R& r, V& v) {
+    v.Double("since", r.since, 0, kMaxNotBefore);
+    v.String("user", r.user, 256);
+    v.Bool("jobs", r.jobs);
+  }
+  std::string Feature() const { return "usage"; }
+};
+
 // Change a job's settings (its owner: waiting work; admins: anything).
 struct EditRequest {
   static constexpr RequestType kType = RequestType::kEdit;
@@ -1232,7 +1299,7 @@ using RequestBody =
     std::variant<HelloRequest, PingRequest, SubmitRequest, StatusRequest, ListRequest,
                  ResultsRequest, CancelRequest, RetryRequest, WatchRequest, GpusRequest,
                  DrainRequest, ResumeRequest, BoostRequest, LogRequest, EditRequest, CleanRequest,
-                 BestRequest, HoldRequest, ReleaseRequest>;
+                 BestRequest, HoldRequest, ReleaseRequest, UsageRequest>;
 template <typename T>
 concept IsRequest = requires {
   T::kType;

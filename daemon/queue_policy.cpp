@@ -234,12 +234,13 @@ std::optional<int64_t> QueuePolicy::PickAfterEnd(int gpu, double now) const {
 
 // The fair-share rule: users with work, least effective usage first; ties: fewer running
 // tasks, then the lower uid. Pick serves them in this order, and UsersAhead says it.
-std::vector<QueuePolicy::Candidate> QueuePolicy::Candidates(double now, int freed_gpu) const {
+std::vector<QueuePolicy::Candidate> QueuePolicy::Candidates(double now, int freed_gpu,
+                                                            bool capped_too) const {
   std::vector<Candidate> users;
   for (const auto& [uid, a] : accounts_) {
     if (a.active_jobs.empty()) continue;
     const int running = RunningOfUser(uid, freed_gpu);
-    if (user_gpu_cap_ > 0 && running >= user_gpu_cap_) continue;  // at the per-user cap
+    if (!capped_too && user_gpu_cap_ > 0 && running >= user_gpu_cap_) continue;  // at the cap
     users.push_back({EffectiveUsage(uid, now, freed_gpu), running, uid});
   }
   std::sort(users.begin(), users.end(), [](const Candidate& a, const Candidate& b) {
@@ -279,6 +280,14 @@ std::vector<QueuePolicy::Ahead> QueuePolicy::UsersAhead(uint32_t uid, double now
       continue;
     }
     out.push_back({c.uid, WhyAhead(c, me)});
+  }
+  return out;
+}
+
+std::vector<uint32_t> QueuePolicy::FairShareOrder(double now) const {
+  std::vector<uint32_t> out;
+  for (const Candidate& c : Candidates(now, /*freed_gpu=*/-1, /*capped_too=*/true)) {
+    out.push_back(c.uid);
   }
   return out;
 }

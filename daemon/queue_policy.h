@@ -113,6 +113,11 @@ class QueuePolicy {
     std::string why;
   };
   std::vector<Ahead> UsersAhead(uint32_t uid, double now) const;
+  // Every user with queued work that is not paused, in fair share's order (Candidates', as
+  // Pick serves them; a user at the per-user GPU cap keeps their place, passed over until a
+  // task of theirs ends): `usage`'s PLACE.
+  std::vector<uint32_t> FairShareOrder(double now) const;
+  double half_life_s() const { return half_life_s_; }
   // The earliest not-before time after `now` of a job with queued work that is not paused;
   // 0 = none.
   double NextNotBefore(double now) const;
@@ -146,7 +151,8 @@ class QueuePolicy {
     int running;
     uint32_t uid;
   };
-  std::vector<Candidate> Candidates(double now, int freed_gpu) const;
+  // (`capped_too`: users at the per-user cap too, who Pick passes over.)
+  std::vector<Candidate> Candidates(double now, int freed_gpu, bool capped_too = false) const;
   static std::string WhyAhead(const Candidate& a, const Candidate& b);
   // Whether a task of the job may start now (queued, not paused, its not-before come, below
   // its max_gpus; `freed_job`'s task on the freed GPU counted as ended).

@@ -225,6 +225,11 @@ class Scheduler {
   // The tuning table (daemon/reuse.cpp): every problem's best measurement per profiler build
   // and GPU model; only `who`'s own when results are not shared and `who` is no admin.
   Result<std::vector<BestRecord>> Best(BestFilter filter, const Identity& who);
+  // Accounting (daemon/usage.cpp, ckprof usage): per user (and `per_job`, per job) the
+  // attempts Store::TallyAttempts counted, with each user's fair-share usage and place now
+  // (of `uid` alone unless uid < 0); the window and `you` are left for the caller.
+  UsageReply Usage(const std::vector<Store::AttemptTally>& tallies, int64_t uid,
+                   bool per_job) const;
   // Which build each executable is (daemon/profiler_identity.h); any thread may use it.
   ProfilerIdentities& profiler_identities() { return identities_; }
   // The job's noise threshold (what its repeated configs' results are merged with).

@@ -258,6 +258,8 @@ asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& w
       co_return Respond(r, HandleHold(r.as<HoldRequest>(), who, true));
     case RequestType::kRelease:
       co_return Respond(r, HandleHold(r.as<ReleaseRequest>(), who, false));
+    case RequestType::kUsage:
+      co_return Respond(r, co_await HandleUsage(r.as<UsageRequest>(), who));
     case RequestType::kWatch:
       break;  // a stream: Stream
   }

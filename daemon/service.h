@@ -97,6 +97,9 @@ class Service {
   Answer<LogReply> HandleLog(const LogRequest& r);
   Answer<CleanReply> HandleClean(const CleanRequest& r, const Identity& who);
   Answer<BestReply> HandleBest(const BestRequest& r, const Identity& who);
+  // usage (daemon/usage.cpp): everyone's, or one user's (`user`: a name or uid); the Store
+  // is read on the pool.
+  asio::awaitable<Answer<UsageReply>> HandleUsage(const UsageRequest& r, const Identity& who);
   GpusReply HandleGpus();
   // drain and resume.
   Answer<EmptyReply> HandleDrain(const DrainRequest& r, const Identity& who, bool drain);
@@ -134,6 +137,11 @@ class Service {
   Scheduler& scheduler_;
   DaemonConfig config_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // usage's scans of the Store run one at a time on the pool (a request waits here for the
+  // one before it), so that a user asking again and again never takes every conversion
+  // thread. The gate never expires: cancel_one wakes the next waiter.
+  bool usage_scanning_ = false;
+  std::unique_ptr<asio::steady_timer> usage_gate_;
 };
 
 }  // namespace ckprof

@@ -1552,4 +1552,47 @@ Result<std::string> Store::QuickCheck() {
   return q.Text(0);
 }
 
+Result<std::vector<Store::AttemptTally>> Store::TallyAttempts(const std::string& path, double since,
+                                                              double now, int64_t uid) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    const std::string why = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return MakeError("database: usage: cannot open " + path + ": " + why);
+  }
+  sqlite3_busy_timeout(db, 5000);
+  sqlite3_stmt* q = nullptr;
+  int rc = sqlite3_prepare_v2(
+      db,
+      "SELECT j.id, j.uid, j.owner, j.name, a.outcome, COUNT(*), "
+      "SUM(MAX(0, (CASE WHEN a.ended_at > 0 THEN a.ended_at ELSE ?2 END) - a.started_at)) "
+      "FROM attempts a JOIN tasks t ON t.id = a.task_id JOIN jobs j ON j.id = t.job_id "
+      "WHERE a.started_at >= ?1 AND (?3 < 0 OR j.uid = ?3) "
+      "AND j.id NOT IN (SELECT job_id FROM jobs_dropped) GROUP BY j.id, a.outcome",
+      -1, &q, nullptr);
+  std::vector<AttemptTally> out;
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_double(q, 1, since);
+    sqlite3_bind_double(q, 2, now);
+    sqlite3_bind_int64(q, 3, uid);
+    auto text = [q](int col) {
+      const unsigned char* t = sqlite3_column_text(q, col);
+      return t ? std::string(reinterpret_cast<const char*>(t),
+                             static_cast<size_t>(sqlite3_column_bytes(q, col)))
+               : std::string();
+    };
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+      out.push_back(AttemptTally{
+          sqlite3_column_int64(q, 0), static_cast<uint32_t>(sqlite3_column_int64(q, 1)), text(2),
+          text(3), text(4), sqlite3_column_int64(q, 5), sqlite3_column_double(q, 6)});
+    }
+  }
+  const std::string why = sqlite3_errmsg(db);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  if (rc != SQLITE_DONE) return MakeError("database: usage: " + why);
+  return out;
+}
+
 }  // namespace ckprof

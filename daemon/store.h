@@ -281,6 +281,24 @@ class Store {
   // PRAGMA quick_check: "ok" or what is wrong.
   Result<std::string> QuickCheck();
 
+  // Accounting (ckprof usage): the attempts that started at or after `since`, of `uid`'s jobs
+  // (uid < 0: everyone's), counted per job and outcome in one aggregate query, each group with
+  // its GPU seconds (an attempt still running counted up to `now`). Jobs being removed are
+  // left out. Rows: about jobs x outcomes, whatever the attempts. Any thread: it reads the
+  // database at `path` through a read-only connection of its own (WAL: it never blocks the
+  // daemon's writes), because the query visits every attempt's task (seconds for a million:
+  // not on the io thread).
+  struct AttemptTally {
+    int64_t job_id = 0;
+    uint32_t uid = 0;
+    std::string owner, job_name;
+    std::string outcome;  // OutcomeKindName, or "running"
+    int64_t attempts = 0;
+    double gpu_seconds = 0;
+  };
+  static Result<std::vector<AttemptTally>> TallyAttempts(const std::string& path, double since,
+                                                         double now, int64_t uid);
+
   class Stmt;  // a statement borrowed from this store's cache (store.cpp only)
   class Checkpointer;
 

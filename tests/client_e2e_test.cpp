@@ -883,9 +883,9 @@ TEST_F(ClientTest, ActingCommandsPrintJson) {
   EXPECT_EQ((*p)["uid"], getuid());
   EXPECT_EQ((*p)["socket"], daemon_->socket());
   EXPECT_NE((*p)["server"].get<std::string>().find("ckprofd"), std::string::npos);
-  EXPECT_EQ((*p)["features"],
-            (json{"repeat", "task_control", "log", "edit", "clean", "on_end", "reuse", "best",
-                  "clean_jobs", "env", "hold", "after", "drain_reason", "job_timeout", "mail"}))
+  EXPECT_EQ((*p)["features"], (json{"repeat", "task_control", "log", "edit", "clean", "on_end",
+                                    "reuse", "best", "clean_jobs", "env", "hold", "after",
+                                    "drain_reason", "job_timeout", "mail", "usage"}))
       << ping.out;
 
   const std::string hung = Submit(SampleWithFaults(9001, 9001));
