@@ -72,6 +72,10 @@ void PrintJobDetails(const JobSummary& s) {
   if (!s.waiting_reason.empty()) {
     std::cout << "reason: " << EscapeControl(s.waiting_reason) << "\n";
   }
+  if (s.estimated_start > 0) {
+    std::cout << "estimated start: " << FormatClock(s.estimated_start)
+              << " (a guess, as squeue --start: the work ahead at measured task times)\n";
+  }
   if (!s.cancel_reason.empty())
     std::cout << "cancelled: " << EscapeControl(s.cancel_reason) << "\n";
   auto ids = [](const std::vector<int64_t>& v) {

@@ -189,6 +189,10 @@ struct JobSummary {
   // Why its queued tasks do not run now, as squeue's REASON (status and list only; "" = they
   // start at the next pick, or none is queued).
   std::string waiting_reason;
+  // When its first task would start (status J only, for a job none of whose tasks has started;
+  // unix seconds; 0 = unknown: held, waiting for other jobs, or no task time measured yet; JSON
+  // null), as squeue --start guesses it (Scheduler::EstimatedStart).
+  double estimated_start = 0;
   // Who holds it (ckprof hold): its queued tasks do not start; "" = not held (JSON: null).
   std::string held_by;
   // How its --on-end command ended (JSON "on_end", absent until it has ended, or without one).
@@ -234,6 +238,7 @@ void VisitFields(S& s, V& v) {
   v("profiler", s.profiler);
   v("repeat", s.repeat);
   v.Omittable("waiting_reason", s.waiting_reason, !s.waiting_reason.empty());
+  v.Nullable("estimated_start", s.estimated_start, s.estimated_start > 0);
   v.Nullable("held_by", s.held_by, !s.held_by.empty());
   v.Omittable("on_end", s.on_end, s.on_end.has_value());
   v.Omittable("after", s.after, !s.after.empty());

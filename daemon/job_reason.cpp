@@ -1,7 +1,7 @@
 // Why a job's queued tasks do not run now, as squeue's REASON says it (status, list): the
 // first of a hold, not-before, its max-GPUs cap, its owner's per-user GPU cap, drained GPUs,
 // foreign processes, another daemon's host lock, GPUs busy with other work (and who is ahead in
-// fair share), and GPUs busy with its own tasks.
+// fair share), and GPUs busy with its own tasks; and when it would start (squeue --start).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,7 +25,83 @@ std::string Span(double seconds) {
   return fmt::format("{}s", t);
 }
 
+// The time when `work` seconds of tasks spread over GPUs that free at `free_at` are done, as
+// water fills: each GPU takes work from when it frees.
+double WaterLevel(std::vector<double> free_at, double work) {
+  std::sort(free_at.begin(), free_at.end());
+  double level = free_at.front();
+  for (size_t i = 0; i < free_at.size(); ++i) {
+    const double next = i + 1 < free_at.size() ? free_at[i + 1] : 1e300;
+    const double room = (next - level) * static_cast<double>(i + 1);
+    if (work <= room) return level + work / static_cast<double>(i + 1);
+    work -= room;
+    level = next;
+  }
+  return level;
+}
+
 }  // namespace
+
+double Scheduler::EstimatedStart(const Job& job, const JobSummary& s) const {
+  if (s.counts.queued() == 0 || s.counts.running() > 0 || job.first_start > 0) return 0;
+  if (job.rec.cancelled || !job.rec.held_by.empty() || !job.waiting_on.empty()) return 0;
+  const double now = UnixNow();
+  // A task's time: its job's mean, else every job's.
+  double all_sum = 0;
+  int64_t all_n = 0;
+  for (const auto& [id, j] : jobs_) {
+    all_sum += j.elapsed_sum;
+    all_n += j.elapsed_n;
+  }
+  auto mean_of = [&](const Job& j) {
+    return j.elapsed_n > 0 ? j.elapsed_sum / static_cast<double>(j.elapsed_n)
+           : all_n > 0     ? all_sum / static_cast<double>(all_n)
+                           : -1;
+  };
+  // The GPUs it may use, and when each frees.
+  std::vector<double> free_at;
+  for (const auto& g : gpus_) {
+    if (policy_.Drained(g.index)) continue;
+    if (!job.rec.gpus.empty() &&
+        std::find(job.rec.gpus.begin(), job.rec.gpus.end(), g.index) == job.rec.gpus.end()) {
+      continue;
+    }
+    if (!g.task_id) {
+      free_at.push_back(now);
+      continue;
+    }
+    const double mean = mean_of(jobs_.at(tasks_.at(g.task_id).job_id));
+    if (mean < 0) return 0;
+    free_at.push_back(std::max(now, g.busy_since + mean));
+  }
+  if (free_at.empty()) return 0;  // every GPU it may use is drained
+  // The work ahead: its owner's, then each other user's share of the same time.
+  double own = 0;
+  std::map<uint32_t, double> others;
+  for (const auto& [id, j] : jobs_) {
+    const QueuePolicy::JobParams* p = policy_.Params(id);
+    if (id == job.rec.id || p == nullptr || p->paused || p->not_before > now) continue;
+    const size_t queued = policy_.Queued(id);
+    if (queued == 0) continue;
+    const double mean = mean_of(j);
+    if (mean < 0) return 0;
+    const double work = static_cast<double>(queued) * mean;
+    if (j.rec.uid == job.rec.uid) {
+      const bool first = j.rec.priority > job.rec.priority ||
+                         (j.rec.priority == job.rec.priority && id < job.rec.id);
+      if (first) own += work;
+    } else {
+      others[j.rec.uid] += work;
+    }
+  }
+  double ahead = own;
+  const double mine = policy_.EffectiveUsage(job.rec.uid, now);
+  for (const auto& [uid, work] : others) {
+    const double lead = std::max(0.0, mine - policy_.EffectiveUsage(uid, now));
+    ahead += std::min(work, own + lead);
+  }
+  return std::max(WaterLevel(free_at, ahead), job.rec.not_before);
+}
 
 std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const {
   if (s.counts.queued() == 0 || job.rec.cancelled) return "";

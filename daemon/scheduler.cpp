@@ -1090,6 +1090,7 @@ Result<JobSummary> Scheduler::Summary(int64_t job_id) const {
   if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
   JobSummary s = MakeSummary(it->second);
   s.waiting_reason = WaitingReason(it->second, s);
+  s.estimated_start = EstimatedStart(it->second, s);
   s.on_end = it->second.rec.on_end_result;  // (status J only: not in each event's summary)
   return s;
 }

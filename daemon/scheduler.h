@@ -468,6 +468,12 @@ class Scheduler {
   JobSummary MakeSummary(const Job& job) const;
   // Why the job's queued tasks wait (daemon/job_reason.cpp); "" when they do not.
   std::string WaitingReason(const Job& job, const JobSummary& s) const;
+  // When the first task of a job that has not started would start (daemon/job_reason.cpp): the
+  // work ahead of it (its owner's jobs that Pick serves first; of each other user's, what fair
+  // share gives them meanwhile: as much as its owner's, plus their lead in usage), each job's
+  // tasks at its measured mean time (else the daemon's), spread over the GPUs it may use as they
+  // free. 0 = unknown (held, waiting for jobs, nothing measured yet).
+  double EstimatedStart(const Job& job, const JobSummary& s) const;
   void CountFinal(Job& job, Outcome::Kind kind, int delta);
   // Tells the job's watchers a JobEventFrame (built, by `fill` and the job's summary, only
   // when one of them wants it).

@@ -472,5 +472,41 @@ TEST_F(QueueTest, MailTellsTheOwnerOfTheJobsEndThroughSendmail) {
       << err;
 }
 
+// status J estimates when a queued job starts (squeue --start): from the work ahead at the
+// measured task times; later behind more work; unknown (null) for a held job or one waiting
+// for another.
+TEST_F(QueueTest, StatusEstimatesWhenAQueuedJobStarts) {
+  SystemUser alice(Name("a"));
+  ASSERT_TRUE(alice.ok());
+  Start(EmulatorOptions("0", R"({"socket_mode": "0666"})"));
+  // Measured task times first: two tasks that end.
+  const int64_t measured = SubmitAs(&alice, testing::FwdConfigsText(2));
+  ASSERT_TRUE(testing::WaitJobEnd(daemon_.socket(), measured).ok());
+  EXPECT_EQ(Status(measured).estimated_start, 0);  // ended
+  // The one GPU busy with a task that hangs; two jobs queued behind it.
+  const int64_t busy = SubmitAs(&alice, testing::FwdConfigsText(1, 9001));
+  ASSERT_GT(busy, 0);
+  ASSERT_EQ(testing::WaitForEmuRuns(emu_log_, 3).size(), 3u);
+  const int64_t next = SubmitAs(&alice, testing::FwdConfigsText(2, 0, 1, 10));
+  const int64_t later = SubmitAs(&alice, testing::FwdConfigsText(2, 0, 1, 12));
+  const JobSummary a = Status(next), b = Status(later);
+  EXPECT_GT(a.estimated_start, 0);
+  EXPECT_GT(b.estimated_start, a.estimated_start) << "two more tasks are ahead of it";
+  // (Bounds of sense, not of speed: the hung task's measured peers took milliseconds.)
+  EXPECT_GE(a.estimated_start, a.submitted_at - 1);
+  EXPECT_LT(b.estimated_start, b.submitted_at + 3600);
+  EXPECT_EQ(Status(busy).estimated_start, 0);  // it runs
+  CommandResult shown = Ckprof(&alice, {"status", std::to_string(later)});
+  EXPECT_NE(shown.out.find("estimated start: "), std::string::npos) << shown.out;
+  CommandResult as_json = Ckprof(&alice, {"status", std::to_string(later), "--json"});
+  EXPECT_NE(as_json.out.find("\"estimated_start\": "), std::string::npos) << as_json.out;
+  // Unknown: held, or waiting for another job.
+  ASSERT_EQ(Ckprof(&alice, {"hold", std::to_string(later)}).exit_code, 0);
+  EXPECT_EQ(Status(later).estimated_start, 0);
+  const int64_t dep =
+      SubmitAs(&alice, testing::FwdConfigsText(1, 0, 1, 14), {"--after", std::to_string(next)});
+  EXPECT_EQ(Status(dep).estimated_start, 0);
+}
+
 }  // namespace
 }  // namespace ckprof
