@@ -116,8 +116,9 @@ std::string UseLines(const UserUse& u) {
       "you: " + GroupThousands(u.jobs) + (u.jobs == 1 ? " active job, " : " active jobs, ") +
       GroupThousands(u.queued_runs) + (u.queued_runs == 1 ? " queued run, " : " queued runs, ") +
       GroupThousands(u.gpus_in_use) + (u.gpus_in_use == 1 ? " GPU in use\n" : " GPUs in use\n");
-  const std::string gpus =
-      u.max_gpus > 0 ? GroupThousands(u.max_gpus) + " GPUs at once" : std::string("no GPU cap");
+  const std::string gpus = u.max_gpus > 0 ? GroupThousands(u.max_gpus) +
+                                                (u.max_gpus == 1 ? " GPU" : " GPUs") + " at once"
+                                          : std::string("no GPU cap");
   if (u.admin) return out + "limits (admin): no job or run cap, " + gpus + ", any --timeout\n";
   out += "limits: ";
   out +=
