@@ -306,36 +306,32 @@ Status Service::CheckProfilerPolicy(const std::string& path, const Identity& who
                    " and runs other users' jobs only with profilers from those directories");
 }
 
-Status Service::CheckTimeout(double timeout_s, const Identity& who) const {
-  const double max = MaxUserTimeout(config_);
-  if (who.admin || timeout_s < 0 || max <= 0) return Status::Ok();
-  if (timeout_s == 0) {
-    return MakeError("--timeout 0 (no limit) is for admins only; this daemon's max_timeout is " +
+// A time limit `value` a plain user asks for (-1: the daemon's default, always allowed) against
+// the config key `key`'s ceiling `max` (0: none): at most that, and never none (0) under one.
+// One rule and one wording for --timeout and --job-timeout.
+namespace {
+Status CheckTimeLimit(const std::string& flag, const std::string& key, double value, double max,
+                      bool admin) {
+  if (admin || value < 0 || max <= 0) return Status::Ok();
+  if (value == 0) {
+    return MakeError(flag + " 0 (no limit) is for admins only; this daemon's " + key + " is " +
                      SecondsText(max) + " s: ask for at most that");
   }
-  if (timeout_s > max) {
-    return MakeError("--timeout " + SecondsText(timeout_s) +
-                     " is above this daemon's max_timeout of " + SecondsText(max) +
-                     " s: ask for at most that, or ask an admin");
+  if (value > max) {
+    return MakeError(flag + " " + SecondsText(value) + " is above this daemon's " + key + " of " +
+                     SecondsText(max) + " s: ask for at most that, or ask an admin");
   }
   return Status::Ok();
 }
+}  // namespace
+
+Status Service::CheckTimeout(double timeout_s, const Identity& who) const {
+  return CheckTimeLimit("--timeout", "max_timeout", timeout_s, MaxUserTimeout(config_), who.admin);
+}
 
 Status Service::CheckJobTimeout(double job_timeout_s, const Identity& who) const {
-  const double max = config_.max_job_timeout_s;
-  if (who.admin || job_timeout_s < 0 || max <= 0) return Status::Ok();
-  if (job_timeout_s == 0) {
-    return MakeError(
-        "--job-timeout 0 (no limit) is for admins only; this daemon's "
-        "max_job_timeout is " +
-        SecondsText(max) + " s: ask for at most that");
-  }
-  if (job_timeout_s > max) {
-    return MakeError("--job-timeout " + SecondsText(job_timeout_s) +
-                     " s is above this daemon's max_job_timeout of " + SecondsText(max) +
-                     " s: ask for at most that, or ask an admin");
-  }
-  return Status::Ok();
+  return CheckTimeLimit("--job-timeout", "max_job_timeout", job_timeout_s,
+                        config_.max_job_timeout_s, who.admin);
 }
 
 UserUse Service::UseAndLimits(const Identity& who) const {

@@ -364,7 +364,7 @@ TEST_F(QueueTest, AJobPastItsJobTimeoutIsCancelledSayingWhy) {
   const std::string text = testing::FwdConfigsText(2, 9001, 2);  // #1 runs, #2 hangs
   std::string err;
   EXPECT_EQ(SubmitAs(&alice, text, {"--job-timeout", "2h"}, &err), 0);
-  EXPECT_NE(err.find("--job-timeout 7200 s is above this daemon's max_job_timeout of 3600 s"),
+  EXPECT_NE(err.find("--job-timeout 7200 is above this daemon's max_job_timeout of 3600 s"),
             std::string::npos)
       << err;
   EXPECT_EQ(SubmitAs(&alice, text, {"--job-timeout", "none"}, &err), 0);
