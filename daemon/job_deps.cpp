@@ -143,12 +143,7 @@ void Scheduler::ArmJobTimeoutTimer() {
   }
   if (next == 0 || next == job_timeout_armed_) return;
   job_timeout_armed_ = next;
-  // At most a day at a time (a far deadline must not overflow the clock's duration).
-  const double delay_s = std::clamp(next - UnixNow(), 0.0, 86400.0);
-  job_timeout_timer_.expires_after(
-      std::chrono::microseconds(static_cast<int64_t>(delay_s * 1e6) + 1000));
-  job_timeout_timer_.async_wait([this](const asio::error_code& ec) {
-    if (ec) return;
+  ArmAt(job_timeout_timer_, next, UnixNow(), [this] {
     job_timeout_armed_ = 0;
     CancelJobsPastTheirTimeout();
     ArmJobTimeoutTimer();

@@ -254,15 +254,20 @@ void Scheduler::ArmNotBeforeTimer(double now) {
   const double next = policy_.NextNotBefore(now);
   if (next == 0 || next == not_before_armed_) return;
   not_before_armed_ = next;
-  // At most a day at a time: a far-away time must not overflow the clock's duration (the
-  // timer then fires early, finds nothing due, and arms again).
-  const double delay_s = std::min(next - now, 86400.0);
-  not_before_timer_.expires_after(
-      std::chrono::microseconds(static_cast<int64_t>(delay_s * 1e6) + 1000));
-  not_before_timer_.async_wait([this](const asio::error_code& ec) {
-    if (ec) return;
+  ArmAt(not_before_timer_, next, now, [this] {
     not_before_armed_ = 0;
     Dispatch();
+  });
+}
+
+void Scheduler::ArmAt(asio::steady_timer& timer, double at, double now,
+                      std::function<void()> fire) {
+  // At most a day at a time: a far-away time must not overflow the clock's duration (the
+  // timer then fires early, its caller finds nothing due and arms again).
+  const double delay_s = std::clamp(at - now, 0.0, 86400.0);
+  timer.expires_after(std::chrono::microseconds(static_cast<int64_t>(delay_s * 1e6) + 1000));
+  timer.async_wait([fire = std::move(fire)](const asio::error_code& ec) {
+    if (!ec) fire();
   });
 }
 

@@ -505,6 +505,9 @@ class Scheduler {
                          double ended_at, const std::string& result_json,
                          const std::string& description) const;
   void ArmNotBeforeTimer(double now);
+  // Calls `fire` on the io thread at unix time `at` (or a day from `now`, whichever is first),
+  // unless `timer` is armed again or cancelled first.
+  static void ArmAt(asio::steady_timer& timer, double at, double now, std::function<void()> fire);
   // Whole-job time limits (submit --job-timeout, daemon/job_deps.cpp): the timer is armed for
   // the first deadline of a job that runs; at it, each job past its own is cancelled, saying
   // why.
