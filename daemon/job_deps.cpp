@@ -33,6 +33,10 @@ std::vector<std::pair<int64_t, bool>> Dependencies(const JobRecord& job) {
   return deps;
 }
 
+// The most jobs one job may wait for: a request could name a million (the same one again and
+// again), each stored with the job and kept in memory while it waits.
+constexpr size_t kMaxDependencies = 100;
+
 }  // namespace
 
 std::string Scheduler::FailedDependency(const Job& dep) {
@@ -49,6 +53,11 @@ std::string Scheduler::FailedDependency(const Job& dep) {
 }
 
 Status Scheduler::CheckDependencies(const JobRecord& job) const {
+  if (job.after.size() + job.after_ok.size() > kMaxDependencies) {
+    return MakeError(
+        fmt::format("--after and --after-ok name {} jobs; a job may wait for at most {}",
+                    job.after.size() + job.after_ok.size(), kMaxDependencies));
+  }
   for (const auto& [id, ok_only] : Dependencies(job)) {
     const char* flag = ok_only ? "--after-ok" : "--after";
     auto it = jobs_.find(id);

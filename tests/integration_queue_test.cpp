@@ -259,6 +259,12 @@ TEST_F(QueueTest, DependentJobsWaitForTheirJobsAndFollowHowTheyEnded) {
   EXPECT_NE(err.find("--after 999999: there is no job 999999"), std::string::npos) << err;
   EXPECT_EQ(SubmitAs(&alice, text, {"--after", std::to_string(after_any + 1)}, &err), 0);
   EXPECT_NE(err.find("there is no job"), std::string::npos) << err;
+  std::string many = "1";
+  for (int i = 2; i <= 101; ++i) many += "," + std::to_string(i);
+  EXPECT_EQ(SubmitAs(&alice, text, {"--after", many}, &err), 0);
+  EXPECT_NE(err.find("--after and --after-ok name 101 jobs; a job may wait for at most 100"),
+            std::string::npos)
+      << err;
   EXPECT_EQ(SubmitAs(&alice, text, {"--after-ok", "7,x"}, &err), 0);
   EXPECT_NE(err.find("--after-ok takes job ids separated by commas"), std::string::npos) << err;
 
