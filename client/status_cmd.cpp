@@ -282,6 +282,27 @@ void PrintClusterGpus(const GpusReply& a, bool wide) {
   }
   std::cout << "\n" << n << " of our tasks in " << shown << (n ? ":\n" : "\n");
   if (n) std::cout << runs.Render(TerminalWidth(wide));
+  if (a.allocations.empty()) return;
+  // The allocation mode: the allocations our tasks run in, each one user's.
+  TextTable allocs({{upper + " JOB", true},
+                    {"ALLOCATION"},
+                    {"USER", false, true, 8},
+                    {"STATE"},
+                    {"NODE"},
+                    {"GPUS"},
+                    {"RUNNING", true},
+                    {"TASKS RUN", true},
+                    {"TIME LEFT", true}});
+  for (const AllocationInfo& al : a.allocations) {
+    auto or_dash = [](const std::string& text) { return text.empty() ? "-" : text; };
+    allocs.AddRow({al.job_id ? std::to_string(al.job_id) : "-", al.name,
+                   al.user.empty() ? std::to_string(al.uid) : al.user, al.state, or_dash(al.node),
+                   or_dash(al.gpus), std::to_string(al.running), std::to_string(al.tasks_run),
+                   al.time_left_s ? FormatSeconds(*al.time_left_s) : "-"});
+  }
+  std::cout << "\n"
+            << a.allocations.size() << " allocation(s) in " << shown << ":\n"
+            << allocs.Render(TerminalWidth(wide));
 }
 
 }  // namespace
@@ -314,6 +335,10 @@ int RunGpusCommand(const GlobalOptions& global, const Args& args) {
                                 {"partitions", n.partitions},
                                 {"gres", n.gres},
                                 {"gres_used", n.gres_used}});
+    }
+    if (!a.allocations.empty()) {
+      out["allocations"] = json::array();
+      for (const auto& al : a.allocations) out["allocations"].push_back(ToJson(al));
     }
     std::cout << JsonForTerminal(out.dump(2)) << "\n";
     return 0;

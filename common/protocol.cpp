@@ -372,6 +372,7 @@ json ToJson(const JobSummary& s) { return ToDom(s); }
 json ToJson(const TaskResult& t) { return ToDom(t); }
 json ToJson(const GpuInfo& g) { return ToDom(g); }
 json ToJson(const UserUse& u) { return ToDom(u); }
+json ToJson(const AllocationInfo& a) { return ToDom(a); }
 void AppendJson(std::string& out, const JobSummary& s) { AppendObject(out, s); }
 void AppendJson(std::string& out, const TaskResult& t) { AppendObject(out, t); }
 Result<JobSummary> JobSummaryFromJson(const json& j) {

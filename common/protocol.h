@@ -285,6 +285,37 @@ void VisitFields(S& n, V& v) {
   v("gres_used", n.gres_used);
 }
 
+// An allocation of the Slurm executor's allocation mode: one user's Slurm job whose agent
+// (ckprof-agent) runs that user's tasks, one at a time per GPU it was granted.
+struct AllocationInfo {
+  std::string name;    // ckprofd's name for it (the agent's --allocation)
+  int64_t job_id = 0;  // its Slurm job id; 0 while sbatch has not answered
+  std::string user;
+  uint32_t uid = 0;
+  // submitting, pending (in Slurm's queue), starting (its agent has not connected yet), ready,
+  // away (its agent reconnecting), releasing
+  std::string state;
+  std::string node;                   // "" until it runs
+  std::string gpus;                   // the GPU indexes granted on the node ("3", "0,1")
+  int running = 0;                    // our tasks running in it now
+  int64_t tasks_run = 0;              // tasks it has finished
+  std::optional<double> time_left_s;  // until its time limit, as Slurm last said; null: unknown
+};
+template <typename S, typename V>
+requires std::is_same_v<std::remove_const_t<S>, AllocationInfo>
+void VisitFields(S& a, V& v) {
+  v("name", a.name);
+  v.Nullable("job_id", a.job_id, a.job_id > 0);
+  v("user", a.user);
+  v("uid", a.uid);
+  v("state", a.state);
+  v.Nullable("node", a.node, !a.node.empty());
+  v.Nullable("gpus", a.gpus, !a.gpus.empty());
+  v("running", a.running);
+  v("tasks_run", a.tasks_run);
+  v("time_left_s", a.time_left_s);
+}
+
 // One reading of a GPU's clocks, temperature and power. A value the GPU does not give is
 // nullopt: JSON null, never 0.
 struct GpuReading {
@@ -672,6 +703,7 @@ void VisitFields(S& u, V& v) {
 }
 
 nlohmann::json ToJson(const UserUse& u);
+nlohmann::json ToJson(const AllocationInfo& a);
 
 struct StatusReply {
   std::optional<JobSummary> job;
@@ -718,8 +750,9 @@ void VisitFields(S& r, V& v) {
 struct GpusReply {
   std::vector<GpuInfo> gpus;  // under Slurm: the slots, one per task in flight at most
   std::vector<std::string> pin_env;
-  std::string executor = "local";    // "local" or "slurm"
-  std::vector<ClusterNode> cluster;  // under Slurm: its GPU nodes (sinfo)
+  std::string executor = "local";           // "local" or "slurm"
+  std::vector<ClusterNode> cluster;         // under Slurm: its GPU nodes (sinfo)
+  std::vector<AllocationInfo> allocations;  // the Slurm executor's allocation mode: its allocations
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, GpusReply>
@@ -728,6 +761,7 @@ void VisitFields(S& r, V& v) {
   v("pin_env", r.pin_env);
   v.Omittable("executor", r.executor, r.executor != "local");
   v.Omittable("cluster", r.cluster, r.executor != "local");
+  v.Omittable("allocations", r.allocations, !r.allocations.empty());
 }
 
 // watch's first frame: the job and the GPUs running its tasks now. Events follow.

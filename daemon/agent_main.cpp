@@ -4,16 +4,18 @@
 // group, timeout, captures parsed by CkOutputParser); what each run reports goes back whole
 // (run_result_codec), so results are the same as a local run's.
 //
-// It connects to ckprofd (--connect HOST:PORT) over TCP and authenticates every line both ways
-// with the allocation's secret (daemon/agent_channel.h). Should the connection drop (ckprofd
+// It connects to ckprofd (--connect HOST:PORT, or the address ckprofd last wrote into
+// --address-file, read again before each connection) over TCP and authenticates every line both
+// ways with the allocation's secret (daemon/agent_channel.h). Should the connection drop (ckprofd
 // restarted), its runs go on and it connects again; a run's end is sent until ckprofd
 // acknowledges it, so that none is lost and ckprofd, which knows which it has recorded, counts
 // none twice. Messages, one JSON object per sealed line:
-//   agent -> ckprofd  {"type":"ready","node","gpus","pid","running":[run ids]} (each connection)
+//   agent -> ckprofd  {"type":"ready","node","gpus","pin","pid","running":[{"run","gpu"}...],
+//                      "ended":[run ids not acknowledged]}  (each connection, first)
 //                     {"type":"started","run","pid"}
 //                     {"type":"output","run","stderr","data"}  (live output, for log -f)
 //                     {"type":"ended","run","result":{RunResult}}  (until acknowledged)
-//   ckprofd -> agent  {"type":"run","run","argv","set_env":[[K,V]...],"cwd","timeout_ms",
+//   ckprofd -> agent  {"type":"run","run","gpu","argv","set_env":[[K,V]...],"cwd","timeout_ms",
 //                      "grace_ms","drain_ms","capture_head","capture_tail","top_k"}
 //                     {"type":"cancel","run"}  {"type":"ack","run"}  {"type":"release"}
 // It exits 0 when released, 3 when ckprofd has not answered for --reconnect-s while nothing ran
@@ -27,15 +29,18 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/read_until.hpp>
+#include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -59,21 +64,23 @@ constexpr size_t kMaxLine = 64 << 20;
 constexpr size_t kMaxQueuedOutput = 8 << 20;
 
 const char kUsage[] =
-    "usage: ckprof-agent --connect HOST:PORT --allocation ID --secret-file FILE\n"
-    "                    [--reconnect-s SECONDS]\n"
+    "usage: ckprof-agent (--connect HOST:PORT | --address-file FILE) --allocation ID\n"
+    "                    --secret-file FILE [--reconnect-s SECONDS]\n"
     "\n"
     "Runs inside a Slurm allocation of ckprofd's allocation mode and starts the profilers\n"
     "ckprofd sends it on the allocation's GPUs. Started by ckprofd's allocation jobs, not by\n"
     "hand.\n"
     "\n"
-    "  --connect HOST:PORT   where ckprofd listens for its agents (its agent_listen)\n"
+    "  --connect HOST:PORT   where ckprofd listens for its agents\n"
+    "  --address-file FILE   a file holding HOST:PORT, which ckprofd writes as it starts (read\n"
+    "                        again before each connection: a restarted ckprofd may move)\n"
     "  --allocation ID       the allocation this agent serves, as ckprofd named it\n"
     "  --secret-file FILE    the allocation's secret (readable only by its user)\n"
     "  --reconnect-s S       how long to try to reach ckprofd again after the connection drops\n"
     "                        while nothing runs, before exiting (default 600)\n";
 
 struct Options {
-  std::string host, port, allocation, secret_file;
+  std::string host, port, allocation, secret_file, address_file;
   double reconnect_s = 600;
 };
 
@@ -86,6 +93,29 @@ std::string GrantedGpus() {
   return "";
 }
 
+// The GPUs as the profilers here number them (what ckprofd pins a run to, one of these):
+// the visible-devices list Slurm set ("" when none is set).
+std::string PinnedGpus() {
+  for (const char* var : {"ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
+                          "HIP_VISIBLE_DEVICES"}) {
+    if (const char* v = std::getenv(var); v && *v) return v;
+  }
+  return "";
+}
+
+// HOST:PORT split at its last colon; false when there is none.
+bool SplitAddress(const std::string& text, std::string* host, std::string* port) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ' || t.back() == '\r')) t.pop_back();
+  const size_t colon = t.rfind(':');
+  if (t.empty() || colon == std::string::npos || colon == 0 || colon + 1 == t.size()) {
+    return false;
+  }
+  *host = t.substr(0, colon);
+  *port = t.substr(colon + 1);
+  return true;
+}
+
 std::string HostName() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
@@ -96,6 +126,14 @@ class Agent {
  public:
   Agent(asio::io_context& io, Options o, std::string secret)
       : io_(io), o_(std::move(o)), secret_(std::move(secret)), runner_(io.get_executor()) {}
+
+  // Stops every run (SIGTERM to its group, then SIGKILL after its grace) and the agent once
+  // they ended.
+  void Terminate() {
+    terminating_ = true;
+    if (runs_.empty()) io_.stop();
+    for (const auto& [run, r] : runs_) runner_.Cancel(r.id);
+  }
 
   // Serves ckprofd until released (0) or ckprofd stays away (3).
   asio::awaitable<int> Serve() {
@@ -123,10 +161,18 @@ class Agent {
  private:
   struct Run {
     ProcessRunner::RunId id = 0;
+    int64_t gpu = 0;  // which of the allocation's GPUs ckprofd pinned it to
   };
 
   // One connection: its opening, then its messages until it ends; why it ended.
   asio::awaitable<std::string> Connection(std::chrono::steady_clock::time_point* last_seen) {
+    if (!o_.address_file.empty()) {
+      auto text = ReadFileBytes(o_.address_file);
+      if (!text.ok()) co_return "cannot read ckprofd's address: " + text.error();
+      if (!SplitAddress(*text, &o_.host, &o_.port)) {
+        co_return o_.address_file + " holds no HOST:PORT";
+      }
+    }
     tcp::resolver resolver(io_);
     auto [rerr, endpoints] = co_await resolver.async_resolve(o_.host, o_.port, kTuple);
     if (rerr) co_return "cannot resolve " + o_.host + ": " + rerr.message();
@@ -147,13 +193,16 @@ class Agent {
     socket_ = &socket;
     *last_seen = std::chrono::steady_clock::now();
 
-    json running = json::array();
-    for (const auto& [run, r] : runs_) running.push_back(run);
+    json running = json::array(), ended = json::array();
+    for (const auto& [run, r] : runs_) running.push_back({{"run", run}, {"gpu", r.gpu}});
+    for (const auto& [run, m] : unacked_) ended.push_back(run);
     Send({{"type", "ready"},
           {"node", HostName()},
           {"gpus", GrantedGpus()},
+          {"pin", PinnedGpus()},
           {"pid", getpid()},
-          {"running", running}});
+          {"running", running},
+          {"ended", ended}});
     for (const auto& [run, ended] : unacked_) Send(ended);
 
     std::string why;
@@ -245,6 +294,20 @@ class Agent {
         spec.set_env.emplace_back(kv[0].get<std::string>(), kv[1].get<std::string>());
       }
     }
+    // The run sees its own GPU only: each visible-devices list Slurm set for the allocation is
+    // narrowed to the run's entry (a profiler's environment holds none of the agent's own;
+    // ckprofd's pin variables, in set_env, come after and win).
+    const int64_t gpu = m.value("gpu", int64_t{0});
+    std::vector<std::pair<std::string, std::string>> narrowed;
+    for (const char* var : {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"}) {
+      const char* v = std::getenv(var);
+      if (!v || !*v) continue;
+      std::vector<std::string> list;
+      std::stringstream ss(v);
+      for (std::string item; std::getline(ss, item, ',');) list.push_back(item);
+      if (gpu >= 0 && static_cast<size_t>(gpu) < list.size()) narrowed.emplace_back(var, list[gpu]);
+    }
+    spec.set_env.insert(spec.set_env.begin(), narrowed.begin(), narrowed.end());
     spec.cwd = m.value("cwd", "");
     spec.timeout = std::chrono::milliseconds(m.value("timeout_ms", int64_t{0}));
     spec.grace = std::chrono::milliseconds(m.value("grace_ms", int64_t{2000}));
@@ -260,11 +323,31 @@ class Agent {
       queued_output_ += data.size();
       Send({{"type", "output"}, {"run", run}, {"stderr", is_stderr}, {"data", std::string(data)}});
     };
+    runs_[run].gpu = gpu;
     runs_[run].id = runner_.Start(std::move(spec), [this, run](RunResult r) {
       runs_.erase(run);
+      if (terminating_) {
+        // The allocation is ending: ckprofd requeues what ran in it, with Slurm's reason.
+        if (runs_.empty()) io_.stop();
+        return;
+      }
+      // Slurm ends an allocation (scancel, its time limit) with SIGTERM to every process of it
+      // at once, so a profiler may die of it a moment before the agent hears its own: such an
+      // end waits a moment, and is not sent if the agent is ending by then.
+      const bool maybe_slurm = r.outcome.kind == Outcome::Kind::kCrashed &&
+                               (r.outcome.signal == SIGTERM || r.outcome.signal == SIGKILL);
+      // (Kept meanwhile, so that a run message repeated after a reconnection starts nothing.)
       json ended = {{"type", "ended"}, {"run", run}, {"result", RunResultToJson(r)}};
       unacked_[run] = ended;
-      Send(ended);
+      if (!maybe_slurm) {
+        Send(ended);
+        return;
+      }
+      auto wait = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(2));
+      wait->async_wait([this, wait, run](const asio::error_code&) {
+        auto it = unacked_.find(run);
+        if (!terminating_ && it != unacked_.end()) Send(it->second);
+      });
     });
     return "";
   }
@@ -306,6 +389,7 @@ class Agent {
   std::deque<std::string> queue_;  // sealed lines waiting to be written, the first being written
   size_t queued_output_ = 0;
   bool released_ = false;
+  bool terminating_ = false;
 };
 
 int Main(int argc, char** argv) {
@@ -326,6 +410,8 @@ int Main(int argc, char** argv) {
       return 0;
     } else if (a == "--connect" && (v = value("--connect"))) {
       connect = *v;
+    } else if (a == "--address-file" && (v = value("--address-file"))) {
+      o.address_file = *v;
     } else if (a == "--allocation" && (v = value("--allocation"))) {
       o.allocation = *v;
     } else if (a == "--secret-file" && (v = value("--secret-file"))) {
@@ -333,23 +419,22 @@ int Main(int argc, char** argv) {
     } else if (a == "--reconnect-s" && (v = value("--reconnect-s"))) {
       o.reconnect_s = std::atof(v->c_str());
     } else {
-      if (!v && (a == "--connect" || a == "--allocation" || a == "--secret-file" ||
-                 a == "--reconnect-s")) {
+      if (!v && (a == "--connect" || a == "--address-file" || a == "--allocation" ||
+                 a == "--secret-file" || a == "--reconnect-s")) {
         return 2;
       }
       std::cerr << "ckprof-agent: unknown argument '" << a << "'\n" << kUsage;
       return 2;
     }
   }
-  const size_t colon = connect.rfind(':');
-  if (connect.empty() || colon == std::string::npos || o.allocation.empty() ||
+  const bool connect_ok = connect.empty() || SplitAddress(connect, &o.host, &o.port);
+  if ((connect.empty() == o.address_file.empty()) || !connect_ok || o.allocation.empty() ||
       o.secret_file.empty()) {
-    std::cerr << "ckprof-agent: --connect HOST:PORT, --allocation and --secret-file are needed\n"
+    std::cerr << "ckprof-agent: --connect HOST:PORT (or --address-file), --allocation and "
+                 "--secret-file are needed\n"
               << kUsage;
     return 2;
   }
-  o.host = connect.substr(0, colon);
-  o.port = connect.substr(colon + 1);
   auto secret = ReadFileBytes(o.secret_file);
   if (!secret.ok() || secret->empty()) {
     std::cerr << "ckprof-agent: cannot read the secret from " << o.secret_file << ": "
@@ -359,8 +444,22 @@ int Main(int argc, char** argv) {
   asio::io_context io;
   Agent agent(io, o, *secret);
   int code = 1;
+  // Slurm ends the allocation (scancel, its time limit): the profilers are stopped with it, not
+  // left running on the GPU without anyone to report them.
+  asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](const asio::error_code& ec, int sig) {
+    if (ec) return;
+    std::cerr << "ckprof-agent: signal " << sig << ": stopping its runs\n";
+    code = 128 + sig;
+    agent.Terminate();
+  });
   asio::co_spawn(
-      io, [&]() -> asio::awaitable<void> { code = co_await agent.Serve(); },
+      io,
+      [&]() -> asio::awaitable<void> {
+        const int served = co_await agent.Serve();
+        if (code == 1) code = served;  // (a signal's code stays)
+        signals.cancel();              // nothing else keeps the agent
+      },
       [](std::exception_ptr e) {
         if (!e) return;
         try {

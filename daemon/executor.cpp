@@ -4,11 +4,17 @@
 
 #include <algorithm>
 
+#include "daemon/slurm_allocations.h"
+
 namespace ckprof {
 
 using json = nlohmann::json;
 
-int ExecutorConfig::RemoteSlots() const { return kind == "slurm" ? slurm.max_in_flight : 0; }
+int ExecutorConfig::RemoteSlots() const {
+  if (kind != "slurm") return 0;
+  return slurm.Allocations() ? slurm.max_allocations * slurm.GpusPerAllocation()
+                             : slurm.max_in_flight;
+}
 
 std::string ParseExecutor(const json& v, ExecutorConfig* c) {
   SlurmSettings s;
@@ -47,6 +53,51 @@ std::string ParseExecutor(const json& v, ExecutorConfig* c) {
       } else {
         s.poll_ms = e.get<double>();
       }
+    } else if (k == "mode") {
+      err = text(&s.mode);
+      if (err.empty() && s.mode != "tasks" && s.mode != "allocations") {
+        err = "field 'mode' must be \"tasks\" or \"allocations\", not \"" + s.mode + "\"";
+      }
+    } else if (k == "max_allocations") {
+      if (!e.is_number_integer() || e.get<int64_t>() < 1 || e.get<int64_t>() > 10000) {
+        err = "field 'max_allocations' must be an integer from 1 to 10000";
+      } else {
+        s.max_allocations = static_cast<int>(e.get<int64_t>());
+      }
+    } else if (k == "allocation_time") {
+      err = text(&s.allocation_time);
+      if (err.empty()) {
+        auto t = ParseSlurmTime(s.allocation_time);
+        if (!t || *t < 60) {
+          err =
+              "field 'allocation_time' must be a Slurm time of a minute or more (\"2:00:00\", "
+              "\"90\" minutes, \"1-00:00:00\"), not \"" +
+              s.allocation_time + "\"";
+        } else {
+          s.allocation_time_s = *t;
+        }
+      }
+    } else if (k == "idle_release_s") {
+      if (!e.is_number() || e.get<double>() < 0 || e.get<double>() > 86400) {
+        err = "field 'idle_release_s' must be a number of seconds from 0 to 86400";
+      } else {
+        s.idle_release_s = e.get<double>();
+      }
+    } else if (k == "agent_host") {
+      err = text(&s.agent_host);
+    } else if (k == "agent_listen") {
+      err = text(&s.agent_listen);
+    } else if (k == "agent_port") {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > 65535) {
+        err = "field 'agent_port' must be a port number from 0 (any free one) to 65535";
+      } else {
+        s.agent_port = static_cast<int>(e.get<int64_t>());
+      }
+    } else if (k == "agent_bin") {
+      err = text(&s.agent_bin);
+      if (err.empty() && !s.agent_bin.empty() && s.agent_bin[0] != '/') {
+        err = "field 'agent_bin' must be an absolute path";
+      }
     } else if (k == "sbatch_args") {
       if (!e.is_array() ||
           !std::all_of(e.begin(), e.end(), [](const json& a) { return a.is_string(); })) {
@@ -56,8 +107,9 @@ std::string ParseExecutor(const json& v, ExecutorConfig* c) {
       }
     } else {
       err = "has no field '" + k +
-            "' (known: kind, partition, gres, max_in_flight, sbatch_args, work_dir, poll_ms, "
-            "bin_dir)";
+            "' (known: kind, mode, partition, gres, max_in_flight, sbatch_args, work_dir, "
+            "poll_ms, bin_dir, max_allocations, allocation_time, idle_release_s, agent_host, "
+            "agent_listen, agent_port, agent_bin)";
     }
     if (!err.empty()) return err;
   }
@@ -77,6 +129,18 @@ std::string ParseExecutor(const json& v, ExecutorConfig* c) {
 
 Result<std::unique_ptr<Launcher>> MakeLauncher(const ExecutorConfig& config,
                                                const LauncherContext& context) {
+  if (config.kind == "slurm" && config.slurm.Allocations()) {
+    auto alloc = std::make_unique<AllocationLauncher>(context.io, config.slurm, context.tag,
+                                                      context.pin_env);
+    if (Status s = alloc->Check(); !s) return Error{s.error()};
+    spdlog::info(
+        "executor slurm, allocations: partition {}, gres {} each, at most {} at once for {}, "
+        "let go after {} s idle, work dir {}",
+        config.slurm.partition.empty() ? "(default)" : config.slurm.partition,
+        config.slurm.gres.empty() ? "(none)" : config.slurm.gres, config.slurm.max_allocations,
+        config.slurm.allocation_time, config.slurm.idle_release_s, config.slurm.work_dir);
+    return std::unique_ptr<Launcher>(std::move(alloc));
+  }
   if (config.kind == "slurm") {
     auto slurm =
         std::make_unique<SlurmLauncher>(context.io, config.slurm, context.tag, context.pin_env);

@@ -50,6 +50,8 @@ class Launcher {
   }
   // The cluster's GPU nodes, as last seen (empty for local runs).
   virtual std::vector<ClusterNode> Cluster() { return {}; }
+  // The allocations a launcher runs its tasks in (the Slurm executor's allocation mode).
+  virtual std::vector<AllocationInfo> Allocations() const { return {}; }
 };
 
 class ProcessLauncher final : public Launcher {

@@ -72,6 +72,9 @@ struct RunSpec {
   // (what it is; also how it is found again) and its files' path under the work dir, without
   // suffix ("alice/job-12/t45.a1"). Ignored by ProcessRunner.
   std::string name, comment, stem;
+  // For a launcher that runs tasks in allocations (AllocationLauncher): what names this run of
+  // the task across restarts (its task and attempt), so that a run is never started twice.
+  int64_t run_key = 0;
 };
 
 // What a run has written so far: the bounded head+tail captures, as RunResult will hold them.

@@ -421,6 +421,7 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
                                task.position, task.id, attempt, options_.remote_tag);
     const std::string owner = job.rec.owner.empty() ? std::to_string(job.rec.uid) : job.rec.owner;
     spec.stem = fmt::format("{}/job-{}/t{}.a{}", owner, job.rec.id, task.id, attempt);
+    spec.run_key = task.id * 65536 + attempt;
   }
 
   gpu.task_id = task.id;

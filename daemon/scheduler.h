@@ -237,6 +237,7 @@ class Scheduler {
   std::vector<GpuInfo> Gpus() const;
   // The cluster's GPU nodes under a remote executor (empty for local GPUs).
   std::vector<ClusterNode> Cluster() { return launcher_.Cluster(); }
+  std::vector<AllocationInfo> Allocations() const { return launcher_.Allocations(); }
   bool remote() const { return launcher_.Remote(); }
   // Where tasks run: the launcher's name ("local", "slurm").
   std::string executor() const { return std::string(launcher_.Name()); }

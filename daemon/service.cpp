@@ -828,6 +828,7 @@ GpusReply Service::HandleGpus() {
   if (scheduler_.remote()) {
     reply.executor = scheduler_.executor();
     reply.cluster = scheduler_.Cluster();
+    reply.allocations = scheduler_.Allocations();
   }
   return reply;
 }

@@ -66,7 +66,9 @@ void ForEachLine(std::string_view text, OnLine on_line) {
   }
 }
 
-std::optional<int64_t> ParseId(std::string_view s) {
+}  // namespace
+
+std::optional<int64_t> ParseSlurmJobId(std::string_view s) {
   s = Trim(s);
   int64_t v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -76,6 +78,8 @@ std::optional<int64_t> ParseId(std::string_view s) {
   return v;
 }
 
+namespace {
+
 // "CANCELLED by 0" -> "CANCELLED"; "COMPLETED+" (sacct's truncation) -> "COMPLETED".
 std::string StateWord(std::string_view s) {
   s = Trim(s);
@@ -83,12 +87,16 @@ std::string StateWord(std::string_view s) {
   return std::string(s.substr(0, sp));
 }
 
+}  // namespace
+
 std::string LastLine(std::string_view s) {
   s = Trim(s);
   size_t nl = s.find_last_of('\n');
   if (nl != std::string_view::npos) s = Trim(s.substr(nl + 1));
   return std::string(s.substr(0, 300));
 }
+
+namespace {
 
 std::string FindInPath(const std::string& name) {
   const char* path = std::getenv("PATH");
@@ -154,8 +162,8 @@ std::string SmallFile(const std::string& path, std::optional<uid_t> owner) {
   return text;
 }
 
-// Creates `dir` (and its parents below `root`, which must exist) with `mode`; the last one
-// owned by `uid`/`gid` when given.
+}  // namespace
+
 Status MakeRunDir(const std::string& root, const std::string& rel, mode_t mode,
                   std::optional<uid_t> uid, std::optional<gid_t> gid) {
   std::string path = root;
@@ -185,11 +193,19 @@ Status MakeRunDir(const std::string& root, const std::string& rel, mode_t mode,
   return Status::Ok();
 }
 
-// Writes the batch script afresh (never through a link a user left there).
-Status WriteScript(const std::string& path, const std::string& text) {
+Status WriteFreshFile(const std::string& path, const std::string& text, mode_t mode,
+                      std::optional<uid_t> uid, std::optional<gid_t> gid) {
   unlink(path.c_str());
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) return MakeError("cannot write " + path + ": " + std::strerror(errno));
+  if (uid && geteuid() == 0 && fchown(fd, *uid, gid.value_or(static_cast<gid_t>(-1))) != 0) {
+    const int e = errno;
+    close(fd);
+    unlink(path.c_str());
+    return MakeError("cannot give " + path + " to uid " + std::to_string(*uid) + ": " +
+                     std::strerror(e));
+  }
+  fchmod(fd, mode);
   size_t off = 0;
   while (off < text.size()) {
     ssize_t n = write(fd, text.data() + off, text.size() - off);
@@ -205,8 +221,6 @@ Status WriteScript(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
-}  // namespace
-
 namespace {
 
 // Rows of "ID|STATE|..." lines; the other columns by position (-1: not in these lines).
@@ -216,7 +230,7 @@ std::vector<SlurmJobRow> ParseRows(std::string_view text, int node_col, int reas
   ForEachLine(text, [&](std::string_view line) {
     auto f = SplitBar(line);
     if (f.size() < 2) return;
-    auto id = ParseId(f[0]);
+    auto id = ParseSlurmJobId(f[0]);
     if (!id) return;
     SlurmJobRow r;
     r.id = *id;
@@ -234,6 +248,61 @@ std::vector<SlurmJobRow> ParseRows(std::string_view text, int node_col, int reas
 }
 
 }  // namespace
+
+int SlurmSettings::GpusPerAllocation() const {
+  // "gpu:2", "gpu:mi300x:2", "gpu:2,shard:1" (the first entry counts).
+  std::string_view g = gres.substr(0, gres.find(','));
+  const size_t colon = g.rfind(':');
+  if (colon == std::string_view::npos) return 1;
+  int n = 0;
+  const std::string_view tail = g.substr(colon + 1);
+  auto [end, ec] = std::from_chars(tail.data(), tail.data() + tail.size(), n);
+  return ec == std::errc() && end == tail.data() + tail.size() && n >= 1 ? n : 1;
+}
+
+std::optional<double> ParseSlurmTime(std::string_view text) {
+  text = Trim(text);
+  if (text.empty()) return std::nullopt;
+  auto number = [](std::string_view s) -> std::optional<int64_t> {
+    int64_t v = 0;
+    if (s.empty()) return std::nullopt;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
+    return v;
+  };
+  int64_t days = 0;
+  const size_t dash = text.find('-');
+  const bool has_days = dash != std::string_view::npos;
+  if (has_days) {
+    auto d = number(text.substr(0, dash));
+    if (!d) return std::nullopt;
+    days = *d;
+    text.remove_prefix(dash + 1);
+  }
+  std::vector<int64_t> parts;
+  while (true) {
+    const size_t colon = text.find(':');
+    auto v = number(text.substr(0, colon));
+    if (!v) return std::nullopt;
+    parts.push_back(*v);
+    if (colon == std::string_view::npos) break;
+    text.remove_prefix(colon + 1);
+  }
+  if (parts.size() > 3) return std::nullopt;
+  int64_t seconds = 0;
+  if (has_days) {
+    // D-H, D-H:M, D-H:M:S
+    const int64_t scale[] = {3600, 60, 1};
+    for (size_t i = 0; i < parts.size(); ++i) seconds += parts[i] * scale[i];
+  } else if (parts.size() == 1) {
+    seconds = parts[0] * 60;  // minutes
+  } else if (parts.size() == 2) {
+    seconds = parts[0] * 60 + parts[1];  // M:S
+  } else {
+    seconds = parts[0] * 3600 + parts[1] * 60 + parts[2];
+  }
+  return static_cast<double>(days * 86400 + seconds);
+}
 
 std::vector<SlurmJobRow> ParseSqueueRows(std::string_view text) {
   return ParseRows(text, 2, 3, -1);
@@ -418,29 +487,16 @@ struct SlurmLauncher::Run {
   double submitted_at = 0;
 };
 
-SlurmLauncher::SlurmLauncher(asio::any_io_executor ex, SlurmSettings settings, std::string tag,
-                             std::vector<std::string> pin_env)
-    : ex_(ex),
-      settings_(std::move(settings)),
-      tag_(std::move(tag)),
-      pin_env_(std::move(pin_env)),
-      tools_(std::make_unique<ProcessRunner>(ex)),
-      poll_timer_(ex),
-      alive_(std::make_shared<bool>(true)) {}
+SlurmTools::SlurmTools(asio::any_io_executor ex, const SlurmSettings& settings)
+    : settings_(settings), runner_(std::move(ex)) {}
 
-SlurmLauncher::~SlurmLauncher() {
-  *alive_ = false;
-  poll_timer_.cancel();
-  tools_.reset();  // kills a Slurm command still running; its callback is not called
-}
-
-std::string SlurmLauncher::Bin(const std::string& name) const {
+std::string SlurmTools::Bin(const std::string& name) const {
   if (!settings_.bin_dir.empty()) return settings_.bin_dir + "/" + name;
   std::string found = FindInPath(name);
   return found.empty() ? name : found;
 }
 
-Status SlurmLauncher::Check() {
+Status SlurmTools::Check() {
   for (const char* tool : {"sbatch", "squeue", "scancel", "sinfo"}) {
     const std::string path = Bin(tool);
     if (path.find('/') == std::string::npos || access(path.c_str(), X_OK) != 0) {
@@ -473,8 +529,8 @@ Status SlurmLauncher::Check() {
   return Status::Ok();
 }
 
-void SlurmLauncher::Tool(const std::string& name, std::vector<std::string> args,
-                         std::function<void(RunResult)> done) {
+void SlurmTools::Run(const std::string& name, std::vector<std::string> args,
+                     std::function<void(RunResult)> done) {
   RunSpec spec;
   spec.argv.push_back(Bin(name));
   for (auto& a : args) spec.argv.push_back(std::move(a));
@@ -482,8 +538,48 @@ void SlurmLauncher::Tool(const std::string& name, std::vector<std::string> args,
   spec.grace = std::chrono::seconds(2);
   spec.capture_head = 4u << 20;
   spec.capture_tail = 4096;
-  tools_->Start(std::move(spec), std::move(done));
+  runner_.Start(std::move(spec), std::move(done));
 }
+
+std::vector<ClusterNode> SlurmTools::Cluster() {
+  if (UnixNow() - cluster_at_ > kClusterMaxAge_s) RefreshCluster();
+  return cluster_;
+}
+
+void SlurmTools::RefreshCluster() {
+  if (cluster_asked_) return;
+  cluster_asked_ = true;
+  std::vector<std::string> args = {"-h", "-N", "-O",
+                                   "NodeList:|,StateLong:|,Gres:|,GresUsed:|,Partition:|"};
+  if (!settings_.partition.empty()) args.push_back("--partition=" + settings_.partition);
+  Run("sinfo", std::move(args), [this](RunResult r) {
+    cluster_asked_ = false;
+    cluster_at_ = UnixNow();
+    if (r.outcome.kind == Kind::kSucceeded || r.outcome.kind == Kind::kUnsupported) {
+      cluster_ = ParseSinfoNodes(r.stdout_capture);
+    } else {
+      spdlog::warn("Slurm: sinfo failed: {}", LastLine(r.stderr_capture));
+    }
+  });
+}
+
+SlurmLauncher::SlurmLauncher(asio::any_io_executor ex, SlurmSettings settings, std::string tag,
+                             std::vector<std::string> pin_env)
+    : ex_(ex),
+      settings_(std::move(settings)),
+      tag_(std::move(tag)),
+      pin_env_(std::move(pin_env)),
+      tools_(std::make_unique<SlurmTools>(ex, settings_)),
+      poll_timer_(ex),
+      alive_(std::make_shared<bool>(true)) {}
+
+SlurmLauncher::~SlurmLauncher() {
+  *alive_ = false;
+  poll_timer_.cancel();
+  tools_.reset();  // kills a Slurm command still running; its callback is not called
+}
+
+Status SlurmLauncher::Check() { return tools_->Check(); }
 
 Launcher::RunId SlurmLauncher::Start(RunSpec spec, std::function<void(RunResult)> on_done) {
   auto run = std::make_shared<Run>();
@@ -525,7 +621,9 @@ void SlurmLauncher::Submit(const RunPtr& run) {
     return;
   }
   const std::string script = run->stem + ".sh";
-  if (Status s = WriteScript(script, SlurmBatchScript(spec, run->stem, pin_env_)); !s) {
+  if (Status s = WriteFreshFile(script, SlurmBatchScript(spec, run->stem, pin_env_), 0644,
+                                std::nullopt, std::nullopt);
+      !s) {
     failed.outcome.reason = "cannot prepare its Slurm job: " + s.error();
     Finish(run, std::move(failed));
     return;
@@ -553,7 +651,7 @@ void SlurmLauncher::Submit(const RunPtr& run) {
   run->submitting = true;
   run->submitted_at = UnixNow();
   ++submitting_;
-  Tool("sbatch", std::move(args), [this, run](RunResult r) {
+  tools_->Run("sbatch", std::move(args), [this, run](RunResult r) {
     --submitting_;
     run->submitting = false;
     OnSubmitted(run, std::move(r));
@@ -566,7 +664,7 @@ void SlurmLauncher::OnSubmitted(const RunPtr& run, RunResult tool) {
   std::optional<int64_t> id;
   if (tool.outcome.kind == Kind::kSucceeded || tool.outcome.kind == Kind::kUnsupported) {
     ForEachLine(tool.stdout_capture, [&](std::string_view line) {
-      if (!id) id = ParseId(line);
+      if (!id) id = ParseSlurmJobId(line);
     });
   }
   if (!id && (tool.outcome.kind == Kind::kTimedOut || tool.outcome.kind == Kind::kCrashed)) {
@@ -621,14 +719,14 @@ Launcher::RunId SlurmLauncher::Adopt(RunSpec spec, int64_t handle,
 void SlurmLauncher::Find(const RunPtr& run) {
   // The previous daemon may have stopped between sbatch and storing the job id: the job's
   // comment names the task and the attempt.
-  Tool("squeue", {"-h", "-t", "all", "-o", "%i|%k"}, [this, run](RunResult r) {
+  tools_->Run("squeue", {"-h", "-t", "all", "-o", "%i|%k"}, [this, run](RunResult r) {
     if (run->done) return;
     std::optional<int64_t> found;
     if (r.outcome.kind == Kind::kSucceeded || r.outcome.kind == Kind::kUnsupported) {
       ForEachLine(r.stdout_capture, [&](std::string_view line) {
         size_t bar = line.find('|');
         if (bar == std::string_view::npos || found) return;
-        if (line.substr(bar + 1) == run->spec.comment) found = ParseId(line.substr(0, bar));
+        if (line.substr(bar + 1) == run->spec.comment) found = ParseSlurmJobId(line.substr(0, bar));
       });
     } else {
       spdlog::warn("Slurm: squeue failed ({}); looking for {} again later",
@@ -681,7 +779,7 @@ bool SlurmLauncher::Cancel(RunId id) {
 
 void SlurmLauncher::SendCancel(const RunPtr& run) {
   const int64_t job = run->job_id;
-  Tool("scancel", {std::to_string(job)}, [job](RunResult r) {
+  tools_->Run("scancel", {std::to_string(job)}, [job](RunResult r) {
     if (r.outcome.kind != Kind::kSucceeded && r.outcome.kind != Kind::kUnsupported) {
       spdlog::warn("Slurm: scancel {} failed: {}", job, LastLine(r.stderr_capture));
     }
@@ -718,27 +816,7 @@ std::string SlurmLauncher::DrainAdvice() const {
          "nodename=NODE state=drain reason=...), or lower max_in_flight";
 }
 
-std::vector<ClusterNode> SlurmLauncher::Cluster() {
-  if (UnixNow() - cluster_at_ > kClusterMaxAge_s) RefreshCluster();
-  return cluster_;
-}
-
-void SlurmLauncher::RefreshCluster() {
-  if (cluster_asked_) return;
-  cluster_asked_ = true;
-  std::vector<std::string> args = {"-h", "-N", "-O",
-                                   "NodeList:|,StateLong:|,Gres:|,GresUsed:|,Partition:|"};
-  if (!settings_.partition.empty()) args.push_back("--partition=" + settings_.partition);
-  Tool("sinfo", std::move(args), [this](RunResult r) {
-    cluster_asked_ = false;
-    cluster_at_ = UnixNow();
-    if (r.outcome.kind == Kind::kSucceeded || r.outcome.kind == Kind::kUnsupported) {
-      cluster_ = ParseSinfoNodes(r.stdout_capture);
-    } else {
-      spdlog::warn("Slurm: sinfo failed: {}", LastLine(r.stderr_capture));
-    }
-  });
-}
+std::vector<ClusterNode> SlurmLauncher::Cluster() { return tools_->Cluster(); }
 
 void SlurmLauncher::ArmPoll() {
   if (poll_armed_ || polling_) return;
@@ -760,23 +838,25 @@ void SlurmLauncher::Poll() {
   }
   if (ids.empty()) return;
   polling_ = true;
-  Tool("squeue", {"-h", "-t", "all", "-o", "%i|%T|%N|%r", "-j", ids}, [this, ids](RunResult r) {
-    // Exit 1 with "Invalid job id specified" when none of them is known any more.
-    OnRows(ParseSqueueRows(r.stdout_capture), false);
-    std::string missing;
-    for (const auto& [id, run] : runs_) {
-      if (run->job_id > 0 && !run->done && run->state != "SEEN")
-        missing += (missing.empty() ? "" : ",") + std::to_string(run->job_id);
-    }
-    for (auto& [id, run] : runs_)
-      if (run->state == "SEEN") run->state = "RUNNING";
-    if (missing.empty() || access(Bin("sacct").c_str(), X_OK) != 0) {
-      OnRows({}, true);
-      return;
-    }
-    Tool("sacct", {"-X", "-n", "-P", "-o", "JobID,State,ExitCode,NodeList", "-j", missing},
-         [this](RunResult a) { OnRows(ParseSacctRows(a.stdout_capture), true); });
-  });
+  tools_->Run(
+      "squeue", {"-h", "-t", "all", "-o", "%i|%T|%N|%r", "-j", ids}, [this, ids](RunResult r) {
+        // Exit 1 with "Invalid job id specified" when none of them is known any more.
+        OnRows(ParseSqueueRows(r.stdout_capture), false);
+        std::string missing;
+        for (const auto& [id, run] : runs_) {
+          if (run->job_id > 0 && !run->done && run->state != "SEEN")
+            missing += (missing.empty() ? "" : ",") + std::to_string(run->job_id);
+        }
+        for (auto& [id, run] : runs_)
+          if (run->state == "SEEN") run->state = "RUNNING";
+        if (missing.empty() || access(tools_->Bin("sacct").c_str(), X_OK) != 0) {
+          OnRows({}, true);
+          return;
+        }
+        tools_->Run("sacct",
+                    {"-X", "-n", "-P", "-o", "JobID,State,ExitCode,NodeList", "-j", missing},
+                    [this](RunResult a) { OnRows(ParseSacctRows(a.stdout_capture), true); });
+      });
 }
 
 void SlurmLauncher::OnRows(std::vector<SlurmJobRow> rows, bool from_sacct) {

@@ -31,6 +31,7 @@
 
 #include "common/outcome.h"
 #include "common/protocol.h"
+#include "common/result.h"
 #include "daemon/launcher.h"
 
 namespace ckprof {
@@ -43,7 +44,27 @@ struct SlurmSettings {
   std::string work_dir;                  // shared with the nodes; required
   double poll_ms = 1000;                 // how often squeue is asked while runs are in flight
   std::string bin_dir;                   // where sbatch, squeue, ... are ("" = PATH)
+
+  // "tasks": each task a Slurm job of its own (SlurmLauncher); "allocations": each user's tasks
+  // run in allocations ckprofd asks for, many tasks each (AllocationLauncher,
+  // daemon/slurm_allocations.h). The settings below are the allocation mode's.
+  std::string mode = "tasks";
+  int max_allocations = 16;                 // allocations at once, all users (1..10000)
+  std::string allocation_time = "2:00:00";  // each one's sbatch --time
+  double allocation_time_s = 7200;          // the same in seconds
+  double idle_release_s = 60;               // an allocation with nothing to run is let go after
+  std::string agent_host;                   // what the agents connect to ("" = this host's name)
+  std::string agent_listen = "0.0.0.0";     // the address ckprofd listens on for its agents
+  int agent_port = 0;                       // 0 = any free port (told through the work dir)
+  std::string agent_bin;                    // ckprof-agent on the nodes ("" = beside ckprofd)
+  bool Allocations() const { return mode == "allocations"; }
+  // GPUs in one allocation: the count `gres` ends with ("gpu:2", "gpu:mi300x:2"), else 1.
+  int GpusPerAllocation() const;
 };
+
+// Slurm's time formats (sbatch --time, squeue %L): "M", "M:S", "H:M:S", "D-H", "D-H:M",
+// "D-H:M:S" in seconds; nullopt for anything else (UNLIMITED, INVALID, NOT_SET, "").
+std::optional<double> ParseSlurmTime(std::string_view text);
 
 // One job as squeue / sacct list it.
 struct SlurmJobRow {
@@ -90,6 +111,45 @@ int64_t SlurmTimeLimitMinutes(double timeout_s, double grace_s);
 // sh single quoting.
 std::string ShellQuote(std::string_view s);
 
+// Creates `rel` below `root` (which must exist), each part a directory (never a link), the last
+// one given mode `mode` and owned by `uid`/`gid` when they are set (a root daemon).
+Status MakeRunDir(const std::string& root, const std::string& rel, mode_t mode,
+                  std::optional<uid_t> uid, std::optional<gid_t> gid);
+// Writes `path` afresh (an old file or a link a user left there is removed first, never
+// followed) with `mode`, owned by `uid`/`gid` when they are set (a root daemon).
+Status WriteFreshFile(const std::string& path, const std::string& text, mode_t mode,
+                      std::optional<uid_t> uid, std::optional<gid_t> gid);
+// The last line of a command's output, trimmed (what Slurm's tools say went wrong).
+std::string LastLine(std::string_view s);
+// A job id as sbatch --parsable or squeue's %i print it ("123", "123;cluster"); nullopt else.
+std::optional<int64_t> ParseSlurmJobId(std::string_view s);
+
+// Slurm's commands for both modes: found (bin_dir, else PATH) and run asynchronously through a
+// ProcessRunner of their own (the io thread never waits on slurmctld), and the cluster's GPU
+// nodes as sinfo last listed them. The io thread only.
+class SlurmTools {
+ public:
+  SlurmTools(asio::any_io_executor ex, const SlurmSettings& settings);
+  // Checks that the commands exist and that work_dir is a directory ckprofd may write (made
+  // when missing); asks sinfo for the nodes.
+  Status Check();
+  // Runs a Slurm command; `done` gets its result on the io thread (never after the SlurmTools
+  // is gone).
+  void Run(const std::string& name, std::vector<std::string> args,
+           std::function<void(RunResult)> done);
+  std::string Bin(const std::string& name) const;
+  // The cluster's GPU nodes, as last seen (asked again when older than a few seconds).
+  std::vector<ClusterNode> Cluster();
+
+ private:
+  void RefreshCluster();
+  const SlurmSettings& settings_;
+  ProcessRunner runner_;
+  std::vector<ClusterNode> cluster_;
+  double cluster_at_ = 0;
+  bool cluster_asked_ = false;
+};
+
 class SlurmLauncher final : public Launcher {
  public:
   // `tag` names this daemon in job comments (host and state dir); `pin_env`: see
@@ -127,26 +187,18 @@ class SlurmLauncher final : public Launcher {
   void OnRows(std::vector<SlurmJobRow> rows, bool from_sacct);
   void Collect(const RunPtr& run, std::optional<Outcome> slurm_outcome, const std::string& why);
   void Finish(const RunPtr& run, RunResult r);
-  void RefreshCluster();
-  // Runs a Slurm command; `done` gets its result on the io thread.
-  void Tool(const std::string& name, std::vector<std::string> args,
-            std::function<void(RunResult)> done);
-  std::string Bin(const std::string& name) const;
 
   asio::any_io_executor ex_;
   SlurmSettings settings_;
   std::string tag_;
   std::vector<std::string> pin_env_;
-  std::unique_ptr<ProcessRunner> tools_;
+  std::unique_ptr<SlurmTools> tools_;
   RunId next_id_ = 1;
   std::map<RunId, RunPtr> runs_;
   std::deque<RunPtr> to_submit_;
   int submitting_ = 0;
   asio::steady_timer poll_timer_;
   bool poll_armed_ = false, polling_ = false;
-  std::vector<ClusterNode> cluster_;
-  double cluster_at_ = 0;
-  bool cluster_asked_ = false;
   std::shared_ptr<bool> alive_;
 };
 

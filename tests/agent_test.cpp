@@ -197,7 +197,8 @@ TEST_F(AgentTest, AnEndIsSentAgainUntilAcknowledgedAndARunOutlivesItsConnection)
   conn->Open(secret_);
   json ready = conn->Next();
   ASSERT_EQ(ready.value("type", ""), "ready");
-  EXPECT_EQ(ready["running"], json::array({1})) << "the run did not go on";
+  EXPECT_EQ(ready["running"], json::parse(R"([{"run":1,"gpu":0}])")) << "the run did not go on";
+  EXPECT_EQ(ready["ended"], json::array());
   conn->Send({{"type", "cancel"}, {"run", 1}});
   json ended = conn->Next();
   ASSERT_EQ(ended.value("type", ""), "ended");
@@ -207,7 +208,9 @@ TEST_F(AgentTest, AnEndIsSentAgainUntilAcknowledgedAndARunOutlivesItsConnection)
   conn = Accept();
   ASSERT_TRUE(conn);
   conn->Open(secret_);
-  ASSERT_EQ(conn->Next()["running"], json::array());
+  json ready2 = conn->Next();
+  ASSERT_EQ(ready2["running"], json::array());
+  EXPECT_EQ(ready2["ended"], json::array({1})) << "the ready does not name the end it resends";
   json again = conn->Next();
   ASSERT_EQ(again.value("type", ""), "ended");
   EXPECT_EQ(again.value("run", 0), 1);

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -73,9 +74,15 @@ class SlurmTest : public testing::EmulatorDaemonTest {
   void TearDown() override {
     // A node a case took down is up again for the next (ReturnToService=2 does it too).
     if (node_down_) RunCommand({"/bin/sh", "-c", "scontrol update nodename=ALL state=resume"});
+    // What this case's daemon left in Slurm (its allocations wait for it a while) goes too:
+    // the next case needs the GPUs. Its jobs' comments name its state dir.
+    RunCommand({"/bin/sh", "-c",
+                "squeue -h -t all -o '%i|%k' | grep -F '" + dir_.path() +
+                    "/' | cut -d'|' -f1 | xargs -r scancel"});
   }
 
-  std::string ConfigJson(const std::string& partition = "gpu") const {
+  // `more`: executor settings added or changed (the allocation mode's).
+  std::string ConfigJson(const std::string& partition = "gpu", const json& more = {}) const {
     json exec = {{"kind", "slurm"},
                  {"partition", partition},
                  {"gres", "gpu:1"},
@@ -84,10 +91,21 @@ class SlurmTest : public testing::EmulatorDaemonTest {
                  {"poll_ms", 100},
                  // The daemon's environment (CKEMU_LOG, CKEMU_TIME_SCALE) reaches the emulator.
                  {"sbatch_args", {"--export=ALL"}}};
+    if (more.is_object()) exec.update(more);
     return json{{"executor", exec}, {"socket_mode", "0666"}}.dump();
   }
-  void StartSlurmDaemon(double time_scale = 0.5) {
-    auto o = EmulatorOptions("0-3", ConfigJson());
+  // The allocation mode: at most `max` allocations of one GPU each.
+  static json Allocations(int max, const std::string& time = "2:00:00", double idle_s = 60) {
+    return {{"mode", "allocations"},
+            {"max_allocations", max},
+            {"allocation_time", time},
+            {"idle_release_s", idle_s},
+            {"agent_listen", "127.0.0.1"},
+            {"agent_host", "127.0.0.1"},
+            {"agent_bin", testing::SharedBinPath("ckprof-agent")}};
+  }
+  void StartSlurmDaemon(double time_scale = 0.5, const json& more = {}) {
+    auto o = EmulatorOptions("0-3", ConfigJson("gpu", more));
     o.env.push_back("CKEMU_TIME_SCALE=" + std::to_string(time_scale));
     Start(o);
   }
@@ -126,7 +144,34 @@ class SlurmTest : public testing::EmulatorDaemonTest {
     return out;
   }
 
-  void RestartMidSweep(int sig);
+  void RestartMidSweep(int sig, const json& more = {});
+  void EndAnAllocationUnderATask(const std::function<void(const json&)>& end,
+                                 const std::string& says);
+  // What the emulator ran: each config's number of runs; no two runs at once on one GPU.
+  std::map<std::string, int> RunsPerConfig(int uid = -1) {
+    std::map<std::string, int> per_config;
+    std::map<std::string, std::vector<std::pair<double, double>>> per_gpu;
+    for (const auto& run : testing::ReadEmuRuns(emu_log_)) {
+      std::string key;
+      for (const auto& a : run.argv) key += a + " ";
+      ++per_config[key];
+      if (uid >= 0) {
+        EXPECT_EQ(run.uid, uid);
+      }
+      EXPECT_EQ(run.gpu.find(','), std::string::npos) << "one GPU: " << run.gpu;
+      EXPECT_EQ(run.env.count("CUDA_VISIBLE_DEVICES") ? run.env.at("CUDA_VISIBLE_DEVICES") : "",
+                run.gpu)
+          << "pinned to a GPU Slurm did not grant";
+      per_gpu[run.gpu].emplace_back(run.start, run.end);
+    }
+    for (auto& [gpu, spans] : per_gpu) {
+      std::sort(spans.begin(), spans.end());
+      for (size_t i = 1; i < spans.size(); ++i) {
+        EXPECT_GE(spans[i].first, spans[i - 1].second) << "two runs at once on GPU " << gpu;
+      }
+    }
+    return per_config;
+  }
 
   std::string work_;
   int files_ = 0;
@@ -164,27 +209,8 @@ TEST_F(SlurmTest, SweepRunsEveryTaskOnceOnOneGrantedGpu) {
   // granted (CUDA_VISIBLE_DEVICES) is HIP_VISIBLE_DEVICES too.
   auto runs = testing::ReadEmuRuns(emu_log_);
   ASSERT_EQ(runs.size(), 40u);
-  std::map<std::string, int> per_config;
-  std::map<std::string, std::vector<std::pair<double, double>>> per_gpu;
-  for (const auto& run : runs) {
-    std::string key;
-    for (const auto& a : run.argv) key += a + " ";
-    ++per_config[key];
-    EXPECT_EQ(run.uid, static_cast<int>(alice.uid()));
-    EXPECT_EQ(run.outcome, "succeeded");
-    ASSERT_EQ(run.gpu.find(','), std::string::npos) << "one GPU: " << run.gpu;
-    ASSERT_FALSE(run.gpu.empty());
-    EXPECT_EQ(run.env.count("CUDA_VISIBLE_DEVICES") ? run.env.at("CUDA_VISIBLE_DEVICES") : "",
-              run.gpu);
-    per_gpu[run.gpu].emplace_back(run.start, run.end);
-  }
-  EXPECT_EQ(per_config.size(), 40u);
-  for (auto& [gpu, spans] : per_gpu) {
-    std::sort(spans.begin(), spans.end());
-    for (size_t i = 1; i < spans.size(); ++i) {
-      EXPECT_GE(spans[i].first, spans[i - 1].second) << "two runs at once on GPU " << gpu;
-    }
-  }
+  for (const auto& run : runs) EXPECT_EQ(run.outcome, "succeeded");
+  EXPECT_EQ(RunsPerConfig(static_cast<int>(alice.uid())).size(), 40u);
   // `ckprof gpus` shows the cluster's node and its 8 GPUs.
   auto gpus = Ckprof({"gpus", "--json"});
   ASSERT_EQ(gpus.exit_code, 0) << gpus.err;
@@ -268,13 +294,13 @@ TEST_F(SlurmTest, ASubmissionSlurmRefusesSaysWhy) {
 // A stop mid-sweep (kill -9, or SIGTERM: a stopping ckprofd leaves its jobs to Slurm), then a
 // restart: the jobs in Slurm are followed again, the queued tasks submitted, and no task runs
 // twice.
-void SlurmTest::RestartMidSweep(int sig) {
-  StartSlurmDaemon(/*time_scale=*/2);
+void SlurmTest::RestartMidSweep(int sig, const json& more) {
+  StartSlurmDaemon(/*time_scale=*/2, more);
   daemon_.KeepLeftovers();
   const std::string job = Submit(testing::FwdConfigsText(40));
   ASSERT_TRUE(WaitForStarts(10)) << testing::ReadFile(daemon_.log_path());
   daemon_.Stop(sig);
-  auto o = EmulatorOptions("0-3", ConfigJson());
+  auto o = EmulatorOptions("0-3", ConfigJson("gpu", more));
   o.env.push_back("CKEMU_TIME_SCALE=2");
   Start(o);
   auto waited = Ckprof({"wait", job});
@@ -285,21 +311,200 @@ void SlurmTest::RestartMidSweep(int sig) {
     EXPECT_EQ(r["status"], "succeeded") << r.dump();
     EXPECT_EQ(r["attempts"], 1) << r.dump();
   }
-  auto runs = testing::ReadEmuRuns(emu_log_);
-  std::map<std::string, int> per_config;
-  for (const auto& run : runs) {
-    std::string key;
-    for (const auto& a : run.argv) key += a + " ";
-    ++per_config[key];
-  }
-  EXPECT_EQ(runs.size(), 40u);
-  for (const auto& [config, n] : per_config) EXPECT_EQ(n, 1) << config;
+  EXPECT_EQ(testing::ReadEmuRuns(emu_log_).size(), 40u);
+  for (const auto& [config, n] : RunsPerConfig()) EXPECT_EQ(n, 1) << config;
   EXPECT_NE(testing::ReadFile(daemon_.log_path()).find("followed again"), std::string::npos);
 }
 
 TEST_F(SlurmTest, KillNineMidSweepRunsNothingTwice) { RestartMidSweep(SIGKILL); }
 
 TEST_F(SlurmTest, StopMidSweepLeavesTheJobsToSlurmAndFollowsThemAfter) { RestartMidSweep(SIGTERM); }
+
+// Issue 35, the allocation mode: 40 configs of an ordinary user run in at most 4 allocations,
+// each a Slurm job of that user whose agent runs the user's tasks one at a time on its GPU:
+// every task once, pinned to the GPU Slurm granted, never two at once on a GPU; `gpus` lists
+// the allocations.
+TEST_F(SlurmTest, AllocationsRunASweepInAFewSlurmJobsOfItsUser) {
+  SystemUser alice("ckslurm-alice");
+  ASSERT_TRUE(alice.ok());
+  StartSlurmDaemon(0.5, Allocations(4));
+  const std::string job = Submit(testing::FwdConfigsText(40), {"--name", "alloc40"}, &alice);
+  ASSERT_TRUE(WaitForStarts(1)) << testing::ReadFile(daemon_.log_path());
+  auto gpus = Ckprof({"gpus", "--json"});
+  ASSERT_EQ(gpus.exit_code, 0) << gpus.err;
+  auto g = ParseJson(gpus.out);
+  ASSERT_TRUE(g.ok()) << gpus.out;
+  ASSERT_TRUE((*g)["allocations"].is_array()) << gpus.out;
+  ASSERT_FALSE((*g)["allocations"].empty()) << gpus.out;
+  EXPECT_EQ((*g)["allocations"][0]["user"], alice.name()) << gpus.out;
+  auto waited = Ckprof({"wait", job});
+  ASSERT_EQ(waited.exit_code, 0) << waited.err << testing::ReadFile(daemon_.log_path());
+  json results = Results(job);
+  ASSERT_EQ(results.size(), 40u);
+  std::set<int64_t> slurm_jobs;
+  for (const auto& r : results) {
+    EXPECT_EQ(r["status"], "succeeded") << r.dump();
+    EXPECT_EQ(r["attempts"], 1) << r.dump();
+    EXPECT_EQ(r["executor"], "slurm") << r.dump();
+    ASSERT_TRUE(r["executor_job_id"].is_number()) << r.dump();
+    ASSERT_TRUE(r["gpu"].is_number()) << r.dump();
+    slurm_jobs.insert(r["executor_job_id"].get<int64_t>());
+  }
+  EXPECT_LE(slurm_jobs.size(), 4u) << "tasks run in allocations, not a Slurm job each";
+  for (int64_t id : slurm_jobs) {
+    EXPECT_EQ(SlurmField(id, "%u|%j"), alice.name() + "|ckprof-" + alice.name());
+  }
+  auto per_config = RunsPerConfig(static_cast<int>(alice.uid()));
+  EXPECT_EQ(per_config.size(), 40u);
+  for (const auto& [config, n] : per_config) EXPECT_EQ(n, 1) << config;
+  auto shown = Ckprof({"gpus"});
+  EXPECT_NE(shown.out.find("allocation(s) in Slurm"), std::string::npos) << shown.out;
+}
+
+// kill -9 of ckprofd mid-sweep in the allocation mode: the agents connect to the next one,
+// which follows their runs; nothing runs twice, nothing is lost.
+TEST_F(SlurmTest, AllocationsFollowAKillNineAndRunNothingTwice) {
+  RestartMidSweep(SIGKILL, Allocations(4));
+}
+
+// A task whose timeout cannot fit in an allocation's time is refused, saying so; one that fits
+// runs.
+TEST_F(SlurmTest, AnAllocationTakesNoTaskThatCannotFinishInItsTime) {
+  StartSlurmDaemon(0.5, Allocations(2, "2"));  // two minutes
+  const std::string too_long = Submit(testing::FwdConfigsText(1), {"--timeout", "300"});
+  const std::string fits = Submit(testing::FwdConfigsText(1), {"--timeout", "30"});
+  Ckprof({"wait", too_long});
+  json refused = Results(too_long);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0]["status"], "spawn_failed") << refused[0].dump();
+  EXPECT_NE(refused[0]["error"].get<std::string>().find("allocation_time 2"), std::string::npos)
+      << refused[0].dump();
+  auto waited = Ckprof({"wait", fits});
+  ASSERT_EQ(waited.exit_code, 0) << waited.err;
+  json ran = Results(fits);
+  ASSERT_EQ(ran.size(), 1u);
+  EXPECT_EQ(ran[0]["status"], "succeeded") << ran[0].dump();
+}
+
+// An allocation that ends under a running task has the task requeued with the reason and run
+// again in a new allocation; cancel then stops the task, not its allocation. `end` ends the
+// allocation (given as `gpus --json` lists it); the daemon's log must say `says`.
+void SlurmTest::EndAnAllocationUnderATask(const std::function<void(const json&)>& end,
+                                          const std::string& says) {
+  StartSlurmDaemon(0.5, Allocations(2));
+  const std::string job = Submit(testing::FwdConfigsText(1, /*magic_n=*/9001), {"--timeout", "60"});
+  ASSERT_TRUE(WaitForStarts(1)) << testing::ReadFile(daemon_.log_path());
+  auto gpus = ParseJson(Ckprof({"gpus", "--json"}).out);
+  ASSERT_TRUE(gpus.ok());
+  ASSERT_EQ((*gpus)["allocations"].size(), 1u) << gpus->dump();
+  const json first = (*gpus)["allocations"][0];
+  end(first);
+  ASSERT_TRUE(WaitForStarts(2)) << "the task did not run again\n"
+                                << testing::ReadFile(daemon_.log_path());
+  ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+  Ckprof({"wait", job});
+  json results = Results(job);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0]["status"], "cancelled") << results[0].dump();
+  EXPECT_EQ(results[0]["attempts"], 2) << results[0].dump();
+  auto after = ParseJson(Ckprof({"gpus", "--json"}).out);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ((*after)["allocations"].size(), 1u) << after->dump();
+  EXPECT_NE((*after)["allocations"][0]["job_id"], first["job_id"]);
+  EXPECT_EQ((*after)["allocations"][0]["state"], "ready") << after->dump();
+  EXPECT_NE(testing::ReadFile(daemon_.log_path()).find(says), std::string::npos)
+      << testing::ReadFile(daemon_.log_path());
+}
+
+TEST_F(SlurmTest, AnAllocationScancelledRequeuesItsTask) {
+  EndAnAllocationUnderATask(
+      [](const json& a) {
+        ASSERT_EQ(RunCommand({"scancel", std::to_string(a["job_id"].get<int64_t>())}).exit_code, 0);
+      },
+      "ended: Slurm ended it CANCELLED");
+}
+
+// Anyone on the cluster can reach the agents' port: a connection that names a real allocation
+// but cannot seal its lines with the allocation's secret is refused and closed, from another
+// real user, and the allocation and its task go on undisturbed.
+TEST_F(SlurmTest, AForgedAgentIsRefusedAndTheAllocationGoesOn) {
+  SystemUser mallory("ckslurm-mallory");
+  ASSERT_TRUE(mallory.ok());
+  StartSlurmDaemon(0.5, Allocations(2));
+  const std::string job = Submit(testing::FwdConfigsText(1, /*magic_n=*/9001), {"--timeout", "60"});
+  ASSERT_TRUE(WaitForStarts(1)) << testing::ReadFile(daemon_.log_path());
+  auto gpus = ParseJson(Ckprof({"gpus", "--json"}).out);
+  ASSERT_TRUE(gpus.ok());
+  ASSERT_EQ((*gpus)["allocations"].size(), 1u) << gpus->dump();
+  const std::string name = (*gpus)["allocations"][0]["name"].get<std::string>();
+  // The address the agents read, from the work dir (world-readable).
+  auto address = RunCommand({"/bin/sh", "-c", "cat " + work_ + "/.*.agents"});
+  ASSERT_EQ(address.exit_code, 0) << address.err;
+  const std::string port = address.out.substr(address.out.rfind(':') + 1);
+  // mallory: the opening line, the challenge back, then a 'ready' with a made-up seal; the
+  // daemon must close the connection rather than answer.
+  const std::string forge =
+      "exec 3<>/dev/tcp/127.0.0.1/" + port.substr(0, port.find('\n')) +
+      " || exit 9; printf 'ckprof-agent/1 hello " + name +
+      " 00112233445566778899aabbccddeeff\\n' >&3; read -r challenge <&3 || exit 8; "
+      "echo \"$challenge\"; printf '1 %064d {\"type\":\"ready\"}\\n' 0 >&3; "
+      "if read -r -t 10 reply <&3; then echo \"answered: $reply\"; exit 7; fi; echo closed";
+  std::vector<std::string> argv = mallory.As();
+  argv.insert(argv.end(), {"/bin/bash", "-c", forge});
+  auto r = RunCommand(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ckprof-agent/1 challenge"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("closed"), std::string::npos) << r.out;
+  EXPECT_NE(testing::ReadFile(daemon_.log_path()).find("refused a message"), std::string::npos)
+      << testing::ReadFile(daemon_.log_path());
+  // The real agent still serves its task.
+  auto after = ParseJson(Ckprof({"gpus", "--json"}).out);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ((*after)["allocations"].size(), 1u) << after->dump();
+  EXPECT_EQ((*after)["allocations"][0]["state"], "ready") << after->dump();
+  EXPECT_EQ((*after)["allocations"][0]["running"], 1) << after->dump();
+  ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+  Ckprof({"wait", job});
+  json results = Results(job);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0]["status"], "cancelled") << results[0].dump();
+  EXPECT_EQ(results[0]["attempts"], 1) << results[0].dump();
+}
+
+// The agent killed (kill -9): its allocation's job ends, and the task runs again.
+TEST_F(SlurmTest, AKilledAgentsTaskRunsAgain) {
+  EndAnAllocationUnderATask(
+      [](const json& a) {
+        const std::string pattern = "ckprof-agent .*--allocation '?" + a["name"].get<std::string>();
+        ASSERT_EQ(RunCommand({"pkill", "-9", "-f", pattern}).exit_code, 0) << pattern;
+      },
+      "ended: Slurm ended it");
+}
+
+// An allocation nearing its time limit takes no task that could not finish in it: it is let go
+// and a new one takes over, and no task is cut off. (One allocation of one minute at a time;
+// 16 tasks of 3 s with a 20 s timeout need more than one.)
+TEST_F(SlurmTest, AnAllocationNearItsTimeLimitIsLetGoAndNoTaskIsCutOff) {
+  auto o = EmulatorOptions("0-3", ConfigJson("gpu", Allocations(1, "1")));
+  o.env.push_back("CKEMU_SLOW_START_MS=3000");
+  Start(o);
+  const std::string job =
+      Submit(testing::FwdConfigsText(16, /*magic_n=*/9006), {"--timeout", "20"});
+  auto waited = Ckprof({"wait", job});
+  ASSERT_EQ(waited.exit_code, 0) << waited.err << testing::ReadFile(daemon_.log_path());
+  json results = Results(job);
+  ASSERT_EQ(results.size(), 16u);
+  std::set<int64_t> slurm_jobs;
+  for (const auto& r : results) {
+    EXPECT_EQ(r["status"], "succeeded") << r.dump();
+    EXPECT_EQ(r["attempts"], 1) << r.dump();
+    slurm_jobs.insert(r["executor_job_id"].get<int64_t>());
+  }
+  EXPECT_GE(slurm_jobs.size(), 2u) << "one allocation of a minute cannot have run them all";
+  for (int64_t id : slurm_jobs) {
+    EXPECT_NE(SlurmField(id, "%T"), "TIMEOUT") << "allocation " << id << " reached its limit";
+  }
+}
 
 }  // namespace
 }  // namespace ckprof

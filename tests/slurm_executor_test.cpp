@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "daemon/daemon_config.h"
+#include "daemon/slurm_allocations.h"
 #include "tests/util/commands.h"
 #include "tests/util/files.h"
 
@@ -163,6 +164,17 @@ TEST(SlurmConfig, ExecutorKey) {
        "no field 'gress'"},
       {R"({"executor": {"kind": "slurm", "work_dir": "/w", "sbatch_args": "-A x"}})",
        "list of strings"},
+      {R"({"executor": {"kind": "slurm", "work_dir": "/w", "mode": "pool"}})",
+       "must be \"tasks\" or \"allocations\""},
+      {R"({"executor": {"kind": "slurm", "work_dir": "/w", "allocation_time": "forever"}})",
+       "a Slurm time of a minute or more"},
+      {R"({"executor": {"kind": "slurm", "work_dir": "/w", "allocation_time": "0:30"}})",
+       "a Slurm time of a minute or more"},
+      {R"({"executor": {"kind": "slurm", "work_dir": "/w", "max_allocations": 0}})",
+       "max_allocations"},
+      {R"({"executor": {"kind": "slurm", "work_dir": "/w", "agent_port": 70000}})", "agent_port"},
+      {R"({"executor": {"kind": "slurm", "work_dir": "/w", "agent_bin": "ckprof-agent"}})",
+       "agent_bin' must be an absolute path"},
   };
   for (const auto& b : bad) {
     auto r = load(b.text);
@@ -170,6 +182,67 @@ TEST(SlurmConfig, ExecutorKey) {
     EXPECT_NE(r.error().find("key 'executor'"), std::string::npos) << r.error();
     EXPECT_NE(r.error().find(b.says), std::string::npos) << r.error();
   }
+}
+
+// The allocation mode's settings: read, and its slots are allocations x GPUs each.
+TEST(SlurmConfig, AllocationMode) {
+  testing::TempDir dir;
+  const std::string path = dir.File("c.json");
+  testing::WriteFile(path, R"({"executor": {"kind": "slurm", "mode": "allocations",
+      "gres": "gpu:mi300x:2", "max_allocations": 5, "allocation_time": "1-00:30:00",
+      "idle_release_s": 30, "agent_port": 7777, "agent_host": "login1",
+      "agent_bin": "/opt/ckprof/bin/ckprof-agent", "work_dir": "/shared/ckprofd"}})");
+  auto c = LoadDaemonConfigFile(path, DaemonConfig{});
+  ASSERT_TRUE(c.ok()) << c.error();
+  const SlurmSettings& s = c->executor.slurm;
+  EXPECT_TRUE(s.Allocations());
+  EXPECT_EQ(s.max_allocations, 5);
+  EXPECT_EQ(s.allocation_time_s, 86400 + 1800);
+  EXPECT_EQ(s.idle_release_s, 30);
+  EXPECT_EQ(s.agent_port, 7777);
+  EXPECT_EQ(s.agent_host, "login1");
+  EXPECT_EQ(s.GpusPerAllocation(), 2);
+  EXPECT_EQ(c->executor.RemoteSlots(), 10);
+}
+
+TEST(SlurmParse, Times) {
+  EXPECT_EQ(ParseSlurmTime("90"), 5400);  // minutes
+  EXPECT_EQ(ParseSlurmTime("59:58"), 3598);
+  EXPECT_EQ(ParseSlurmTime("2:00:00"), 7200);
+  EXPECT_EQ(ParseSlurmTime("1-00"), 86400);
+  EXPECT_EQ(ParseSlurmTime("1-2:30"), 86400 + 7200 + 1800);
+  EXPECT_EQ(ParseSlurmTime("1-02:03:04"), 86400 + 7384);
+  for (const char* bad : {"", "UNLIMITED", "INVALID", "NOT_SET", "1:2:3:4", "-5", "1:x", "1-"}) {
+    EXPECT_FALSE(ParseSlurmTime(bad)) << bad;
+  }
+  SlurmSettings s;
+  for (auto [gres, n] : std::vector<std::pair<std::string, int>>{{"gpu:1", 1},
+                                                                 {"gpu:4", 4},
+                                                                 {"gpu:a100:2", 2},
+                                                                 {"gpu", 1},
+                                                                 {"", 1},
+                                                                 {"gpu:2,shard:1", 2}}) {
+    s.gres = gres;
+    EXPECT_EQ(s.GpusPerAllocation(), n) << gres;
+  }
+}
+
+// An allocation's script runs the agent in the shell's place, every value quoted.
+TEST(SlurmScript, AllocationRunsTheAgent) {
+  const std::string script = AllocationScript(
+      "/opt/ck prof/ckprof-agent", "/w/.h.agents", "a12", "/w/alice/alloc-a12/secret", 60,
+      "ckprof allocation a12 uid 1000 user alice from h:/s");
+  EXPECT_EQ(script.rfind("#!/bin/sh\n", 0), 0u);
+  EXPECT_NE(script.find("exec '/opt/ck prof/ckprof-agent' --address-file '/w/.h.agents' "
+                        "--allocation 'a12' --secret-file '/w/alice/alloc-a12/secret' "
+                        "--reconnect-s 60"),
+            std::string::npos)
+      << script;
+  testing::TempDir dir;
+  const std::string path = dir.File("a.sh");
+  testing::WriteFile(path, script);
+  auto r = testing::RunCommand({"/bin/sh", "-n", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ class SharedBinDir {
     path_ = templ;
     chmod(path_.c_str(), 0755);
     for (const char* name :
-         {"ckprof", "ckprofd", "ckprofd-exec", "ckprofiler-emu", "status_probe"}) {
+         {"ckprof", "ckprofd", "ckprofd-exec", "ckprofiler-emu", "status_probe", "ckprof-agent"}) {
       const std::string from = BinPath(name), to = path_ + "/" + name;
       std::error_code ec;
       // The emulator is copied: a hard link changes its inode's ctime, and a profiler build
