@@ -1,10 +1,13 @@
 #include "daemon/gpu_probe.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +22,7 @@
 
 #include "common/gpu_list.h"
 #include "daemon/process_util.h"
+#include "daemon/unique_fd.h"
 #include "daemon/user_names.h"
 
 extern char** environ;
@@ -41,20 +45,57 @@ std::vector<long long> NumericEntries(const std::string& dir) {
   return out;
 }
 
-std::string ReadText(const std::string& path) {
-  std::string s = ReadKernelFile(path);
+std::string Trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0')) s.pop_back();
   return s;
 }
 
-std::optional<double> ReadNumber(const std::string& path, double scale) {
-  const std::string text = ReadText(path);
+std::string ReadText(const std::string& path) { return Trimmed(ReadKernelFile(path)); }
+
+std::optional<double> ParseNumber(const std::string& text, double scale) {
   if (text.empty()) return std::nullopt;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (end == text.c_str() || !std::isfinite(v)) return std::nullopt;
   return v * scale;
 }
+
+// A small file a GPU's readings come from (clocks, busy, temperature, power), opened with the
+// probe: each reading reads it again from its start (sysfs makes the text anew then), one
+// pread instead of an open, a read and a close per file and task. One absent at the start is
+// not looked for again (the probe's devices are fixed at its start too); one that can no
+// longer be read through its descriptor (sysfs says ENODEV once its device is gone; a plain
+// file, as in a test's tree, is checked for having been removed) is read by path. Not changed
+// after construction: any thread may read it.
+class ReadingFile {
+ public:
+  explicit ReadingFile(std::string path)
+      : path_(std::move(path)), fd_(open(path_.c_str(), O_RDONLY | O_CLOEXEC)) {
+    absent_ = fd_.get() < 0 && errno == ENOENT;
+    struct statfs fs {};
+    sysfs_ = fd_.get() >= 0 && fstatfs(fd_.get(), &fs) == 0 && fs.f_type == SYSFS_MAGIC;
+  }
+  std::string Text() const {
+    struct stat st {};
+    if (fd_.get() >= 0 && (sysfs_ || (fstat(fd_.get(), &st) == 0 && st.st_nlink > 0))) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = pread(fd_.get(), buf, sizeof buf, 0)) < 0 && errno == EINTR) {
+      }
+      if (n >= 0 && static_cast<size_t>(n) < sizeof buf) {
+        return Trimmed(std::string(buf, static_cast<size_t>(n)));
+      }
+    }
+    return absent_ ? "" : ReadText(path_);
+  }
+  std::optional<double> Number(double scale) const { return ParseNumber(Text(), scale); }
+
+ private:
+  std::string path_;
+  UniqueFd fd_;
+  bool absent_ = false;
+  bool sysfs_ = false;  // on sysfs: read errors say a file is gone, no check needed
+};
 
 std::map<std::string, long long> ReadProperties(const std::string& path) {
   std::map<std::string, long long> out;
@@ -101,8 +142,14 @@ class KfdProbe final : public GpuProbe {
       if (node.render_minor >= 0) {
         node.device =
             Join(root_, "/sys/class/drm/renderD" + std::to_string(node.render_minor) + "/device");
+        node.sclk.emplace(node.device + "/pp_dpm_sclk");
+        node.mclk.emplace(node.device + "/pp_dpm_mclk");
+        node.busy.emplace(node.device + "/gpu_busy_percent");
         for (const auto& h : ListDir(node.device + "/hwmon")) {
-          node.hwmon.push_back(node.device + "/hwmon/" + h);
+          const std::string hw = node.device + "/hwmon/" + h;
+          node.hwmon.push_back(Hwmon{ReadingFile(hw + "/temp1_input"),
+                                     ReadingFile(hw + "/power1_average"),
+                                     ReadingFile(hw + "/power1_input")});
         }
       }
       nodes_.push_back(std::move(node));
@@ -168,25 +215,30 @@ class KfdProbe final : public GpuProbe {
     r.at = Now();
     const Node& node = nodes_[static_cast<size_t>(gpu)];
     if (!node.device.empty()) {
-      r.sclk_mhz = CurrentDpmClock(ReadText(node.device + "/pp_dpm_sclk"));
-      r.mclk_mhz = CurrentDpmClock(ReadText(node.device + "/pp_dpm_mclk"));
-      r.busy_percent = ReadNumber(node.device + "/gpu_busy_percent", 1);
-      for (const std::string& hw : node.hwmon) {
-        if (!r.temperature_c) r.temperature_c = ReadNumber(hw + "/temp1_input", 1e-3);
-        if (!r.power_w) r.power_w = ReadNumber(hw + "/power1_average", 1e-6);
-        if (!r.power_w) r.power_w = ReadNumber(hw + "/power1_input", 1e-6);
+      r.sclk_mhz = CurrentDpmClock(node.sclk->Text());
+      r.mclk_mhz = CurrentDpmClock(node.mclk->Text());
+      r.busy_percent = node.busy->Number(1);
+      for (const Hwmon& hw : node.hwmon) {
+        if (!r.temperature_c) r.temperature_c = hw.temp.Number(1e-3);
+        if (!r.power_w) r.power_w = hw.power_average.Number(1e-6);
+        if (!r.power_w) r.power_w = hw.power_input.Number(1e-6);
       }
     }
     return r;
   }
 
  private:
+  struct Hwmon {
+    ReadingFile temp, power_average, power_input;
+  };
   struct Node {
     std::string gpu_id;
     long long render_minor = -1;
     std::string arch;
-    std::string device;              // /sys/class/drm/renderD<minor>/device; "" = none
-    std::vector<std::string> hwmon;  // its hwmon directories
+    std::string device;  // /sys/class/drm/renderD<minor>/device; "" = none
+    // Its reading files, set with `device`.
+    std::optional<ReadingFile> sclk, mclk, busy;
+    std::vector<Hwmon> hwmon;  // one per hwmon directory
   };
 
   std::string root_;
