@@ -1,5 +1,6 @@
 #include "daemon/gpu_probe.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <poll.h>
@@ -35,10 +36,30 @@ std::string Join(const std::string& root, const std::string& path) {
   return (root.back() == '/' ? root.substr(0, root.size() - 1) : root) + path;
 }
 
+// The names in `dir` (not "." nor ".."), unsorted; none when it cannot be read. One open,
+// getdents64 into a buffer on the stack, one close: ListDir's opendir also stats the directory
+// and allocates 32 KiB each time, and a look at the GPUs' processes lists a directory for
+// each process, at each task's end.
+std::vector<std::string> Names(const std::string& dir) {
+  std::vector<std::string> out;
+  const UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return out;
+  alignas(struct dirent64) char buf[8192];
+  ssize_t n;
+  while ((n = getdents64(fd.get(), buf, sizeof buf)) > 0) {
+    for (ssize_t at = 0; at < n;) {
+      const auto* d = reinterpret_cast<const struct dirent64*>(buf + at);
+      at += d->d_reclen;
+      if (d->d_name[0] != '.') out.emplace_back(d->d_name);
+    }
+  }
+  return out;
+}
+
 // Names that are numbers, in numeric order (topology nodes, pids).
 std::vector<long long> NumericEntries(const std::string& dir) {
   std::vector<long long> out;
-  for (const auto& e : ListDir(dir)) {
+  for (const auto& e : Names(dir)) {
     if (!e.empty() && std::all_of(e.begin(), e.end(), ::isdigit)) out.push_back(std::stoll(e));
   }
   std::sort(out.begin(), out.end());
@@ -166,10 +187,12 @@ class KfdProbe final : public GpuProbe {
     const std::string procs = Join(root_, "/sys/class/kfd/kfd/proc");
     for (long long pid : NumericEntries(procs)) {
       const std::string dir = procs + "/" + std::to_string(pid);
-      std::vector<std::string> entries = ListDir(dir);
+      const std::vector<std::string> entries = Names(dir);
       std::vector<std::string> queue_gpus;
-      for (const auto& q : ListDir(dir + "/queues")) {
-        queue_gpus.push_back(ReadText(dir + "/queues/" + q + "/gpuid"));
+      if (std::find(entries.begin(), entries.end(), "queues") != entries.end()) {
+        for (const auto& q : Names(dir + "/queues")) {
+          queue_gpus.push_back(ReadText(dir + "/queues/" + q + "/gpuid"));
+        }
       }
       std::optional<ProbedProcess> who;
       for (size_t g = 0; g < nodes_.size(); ++g) {
