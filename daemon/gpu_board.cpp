@@ -221,8 +221,11 @@ bool LocalGpuBoard::ForeignAllows(Gpu& gpu) {
   if (!watch_ || options_.foreign_gpu_use == ForeignGpuUse::kIgnore) return true;
   const auto now = std::chrono::steady_clock::now();
   if (watch_->probe().cheap()) {
-    // Looked at now: once for all GPUs of one dispatch pass, else each time.
-    if (!in_pass_ || !probed_in_pass_) {
+    // Looked at now: once for all GPUs of one dispatch pass, else each time but right after a
+    // task's end, whose last look (EndContext) serves the next start on its GPU: they come
+    // within a millisecond, as their readings do (ReadNow).
+    const bool just_looked = now - end_look_at_ < std::chrono::milliseconds(1);
+    if ((!in_pass_ || !probed_in_pass_) && !just_looked) {
       auto procs = watch_->probe().Processes();
       snapshot_at_ = now;
       probed_in_pass_ = in_pass_;
@@ -278,7 +281,10 @@ RunContext LocalGpuBoard::EndContext(int index) {
   // The last look, so that a process that came in the last moments is seen too.
   if (watch_->probe().cheap() && options_.foreign_gpu_use != ForeignGpuUse::kIgnore) {
     auto procs = watch_->probe().Processes();
-    if (procs) ApplyProcesses(*procs);
+    if (procs) {
+      snapshot_at_ = end_look_at_ = std::chrono::steady_clock::now();
+      ApplyProcesses(*procs);
+    }
   }
   context.contended = g->contended;
   GpuState state = g->identity;

@@ -260,6 +260,7 @@ class LocalGpuBoard final : public GpuBoard {
   bool in_pass_ = false;
   bool probed_in_pass_ = false;
   std::chrono::steady_clock::time_point snapshot_at_{};  // the latest snapshot's, or a probe's
+  std::chrono::steady_clock::time_point end_look_at_{};  // EndContext's latest look
   bool snapshot_asked_ = false;                          // PollNow is under way
   std::string probe_error_;                              // the last one logged
   bool every_gpu_failing_ = false;                       // said in the log, until a run works again

@@ -1,10 +1,14 @@
 #include "daemon/gpu_probe.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +23,7 @@
 
 #include "common/gpu_list.h"
 #include "daemon/process_util.h"
+#include "daemon/unique_fd.h"
 #include "daemon/user_names.h"
 
 extern char** environ;
@@ -31,30 +36,87 @@ std::string Join(const std::string& root, const std::string& path) {
   return (root.back() == '/' ? root.substr(0, root.size() - 1) : root) + path;
 }
 
+// The names in `dir` (not "." nor ".."), unsorted; none when it cannot be read. One open,
+// getdents64 into a buffer on the stack, one close: ListDir's opendir also stats the directory
+// and allocates 32 KiB each time, and a look at the GPUs' processes lists a directory for
+// each process, at each task's end.
+std::vector<std::string> Names(const std::string& dir) {
+  std::vector<std::string> out;
+  const UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return out;
+  alignas(struct dirent64) char buf[8192];
+  ssize_t n;
+  while ((n = getdents64(fd.get(), buf, sizeof buf)) > 0) {
+    for (ssize_t at = 0; at < n;) {
+      const auto* d = reinterpret_cast<const struct dirent64*>(buf + at);
+      at += d->d_reclen;
+      if (d->d_name[0] != '.') out.emplace_back(d->d_name);
+    }
+  }
+  return out;
+}
+
 // Names that are numbers, in numeric order (topology nodes, pids).
 std::vector<long long> NumericEntries(const std::string& dir) {
   std::vector<long long> out;
-  for (const auto& e : ListDir(dir)) {
+  for (const auto& e : Names(dir)) {
     if (!e.empty() && std::all_of(e.begin(), e.end(), ::isdigit)) out.push_back(std::stoll(e));
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-std::string ReadText(const std::string& path) {
-  std::string s = ReadKernelFile(path);
+std::string Trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0')) s.pop_back();
   return s;
 }
 
-std::optional<double> ReadNumber(const std::string& path, double scale) {
-  const std::string text = ReadText(path);
+std::string ReadText(const std::string& path) { return Trimmed(ReadKernelFile(path)); }
+
+std::optional<double> ParseNumber(const std::string& text, double scale) {
   if (text.empty()) return std::nullopt;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (end == text.c_str() || !std::isfinite(v)) return std::nullopt;
   return v * scale;
 }
+
+// A small file a GPU's readings come from (clocks, busy, temperature, power), opened with the
+// probe: each reading reads it again from its start (sysfs makes the text anew then), one
+// pread instead of an open, a read and a close per file and task. One absent at the start is
+// not looked for again (the probe's devices are fixed at its start too); one that can no
+// longer be read through its descriptor (sysfs says ENODEV once its device is gone; a plain
+// file, as in a test's tree, is checked for having been removed) is read by path. Not changed
+// after construction: any thread may read it.
+class ReadingFile {
+ public:
+  explicit ReadingFile(std::string path)
+      : path_(std::move(path)), fd_(open(path_.c_str(), O_RDONLY | O_CLOEXEC)) {
+    absent_ = fd_.get() < 0 && errno == ENOENT;
+    struct statfs fs {};
+    sysfs_ = fd_.get() >= 0 && fstatfs(fd_.get(), &fs) == 0 && fs.f_type == SYSFS_MAGIC;
+  }
+  std::string Text() const {
+    struct stat st {};
+    if (fd_.get() >= 0 && (sysfs_ || (fstat(fd_.get(), &st) == 0 && st.st_nlink > 0))) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = pread(fd_.get(), buf, sizeof buf, 0)) < 0 && errno == EINTR) {
+      }
+      if (n >= 0 && static_cast<size_t>(n) < sizeof buf) {
+        return Trimmed(std::string(buf, static_cast<size_t>(n)));
+      }
+    }
+    return absent_ ? "" : ReadText(path_);
+  }
+  std::optional<double> Number(double scale) const { return ParseNumber(Text(), scale); }
+
+ private:
+  std::string path_;
+  UniqueFd fd_;
+  bool absent_ = false;
+  bool sysfs_ = false;  // on sysfs: read errors say a file is gone, no check needed
+};
 
 std::map<std::string, long long> ReadProperties(const std::string& path) {
   std::map<std::string, long long> out;
@@ -101,8 +163,14 @@ class KfdProbe final : public GpuProbe {
       if (node.render_minor >= 0) {
         node.device =
             Join(root_, "/sys/class/drm/renderD" + std::to_string(node.render_minor) + "/device");
+        node.sclk.emplace(node.device + "/pp_dpm_sclk");
+        node.mclk.emplace(node.device + "/pp_dpm_mclk");
+        node.busy.emplace(node.device + "/gpu_busy_percent");
         for (const auto& h : ListDir(node.device + "/hwmon")) {
-          node.hwmon.push_back(node.device + "/hwmon/" + h);
+          const std::string hw = node.device + "/hwmon/" + h;
+          node.hwmon.push_back(Hwmon{ReadingFile(hw + "/temp1_input"),
+                                     ReadingFile(hw + "/power1_average"),
+                                     ReadingFile(hw + "/power1_input")});
         }
       }
       nodes_.push_back(std::move(node));
@@ -119,10 +187,12 @@ class KfdProbe final : public GpuProbe {
     const std::string procs = Join(root_, "/sys/class/kfd/kfd/proc");
     for (long long pid : NumericEntries(procs)) {
       const std::string dir = procs + "/" + std::to_string(pid);
-      std::vector<std::string> entries = ListDir(dir);
+      const std::vector<std::string> entries = Names(dir);
       std::vector<std::string> queue_gpus;
-      for (const auto& q : ListDir(dir + "/queues")) {
-        queue_gpus.push_back(ReadText(dir + "/queues/" + q + "/gpuid"));
+      if (std::find(entries.begin(), entries.end(), "queues") != entries.end()) {
+        for (const auto& q : Names(dir + "/queues")) {
+          queue_gpus.push_back(ReadText(dir + "/queues/" + q + "/gpuid"));
+        }
       }
       std::optional<ProbedProcess> who;
       for (size_t g = 0; g < nodes_.size(); ++g) {
@@ -168,25 +238,30 @@ class KfdProbe final : public GpuProbe {
     r.at = Now();
     const Node& node = nodes_[static_cast<size_t>(gpu)];
     if (!node.device.empty()) {
-      r.sclk_mhz = CurrentDpmClock(ReadText(node.device + "/pp_dpm_sclk"));
-      r.mclk_mhz = CurrentDpmClock(ReadText(node.device + "/pp_dpm_mclk"));
-      r.busy_percent = ReadNumber(node.device + "/gpu_busy_percent", 1);
-      for (const std::string& hw : node.hwmon) {
-        if (!r.temperature_c) r.temperature_c = ReadNumber(hw + "/temp1_input", 1e-3);
-        if (!r.power_w) r.power_w = ReadNumber(hw + "/power1_average", 1e-6);
-        if (!r.power_w) r.power_w = ReadNumber(hw + "/power1_input", 1e-6);
+      r.sclk_mhz = CurrentDpmClock(node.sclk->Text());
+      r.mclk_mhz = CurrentDpmClock(node.mclk->Text());
+      r.busy_percent = node.busy->Number(1);
+      for (const Hwmon& hw : node.hwmon) {
+        if (!r.temperature_c) r.temperature_c = hw.temp.Number(1e-3);
+        if (!r.power_w) r.power_w = hw.power_average.Number(1e-6);
+        if (!r.power_w) r.power_w = hw.power_input.Number(1e-6);
       }
     }
     return r;
   }
 
  private:
+  struct Hwmon {
+    ReadingFile temp, power_average, power_input;
+  };
   struct Node {
     std::string gpu_id;
     long long render_minor = -1;
     std::string arch;
-    std::string device;              // /sys/class/drm/renderD<minor>/device; "" = none
-    std::vector<std::string> hwmon;  // its hwmon directories
+    std::string device;  // /sys/class/drm/renderD<minor>/device; "" = none
+    // Its reading files, set with `device`.
+    std::optional<ReadingFile> sclk, mclk, busy;
+    std::vector<Hwmon> hwmon;  // one per hwmon directory
   };
 
   std::string root_;

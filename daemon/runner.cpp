@@ -179,7 +179,9 @@ struct ProcessRunner::Run {
   std::shared_ptr<ProcessRunner::SpawnRequest> spawning;  // until the spawn is reported back
   std::chrono::system_clock::time_point started_at;
   SteadyClock::time_point started_steady;
-  std::string cgroup;  // the run's cgroup directory; "" = none (process group alone)
+  // The run's cgroup (TaskCgroups::Acquire), given back when the run is over; null = none
+  // (process group alone).
+  std::unique_ptr<RunCgroup> cgroup;
   std::optional<rusage> leader_usage;  // from wait4, once the leader is reaped
 
   bool Alive() const { return owner != nullptr && phase != RunPhase::kFinished; }
@@ -229,7 +231,6 @@ struct ProcessRunner::SpawnRequest {
   std::vector<char*> envp, argv;
   std::vector<gid_t> groups;
   int out_read = -1, err_read = -1;      // ours: closed here unless taken by the run's streams
-  int cgroup_fd = -1;                    // the run's cgroup.procs, for the child; closed here
   int status_read = -1;                  // the status pipe's read end; closed here unless taken
   std::vector<std::string> helper_args;  // ckprofd-exec's, when the child switches uid
   std::vector<char*> helper_argv;
@@ -244,7 +245,6 @@ struct ProcessRunner::SpawnRequest {
   ~SpawnRequest() {
     if (out_read >= 0) close(out_read);
     if (err_read >= 0) close(err_read);
-    if (cgroup_fd >= 0) close(cgroup_fd);
     if (status_read >= 0) close(status_read);
   }
 };
@@ -309,7 +309,10 @@ ProcessRunner::~ProcessRunner() {
       while (waitpid(run->pid, &status, 0) < 0 && errno == EINTR) {
       }
     }
-    if (cgroups_ && !run->cgroup.empty()) cgroups_->Kill(run->cgroup);
+    if (run->cgroup) {
+      run->cgroup->Kill();
+      cgroups_->Release(std::move(run->cgroup));  // removed once empty
+    }
     run->owner = nullptr;
     run->CloseAll();
   }
@@ -418,7 +421,7 @@ void RunSteps::OnLeaderExited(const RunPtr& run) {
   if (run->Exited()) return;
   kill(-run->pid, SIGKILL);
   // What left the group (setsid, a double fork) is still in the run's cgroup.
-  if (!run->cgroup.empty()) run->owner->cgroups_->Kill(run->cgroup);
+  if (run->cgroup) run->cgroup->Kill();
   int status = 0;
   pid_t r;
   rusage usage{};
@@ -526,7 +529,7 @@ void RunSteps::MaybeFinish(const RunPtr& run) {
   TaskCgroups* cgroups = run->owner->cgroups_;
   const bool group_alive =
       run->pid > 0 && !run->spawn_error && kill(-run->pid, 0) == 0 && ProcessGroupAlive(run->pid);
-  const bool cgroup_alive = !run->cgroup.empty() && !cgroups->Empty(run->cgroup);
+  const bool cgroup_alive = run->cgroup && !run->cgroup->Empty();
   if (group_alive || cgroup_alive) {
     auto now = SteadyClock::now();
     if (run->phase != RunPhase::kSettling) {
@@ -535,7 +538,7 @@ void RunSteps::MaybeFinish(const RunPtr& run) {
     }
     if (now < run->settle_deadline) {
       if (group_alive) kill(-run->pid, SIGKILL);
-      if (cgroup_alive) cgroups->Kill(run->cgroup);
+      if (cgroup_alive) run->cgroup->Kill();
       run->drain_timer.expires_after(kSettleStep);
       run->drain_timer.async_wait([run](const asio::error_code& ec) {
         if (!ec) MaybeFinish(run);
@@ -546,16 +549,14 @@ void RunSteps::MaybeFinish(const RunPtr& run) {
   run->phase = RunPhase::kFinished;
   run->CloseAll();
   RunResult result = MakeResult(*run);
-  if (!run->cgroup.empty()) {
-    const TaskCgroups::Usage u = cgroups->Read(run->cgroup);
+  if (run->cgroup) {
+    const RunCgroup::Usage u = run->cgroup->Read();
     if (u.cpu_s) {
       result.cpu_s = u.cpu_s;
       result.peak_memory_bytes = u.peak_memory_bytes;
       result.usage_from = "cgroup";
     }
-    if (!cgroups->Remove(run->cgroup)) {
-      spdlog::warn("cannot remove the run's cgroup {}: {}", run->cgroup, std::strerror(errno));
-    }
+    cgroups->Release(std::move(run->cgroup));  // empty: serves another run
   }
   if (run->leader_usage) {
     // Without the cgroup's count: the leader's, with the children it waited for; without the
@@ -666,19 +667,12 @@ ProcessRunner::RunId ProcessRunner::Start(RunSpec spec, std::function<void(RunRe
   }
   if (cgroups_) {
     // Without its cgroup a run still runs, in its process group alone (and says so).
-    auto dir = cgroups_->Create("run-" + std::to_string(getpid()) + "-" + std::to_string(id));
-    if (dir) {
-      req->cgroup_fd = open((*dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-      if (req->cgroup_fd >= 0) {
-        run->cgroup = *dir;
-        child.cgroup_fd = req->cgroup_fd;
-      } else {
-        spdlog::warn("run {}: cannot open {}/cgroup.procs: {}; process group alone", id, *dir,
-                     std::strerror(errno));
-        cgroups_->Remove(*dir);
-      }
+    auto cgroup = cgroups_->Acquire();
+    if (cgroup) {
+      run->cgroup = std::move(*cgroup);
+      child.cgroup_fd = run->cgroup->procs_fd();
     } else {
-      spdlog::warn("run {}: {}; process group alone", id, dir.error());
+      spdlog::warn("run {}: {}; process group alone", id, cgroup.error());
     }
   }
   // The spawn thread writes the outcome into the request, then hands the run back here. The
@@ -753,7 +747,7 @@ void RunSteps::WatchStart(const RunPtr& run, int status_read) {
     asio::error_code ignored;
     run->exec_status.close(ignored);
     kill(-run->pid, SIGKILL);
-    if (!run->cgroup.empty()) run->owner->cgroups_->Kill(run->cgroup);
+    if (run->cgroup) run->cgroup->Kill();
   });
   asio::async_read(
       run->exec_status, asio::buffer(&run->exec_report, sizeof run->exec_report),
@@ -808,7 +802,7 @@ void RunSteps::SendStop(const RunPtr& run) {
     run->kill_sent = true;
     kill(-run->pid, SIGKILL);
     // Also what left the group: everything in the run's cgroup, at once.
-    if (!run->cgroup.empty()) run->owner->cgroups_->Kill(run->cgroup);
+    if (run->cgroup) run->cgroup->Kill();
   });
 }
 

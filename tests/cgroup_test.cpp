@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <asio/executor_work_guard.hpp>
@@ -82,15 +83,24 @@ bool GoneWithin(pid_t pid, std::chrono::milliseconds limit) {
   return true;
 }
 
-// The run cgroups of this process under `parent` (they are named run-<our pid>-<run>).
-int OwnRunCgroups(const std::string& parent) {
+// The run cgroups of this process under `parent` (they are named run-<our pid>-<n>); only
+// those holding a process with `populated`.
+int OwnRunCgroups(const std::string& parent, bool populated = false) {
   int n = 0;
   const std::string prefix = "run-" + std::to_string(getpid()) + "-";
   for (const auto& e : std::filesystem::directory_iterator(parent)) {
-    if (e.path().filename().string().rfind(prefix, 0) == 0) ++n;
+    if (e.path().filename().string().rfind(prefix, 0) != 0) continue;
+    if (populated && testing::ReadFile(e.path().string() + "/cgroup.events").find("populated 1") ==
+                         std::string::npos) {
+      continue;
+    }
+    ++n;
   }
   return n;
 }
+
+// A script's first line: the cgroup it runs in (under the runs' parent), e.g. "run-123-4".
+std::string CgroupLine() { return "sed -n 's|^0::.*/||p' /proc/self/cgroup; "; }
 
 class CgroupTest : public ::testing::Test {
  protected:
@@ -120,7 +130,7 @@ TEST_F(CgroupTest, WhatLeftTheProcessGroupIsStoppedWithTheRun) {
   ASSERT_GT(escaped, 0);
   // The run ended only once its cgroup was empty: no wait needed.
   EXPECT_FALSE(ProcessIsLive(escaped)) << "pid " << escaped << " outlived its run";
-  EXPECT_EQ(OwnRunCgroups(cgroups_->parent()), 0);
+  EXPECT_EQ(OwnRunCgroups(cgroups_->parent(), /*populated=*/true), 0);
   EXPECT_EQ(r.usage_from, "cgroup");
   ASSERT_TRUE(r.cpu_s.has_value());
   EXPECT_GE(*r.cpu_s, 0.0);
@@ -138,7 +148,7 @@ TEST_F(CgroupTest, AnEscapeeOfALeaderThatExitedIsStoppedToo) {
   const pid_t escaped = PidIn(pid_file);
   ASSERT_GT(escaped, 0);
   EXPECT_FALSE(ProcessIsLive(escaped)) << "pid " << escaped << " outlived its run";
-  EXPECT_EQ(OwnRunCgroups(cgroups_->parent()), 0);
+  EXPECT_EQ(OwnRunCgroups(cgroups_->parent(), /*populated=*/true), 0);
   KillIfLive(escaped);
 }
 
@@ -177,6 +187,66 @@ TEST_F(CgroupTest, CpuTimeCountsEveryProcessOfTheRun) {
   EXPECT_GT(*counted.cpu_s, 0.1) << "the loop's CPU time is counted";
   EXPECT_GT(*counted.cpu_s, 2 * *leader_only.cpu_s)
       << "cgroup " << *counted.cpu_s << " s, leader " << *leader_only.cpu_s << " s";
+}
+
+// The next run gets the cgroup of the one before (no mkdir, no rmdir), but nothing of it: the
+// escapee of the first is gone before the second starts, and the second's CPU time is its own,
+// not the cgroup's total. Once the cgroups are closed, none is left.
+TEST_F(CgroupTest, AReusedCgroupCarriesNothingOfThePreviousRun) {
+  Harness h(cgroups_.get());
+  const std::string pid_file = dir_.File("escapee");
+  const std::string busy = "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; ";
+  RunResult first = h.Run(WithEscapee(pid_file, CgroupLine() + busy + "exit 0"));
+  ASSERT_NE(first.outcome.kind, Outcome::Kind::kSpawnFailed) << first.outcome.Summary();
+  const pid_t escaped = PidIn(pid_file);
+  ASSERT_GT(escaped, 0);
+  EXPECT_FALSE(ProcessIsLive(escaped)) << "pid " << escaped << " outlived its run";
+  EXPECT_EQ(cgroups_->pooled(), 1u);
+
+  RunResult second = h.Run(Shell(CgroupLine() + "cat \"" + cgroups_->parent() +
+                                 "/$(sed -n 's|^0::.*/||p' /proc/self/cgroup)/cgroup.procs\""));
+  ASSERT_NE(second.outcome.kind, Outcome::Kind::kSpawnFailed) << second.outcome.Summary();
+  const std::string name = first.stdout_capture.substr(0, first.stdout_capture.find('\n'));
+  ASSERT_FALSE(name.empty());
+  EXPECT_EQ(second.stdout_capture.substr(0, name.size() + 1), name + "\n")
+      << "the second run did not get the first's cgroup: " << second.stdout_capture;
+  EXPECT_EQ(second.stdout_capture.find("\n" + std::to_string(escaped) + "\n"), std::string::npos)
+      << "the first run's escapee is in the second's cgroup: " << second.stdout_capture;
+  ASSERT_TRUE(first.cpu_s && second.cpu_s);
+  EXPECT_EQ(second.usage_from, "cgroup");
+  EXPECT_GT(*first.cpu_s, 0.1) << "the loop's CPU time is counted";
+  EXPECT_LT(*second.cpu_s, *first.cpu_s / 2)
+      << "the second run's CPU time holds the first's: " << *second.cpu_s << " s";
+  EXPECT_EQ(OwnRunCgroups(cgroups_->parent()), 1);
+  const std::string parent = cgroups_->parent();
+  cgroups_.reset();
+  EXPECT_EQ(OwnRunCgroups(parent), 0) << "the pooled cgroup outlived the daemon's cgroups";
+  KillIfLive(escaped);
+}
+
+// A process found in an idle cgroup (nothing of ckprofd's puts one there; root could) is
+// killed and that cgroup never serves a run again.
+TEST_F(CgroupTest, AnIdleCgroupHoldingAProcessIsKilledAndNotUsedAgain) {
+  auto first = cgroups_->Acquire();
+  ASSERT_TRUE(first.ok()) << first.error();
+  const std::string dir = (*first)->dir();
+  cgroups_->Release(std::move(*first));
+  ASSERT_EQ(cgroups_->pooled(), 1u);
+  const pid_t intruder = fork();
+  ASSERT_GE(intruder, 0);
+  if (intruder == 0) {
+    execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  testing::WriteFile(dir + "/cgroup.procs", std::to_string(intruder));
+  auto second = cgroups_->Acquire();
+  ASSERT_TRUE(second.ok()) << second.error();
+  EXPECT_NE((*second)->dir(), dir);
+  EXPECT_TRUE(GoneWithin(intruder, 5s)) << "the process in the idle cgroup was not killed";
+  KillIfLive(intruder);
+  waitpid(intruder, nullptr, 0);
+  cgroups_->Release(std::move(*second));
+  EXPECT_EQ(cgroups_->pooled(), 1u);
 }
 
 // A cgroup left by a daemon that died goes at the next Open once empty; one of a live daemon

@@ -8,6 +8,7 @@
 #include <asio.hpp>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon/file_lock.h"
@@ -27,7 +28,13 @@ class BoardProbe final : public GpuProbe {
   std::string Describe() const override { return "fake"; }
   Result<std::map<int, std::vector<ProbedProcess>>> Processes() override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (std::this_thread::get_id() == board_thread_) ++looks_;  // not the watch's own polls
     return procs_;
+  }
+  // How often the board looked (on the test's thread).
+  int looks() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return looks_;
   }
   std::map<int, GpuState> Identities() override {
     return {{0, GpuState{"Fake GPU", "uuid-0", "gfx942", "fake 1.0", {}, {}}},
@@ -46,6 +53,8 @@ class BoardProbe final : public GpuProbe {
  private:
   std::mutex mu_;
   std::map<int, std::vector<ProbedProcess>> procs_;
+  const std::thread::id board_thread_ = std::this_thread::get_id();  // the test's
+  int looks_ = 0;  // the board's, on the test's thread
 };
 
 BoardOptions Options(ForeignGpuUse use, int health_failures = 3) {
@@ -111,6 +120,30 @@ TEST(GpuBoard, TheRunningTasksGroupIsNotForeign) {
   p->Use(0, 778, 777, false);  // a child of the run, without our marker
   EXPECT_TRUE(board.MayStart(0).ok);
   EXPECT_TRUE(board.EndContext(0).contended.empty());
+}
+
+// A task's end looks at the GPUs' processes (its last look); the next start on that GPU, right
+// after it in the same handler, is checked against that look instead of a second one. A start
+// after no end looks again.
+TEST(GpuBoard, ATasksEndLookServesTheNextStartRightAfterIt) {
+  asio::io_context io;
+  auto probe = std::make_unique<BoardProbe>();
+  BoardProbe* p = probe.get();
+  GpuWatch watch(io.get_executor(), std::move(probe), std::chrono::milliseconds(1000),
+                 [](GpuSnapshot) {});
+  LocalGpuBoard board({0, 1}, "", Options(ForeignGpuUse::kWait));
+  board.AttachWatch(&watch);
+  const int first = p->looks();
+  ASSERT_TRUE(board.MayStart(0).ok);
+  EXPECT_EQ(p->looks(), first + 1) << "a start with no end before it looks";
+  board.NoteStart(0);
+  const auto ended = std::chrono::steady_clock::now();
+  board.EndContext(0);
+  EXPECT_EQ(p->looks(), first + 2) << "a task's end looks";
+  EXPECT_TRUE(board.MayStart(0).ok);
+  if (std::chrono::steady_clock::now() - ended < std::chrono::milliseconds(1)) {
+    EXPECT_EQ(p->looks(), first + 2) << "the next start right after the end looked again";
+  }
 }
 
 // Another daemon's host lock: the GPU waits (ask again shortly), then takes it once it is
