@@ -28,7 +28,7 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_P
 # Only what the package holds (cpack builds nothing more: CMAKE_SKIP_INSTALL_ALL_DEPENDENCY).
 # Show what the compiler says, not the progress lines; fail when the build fails.
 set +e
-cmake --build "$build_dir" --target ckprof ckprofd ckprofd-exec ckprof_man -- -j"$(nproc)" 2>&1 |
+cmake --build "$build_dir" --target ckprof ckprofd ckprofd-exec ckprof-agent ckprof_man -- -j"$(nproc)" 2>&1 |
   grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)' >&2
 status=${PIPESTATUS[0]}
 set -e

@@ -95,7 +95,7 @@ DEBIAN_FRONTEND=noninteractive dpkg -i "$deb" >"$work/dpkg.log" 2>&1 ||
 step "the package's files"
 dpkg -L ckprof >"$work/files"
 expected=(
-  /usr/bin/ckprof /usr/bin/ckprofd /usr/libexec/ckprof/ckprofd-exec
+  /usr/bin/ckprof /usr/bin/ckprofd /usr/bin/ckprof-agent /usr/libexec/ckprof/ckprofd-exec
   /lib/systemd/system/ckprofd.service /lib/systemd/system/ckprofd.socket
   /usr/lib/sysusers.d/ckprofd.conf /usr/lib/tmpfiles.d/ckprofd.conf
   /etc/ckprofd/ckprofd.json
