@@ -958,18 +958,27 @@ void TimelineChart(Html& h, const ResultsReply& job, const ReportOptions& o) {
                      [](const Bar& a, const Bar& b) { return a.end - a.start > b.end - b.start; });
     bars.resize(o.max_timeline_bars);
   }
-  std::set<int> gpus;
+  // A row per GPU, keyed by its node too where a cluster ran the tasks (GPU 0 of two nodes is
+  // two GPUs).
+  using GpuKey = std::pair<std::string, int>;
+  auto key_of = [](const Bar& b) {
+    return GpuKey{b.t->placement ? b.t->placement->node : "", b.gpu};
+  };
+  std::set<GpuKey> gpus;
   double t0 = HUGE_VAL, t1 = -HUGE_VAL;
+  size_t longest_node = 0;
   for (const Bar& b : bars) {
-    gpus.insert(b.gpu);
+    gpus.insert(key_of(b));
+    longest_node = std::max(longest_node, key_of(b).first.size());
     t0 = std::min(t0, b.start);
     t1 = std::max(t1, b.end);
   }
   if (bars.empty()) t0 = 0, t1 = 1;
   if (t1 <= t0) t1 = t0 + 1;
-  std::map<int, int> row_of;
-  for (int g : gpus) row_of[g] = static_cast<int>(row_of.size());
-  const double W = 860, L = 60, R = 20, T = 10, row = 26, B = 40;
+  std::map<GpuKey, int> row_of;
+  for (const GpuKey& g : gpus) row_of[g] = static_cast<int>(row_of.size());
+  const double W = 860, R = 20, T = 10, row = 26, B = 40;
+  const double L = 60 + 7 * static_cast<double>(std::min<size_t>(longest_node + 1, 24));
   const double H = T + std::max<double>(1, static_cast<double>(gpus.size())) * row + B;
   auto X = [&](double t) { return L + (t - t0) / (t1 - t0) * (W - L - R); };
   std::set<std::string> used;
@@ -1019,13 +1028,15 @@ void TimelineChart(Html& h, const ResultsReply& job, const ReportOptions& o) {
   h << "<text x=\"" << Co((L + W - R) / 2) << "\" y=\"" << Co(H - 6)
     << "\" text-anchor=\"middle\">time since the first task started (H:MM:SS)</text>";
   for (const auto& [g, i] : row_of) {
-    h << "<text x=\"0\" y=\"" << Co(T + i * row + row / 2 + 4) << "\">GPU " << std::to_string(g)
+    std::string node = g.first.size() > 23 ? g.first.substr(0, 22) + "…" : g.first;
+    h << "<text x=\"0\" y=\"" << Co(T + i * row + row / 2 + 4) << "\">"
+      << (node.empty() ? "" : HtmlEscape(node) + " ") << "GPU " << std::to_string(g.second)
       << "</text>";
   }
   for (const Bar& b : bars) {
     const double x0 = X(b.start);
     const double w = std::max(1.0, X(b.end) - x0);
-    h << "<rect x=\"" << Co(x0) << "\" y=\"" << Co(T + row_of[b.gpu] * row + 3) << "\" width=\""
+    h << "<rect x=\"" << Co(x0) << "\" y=\"" << Co(T + row_of[key_of(b)] * row + 3) << "\" width=\""
       << Co(w) << "\" height=\"" << Co(row - 6) << "\" fill=\"" << ColourOf(*b.t)
       << "\" stroke=\"#fff\" stroke-width=\"0.5\"><title>#" << std::to_string(b.t->position) << " "
       << ShortOp(b.t->operation) << " " << EnumName(b.t->state) << " "
@@ -1035,7 +1046,8 @@ void TimelineChart(Html& h, const ResultsReply& job, const ReportOptions& o) {
   if (bars.empty()) {
     h << "<text x=\"" << Co(L + 10) << "\" y=\"" << Co(T + 16) << "\">no task has run</text>";
   }
-  h << "</svg><figcaption>One row per GPU, one bar per task, coloured by how it ended.";
+  h << "</svg><figcaption>One row per GPU (per node and GPU where a cluster ran them), one bar "
+       "per task, coloured by how it ended.";
   if (o.approximate_timeline) {
     h << " The results file has no start times: each GPU's tasks are laid end to end by their "
          "elapsed time.";

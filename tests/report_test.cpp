@@ -401,6 +401,26 @@ TEST(Report, TimelineTimesHaveOneFormat) {
   }
 }
 
+// GPU 0 of two nodes (a cluster's) is two rows of the timeline, each named by its node.
+TEST(Report, TimelineRowsAreKeyedByNodeAndGpu) {
+  ResultsReply job;
+  for (int i = 0; i < 3; ++i) {
+    TaskResult t =
+        Task(i + 1, i + 1, "fwd", "N=" + std::to_string(i), TaskState::kSucceeded, 0.1, -1, 1);
+    t.gpu = 0;
+    t.started_at = 1000 + i;
+    t.ended_at = 1000.5 + i;
+    t.placement = Placement{"slurm", 100 + i, "COMPLETED", i == 2 ? "node-b" : "node-a", "0"};
+    job.tasks.push_back(t);
+  }
+  const std::string html = RenderReportHtml(job, nullptr, ReportOptions{});
+  const size_t a = html.find("data-chart=\"timeline\""), b = html.find("</svg>", a);
+  ASSERT_NE(a, std::string::npos);
+  const std::string chart = html.substr(a, b - a);
+  EXPECT_NE(chart.find(">node-a GPU 0<"), std::string::npos) << chart;
+  EXPECT_NE(chart.find(">node-b GPU 0<"), std::string::npos) << chart;
+}
+
 TEST(Report, GpuTableCountsEachRunOnItsGpu) {
   // A config merged from its runs: `gpus` are its succeeded runs' GPUs; `finished` ended;
   // `gpu` the result's (its median run's, or its first run's when none succeeded).
