@@ -207,7 +207,15 @@ TEST_F(SchedulerTest, JobEndCommandsRunHereNotThroughTheTaskLauncher) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->state, JobState::kFinished);
   EXPECT_TRUE(launcher_.Active().empty()) << "the job-end command went to the task launcher";
-  for (int i = 0; i < 2000 && !std::filesystem::exists(marker); ++i) {
+  // Until the command has written its line (the shell creates the file, then writes to it).
+  // Waited for by the clock, not by a count of handlers (other timers' run meanwhile); it takes
+  // milliseconds, the bound is for a starved machine.
+  auto written = [&] {
+    return std::filesystem::exists(marker) &&
+           testing::ReadFile(marker).find('\n') != std::string::npos;
+  };
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!written() && std::chrono::steady_clock::now() < give_up) {
     io_.run_one_for(std::chrono::milliseconds(10));
   }
   ASSERT_TRUE(std::filesystem::exists(marker));
