@@ -186,6 +186,11 @@ Result<std::vector<int64_t>> Scheduler::RemoveJobs(const std::vector<int64_t>& i
   // stall every other client.
   if (Status s = store_.MarkDropped(ids); !s) return Error{s.error()};
   for (int64_t id : ids) {
+    if (auto it = jobs_.find(id); it != jobs_.end()) {
+      const JobRecord& rec = it->second.rec;
+      launcher_.ForgetJob(id, rec.owner.empty() ? std::to_string(rec.uid) : rec.owner, rec.uid,
+                          rec.gid);
+    }
     policy_.RemoveJob(id);
     jobs_.erase(id);
     dropping_.emplace_back(id, Store::DropProgress{});

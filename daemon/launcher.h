@@ -50,6 +50,11 @@ class Launcher {
   }
   // The cluster's GPU nodes, as last seen (empty for local runs).
   virtual std::vector<ClusterNode> Cluster() { return {}; }
+  // A removed job (clean): what the launcher kept of it (a cluster's work files) may go. Its
+  // runs have all ended.
+  virtual void ForgetJob(int64_t job_id, const std::string& owner, uint32_t uid, uint32_t gid) {
+    (void)job_id, (void)owner, (void)uid, (void)gid;
+  }
   // The allocations a launcher runs its tasks in (the Slurm executor's allocation mode).
   virtual std::vector<AllocationInfo> Allocations() const { return {}; }
 };

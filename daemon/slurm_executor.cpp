@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <asio/post.hpp>
 #include <cctype>
 #include <cerrno>
@@ -482,7 +483,9 @@ struct SlurmLauncher::Run {
   mutable std::string gpus;  // read from the .start file when first asked
   bool submitting = false;
   bool cancel_requested = false;
+  bool collecting = false;  // its files are being read on the collector thread
   bool done = false;
+  uint64_t streamed[2] = {0, 0};  // bytes of .out and .err passed to on_output so far
   int missing = 0;
   double submitted_at = 0;
 };
@@ -541,6 +544,22 @@ void SlurmTools::Run(const std::string& name, std::vector<std::string> args,
   runner_.Start(std::move(spec), std::move(done));
 }
 
+void SlurmTools::RunAs(std::vector<std::string> argv, std::optional<uid_t> uid,
+                       std::optional<gid_t> gid, std::function<void(RunResult)> done) {
+  RunSpec spec;
+  spec.argv = std::move(argv);
+  if (uid && geteuid() == 0 && *uid != 0) {
+    spec.uid = uid;
+    spec.gid = gid;
+    spec.groups = std::vector<gid_t>{};
+  }
+  spec.timeout = std::chrono::seconds(600);
+  spec.grace = std::chrono::seconds(2);
+  spec.capture_head = 4096;
+  spec.capture_tail = 4096;
+  runner_.Start(std::move(spec), std::move(done));
+}
+
 std::vector<ClusterNode> SlurmTools::Cluster() {
   if (UnixNow() - cluster_at_ > kClusterMaxAge_s) RefreshCluster();
   return cluster_;
@@ -575,6 +594,8 @@ SlurmLauncher::SlurmLauncher(asio::any_io_executor ex, SlurmSettings settings, s
 
 SlurmLauncher::~SlurmLauncher() {
   *alive_ = false;
+  collector_.stop();  // a run being read is finished and dropped: nothing reaches the io thread
+  collector_.join();
   poll_timer_.cancel();
   tools_.reset();  // kills a Slurm command still running; its callback is not called
 }
@@ -831,6 +852,9 @@ void SlurmLauncher::ArmPoll() {
 }
 
 void SlurmLauncher::Poll() {
+  for (const auto& [id, run] : std::map<RunId, RunPtr>(runs_)) {
+    if (run->state == "RUNNING" || run->state == "SEEN") StreamOutput(run);
+  }
   std::string ids;
   for (const auto& [id, run] : runs_) {
     if (run->job_id > 0 && !run->done)
@@ -902,26 +926,51 @@ void SlurmLauncher::OnRows(std::vector<SlurmJobRow> rows, bool from_sacct) {
   ArmPoll();
 }
 
-void SlurmLauncher::Collect(const RunPtr& run, std::optional<Outcome> slurm_outcome,
-                            const std::string& state) {
-  if (run->done) return;
-  const RunSpec& spec = run->spec;
+namespace {
+
+// What the collector thread needs of a run: copies, so that the io thread may go on changing
+// the run meanwhile.
+struct CollectInput {
+  RunSpec spec;  // (its callbacks are not called there)
+  std::string stem, node;
+  int64_t job_id = 0;
+  double submitted_at = 0;
+  bool cancel_requested = false;
+  uint64_t streamed[2] = {0, 0};
+};
+
+// A run's output files read and parsed (on the collector thread): its result, and what of its
+// output was not yet passed live (`tail`: stdout, stderr), at most kLiveTail bytes each.
+constexpr uint64_t kLiveTail = 1 << 20;
+RunResult CollectFiles(const CollectInput& in, std::optional<Outcome> slurm_outcome,
+                       const std::string& state, std::string tail[2]) {
+  const RunSpec& spec = in.spec;
   SlurmRunFiles files;
-  ParseSlurmStartLine(SmallFile(run->stem + ".start", spec.uid), &files);
-  ParseSlurmEndLine(SmallFile(run->stem + ".end", spec.uid), &files);
+  ParseSlurmStartLine(SmallFile(in.stem + ".start", spec.uid), &files);
+  ParseSlurmEndLine(SmallFile(in.stem + ".end", spec.uid), &files);
   RunResult r;
   CkOutputParser parser(spec.top_k);
   Capture out(spec.capture_head, spec.capture_tail), err(spec.capture_head, spec.capture_tail);
-  ReadRunFile(run->stem + ".out", spec.uid, [&](std::string_view d) {
-    parser.Feed(d);
-    out.Add(d);
-  });
-  ReadRunFile(run->stem + ".err", spec.uid, [&](std::string_view d) {
-    parser.FeedStderr(d);
-    err.Add(d);
-  });
+  for (int stream = 0; stream < 2; ++stream) {
+    uint64_t at = 0;
+    ReadRunFile(in.stem + (stream ? ".err" : ".out"), spec.uid, [&](std::string_view d) {
+      if (stream) {
+        parser.FeedStderr(d);
+        err.Add(d);
+      } else {
+        parser.Feed(d);
+        out.Add(d);
+      }
+      // What live output has not passed on yet (its last bytes, written after the last poll).
+      const uint64_t from = std::max(at, in.streamed[stream]);
+      if (from < at + d.size() && tail[stream].size() < kLiveTail) {
+        tail[stream].append(d.substr(from - at, kLiveTail - tail[stream].size()));
+      }
+      at += d.size();
+    });
+  }
   // What Slurm wrote (slurmstepd's "CANCELLED ... DUE TO TIME LIMIT") goes with stderr.
-  std::string slurm_text = SmallFile(run->stem + ".slurm", spec.uid);
+  std::string slurm_text = SmallFile(in.stem + ".slurm", spec.uid);
   if (!Trim(slurm_text).empty()) err.Add(slurm_text);
   parser.Finish();
   r.perf = parser.perf();
@@ -932,28 +981,103 @@ void SlurmLauncher::Collect(const RunPtr& run, std::optional<Outcome> slurm_outc
   const double timeout_s = std::chrono::duration<double>(spec.timeout).count();
   if (slurm_outcome) {
     r.outcome = *slurm_outcome;
-    if (r.outcome.kind == Kind::kCancelled && run->cancel_requested) r.outcome.reason = "cancelled";
+    if (r.outcome.kind == Kind::kCancelled && in.cancel_requested) r.outcome.reason = "cancelled";
   } else if (files.rc) {
     r.outcome =
         OutcomeFromScriptStatus(*files.rc, timeout_s > 0, timeout_s, r.perf, r.stderr_capture);
   } else {
     r.outcome = Outcome{Kind::kFailed, -1, 0,
-                        "Slurm job " + std::to_string(run->job_id) +
+                        "Slurm job " + std::to_string(in.job_id) +
                             " ended without the profiler's exit status (its batch script did "
                             "not finish; see its .slurm file in the work dir)"};
   }
   const double now = UnixNow();
-  const double start = files.start > 0         ? files.start
-                       : run->submitted_at > 0 ? run->submitted_at
-                                               : now;
+  const double start = files.start > 0 ? files.start : in.submitted_at > 0 ? in.submitted_at : now;
   const double end = files.end > 0 ? files.end : now;
   r.started_at = FromUnix(start);
   r.ended_at = FromUnix(end);
   r.elapsed_s = files.start > 0 && end >= start ? end - start : 0;
   r.pid = -1;
-  r.placement = Placement{std::string(Name()), run->job_id, state.empty() ? "COMPLETED" : state,
-                          files.node.empty() ? run->node : files.node, files.gpus};
-  Finish(run, std::move(r));
+  r.placement = Placement{"slurm", in.job_id, state.empty() ? "COMPLETED" : state,
+                          files.node.empty() ? in.node : files.node, files.gpus};
+  return r;
+}
+
+}  // namespace
+
+void SlurmLauncher::Collect(const RunPtr& run, std::optional<Outcome> slurm_outcome,
+                            const std::string& state) {
+  if (run->done || run->collecting) return;
+  run->collecting = true;
+  auto in = std::make_shared<CollectInput>();
+  in->spec = run->spec;
+  in->spec.on_started = nullptr;
+  in->spec.on_output = nullptr;
+  in->stem = run->stem;
+  in->node = run->node;
+  in->job_id = run->job_id;
+  in->submitted_at = run->submitted_at;
+  in->cancel_requested = run->cancel_requested;
+  in->streamed[0] = run->streamed[0];
+  in->streamed[1] = run->streamed[1];
+  // A profiler may have written gigabytes: they are read and parsed on the collector thread,
+  // never on the io thread, and the run ends back on the io thread.
+  asio::post(collector_, [this, run, in, slurm_outcome, state, ex = ex_, alive = alive_] {
+    auto tail = std::make_shared<std::array<std::string, 2>>();
+    auto r = std::make_shared<RunResult>(CollectFiles(*in, slurm_outcome, state, tail->data()));
+    asio::post(ex, [this, run, r, tail, alive] {
+      if (!*alive || run->done) return;
+      for (int stream = 0; stream < 2; ++stream) {
+        if (!(*tail)[stream].empty() && run->spec.on_output) {
+          run->spec.on_output(stream == 1, (*tail)[stream]);
+        }
+      }
+      Finish(run, std::move(*r));
+    });
+  });
+}
+
+void SlurmLauncher::StreamOutput(const RunPtr& run) {
+  if (!run->spec.on_output || run->collecting || run->done) return;
+  // What the profiler wrote since the last poll, at most 1 MiB a stream a poll: `log -f` of a
+  // task in Slurm follows it live.
+  constexpr size_t kChunk = 64 << 10, kPerPoll = 1 << 20;
+  std::string buf(kChunk, '\0');
+  for (int stream = 0; stream < 2; ++stream) {
+    int fd = OpenRunFile(run->stem + (stream ? ".err" : ".out"), run->spec.uid);
+    if (fd < 0) continue;
+    for (size_t taken = 0; taken < kPerPoll;) {
+      ssize_t n = pread(fd, buf.data(), buf.size(), static_cast<off_t>(run->streamed[stream]));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      run->streamed[stream] += static_cast<uint64_t>(n);
+      taken += static_cast<size_t>(n);
+      run->spec.on_output(stream == 1, std::string_view(buf.data(), static_cast<size_t>(n)));
+      if (run->done) break;  // (a callback may end it)
+    }
+    close(fd);
+  }
+}
+
+void SlurmLauncher::ForgetJob(int64_t job_id, const std::string& owner, uint32_t uid,
+                              uint32_t gid) {
+  if (owner.empty() || owner.find('/') != std::string::npos || owner == "." || owner == "..") {
+    return;
+  }
+  const std::string dir = settings_.work_dir + "/" + owner + "/job-" + std::to_string(job_id);
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  // What is in it is removed as its owner (the directory is hers, and so is what her runs
+  // wrote in it): a root daemon never walks a tree its user may change under it. The directory
+  // itself is then removed here (its parent is ckprofd's: she cannot replace it).
+  tools_->RunAs({"/usr/bin/find", dir, "-mindepth", "1", "-delete"}, uid, gid, [dir](RunResult r) {
+    // (Exit 0 is kSucceeded or, without a profiler's output, kUnsupported.)
+    const bool exit0 = r.outcome.kind == Kind::kSucceeded || r.outcome.kind == Kind::kUnsupported;
+    if (exit0 && rmdir(dir.c_str()) == 0) return;
+    const std::string why = exit0 ? std::string(std::strerror(errno))
+                                  : LastLine(r.stderr_capture) + " (" + r.outcome.Summary() + ")";
+    spdlog::warn("Slurm: the files of a removed job stay in {}: {}", dir, why);
+  });
 }
 
 void SlurmLauncher::Finish(const RunPtr& run, RunResult r) {

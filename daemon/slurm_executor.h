@@ -20,6 +20,7 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/thread_pool.hpp>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -138,6 +139,10 @@ class SlurmTools {
   void Run(const std::string& name, std::vector<std::string> args,
            std::function<void(RunResult)> done);
   std::string Bin(const std::string& name) const;
+  // Runs `argv` (argv[0] a path) as `uid`/`gid` where ckprofd is root (else as itself); `done`
+  // as Run's.
+  void RunAs(std::vector<std::string> argv, std::optional<uid_t> uid, std::optional<gid_t> gid,
+             std::function<void(RunResult)> done);
   // The cluster's GPU nodes, as last seen (asked again when older than a few seconds).
   std::vector<ClusterNode> Cluster();
 
@@ -171,6 +176,8 @@ class SlurmLauncher final : public Launcher {
   std::string DrainAdvice() const override;
   std::optional<Placement> Where(RunId id) const override;
   std::vector<ClusterNode> Cluster() override;
+  // Removes the job's files under work_dir (its scripts and outputs), as their owner.
+  void ForgetJob(int64_t job_id, const std::string& owner, uint32_t uid, uint32_t gid) override;
 
   const SlurmSettings& settings() const { return settings_; }
 
@@ -185,7 +192,10 @@ class SlurmLauncher final : public Launcher {
   void ArmPoll();
   void Poll();
   void OnRows(std::vector<SlurmJobRow> rows, bool from_sacct);
+  // Reads the ended run's files on the collector thread, then finishes it on the io thread.
   void Collect(const RunPtr& run, std::optional<Outcome> slurm_outcome, const std::string& why);
+  // Passes what a running run wrote since the last poll to its on_output.
+  void StreamOutput(const RunPtr& run);
   void Finish(const RunPtr& run, RunResult r);
 
   asio::any_io_executor ex_;
@@ -199,6 +209,7 @@ class SlurmLauncher final : public Launcher {
   int submitting_ = 0;
   asio::steady_timer poll_timer_;
   bool poll_armed_ = false, polling_ = false;
+  asio::thread_pool collector_{1};
   std::shared_ptr<bool> alive_;
 };
 

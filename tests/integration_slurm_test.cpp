@@ -291,6 +291,38 @@ TEST_F(SlurmTest, ASubmissionSlurmRefusesSaysWhy) {
   EXPECT_TRUE(testing::ReadEmuRuns(emu_log_).empty());
 }
 
+// `log J#N -f` of a task running in Slurm shows its output as it is written (read from its
+// files in the work dir at each poll), not only once it ended.
+TEST_F(SlurmTest, LogFollowsATaskRunningInSlurmLive) {
+  StartSlurmDaemon();
+  const std::string job = Submit(testing::FwdConfigsText(1, /*magic_n=*/9001), {"--timeout", "60"});
+  ASSERT_TRUE(WaitForStarts(1)) << testing::ReadFile(daemon_.log_path());
+  testing::BackgroundCommand follow(
+      {testing::SharedBinPath("ckprof"), "--socket", daemon_.socket(), "log", job + "#1", "-f"});
+  EXPECT_TRUE(follow.WaitForOutput("found 12 instances")) << "no live output";
+  ASSERT_EQ(Ckprof({"cancel", job}).exit_code, 0);
+  follow.Finish();
+}
+
+// `clean` of an ended job removes its files from the work dir (scripts, outputs), as their
+// owner; another job's stay.
+TEST_F(SlurmTest, CleanRemovesTheJobsFilesFromTheWorkDir) {
+  SystemUser alice("ckslurm-alice");
+  ASSERT_TRUE(alice.ok());
+  StartSlurmDaemon();
+  const std::string first = Submit(testing::FwdConfigsText(2), {}, &alice);
+  const std::string second = Submit(testing::FwdConfigsText(1), {}, &alice);
+  ASSERT_EQ(Ckprof({"wait", first, second}).exit_code, 0);
+  const std::string first_dir = work_ + "/" + alice.name() + "/job-" + first;
+  const std::string second_dir = work_ + "/" + alice.name() + "/job-" + second;
+  struct stat st {};
+  ASSERT_EQ(lstat(first_dir.c_str(), &st), 0) << first_dir;
+  auto c = Ckprof({"clean", first}, &alice);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_TRUE(testing::WaitForGone(first_dir)) << testing::ReadFile(daemon_.log_path());
+  EXPECT_EQ(lstat(second_dir.c_str(), &st), 0) << "another job's files went too";
+}
+
 // A stop mid-sweep (kill -9, or SIGTERM: a stopping ckprofd leaves its jobs to Slurm), then a
 // restart: the jobs in Slurm are followed again, the queued tasks submitted, and no task runs
 // twice.
@@ -365,6 +397,29 @@ TEST_F(SlurmTest, AllocationsRunASweepInAFewSlurmJobsOfItsUser) {
 // which follows their runs; nothing runs twice, nothing is lost.
 TEST_F(SlurmTest, AllocationsFollowAKillNineAndRunNothingTwice) {
   RestartMidSweep(SIGKILL, Allocations(4));
+}
+
+// An allocation with nothing to run is let go after idle_release_s: its Slurm job ends
+// COMPLETED (the agent exits when released) and `gpus` lists it no more.
+TEST_F(SlurmTest, AnIdleAllocationIsLetGo) {
+  StartSlurmDaemon(0.5, Allocations(2, "2:00:00", /*idle_s=*/1));
+  const std::string job = Submit(testing::FwdConfigsText(2));
+  ASSERT_EQ(Ckprof({"wait", job}).exit_code, 0);
+  json results = Results(job);
+  ASSERT_EQ(results.size(), 2u);
+  const int64_t slurm_job = results[0]["executor_job_id"].get<int64_t>();
+  // Its secret goes with it, once Slurm says it ended.
+  auto dirs = RunCommand({"/bin/sh", "-c", "ls -d " + work_ + "/*/alloc-*"});
+  ASSERT_EQ(dirs.exit_code, 0) << dirs.err;
+  const std::string dir = dirs.out.substr(0, dirs.out.find('\n'));
+  EXPECT_TRUE(testing::WaitForGone(dir + "/secret")) << "not let go\n"
+                                                     << testing::ReadFile(daemon_.log_path());
+  EXPECT_EQ(SlurmField(slurm_job, "%T"), "COMPLETED");
+  auto gpus = ParseJson(Ckprof({"gpus", "--json"}).out);
+  ASSERT_TRUE(gpus.ok());
+  EXPECT_FALSE(gpus->contains("allocations")) << gpus->dump();
+  EXPECT_NE(testing::ReadFile(daemon_.log_path()).find(" task(s): idle for "), std::string::npos)
+      << testing::ReadFile(daemon_.log_path());
 }
 
 // A task whose timeout cannot fit in an allocation's time is refused, saying so; one that fits

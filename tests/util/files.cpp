@@ -1,8 +1,12 @@
 #include "tests/util/files.h"
 
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -87,6 +91,29 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+bool WaitForGone(const std::string& path, double timeout_s) {
+  const int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  if (fd >= 0) inotify_add_watch(fd, dir.empty() ? "." : dir.c_str(), IN_DELETE | IN_MOVED_FROM);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  struct stat st {};
+  bool gone = false;
+  while (!(gone = lstat(path.c_str(), &st) != 0)) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    // (Without inotify, or should an event be missed, look again every 100 ms.)
+    pollfd p = {fd, POLLIN, 0};
+    poll(&p, fd >= 0 ? 1 : 0, static_cast<int>(std::min<int64_t>(left.count(), 100)));
+    char events[4096];
+    while (fd >= 0 && read(fd, events, sizeof events) > 0) {
+    }
+  }
+  if (fd >= 0) close(fd);
+  return gone;
 }
 
 }  // namespace ckprof::testing

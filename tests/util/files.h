@@ -35,4 +35,8 @@ class TempDir {
   std::string path_;
 };
 
+// Waits until `path` is gone (woken by inotify on its parent directory), for at most
+// `timeout_s`; whether it is gone.
+bool WaitForGone(const std::string& path, double timeout_s = 30);
+
 }  // namespace ckprof::testing
