@@ -490,17 +490,22 @@ void AllocationLauncher::Drop(const ConnPtr& conn, const std::string& why) {
   conn->closed = true;
   if (!conn->proven) --unproven_;
   if (conn->deadline) conn->deadline->cancel();
-  asio::error_code ignored;
-  conn->socket.close(ignored);
+  // Said before the connection closes (what the peer sees last).
   AllocPtr alloc = FindAlloc(conn->alloc);
   if (alloc && alloc->conn == conn) {
     alloc->conn = nullptr;
     if (alloc->state == "ready") alloc->state = "away";
     spdlog::info("allocation {} (Slurm job {}): its agent's connection ended: {}", alloc->name,
                  alloc->job_id, why);
+  } else if (!conn->proven && !conn->alloc.empty()) {
+    // Someone named an allocation without its secret: worth an admin's eye.
+    spdlog::warn("agent connection from {} for allocation {} refused: {}", conn->peer, conn->alloc,
+                 why);
   } else {
     spdlog::debug("agent connection from {} closed: {}", conn->peer, why);
   }
+  asio::error_code ignored;
+  conn->socket.close(ignored);
 }
 
 void AllocationLauncher::Send(const ConnPtr& conn, const json& m) {

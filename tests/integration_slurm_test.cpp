@@ -510,7 +510,8 @@ TEST_F(SlurmTest, AForgedAgentIsRefusedAndTheAllocationGoesOn) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("ckprof-agent/1 challenge"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("closed"), std::string::npos) << r.out;
-  EXPECT_NE(testing::ReadFile(daemon_.log_path()).find("refused a message"), std::string::npos)
+  EXPECT_NE(testing::ReadFile(daemon_.log_path()).find("refused: refused a message"),
+            std::string::npos)
       << testing::ReadFile(daemon_.log_path());
   // The real agent still serves its task.
   auto after = ParseJson(Ckprof({"gpus", "--json"}).out);
