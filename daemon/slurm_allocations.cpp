@@ -530,7 +530,8 @@ void AllocationLauncher::WriteNext(const ConnPtr& conn) {
                     });
 }
 
-Launcher::RunId AllocationLauncher::Start(RunSpec spec, std::function<void(RunResult)> on_done) {
+AllocationLauncher::RunPtr AllocationLauncher::NewRun(RunSpec spec,
+                                                      std::function<void(RunResult)> on_done) {
   auto run = std::make_shared<Run>();
   run->id = next_id_++;
   run->key = spec.run_key;
@@ -539,6 +540,11 @@ Launcher::RunId AllocationLauncher::Start(RunSpec spec, std::function<void(RunRe
   run->spec = std::move(spec);
   run->on_done = std::move(on_done);
   runs_[run->id] = run;
+  return run;
+}
+
+Launcher::RunId AllocationLauncher::Start(RunSpec spec, std::function<void(RunResult)> on_done) {
+  RunPtr run = NewRun(std::move(spec), std::move(on_done));
   waiting_.push_back(run);
   SchedulePlace();
   return run->id;
@@ -546,16 +552,9 @@ Launcher::RunId AllocationLauncher::Start(RunSpec spec, std::function<void(RunRe
 
 Launcher::RunId AllocationLauncher::Adopt(RunSpec spec, int64_t handle,
                                           std::function<void(RunResult)> on_done) {
-  auto run = std::make_shared<Run>();
-  run->id = next_id_++;
-  run->key = spec.run_key;
-  run->out = Capture(spec.capture_head, spec.capture_tail);
-  run->err = Capture(spec.capture_head, spec.capture_tail);
-  run->spec = std::move(spec);
-  run->on_done = std::move(on_done);
+  RunPtr run = NewRun(std::move(spec), std::move(on_done));
   run->adopted = true;
   run->handle_told = handle > 0;
-  runs_[run->id] = run;
   if (handle > 0) {
     // Its allocation, once the scan has found it (Scan attaches it).
     adopted_handles_[run->id] = handle;

@@ -88,6 +88,7 @@ class AllocationLauncher final : public Launcher {
   using AllocPtr = std::shared_ptr<Alloc>;
   using ConnPtr = std::shared_ptr<Conn>;
 
+  RunPtr NewRun(RunSpec spec, std::function<void(RunResult)> on_done);
   Status Listen();
   void Accept();
   void Session(ConnPtr conn);

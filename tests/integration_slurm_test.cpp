@@ -144,6 +144,25 @@ class SlurmTest : public testing::EmulatorDaemonTest {
     return out;
   }
 
+  // Every result succeeded at its first attempt, run by Slurm on a GPU: the Slurm jobs they ran
+  // in.
+  std::set<int64_t> SucceededInSlurm(const json& results) {
+    std::set<int64_t> slurm_jobs;
+    for (const auto& r : results) {
+      EXPECT_EQ(r["status"], "succeeded") << r.dump();
+      EXPECT_EQ(r["attempts"], 1) << r.dump();
+      EXPECT_EQ(r["executor"], "slurm") << r.dump();
+      EXPECT_TRUE(r["executor_job_id"].is_number()) << r.dump();
+      EXPECT_TRUE(r["node"].is_string()) << r.dump();
+      EXPECT_TRUE(r["gpu"].is_number()) << r.dump();
+      if (r["gpu"].is_number()) {
+        EXPECT_GE(r["gpu"].get<int>(), 0);
+        EXPECT_LT(r["gpu"].get<int>(), kClusterGpus);
+      }
+      if (r["executor_job_id"].is_number()) slurm_jobs.insert(r["executor_job_id"].get<int64_t>());
+    }
+    return slurm_jobs;
+  }
   void RestartMidSweep(int sig, const json& more = {});
   void EndAnAllocationUnderATask(const std::function<void(const json&)>& end,
                                  const std::string& says);
@@ -189,19 +208,9 @@ TEST_F(SlurmTest, SweepRunsEveryTaskOnceOnOneGrantedGpu) {
   ASSERT_EQ(waited.exit_code, 0) << waited.err;
   json results = Results(job);
   ASSERT_EQ(results.size(), 40u);
-  std::set<int64_t> slurm_jobs;
-  for (const auto& r : results) {
-    EXPECT_EQ(r["status"], "succeeded") << r.dump();
-    EXPECT_EQ(r["attempts"], 1) << r.dump();
-    EXPECT_EQ(r["executor"], "slurm") << r.dump();
-    ASSERT_TRUE(r["executor_job_id"].is_number()) << r.dump();
-    ASSERT_TRUE(r["node"].is_string()) << r.dump();
-    ASSERT_TRUE(r["gpu"].is_number()) << r.dump();
-    EXPECT_GE(r["gpu"].get<int>(), 0);
-    EXPECT_LT(r["gpu"].get<int>(), kClusterGpus);
-    const int64_t id = r["executor_job_id"].get<int64_t>();
-    slurm_jobs.insert(id);
-    // Slurm's record: the job was the user's, named after the job, ended COMPLETED.
+  const std::set<int64_t> slurm_jobs = SucceededInSlurm(results);
+  // Slurm's record of each: the user's, named after the job, ended COMPLETED.
+  for (int64_t id : slurm_jobs) {
     EXPECT_EQ(SlurmField(id, "%u|%j|%T"), alice.name() + "|sweep40|COMPLETED");
   }
   EXPECT_EQ(slurm_jobs.size(), 40u) << "one Slurm job per task";
@@ -373,15 +382,7 @@ TEST_F(SlurmTest, AllocationsRunASweepInAFewSlurmJobsOfItsUser) {
   ASSERT_EQ(waited.exit_code, 0) << waited.err << testing::ReadFile(daemon_.log_path());
   json results = Results(job);
   ASSERT_EQ(results.size(), 40u);
-  std::set<int64_t> slurm_jobs;
-  for (const auto& r : results) {
-    EXPECT_EQ(r["status"], "succeeded") << r.dump();
-    EXPECT_EQ(r["attempts"], 1) << r.dump();
-    EXPECT_EQ(r["executor"], "slurm") << r.dump();
-    ASSERT_TRUE(r["executor_job_id"].is_number()) << r.dump();
-    ASSERT_TRUE(r["gpu"].is_number()) << r.dump();
-    slurm_jobs.insert(r["executor_job_id"].get<int64_t>());
-  }
+  const std::set<int64_t> slurm_jobs = SucceededInSlurm(results);
   EXPECT_LE(slurm_jobs.size(), 4u) << "tasks run in allocations, not a Slurm job each";
   for (int64_t id : slurm_jobs) {
     EXPECT_EQ(SlurmField(id, "%u|%j"), alice.name() + "|ckprof-" + alice.name());
@@ -550,12 +551,7 @@ TEST_F(SlurmTest, AnAllocationNearItsTimeLimitIsLetGoAndNoTaskIsCutOff) {
   ASSERT_EQ(waited.exit_code, 0) << waited.err << testing::ReadFile(daemon_.log_path());
   json results = Results(job);
   ASSERT_EQ(results.size(), 16u);
-  std::set<int64_t> slurm_jobs;
-  for (const auto& r : results) {
-    EXPECT_EQ(r["status"], "succeeded") << r.dump();
-    EXPECT_EQ(r["attempts"], 1) << r.dump();
-    slurm_jobs.insert(r["executor_job_id"].get<int64_t>());
-  }
+  const std::set<int64_t> slurm_jobs = SucceededInSlurm(results);
   EXPECT_GE(slurm_jobs.size(), 2u) << "one allocation of a minute cannot have run them all";
   for (int64_t id : slurm_jobs) {
     EXPECT_NE(SlurmField(id, "%T"), "TIMEOUT") << "allocation " << id << " reached its limit";

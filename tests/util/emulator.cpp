@@ -101,25 +101,11 @@ std::vector<EmuRun> ReadEmuRuns(const std::string& log_path) {
 }
 
 std::vector<EmuRun> WaitForEmuRuns(const std::string& log_path, size_t n, double timeout_s) {
-  // Watch the directory: the log may not exist yet, and a write to it is a modify event there.
-  const int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  const std::string dir = std::filesystem::path(log_path).parent_path().string();
-  if (fd >= 0) inotify_add_watch(fd, dir.empty() ? "." : dir.c_str(), IN_MODIFY | IN_CREATE);
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  // The directory is watched: the log may not exist yet, and a write to it is a modify there.
   std::vector<EmuRun> runs;
-  while ((runs = ReadEmuRuns(log_path)).size() < n) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    // (Without inotify, or should an event be missed, look again every 100 ms.)
-    pollfd p = {fd, POLLIN, 0};
-    poll(&p, fd >= 0 ? 1 : 0, static_cast<int>(std::min<int64_t>(left.count(), 100)));
-    char events[4096];
-    while (fd >= 0 && read(fd, events, sizeof events) > 0) {
-    }
-  }
-  if (fd >= 0) close(fd);
+  WaitInDir(
+      std::filesystem::path(log_path).parent_path().string(), IN_MODIFY | IN_CREATE,
+      [&] { return (runs = ReadEmuRuns(log_path)).size() >= n; }, timeout_s);
   return runs;
 }
 

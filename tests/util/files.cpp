@@ -93,19 +93,17 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-bool WaitForGone(const std::string& path, double timeout_s) {
+bool WaitInDir(const std::string& dir, uint32_t mask, const std::function<bool()>& done,
+               double timeout_s) {
   const int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  if (fd >= 0) inotify_add_watch(fd, dir.empty() ? "." : dir.c_str(), IN_DELETE | IN_MOVED_FROM);
+  if (fd >= 0) inotify_add_watch(fd, dir.empty() ? "." : dir.c_str(), mask);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  struct stat st {};
-  bool gone = false;
-  while (!(gone = lstat(path.c_str(), &st) != 0)) {
+  bool held = false;
+  while (!(held = done())) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
-    // (Without inotify, or should an event be missed, look again every 100 ms.)
     pollfd p = {fd, POLLIN, 0};
     poll(&p, fd >= 0 ? 1 : 0, static_cast<int>(std::min<int64_t>(left.count(), 100)));
     char events[4096];
@@ -113,7 +111,14 @@ bool WaitForGone(const std::string& path, double timeout_s) {
     }
   }
   if (fd >= 0) close(fd);
-  return gone;
+  return held;
+}
+
+bool WaitForGone(const std::string& path, double timeout_s) {
+  struct stat st {};
+  return WaitInDir(
+      std::filesystem::path(path).parent_path().string(), IN_DELETE | IN_MOVED_FROM,
+      [&] { return lstat(path.c_str(), &st) != 0; }, timeout_s);
 }
 
 }  // namespace ckprof::testing

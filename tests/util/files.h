@@ -2,6 +2,8 @@
 // per test, and reading and writing whole files. Test threads only.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 namespace ckprof::testing {
@@ -35,8 +37,11 @@ class TempDir {
   std::string path_;
 };
 
-// Waits until `path` is gone (woken by inotify on its parent directory), for at most
-// `timeout_s`; whether it is gone.
+// Waits until done() holds, asking again at each inotify event `mask` in `dir` (and every
+// 100 ms should one be missed), for at most `timeout_s`; whether it held.
+bool WaitInDir(const std::string& dir, uint32_t mask, const std::function<bool()>& done,
+               double timeout_s);
+// Waits until `path` is gone (a deletion in its parent directory), for at most `timeout_s`.
 bool WaitForGone(const std::string& path, double timeout_s = 30);
 
 }  // namespace ckprof::testing
