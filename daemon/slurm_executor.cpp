@@ -548,6 +548,7 @@ void SlurmTools::RunAs(std::vector<std::string> argv, std::optional<uid_t> uid,
                        std::optional<gid_t> gid, std::function<void(RunResult)> done) {
   RunSpec spec;
   spec.argv = std::move(argv);
+  spec.cwd = "/";  // (ckprofd's own may be closed to the user)
   if (uid && geteuid() == 0 && *uid != 0) {
     spec.uid = uid;
     spec.gid = gid;
