@@ -298,7 +298,7 @@ void PrintClusterGpus(const GpusReply& a, bool wide) {
     allocs.AddRow({al.job_id ? std::to_string(al.job_id) : "-", al.name,
                    al.user.empty() ? std::to_string(al.uid) : al.user, al.state, or_dash(al.node),
                    or_dash(al.gpus), std::to_string(al.running), std::to_string(al.tasks_run),
-                   al.time_left_s ? FormatSeconds(*al.time_left_s) : "-"});
+                   al.time_left_s ? FormatDuration(*al.time_left_s) : "-"});
   }
   std::cout << "\n"
             << a.allocations.size() << " allocation(s) in " << shown << ":\n"
