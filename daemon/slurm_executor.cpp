@@ -252,7 +252,7 @@ std::vector<SlurmJobRow> ParseRows(std::string_view text, int node_col, int reas
 
 int SlurmSettings::GpusPerAllocation() const {
   // "gpu:2", "gpu:mi300x:2", "gpu:2,shard:1" (the first entry counts).
-  std::string_view g = gres.substr(0, gres.find(','));
+  const std::string_view g = std::string_view(gres).substr(0, gres.find(','));
   const size_t colon = g.rfind(':');
   if (colon == std::string_view::npos) return 1;
   int n = 0;
