@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
@@ -532,8 +533,20 @@ TEST_F(SlurmTest, AForgedAgentIsRefusedAndTheAllocationGoesOn) {
 TEST_F(SlurmTest, AKilledAgentsTaskRunsAgain) {
   EndAnAllocationUnderATask(
       [](const json& a) {
-        const std::string pattern = "ckprof-agent .*--allocation '?" + a["name"].get<std::string>();
-        ASSERT_EQ(RunCommand({"pkill", "-9", "-f", pattern}).exit_code, 0) << pattern;
+        // The agent of that allocation, by its command line (/proc: no procps needed).
+        const std::string name = a["name"].get<std::string>();
+        pid_t agent = 0;
+        for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+          const std::string pid = e.path().filename().string();
+          if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+          const std::string cmd = testing::ReadFile(e.path().string() + "/cmdline");
+          if (cmd.find("ckprof-agent") != std::string::npos &&
+              cmd.find(std::string("--allocation\0", 13) + name + '\0') != std::string::npos) {
+            agent = static_cast<pid_t>(std::stol(pid));
+          }
+        }
+        ASSERT_GT(agent, 0) << "no agent of allocation " << name;
+        ASSERT_EQ(kill(agent, SIGKILL), 0);
       },
       "ended: Slurm ended it");
 }
