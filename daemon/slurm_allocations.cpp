@@ -69,17 +69,15 @@ std::string JoinComma(const std::vector<std::string>& parts) {
   return out;
 }
 
-std::string Quote(std::string_view s) { return ShellQuote(s); }
-
 // The allocation's secret as a previous ckprofd wrote it: a plain file of the allocation's user,
 // never through a link, and small.
 Result<std::string> ReadSecret(const std::string& path, uid_t owner) {
-  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  int fd = OpenRunFile(path, owner);
   if (fd < 0) return Error{"cannot open " + path + ": " + std::strerror(errno)};
   struct stat st {};
   std::string text(256, '\0');
   ssize_t n = -1;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == owner && st.st_size <= 256) {
+  if (fstat(fd, &st) == 0 && st.st_uid == owner && st.st_size <= 256) {
     n = read(fd, text.data(), text.size());
   }
   close(fd);
@@ -115,9 +113,9 @@ std::string AllocationScript(const std::string& agent_bin, const std::string& ad
   s += "PATH=\"${PATH:-/usr/local/bin:/usr/bin:/bin}\"; export PATH\n";
   char reconnect[32];
   std::snprintf(reconnect, sizeof reconnect, "%.0f", std::max(reconnect_s, 1.0));
-  s += "exec " + Quote(agent_bin) + " --address-file " + Quote(address_file) + " --allocation " +
-       Quote(name) + " --secret-file " + Quote(secret_file) + " --reconnect-s " + reconnect +
-       " </dev/null\n";
+  s += "exec " + ShellQuote(agent_bin) + " --address-file " + ShellQuote(address_file) +
+       " --allocation " + ShellQuote(name) + " --secret-file " + ShellQuote(secret_file) +
+       " --reconnect-s " + reconnect + " </dev/null\n";
   return s;
 }
 

@@ -123,9 +123,8 @@ SystemClock::time_point FromUnix(double t) {
       std::chrono::duration_cast<SystemClock::duration>(std::chrono::duration<double>(t)));
 }
 
-// Opens a file a run wrote (under a directory its user owns) for reading without following a
-// link, and only when it is a plain file of that user (a root daemon must not read, into the
-// user's results, a file the user may not read).
+}  // namespace
+
 int OpenRunFile(const std::string& path, std::optional<uid_t> owner) {
   int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return -1;
@@ -138,6 +137,8 @@ int OpenRunFile(const std::string& path, std::optional<uid_t> owner) {
   }
   return fd;
 }
+
+namespace {
 
 // Reads a run's file in chunks into `sink`; false when it cannot be opened.
 template <typename Sink>

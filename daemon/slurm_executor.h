@@ -120,6 +120,10 @@ Status MakeRunDir(const std::string& root, const std::string& rel, mode_t mode,
 // followed) with `mode`, owned by `uid`/`gid` when they are set (a root daemon).
 Status WriteFreshFile(const std::string& path, const std::string& text, mode_t mode,
                       std::optional<uid_t> uid, std::optional<gid_t> gid);
+// Opens a file a run wrote (under a directory its user owns) for reading without following a
+// link, and only when it is a plain file of `owner` or of ckprofd (a root daemon must not read,
+// for a user, a file she may not read); -1 (errno set) else.
+int OpenRunFile(const std::string& path, std::optional<uid_t> owner);
 // The last line of a command's output, trimmed (what Slurm's tools say went wrong).
 std::string LastLine(std::string_view s);
 // A job id as sbatch --parsable or squeue's %i print it ("123", "123;cluster"); nullopt else.
