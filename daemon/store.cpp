@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +24,23 @@
 #include "daemon/user_names.h"
 
 namespace ckprof {
+namespace {
+
+// How a connection waits for a lock another connection holds (the checkpointer's, for a
+// RESTART's copy and fsync; the writer's, for its transaction): tries again every 250 us for
+// the first 20 ms, then every 2 ms, for 5 s in all. SQLite's own busy timeout sleeps 1, 2, 5,
+// 10, 15, 20, 25, 25 ... ms between tries: a lock held for 30 ms kept the daemon's thread, and
+// every other user's request behind it, waiting 95 ms.
+int WaitBriefly(void*, int tries) {
+  constexpr int kFineTries = 80;  // 80 x 250 us = 20 ms
+  constexpr int kGiveUpTries = kFineTries + 2490;  // + 2490 x 2 ms: 5 s
+  if (tries >= kGiveUpTries) return 0;
+  std::this_thread::sleep_for(tries < kFineTries ? std::chrono::microseconds(250)
+                                                 : std::chrono::microseconds(2000));
+  return 1;
+}
+
+}  // namespace
 
 // Checkpoints the WAL on its own thread and connection (SQLite's own automatic checkpoint would
 // run inside a commit on the daemon's thread, fsyncs included: the GPUs would wait for the
@@ -45,7 +63,7 @@ class Store::Checkpointer {
   static constexpr auto kHoldWait = std::chrono::seconds(2);
 
   Checkpointer(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {
-    sqlite3_busy_timeout(db_, 5000);  // RESTART waits for the writer's transaction
+    sqlite3_busy_handler(db_, WaitBriefly, nullptr);  // RESTART waits for the writer's transaction
     // A connection learns that the database is in WAL mode only when it first reads it; until
     // then sqlite3_wal_checkpoint_v2 copies nothing and answers SQLITE_OK with -1 frames, and
     // the log would grow by every page written.
@@ -70,7 +88,16 @@ class Store::Checkpointer {
   // While large work goes on in steps, a RESTART only once passive ones have copied nearly all
   // of the log: it would hold each step back for as long as it copies (seconds, for a million
   // rows). So the log starts over (cut back to journal_size_limit) every 64 MiB or so.
-  void SetBulk(bool bulk) { bulk_.store(bulk, std::memory_order_relaxed); }
+  void SetBulk(bool bulk) {
+    bulk_.store(bulk, std::memory_order_relaxed);
+    if (!bulk) behind_.store(false, std::memory_order_relaxed);
+  }
+
+  // Large work in steps has written kRestartPages past what the checkpoints copied: its steps
+  // wait (the daemon's other work does not) until a passive pass has copied the whole log, so
+  // that the next transaction starts the log over. No RESTART holds the daemon's thread for a
+  // copy and an fsync, and the log stays about that long.
+  bool Behind() const { return behind_.load(std::memory_order_relaxed); }
 
   // A TRUNCATE checkpoint soon: the whole log copied, and the file cut to nothing.
   void Truncate() {
@@ -88,7 +115,9 @@ class Store::Checkpointer {
     auto* c = static_cast<Checkpointer*>(self);
     const int copied = c->copied_.load(std::memory_order_relaxed);
     const int uncopied = pages >= copied ? pages - copied : pages;
-    if (pages >= c->hold_at_.load(std::memory_order_relaxed)) {
+    const bool bulk = c->bulk_.load(std::memory_order_relaxed);
+    if (bulk && uncopied >= kRestartPages) c->behind_.store(true, std::memory_order_relaxed);
+    if (!bulk && pages >= c->hold_at_.load(std::memory_order_relaxed)) {
       c->HoldForRestart(pages);
     } else if (uncopied >= kPages) {
       c->Poke(pages);
@@ -136,7 +165,7 @@ class Store::Checkpointer {
         wanted_ = false;  // asked again during this pass: another pass follows
         busy_ = true;
       }
-      auto [rc, copied, restarted] = Checkpoint(truncate, pages);
+      auto [rc, copied, restarted, whole] = Checkpoint(truncate, pages);
       if (rc == SQLITE_OK && copied > 0) checkpoints_.fetch_add(1, std::memory_order_relaxed);
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -144,6 +173,12 @@ class Store::Checkpointer {
         ++passes_;
         restarted_ = restarted;
         if (restarted) hold_at_.store(kHoldPages, std::memory_order_relaxed);
+        // Large work waits for the whole log's copy: passes follow each other until then.
+        if (whole || rc != SQLITE_OK) {
+          behind_.store(false, std::memory_order_relaxed);
+        } else if (behind_.load(std::memory_order_relaxed)) {
+          wanted_ = true;
+        }
       }
       cv_.notify_all();
       // Busy: a checkpoint or recovery elsewhere; a later commit asks again.
@@ -162,6 +197,7 @@ class Store::Checkpointer {
     int rc;
     int copied;      // frames copied, by any pass
     bool restarted;  // the log starts over (a RESTART or TRUNCATE succeeded)
+    bool whole;      // every frame of the log is copied
   };
   Done Checkpoint(bool truncate, int pages) {
     // TRUNCATE, like RESTART, holds the writer back while it copies: asked for only when the
@@ -180,10 +216,9 @@ class Store::Checkpointer {
       copied_any = std::max(copied_any, copied);
       if (copied >= log) break;
     }
-    // Large work in steps writes faster than that: its steps are not held back for a long
-    // remainder; a later pass tries again.
-    if (mode == SQLITE_CHECKPOINT_RESTART && bulk_.load(std::memory_order_relaxed) &&
-        log - copied > kPages) {
+    // Large work in steps is not held back at all: it waits for the passive passes instead
+    // (Behind), and its next transaction starts the log over once they have copied it all.
+    if (mode == SQLITE_CHECKPOINT_RESTART && bulk_.load(std::memory_order_relaxed)) {
       mode = SQLITE_CHECKPOINT_PASSIVE;
     }
     if (rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE) {
@@ -193,7 +228,8 @@ class Store::Checkpointer {
     // After a RESTART the log starts over: nothing of it is left to copy.
     copied_.store(rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE ? 0 : std::max(copied, 0),
                   std::memory_order_relaxed);
-    return {rc, copied_any, rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE};
+    const bool restarted = rc == SQLITE_OK && mode != SQLITE_CHECKPOINT_PASSIVE;
+    return {rc, copied_any, restarted, restarted || (rc == SQLITE_OK && copied >= log)};
   }
 
   sqlite3* db_;  // the checkpointer's own connection, used only by its thread
@@ -208,6 +244,7 @@ class Store::Checkpointer {
   int log_pages_ = 0;
   std::atomic<int> copied_{0};           // frames the last checkpoint had copied
   std::atomic<bool> bulk_{false};        // large work in steps: passive checkpoints only
+  std::atomic<bool> behind_{false};      // large work waits for the log's copy (Behind)
   std::atomic<int64_t> checkpoints_{0};  // passes that copied frames
   std::thread thread_;
 };
@@ -496,7 +533,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
     return MakeError("database " + path + " cannot be opened: " + msg);
   }
   std::unique_ptr<Store> store(new Store(db, path));
-  sqlite3_busy_timeout(db, 5000);
+  sqlite3_busy_handler(db, WaitBriefly, nullptr);
   sqlite3_extended_result_codes(db, 1);
   if (sqlite3_db_readonly(db, "main") == 1) {
     return MakeError("database " + path +
@@ -1042,8 +1079,15 @@ void Store::TruncateLogSoon() {
 }
 
 void Store::SetBulkWriting(bool bulk) {
-  if (checkpointer_) checkpointer_->SetBulk(bulk);
+  if (!checkpointer_ || bulk == bulk_writing_) return;
+  bulk_writing_ = bulk;
+  checkpointer_->SetBulk(bulk);
+  // Meanwhile the log is reused from its start, not cut back each time (an ftruncate of tens
+  // of megabytes held a step 10 ms); TruncateLogSoon cuts it to nothing once it is over.
+  (void)Exec(bulk ? "PRAGMA journal_size_limit=-1" : "PRAGMA journal_size_limit=33554432");
 }
+
+bool Store::LogBehind() const { return checkpointer_ && checkpointer_->Behind(); }
 
 Status Store::MarkRunning(int64_t task_id, int attempt, int gpu, double started_at) {
   if (Status s = BeginWrite(); !s) return s;

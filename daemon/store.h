@@ -260,6 +260,9 @@ class Store {
   // Large work in steps goes on (true) or is over: checkpoints meanwhile never hold a
   // step back (passive ones only), so the log may grow until TruncateLogSoon.
   void SetBulkWriting(bool bulk);
+  // While bulk writing: the checkpoints are behind by so much that the large work should wait
+  // (a few milliseconds at a time, the daemon's other work going on) until they have caught up.
+  bool LogBehind() const;
 
   // Loading, at startup and for queries.
   Status ForEachJob(const std::function<void(JobRecord&&)>& fn);
@@ -334,6 +337,7 @@ class Store {
   std::string path_;
   bool full_sync_ = false;
   std::unique_ptr<Checkpointer> checkpointer_;  // stopped before db_ closes
+  bool bulk_writing_ = false;                   // SetBulkWriting
 };
 
 }  // namespace ckprof
