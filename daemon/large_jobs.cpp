@@ -22,12 +22,15 @@ using Clock = std::chrono::steady_clock;
 
 // What a step should take. A request waits behind one step at each of its turns on the io
 // thread (accept, hello, request, reply: four or five), so steps are short.
-constexpr double kStepSeconds = 0.002;
+constexpr double kStepSeconds = 0.0005;
 constexpr int64_t kMinStepRows = 50, kMaxStepRows = 50000;
 // How long the daemon stays without a step before it compacts, and the pages given back per
 // compaction step (1 MiB: a step of a few milliseconds).
 constexpr auto kQuietBeforeCompaction = std::chrono::milliseconds(500);
 constexpr int64_t kShrinkPages = 256;
+// While the log's checkpoints are behind (Store::LogBehind), large work looks again this often,
+// and waits this long at most.
+constexpr double kLongestLogWait = 2.0;
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -282,6 +285,16 @@ void Scheduler::DropStep(int64_t budget) {
   }
 }
 
+bool Scheduler::LargeWorkWaits() {
+  if (!store_.LogBehind()) {
+    log_wait_since_.reset();
+    return false;
+  }
+  if (!log_wait_since_) log_wait_since_ = Clock::now();
+  // (A checkpoint that cannot catch up does not stop large work: the log grows instead.)
+  return SecondsSince(*log_wait_since_) < kLongestLogWait;
+}
+
 void Scheduler::ArmStep(bool after_failure) {
   if (step_armed_ || shutting_down_) return;
   step_armed_ = true;
@@ -289,16 +302,23 @@ void Scheduler::ArmStep(bool after_failure) {
   // failing Store, a while later. (A timer: a step pending when the Scheduler goes is
   // aborted, not run.)
   step_timer_.expires_after(after_failure ? std::chrono::seconds(5) : std::chrono::seconds(0));
-  step_timer_.async_wait([this](std::error_code ec) {
-    if (ec) return;
-    step_armed_ = false;
-    // Cancels first: their tasks still count as queued work.
-    if (!cancelling_.empty()) {
-      CancelStep();
-    } else {
-      DropStep();
-    }
-  });
+  step_timer_.async_wait([this](std::error_code ec) { OnStepTimer(ec); });
+}
+
+void Scheduler::OnStepTimer(std::error_code ec) {
+  if (ec) return;
+  if (LargeWorkWaits()) {
+    step_timer_.expires_after(kLogWaitPoll);
+    step_timer_.async_wait([this](std::error_code e) { OnStepTimer(e); });
+    return;
+  }
+  step_armed_ = false;
+  // Cancels first: their tasks still count as queued work.
+  if (!cancelling_.empty()) {
+    CancelStep();
+  } else {
+    DropStep();
+  }
 }
 
 void Scheduler::ArmCompaction() {

@@ -151,6 +151,10 @@ class Scheduler {
   Status CommitSubmit(int64_t job_id);
   void AbortSubmit(int64_t job_id);
   int64_t StepRows() const;
+  // Whether large work (a step of it) should wait a moment: the database's log checkpoints are
+  // behind it (Store::LogBehind), for 2 s at most. Where it waits, kLogWaitPoll.
+  bool LargeWorkWaits();
+  static constexpr std::chrono::milliseconds kLogWaitPoll{2};
 
   // Refuses a job whose --after or --after-ok names a job that does not exist (a cycle cannot
   // be made: a job may only wait for jobs older than itself), or an --after-ok job that already
@@ -441,6 +445,7 @@ class Scheduler {
   Status CancelInSteps(int64_t job_id, std::vector<int64_t> queued, const std::string& why,
                        double now);
   void CancelStep();
+  void OnStepTimer(std::error_code ec);
   // Removed jobs' rows deleted a step at a time; `budget` rows at most (0: a step's).
   void DropStep(int64_t budget = 0);
   // Once large work is done: memory given back (malloc_trim), then the database file shrunk
@@ -570,6 +575,7 @@ class Scheduler {
   asio::steady_timer compact_timer_;  // CompactStep, once things are quiet
   bool step_armed_ = false;
   bool compact_wanted_ = false;
+  std::optional<std::chrono::steady_clock::time_point> log_wait_since_;  // LargeWorkWaits
   int64_t step_rows_ = 2000;  // adapted to kStepSeconds a step (unless options_.step_rows)
 };
 

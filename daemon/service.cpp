@@ -577,7 +577,15 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ta
       std::string().swap(r.result);
     }
     left = left.subspan(n);
-    if (!left.empty()) co_await ToIo();  // behind whatever else the io thread has to do
+    if (left.empty()) break;
+    co_await ToIo();  // behind whatever else the io thread has to do
+    if (scheduler_.LargeWorkWaits()) {
+      asio::steady_timer pause(io_);
+      do {
+        pause.expires_after(Scheduler::kLogWaitPoll);
+        co_await pause.async_wait(asio::use_awaitable);
+      } while (scheduler_.LargeWorkWaits());
+    }
   }
   if (records.size() > static_cast<size_t>(scheduler_.StepRows())) {
     // The last step's commit (synchronous=FULL) syncs the log its steps wrote: most of it
