@@ -32,7 +32,7 @@ namespace {
 // 10, 15, 20, 25, 25 ... ms between tries: a lock held for 30 ms kept the daemon's thread, and
 // every other user's request behind it, waiting 95 ms.
 int WaitBriefly(void*, int tries) {
-  constexpr int kFineTries = 80;  // 80 x 250 us = 20 ms
+  constexpr int kFineTries = 80;                   // 80 x 250 us = 20 ms
   constexpr int kGiveUpTries = kFineTries + 2490;  // + 2490 x 2 ms: 5 s
   if (tries >= kGiveUpTries) return 0;
   std::this_thread::sleep_for(tries < kFineTries ? std::chrono::microseconds(250)
