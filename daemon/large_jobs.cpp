@@ -5,13 +5,13 @@
 // thread behind whatever arrived meanwhile, so that another user's `status` never waits for a
 // million rows.
 #include <fmt/format.h>
-#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
+#include "daemon/heap_trim.h"
 #include "daemon/scheduler.h"
 
 namespace ckprof {
@@ -353,7 +353,7 @@ void Scheduler::CompactStep() {
   store_.SetBulkWriting(false);
   store_.TruncateLogSoon();
   // Freed memory back to the system (a million tasks' records and queues).
-  malloc_trim(0);
+  TrimHeapSoon();
   spdlog::debug("compacted after large work ({:.3f} s for the last step)", SecondsSince(start));
 }
 

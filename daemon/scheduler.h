@@ -448,7 +448,7 @@ class Scheduler {
   void OnStepTimer(std::error_code ec);
   // Removed jobs' rows deleted a step at a time; `budget` rows at most (0: a step's).
   void DropStep(int64_t budget = 0);
-  // Once large work is done: memory given back (malloc_trim), then the database file shrunk
+  // Once large work is done: memory given back (TrimHeapSoon), then the database file shrunk
   // (incremental vacuum) and its log truncated, a step at a time while nothing else runs.
   void ArmCompaction();
   void CompactStep();

@@ -1,7 +1,6 @@
 #include "daemon/server.h"
 
 #include <grp.h>
-#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "common/json_util.h"
+#include "daemon/heap_trim.h"
 #include "daemon/peer.h"
 
 namespace ckprof {
@@ -37,13 +37,6 @@ constexpr uint64_t kAlwaysServedBytes = 64 << 10;
 constexpr size_t kMaxReadBytes = 256 << 10, kMinReadBytes = 4 << 10;
 // A frame's bytes past this many are read into chunks of this size.
 constexpr size_t kChunkBytes = 1 << 20;
-
-// Gives the heap's free pages back to the system.
-void ReturnFreedMemory() {
-#ifdef __GLIBC__
-  malloc_trim(0);
-#endif
-}
 
 }  // namespace
 
@@ -669,7 +662,7 @@ asio::awaitable<bool> Server::Answer(Connection& c, Request& req) {
   if (ReleasePayload(req)) {
     // A submit's text and conversion are freed by now; glibc would keep the pages (hundreds
     // of MiB for 100,000 configs) for the daemon's lifetime without being asked.
-    ReturnFreedMemory();
+    TrimHeapSoon();
   }
   co_return co_await c.Send(response);
 }
