@@ -93,10 +93,10 @@ class Store::Checkpointer {
     if (!bulk) behind_.store(false, std::memory_order_relaxed);
   }
 
-  // Large work in steps has written kRestartPages past what the checkpoints copied: its steps
-  // wait (the daemon's other work does not) until a passive pass has copied the whole log, so
-  // that the next transaction starts the log over. No RESTART holds the daemon's thread for a
-  // copy and an fsync, and the log stays about that long.
+  // Large work in steps has made the log kRestartPages long: its steps wait (the daemon's other
+  // work does not) until a passive pass has copied the whole log, so that the next transaction
+  // starts the log over. No RESTART holds the daemon's thread for a copy and an fsync, and the
+  // log stays about that long. (Passes that keep pace leave little to copy then.)
   bool Behind() const { return behind_.load(std::memory_order_relaxed); }
 
   // A TRUNCATE checkpoint soon: the whole log copied, and the file cut to nothing.
@@ -116,10 +116,11 @@ class Store::Checkpointer {
     const int copied = c->copied_.load(std::memory_order_relaxed);
     const int uncopied = pages >= copied ? pages - copied : pages;
     const bool bulk = c->bulk_.load(std::memory_order_relaxed);
-    if (bulk && uncopied >= kRestartPages) c->behind_.store(true, std::memory_order_relaxed);
+    const bool behind = bulk && pages >= kRestartPages;
+    if (behind) c->behind_.store(true, std::memory_order_relaxed);
     if (!bulk && pages >= c->hold_at_.load(std::memory_order_relaxed)) {
       c->HoldForRestart(pages);
-    } else if (uncopied >= kPages) {
+    } else if (uncopied >= kPages || behind) {
       c->Poke(pages);
     }
     return SQLITE_OK;

@@ -5,11 +5,13 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "common/convert.h"
 #include "daemon/gpu_probe.h"
@@ -995,6 +997,43 @@ TEST(StoreCheckpoints, AWriterThatNeverPausesKeepsTheLogBounded) {
   }
   EXPECT_GT(store.CheckpointsForTesting(), 0);
   EXPECT_LT(largest, int64_t{144} << 20) << "the log's largest size";
+}
+
+// Large work in steps (bulk writing) meets no RESTART, which would hold the daemon's thread for
+// a copy and an fsync: once the log is 64 MiB long it waits, as Scheduler::LargeWorkWaits does,
+// until a passive checkpoint has copied it all, and its next transaction starts the log over
+// (the file is reused, not cut back, until the work ends). A writer that never waited would
+// grow the log by all it wrote (about 190 MiB here); label slow (tests/CMakeLists.txt).
+TEST(StoreCheckpoints, BulkWritingWaitsForPassiveCheckpointsAndKeepsTheLogBounded) {
+  TempDir dir;
+  auto opened = Store::Open(dir.path(), false);
+  ASSERT_TRUE(opened.ok()) << opened.error();
+  Store& store = **opened;
+  const int64_t task = StoreOneTask(store);
+  ASSERT_GT(task, 0);
+  const std::string result(12000, 'x');
+  const std::string wal = dir.path() + "/ckprofd.db-wal";
+  store.SetBulkWriting(true);
+  int64_t largest = 0;
+  int waited = 0;
+  for (int attempt = 1; attempt <= 8000; ++attempt) {
+    for (int polls = 0; store.LogBehind() && polls < 10000; ++polls) {
+      if (polls == 0) ++waited;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_FALSE(store.LogBehind()) << "the checkpoints did not catch up within 10 s";
+    ASSERT_TRUE(store.MarkRunning(task, attempt, 0, attempt).ok());
+    ASSERT_TRUE(store
+                    .FinishAttempt(task, attempt, Outcome::Kind::kSucceeded, TaskState::kQueued,
+                                   attempt, result + std::to_string(attempt), nullptr)
+                    .ok());
+    struct stat st {};
+    if (attempt % 50 == 0 && stat(wal.c_str(), &st) == 0) largest = std::max(largest, st.st_size);
+  }
+  EXPECT_GT(waited, 0) << "the log never reached 64 MiB";
+  EXPECT_LT(largest, int64_t{80} << 20) << "the log's largest size";
+  store.SetBulkWriting(false);
+  EXPECT_FALSE(store.LogBehind());
 }
 
 // A state directory written by the first ckprofd release (schema 1, no jobs.task_order) opens:
