@@ -8,6 +8,7 @@
 #   CKPROF_OPT_FLAGS   replaces that build type's optimization and debug flags (e.g. "-O1 -g1
 #                      -DNDEBUG" for the sanitizer builds: half the compile time of -O2 -g)
 #   CKPROF_BUILD_TARGETS  build only these targets, space-separated (default: all)
+#   CKPROF_PCH         ON to precompile the library headers (for builds without ccache)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,7 +38,8 @@ if [ -n "${CKPROF_OPT_FLAGS:-}" ]; then
   opt_flags=(-DCMAKE_CXX_FLAGS_"$(echo "$build_type" | tr '[:lower:]' '[:upper:]')"="$CKPROF_OPT_FLAGS")
 fi
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" "${opt_flags[@]}" \
-  -DCKPROF_WERROR="$werror" -DCKPROF_SANITIZE="${CKPROF_SANITIZE:-}" >/dev/null
+  -DCKPROF_WERROR="$werror" -DCKPROF_SANITIZE="${CKPROF_SANITIZE:-}" \
+  -DCKPROF_PCH="${CKPROF_PCH:-OFF}" >/dev/null
 # Show what the compiler says, not the progress lines; fail when the build fails.
 set +e
 targets=()
