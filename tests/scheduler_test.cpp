@@ -944,29 +944,46 @@ int64_t StoreOneTask(Store& store) {
   return store.InsertJob(&job, &tasks).ok() ? tasks[0].id : 0;
 }
 
+// A task end of a few pages, as a profiler's capture is: attempt `attempt` of `task` started
+// and ended with a result of 12,000 bytes.
+void EndAttempt(Store& store, int64_t task, int attempt) {
+  static const std::string result(12000, 'x');
+  ASSERT_TRUE(store.MarkRunning(task, attempt, 0, attempt).ok());
+  ASSERT_TRUE(store
+                  .FinishAttempt(task, attempt, Outcome::Kind::kSucceeded, TaskState::kQueued,
+                                 attempt, result + std::to_string(attempt), nullptr)
+                  .ok());
+}
+
+// A Store in a directory of its own, holding one task (`task`) whose ends the cases write.
+class StoreCheckpoints : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = Store::Open(dir.path(), false);
+    ASSERT_TRUE(opened.ok()) << opened.error();
+    owned = std::move(*opened);
+    task = StoreOneTask(store());
+    ASSERT_GT(task, 0);
+  }
+  Store& store() { return *owned; }
+
+  TempDir dir;
+  std::unique_ptr<Store> owned;
+  int64_t task = 0;
+};
+
 // The log is copied into the database while the daemon runs (by the checkpoint thread), not only
 // when it stops: a night's sweep would otherwise grow the -wal file by every page written.
-TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
-  TempDir dir;
-  auto opened = Store::Open(dir.path(), false);
-  ASSERT_TRUE(opened.ok()) << opened.error();
-  Store& store = **opened;
-  const int64_t task = StoreOneTask(store);
-  ASSERT_GT(task, 0);
-  const std::string result(12000, 'x');  // a few pages a commit, as a profiler's capture is
+TEST_F(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
   // Up to 40 times what should take one (1,000 pages), within a minute.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   int attempt = 0;
-  while (store.CheckpointsForTesting() == 0 && attempt < 10000 &&
+  while (store().CheckpointsForTesting() == 0 && attempt < 10000 &&
          std::chrono::steady_clock::now() < deadline) {
     ++attempt;
-    ASSERT_TRUE(store.MarkRunning(task, attempt, 0, attempt).ok());
-    ASSERT_TRUE(store
-                    .FinishAttempt(task, attempt, Outcome::Kind::kSucceeded, TaskState::kQueued,
-                                   attempt, result + std::to_string(attempt), nullptr)
-                    .ok());
+    ASSERT_NO_FATAL_FAILURE(EndAttempt(store(), task, attempt));
   }
-  EXPECT_GT(store.CheckpointsForTesting(), 0) << "after " << attempt << " task ends";
+  EXPECT_GT(store().CheckpointsForTesting(), 0) << "after " << attempt << " task ends";
   struct stat st {};
   ASSERT_EQ(stat((dir.path() + "/ckprofd.db-wal").c_str(), &st), 0);
   EXPECT_LT(st.st_size, int64_t{64} << 20);
@@ -976,26 +993,15 @@ TEST(StoreCheckpoints, TheLogIsCheckpointedWhileTasksRun) {
 // writer takes the lock again at once): past twice the restart size it is held at a commit
 // until the log has started over. Without that the log grew by every commit (698 MB after 10,000
 // task ends on a loaded machine). About 400 MiB written; label slow (tests/CMakeLists.txt).
-TEST(StoreCheckpoints, AWriterThatNeverPausesKeepsTheLogBounded) {
-  TempDir dir;
-  auto opened = Store::Open(dir.path(), false);
-  ASSERT_TRUE(opened.ok()) << opened.error();
-  Store& store = **opened;
-  const int64_t task = StoreOneTask(store);
-  ASSERT_GT(task, 0);
-  const std::string result(12000, 'x');
+TEST_F(StoreCheckpoints, AWriterThatNeverPausesKeepsTheLogBounded) {
   const std::string wal = dir.path() + "/ckprofd.db-wal";
   int64_t largest = 0;
   for (int attempt = 1; attempt <= 6000; ++attempt) {
-    ASSERT_TRUE(store.MarkRunning(task, attempt, 0, attempt).ok());
-    ASSERT_TRUE(store
-                    .FinishAttempt(task, attempt, Outcome::Kind::kSucceeded, TaskState::kQueued,
-                                   attempt, result + std::to_string(attempt), nullptr)
-                    .ok());
+    ASSERT_NO_FATAL_FAILURE(EndAttempt(store(), task, attempt));
     struct stat st {};
     if (attempt % 50 == 0 && stat(wal.c_str(), &st) == 0) largest = std::max(largest, st.st_size);
   }
-  EXPECT_GT(store.CheckpointsForTesting(), 0);
+  EXPECT_GT(store().CheckpointsForTesting(), 0);
   EXPECT_LT(largest, int64_t{144} << 20) << "the log's largest size";
 }
 
@@ -1004,36 +1010,25 @@ TEST(StoreCheckpoints, AWriterThatNeverPausesKeepsTheLogBounded) {
 // until a passive checkpoint has copied it all, and its next transaction starts the log over
 // (the file is reused, not cut back, until the work ends). A writer that never waited would
 // grow the log by all it wrote (about 190 MiB here); label slow (tests/CMakeLists.txt).
-TEST(StoreCheckpoints, BulkWritingWaitsForPassiveCheckpointsAndKeepsTheLogBounded) {
-  TempDir dir;
-  auto opened = Store::Open(dir.path(), false);
-  ASSERT_TRUE(opened.ok()) << opened.error();
-  Store& store = **opened;
-  const int64_t task = StoreOneTask(store);
-  ASSERT_GT(task, 0);
-  const std::string result(12000, 'x');
+TEST_F(StoreCheckpoints, BulkWritingWaitsForPassiveCheckpointsAndKeepsTheLogBounded) {
   const std::string wal = dir.path() + "/ckprofd.db-wal";
-  store.SetBulkWriting(true);
+  store().SetBulkWriting(true);
   int64_t largest = 0;
   int waited = 0;
   for (int attempt = 1; attempt <= 8000; ++attempt) {
-    for (int polls = 0; store.LogBehind() && polls < 10000; ++polls) {
+    for (int polls = 0; store().LogBehind() && polls < 10000; ++polls) {
       if (polls == 0) ++waited;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    ASSERT_FALSE(store.LogBehind()) << "the checkpoints did not catch up within 10 s";
-    ASSERT_TRUE(store.MarkRunning(task, attempt, 0, attempt).ok());
-    ASSERT_TRUE(store
-                    .FinishAttempt(task, attempt, Outcome::Kind::kSucceeded, TaskState::kQueued,
-                                   attempt, result + std::to_string(attempt), nullptr)
-                    .ok());
+    ASSERT_FALSE(store().LogBehind()) << "the checkpoints did not catch up within 10 s";
+    ASSERT_NO_FATAL_FAILURE(EndAttempt(store(), task, attempt));
     struct stat st {};
     if (attempt % 50 == 0 && stat(wal.c_str(), &st) == 0) largest = std::max(largest, st.st_size);
   }
   EXPECT_GT(waited, 0) << "the log never reached 64 MiB";
   EXPECT_LT(largest, int64_t{80} << 20) << "the log's largest size";
-  store.SetBulkWriting(false);
-  EXPECT_FALSE(store.LogBehind());
+  store().SetBulkWriting(false);
+  EXPECT_FALSE(store().LogBehind());
 }
 
 // A state directory written by the first ckprofd release (schema 1, no jobs.task_order) opens:
