@@ -24,10 +24,15 @@ using Clock = std::chrono::steady_clock;
 // thread (accept, hello, request, reply: four or five), so steps are short.
 constexpr double kStepSeconds = 0.0005;
 constexpr int64_t kMinStepRows = 50, kMaxStepRows = 50000;
-// How long the daemon stays without a step before it compacts, and the pages given back per
-// compaction step (1 MiB: a step of a few milliseconds).
+// How long the daemon stays without a step before it compacts. A compaction step gives back as
+// many pages as take about kCompactStepSeconds (SQLite searches the free list for each page it
+// moves: after a million rows' removal a page cost 0.1-0.35 ms, and 256 of them a 90 ms stall),
+// and the io thread has as long a pause after each: a large file shrinks in a minute or two of
+// idle time, the io thread half free meanwhile.
 constexpr auto kQuietBeforeCompaction = std::chrono::milliseconds(500);
-constexpr int64_t kShrinkPages = 256;
+constexpr double kCompactStepSeconds = 0.002;
+constexpr int64_t kMinShrinkPages = 1, kMaxShrinkPages = 1024;
+constexpr auto kCompactionPause = std::chrono::milliseconds(2);
 // While the log's checkpoints are behind (Store::LogBehind), large work looks again this often,
 // and waits this long at most.
 constexpr double kLongestLogWait = 2.0;
@@ -164,25 +169,21 @@ void Scheduler::AbortSubmit(int64_t job_id) {
   ArmStep();
 }
 
-Status Scheduler::CancelInSteps(int64_t job_id, std::vector<int64_t> queued, const std::string& why,
-                                double now) {
+Status Scheduler::CancelInSteps(int64_t job_id, const std::string& why, double now) {
   // A cancel of the job still under way (a retry revived it since) is this one's now.
   std::erase_if(cancelling_, [&](const Cancelling& c) { return c.job_id == job_id; });
   Cancelling c;
   c.job_id = job_id;
-  c.queued = std::move(queued);
   c.why = why;
   c.now = now;
   const auto start = Clock::now();
-  const int64_t budget = StepRows();
-  const int64_t took = CancelSome(c, budget);
+  const int64_t took = CancelSome(c, StepRows());
   TookStep(took, SecondsSince(start));
-  Status s = took > 0 || c.queued.empty()
-                 ? Status::Ok()
-                 : MakeError("job " + std::to_string(job_id) +
-                             ": its queued tasks could not be recorded as cancelled (see the log); "
-                             "ckprofd tries again");
-  if (c.next < c.queued.size()) {
+  Status s = took >= 0 ? Status::Ok()
+                       : MakeError("job " + std::to_string(job_id) +
+                                   ": its queued tasks could not be recorded as cancelled (see "
+                                   "the log); ckprofd tries again");
+  if (!c.done) {
     store_.SetBulkWriting(true);
     cancelling_.push_back(std::move(c));
     ArmStep(/*after_failure=*/!s);
@@ -194,25 +195,24 @@ int64_t Scheduler::CancelSome(Cancelling& c, int64_t budget) {
   auto job_it = jobs_.find(c.job_id);
   // A retry revived the job (or it is gone): the rest stays queued.
   if (job_it == jobs_.end() || !job_it->second.rec.cancelled) {
-    c.next = c.queued.size();
+    c.done = true;
     return 0;
   }
-  const size_t end = std::min(c.queued.size(), c.next + static_cast<size_t>(budget));
-  std::vector<int64_t> ids;
-  ids.reserve(end - c.next);
-  // (Queued when the cancel found them, and paused since: still queued unless gone.)
-  for (size_t i = c.next; i < end; ++i) {
-    if (tasks_.count(c.queued[i])) ids.push_back(c.queued[i]);
+  // (Paused since the cancel: what is queued now was queued then, or was put back since.)
+  const std::vector<int64_t> ids =
+      policy_.QueuedTasks(c.job_id, static_cast<size_t>(std::max<int64_t>(budget, 1)));
+  if (ids.empty()) {
+    c.done = true;
+    return 0;
   }
   if (Status s = CancelQueued(job_it->second, ids, c.why, c.now); !s) {
     // The Store refused (a full disk): the tasks stay queued in a paused job; a later step
     // tries again.
     spdlog::error("job {}: cancelling its queued tasks: {}", c.job_id, s.error());
-    return 0;
+    return -1;
   }
-  const auto took = static_cast<int64_t>(end - c.next);
-  c.next = end;
-  return took;
+  if (ids.size() < static_cast<size_t>(budget)) c.done = policy_.Queued(c.job_id) == 0;
+  return static_cast<int64_t>(ids.size());
 }
 
 void Scheduler::CancelStep() {
@@ -222,13 +222,13 @@ void Scheduler::CancelStep() {
   bool failed = false;
   while (budget > 0 && !cancelling_.empty()) {
     Cancelling& c = cancelling_.front();
-    const bool was_done = c.next >= c.queued.size();
+    const bool was_done = c.done;
     const int64_t took = was_done ? 0 : CancelSome(c, budget);
-    if (!was_done && took == 0 && c.next < c.queued.size()) {
+    if (took < 0) {
       failed = true;
       break;
     }
-    if (c.next >= c.queued.size()) {
+    if (c.done) {
       // Its last step: the job ends once its running tasks have (unless a retry revived it).
       auto job = jobs_.find(c.job_id);
       if (!was_done && job != jobs_.end() && job->second.rec.cancelled) {
@@ -338,12 +338,19 @@ void Scheduler::CompactStep() {
     return;
   }
   const auto start = Clock::now();
-  auto left = store_.ShrinkStep(kShrinkPages);
+  auto left = store_.ShrinkStep(shrink_pages_);
+  const double took = SecondsSince(start);
+  spdlog::trace("compaction step: {} page(s) in {:.1f} ms, {} free page(s) left", shrink_pages_,
+                took * 1e3, left ? *left : -1);
+  // Halfway towards what would have taken kCompactStepSeconds, as TookStep does for rows.
+  const auto want = static_cast<int64_t>(kCompactStepSeconds * static_cast<double>(shrink_pages_) /
+                                         std::max(took, 1e-6));
+  shrink_pages_ = std::clamp((shrink_pages_ + want) / 2, kMinShrinkPages, kMaxShrinkPages);
   if (!left) {
     spdlog::warn("database: giving free pages back: {}", left.error());
   } else if (*left > 0) {
-    // More to give back: the next step after other work had its turn.
-    compact_timer_.expires_after(std::chrono::seconds(0));
+    // More to give back: the next step after a pause, and after other work had its turn.
+    compact_timer_.expires_after(kCompactionPause);
     compact_timer_.async_wait([this](std::error_code ec) {
       if (!ec) CompactStep();
     });

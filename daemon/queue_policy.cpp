@@ -109,10 +109,14 @@ size_t QueuePolicy::Queued(int64_t job_id) const {
   return it == jobs_.end() ? 0 : it->second.queue.size();
 }
 
-std::vector<int64_t> QueuePolicy::QueuedTasks(int64_t job_id) const {
+std::vector<int64_t> QueuePolicy::QueuedTasks(int64_t job_id, size_t limit) const {
   std::vector<int64_t> ids;
   if (auto it = jobs_.find(job_id); it != jobs_.end()) {
-    for (const auto& key : it->second.queue) ids.push_back(std::get<3>(key));
+    ids.reserve(std::min(limit, it->second.queue.size()));
+    for (const auto& key : it->second.queue) {
+      if (ids.size() >= limit) break;
+      ids.push_back(std::get<3>(key));
+    }
   }
   return ids;
 }

@@ -70,8 +70,8 @@ class QueuePolicy {
   void Enqueue(int64_t job_id, const TaskKey& task);
   void Dequeue(int64_t job_id, const TaskKey& task);
   size_t Queued(int64_t job_id) const;
-  // The job's queued task ids, in its queue order.
-  std::vector<int64_t> QueuedTasks(int64_t job_id) const;
+  // The job's queued task ids, in its queue order; the first `limit` of them where given.
+  std::vector<int64_t> QueuedTasks(int64_t job_id, size_t limit = SIZE_MAX) const;
   size_t queued_total() const { return queued_total_; }
 
   // GPUs. Started: a task of `job_id` runs on `gpu` from `now` on; Stopped: it ended (its time

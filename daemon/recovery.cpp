@@ -140,7 +140,7 @@ Status Scheduler::Recover() {
     const std::string& reason = jobs_.at(job_id).rec.cancel_reason;
     const std::string why =
         (reason.empty() ? std::string("cancelled") : reason) + " (resumed at ckprofd's start)";
-    if (Status s = CancelInSteps(job_id, std::move(ids), why, now); !s) return s;
+    if (Status s = CancelInSteps(job_id, why, now); !s) return s;
   }
   // What each job still waits for (--after, --after-ok): its dependencies have been loaded.
   for (auto& [id, job] : jobs_) {

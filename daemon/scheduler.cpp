@@ -854,13 +854,12 @@ Status Scheduler::CancelJob(Job& job, const std::string& reason, const std::stri
   job.rec.cancel_reason = reason;
   policy_.UpdateJob(job_id, ParamsOf(job));
   const double now = UnixNow();
-  std::vector<int64_t> ids = policy_.QueuedTasks(job_id);
-  const size_t queued = ids.size();
+  const size_t queued = policy_.Queued(job_id);
   for (auto& g : gpus_) {
     if (g.task_id && tasks_.at(g.task_id).job_id == job_id) launcher_.Cancel(g.run);
   }
   // Paused from now on (the cancel is stored); its queued tasks end in steps, the first now.
-  Status stepped = CancelInSteps(job_id, std::move(ids), why, now);
+  Status stepped = CancelInSteps(job_id, why, now);
   if (!stepped) return stepped;
   spdlog::info("job {} cancelled ({}): {} queued task(s) dropped", job_id, reason, queued);
   MaybeFinishJob(job, now);

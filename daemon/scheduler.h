@@ -439,11 +439,10 @@ class Scheduler {
   // first: nothing loads them again).
   Result<std::vector<int64_t>> RemoveJobs(const std::vector<int64_t>& ids, const std::string& by);
   // Steps of large work (daemon/large_jobs.cpp), each posted to the io thread after the last.
-  // A cancelled job's queued tasks `queued` end cancelled, a step at a time (the first at
-  // once: a small job's cancel is done when it returns); a retry stops the steps.
-  // The first step's refusal (a failing Store) is returned; later steps try again.
-  Status CancelInSteps(int64_t job_id, std::vector<int64_t> queued, const std::string& why,
-                       double now);
+  // A cancelled job's queued tasks end cancelled, a step at a time (the first at once: a
+  // small job's cancel is done when it returns); a retry stops the steps. The first step's
+  // refusal (a failing Store) is returned; later steps try again.
+  Status CancelInSteps(int64_t job_id, const std::string& why, double now);
   void CancelStep();
   void OnStepTimer(std::error_code ec);
   // Removed jobs' rows deleted a step at a time; `budget` rows at most (0: a step's).
@@ -452,12 +451,14 @@ class Scheduler {
   // (incremental vacuum) and its log truncated, a step at a time while nothing else runs.
   void ArmCompaction();
   void CompactStep();
+  // A cancelled job whose queued tasks end cancelled a step at a time: each step takes the
+  // first of those still queued (the job is paused: none starts meanwhile), so the cancel
+  // itself does not go through a million of them at once.
   struct Cancelling {
     int64_t job_id = 0;
-    std::vector<int64_t> queued;  // the task ids the cancel found queued
-    size_t next = 0;              // queued[next...] are left
-    std::string why;              // their error ("cancelled by alice")
+    std::string why;  // their error ("cancelled by alice")
     double now = 0;
+    bool done = false;  // none is left queued (or a retry revived the job)
   };
   struct Submitting {
     Job job;              // moved to jobs_ by CommitSubmit
@@ -576,7 +577,8 @@ class Scheduler {
   bool step_armed_ = false;
   bool compact_wanted_ = false;
   std::optional<std::chrono::steady_clock::time_point> log_wait_since_;  // LargeWorkWaits
-  int64_t step_rows_ = 2000;  // adapted to kStepSeconds a step (unless options_.step_rows)
+  int64_t step_rows_ = 2000;   // adapted to kStepSeconds a step (unless options_.step_rows)
+  int64_t shrink_pages_ = 64;  // pages a compaction step gives back, adapted likewise
 };
 
 }  // namespace ckprof
