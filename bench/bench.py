@@ -1116,7 +1116,7 @@ def section_large(base, work):
         daemon.wait(timeout=120)
 
     def status_rows(what, f):
-        return [[f"  status of another user while it {what}: p50 / p99 / max "
+        return [[f"  status of another user while {what}: p50 / p99 / max "
                  f"({f['requests']} calls, {f['errors']} errors)",
                  f"{f['p50_ms']:.1f} / {f['p99_ms']:.1f} / {f['max_ms']:.0f} ms",
                  "p99 <= 100 ms (<= 20 ms)",
@@ -1126,16 +1126,16 @@ def section_large(base, work):
              "<= 2 s", verdict(queued_s, 2)],
             [f"submit {LARGE_CONFIGS} configs ({mib:.0f} MiB)", f"{submit_s:.2f} s", "<= 10 s",
              verdict(submit_s, 10)]]
-    rows += status_rows("is stored", submit_probe)
+    rows += status_rows("it is stored", submit_probe)
     rows += [[f"cancel of it: answered / every task cancelled",
               f"{cancel_answer_s:.2f} / {cancel_s:.2f} s", "<= 3 s", verdict(cancel_s, 3)]]
-    rows += status_rows("is cancelled", cancel_probe)
+    rows += status_rows("it is cancelled", cancel_probe)
     rows += [[f"clean of it: answered / every row deleted",
               f"{clean_answer_s:.2f} / {clean_s:.2f} s", "<= 3 s", verdict(clean_s, 3)]]
-    rows += status_rows("is deleted", clean_probe)
+    rows += status_rows("it is deleted", clean_probe)
     rows += [["compaction after it: the file given back and the log truncated (idle)",
               f"{compact_s:.1f} s", "", ""]]
-    rows += status_rows("is compacted", compact_probe)
+    rows += status_rows("the file shrinks", compact_probe)
     rows += [["daemon RSS: empty / with the queued job (the start) / after the big submit / "
               "peak / idle at the end",
               f"{rss_start:.0f} / {rss_queued:.0f} / {rss_submitted:.0f} / {hwm:.0f} / "
