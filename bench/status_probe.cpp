@@ -5,9 +5,10 @@
 // A request that fails (refused, closed, an error reply, no answer in 10 s) counts as an error
 // and as 10000 ms. Prints "ready" on stderr after its first answered request, so that a test
 // can start its attack then. Used by the security tests (run as a second real user) and by
-// bench/bench.py.
+// bench/bench.py. --clients N: N such clients at once (threads, their starts spread over one
+// interval), the figures over all their requests.
 //
-//   status_probe SOCKET [--interval-ms 50] [--job J]
+//   status_probe SOCKET [--interval-ms 50] [--job J] [--clients N]
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -124,16 +125,19 @@ std::string JsonString(const std::string& s) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::fprintf(stderr, "usage: status_probe SOCKET [--interval-ms 50] [--job J]\n");
+    std::fprintf(stderr, "usage: status_probe SOCKET [--interval-ms 50] [--job J] [--clients N]\n");
     return 2;
   }
   const std::string socket_path = argv[1];
   int interval_ms = 50;
+  int clients = 1;
   std::string request = "{\"type\":\"status\",\"id\":2}\n";
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--interval-ms") {
       interval_ms = std::atoi(argv[i + 1]);
+    } else if (flag == "--clients") {
+      clients = std::max(1, std::atoi(argv[i + 1]));
     } else if (flag == "--job") {
       request = std::string("{\"type\":\"status\",\"id\":2,\"job_id\":") + argv[i + 1] + "}\n";
     } else {
@@ -156,34 +160,53 @@ int main(int argc, char** argv) {
     stdin_watch.detach();
   }
 
+  // Each client's own figures, merged at the end.
+  struct Tally {
+    std::vector<double> ms;
+    int errors = 0;
+    std::string first_error;
+  };
+  std::vector<Tally> tallies(static_cast<size_t>(clients));
+  std::atomic<bool> ready{false};
+  auto client = [&](Tally& t, int index) {
+    auto next =
+        Clock::now() + std::chrono::microseconds(int64_t{interval_ms} * 1000 * index / clients);
+    std::this_thread::sleep_until(next);
+    while (!g_stop) {
+      const auto start = Clock::now();
+      const std::string error = AskStatus(socket_path, request);
+      const double took = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      if (error.empty()) {
+        t.ms.push_back(took);
+        if (!ready.exchange(true)) {
+          std::fprintf(stderr, "ready\n");
+          std::fflush(stderr);
+        }
+      } else {
+        ++t.errors;
+        t.ms.push_back(kFailedMs);
+        if (t.first_error.empty()) t.first_error = error;
+      }
+      next += std::chrono::milliseconds(interval_ms);
+      const auto now = Clock::now();
+      if (next > now) {
+        std::this_thread::sleep_for(next - now);
+      } else {
+        next = now;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < clients; ++i) threads.emplace_back(client, std::ref(tallies[i]), i);
+  client(tallies[0], 0);
+  for (auto& th : threads) th.join();
   std::vector<double> ms;
   int errors = 0;
   std::string first_error;
-  bool ready = false;
-  auto next = Clock::now();
-  while (!g_stop) {
-    const auto start = Clock::now();
-    const std::string error = AskStatus(socket_path, request);
-    const double took = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    if (error.empty()) {
-      ms.push_back(took);
-      if (!ready) {
-        ready = true;
-        std::fprintf(stderr, "ready\n");
-        std::fflush(stderr);
-      }
-    } else {
-      ++errors;
-      ms.push_back(kFailedMs);
-      if (first_error.empty()) first_error = error;
-    }
-    next += std::chrono::milliseconds(interval_ms);
-    const auto now = Clock::now();
-    if (next > now) {
-      std::this_thread::sleep_for(next - now);
-    } else {
-      next = now;
-    }
+  for (const Tally& t : tallies) {
+    ms.insert(ms.end(), t.ms.begin(), t.ms.end());
+    errors += t.errors;
+    if (first_error.empty()) first_error = t.first_error;
   }
   std::printf(
       "{\"requests\":%zu,\"errors\":%d,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,"
