@@ -15,13 +15,13 @@ std::mutex trim_mu;
 bool trim_running = false;  // a trimming thread is under way
 bool trim_again = false;    // asked for again while it ran
 
-void Trim() {
+}  // namespace
+
+void TrimHeap() {
 #ifdef __GLIBC__
   malloc_trim(0);
 #endif
 }
-
-}  // namespace
 
 void TrimHeapSoon() {
   {
@@ -35,7 +35,7 @@ void TrimHeapSoon() {
   try {
     std::thread([] {
       for (;;) {
-        Trim();
+        TrimHeap();
         std::lock_guard<std::mutex> lock(trim_mu);
         if (!trim_again) {
           trim_running = false;
@@ -45,7 +45,7 @@ void TrimHeapSoon() {
       }
     }).detach();
   } catch (const std::system_error&) {  // no thread to be had: here, then
-    Trim();
+    TrimHeap();
     std::lock_guard<std::mutex> lock(trim_mu);
     trim_running = false;
   }

@@ -661,8 +661,13 @@ asio::awaitable<bool> Server::Answer(Connection& c, Request& req) {
   if (!*c.alive) co_return false;
   if (ReleasePayload(req)) {
     // A submit's text and conversion are freed by now; glibc would keep the pages (hundreds
-    // of MiB for 100,000 configs) for the daemon's lifetime without being asked.
-    TrimHeapSoon();
+    // of MiB for 100,000 configs) for the daemon's lifetime without being asked. Given back
+    // on the pool (a second after a million configs: not on the io thread), and the submitter
+    // answered once that is done.
+    co_await service_.ToPool();
+    TrimHeap();
+    co_await service_.ToIo();
+    if (!*c.alive) co_return false;
   }
   co_return co_await c.Send(response);
 }
