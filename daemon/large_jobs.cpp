@@ -41,6 +41,17 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// How many units (rows, pages) the next step should take: halfway from `current` towards what
+// would take `target` seconds at `seconds` for `units`, so that one slow step (a page fault,
+// the other core busy) does not swing it.
+int64_t Adapted(int64_t current, int64_t units, double seconds, double target, int64_t least,
+                int64_t most) {
+  const double per_unit =
+      std::max(seconds, 1e-6) / static_cast<double>(std::max<int64_t>(units, 1));
+  const auto want = static_cast<int64_t>(target / per_unit);
+  return std::clamp((current + want) / 2, least, most);
+}
+
 }  // namespace
 
 int64_t Scheduler::StepRows() const {
@@ -54,11 +65,7 @@ int64_t Scheduler::StepRows() const {
 
 void Scheduler::TookStep(int64_t rows, double seconds) {
   if (rows <= 0) return;
-  const double per_row = std::max(seconds, 1e-6) / static_cast<double>(rows);
-  const auto want = static_cast<int64_t>(kStepSeconds / per_row);
-  // Halfway towards what would have taken the step's time: one slow step (a page fault, the
-  // other core busy) does not swing it.
-  step_rows_ = std::clamp((step_rows_ + want) / 2, kMinStepRows, kMaxStepRows);
+  step_rows_ = Adapted(step_rows_, rows, seconds, kStepSeconds, kMinStepRows, kMaxStepRows);
 }
 
 Result<int64_t> Scheduler::BeginSubmit(JobRecord job, int64_t runs) {
@@ -342,10 +349,8 @@ void Scheduler::CompactStep() {
   const double took = SecondsSince(start);
   spdlog::trace("compaction step: {} page(s) in {:.1f} ms, {} free page(s) left", shrink_pages_,
                 took * 1e3, left ? *left : -1);
-  // Halfway towards what would have taken kCompactStepSeconds, as TookStep does for rows.
-  const auto want = static_cast<int64_t>(kCompactStepSeconds * static_cast<double>(shrink_pages_) /
-                                         std::max(took, 1e-6));
-  shrink_pages_ = std::clamp((shrink_pages_ + want) / 2, kMinShrinkPages, kMaxShrinkPages);
+  shrink_pages_ = Adapted(shrink_pages_, shrink_pages_, took, kCompactStepSeconds, kMinShrinkPages,
+                          kMaxShrinkPages);
   if (!left) {
     spdlog::warn("database: giving free pages back: {}", left.error());
   } else if (*left > 0) {

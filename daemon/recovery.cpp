@@ -123,20 +123,16 @@ Status Scheduler::Recover() {
   }
   // Queued tasks go back into their queues; a cancelled job's (a crash between the cancel's
   // two commits) are cancelled now.
-  std::map<int64_t, std::vector<int64_t>> cancel;
+  std::set<int64_t> cancel;
   for (auto& [id, t] : tasks_) {
     if (t.gpu >= 0 && launcher_.Remote() && FindGpu(t.gpu) && FindGpu(t.gpu)->task_id == id) {
       continue;  // followed where it runs (a remote executor)
     }
-    if (jobs_.at(t.job_id).rec.cancelled) {
-      cancel[t.job_id].push_back(id);
-    } else {
-      Enqueue(t);
-    }
+    Enqueue(t);
+    if (jobs_.at(t.job_id).rec.cancelled) cancel.insert(t.job_id);
   }
   // (In steps, as the cancel's own: a million of them would hold the start back.)
-  for (auto& [job_id, ids] : cancel) {
-    for (int64_t tid : ids) Enqueue(tasks_.at(tid));
+  for (int64_t job_id : cancel) {
     const std::string& reason = jobs_.at(job_id).rec.cancel_reason;
     const std::string why =
         (reason.empty() ? std::string("cancelled") : reason) + " (resumed at ckprofd's start)";
