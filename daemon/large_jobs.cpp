@@ -201,25 +201,68 @@ Status Scheduler::CancelInSteps(int64_t job_id, const std::string& why, double n
 int64_t Scheduler::CancelSome(Cancelling& c, int64_t budget) {
   auto job_it = jobs_.find(c.job_id);
   // A retry revived the job (or it is gone): the rest stays queued.
-  if (job_it == jobs_.end() || !job_it->second.rec.cancelled) {
+  if (job_it == jobs_.end() || !job_it->second.rec.cancelled || policy_.Queued(c.job_id) == 0) {
     c.done = true;
     return 0;
   }
-  // (Paused since the cancel: what is queued now was queued then, or was put back since.)
-  const std::vector<int64_t> ids =
-      policy_.QueuedTasks(c.job_id, static_cast<size_t>(std::max<int64_t>(budget, 1)));
-  if (ids.empty()) {
-    c.done = true;
-    return 0;
+  Job& job = job_it->second;
+  if (c.next_id > c.last_id) {
+    // The walk's start (or, should tasks be left queued behind it, its start again).
+    if (c.walks > 0 && c.found == 0) {
+      // A whole walk found none of those still queued: their ids are not the job's stored
+      // ones (never so for a job stored by this daemon). They go in queue order instead.
+      const std::vector<int64_t> ids =
+          policy_.QueuedTasks(c.job_id, static_cast<size_t>(std::max<int64_t>(budget, 1)));
+      if (Status s = CancelQueued(job, ids, c.why, c.now); !s) {
+        spdlog::error("job {}: cancelling its queued tasks: {}", c.job_id, s.error());
+        return -1;
+      }
+      c.done = policy_.Queued(c.job_id) == 0;
+      return static_cast<int64_t>(ids.size());
+    }
+    auto range = store_.TaskIdRange(c.job_id);
+    if (!range) {
+      spdlog::error("job {}: cancelling its queued tasks: {}", c.job_id, range.error());
+      return -1;
+    }
+    c.next_id = range->first;
+    c.last_id = range->second;
+    c.found = 0;
+    ++c.walks;
   }
-  if (Status s = CancelQueued(job_it->second, ids, c.why, c.now); !s) {
+  // The next ids, up to `budget` queued tasks among them (and at most 8 ids per task: a job
+  // mostly run already is walked in several steps).
+  const int64_t want = std::max<int64_t>(budget, 1);
+  const int64_t walk_end = std::min(c.last_id, c.next_id + 8 * want - 1);
+  std::vector<int64_t> ids;
+  const int64_t from = c.next_id;
+  int64_t id = from;
+  for (; id <= walk_end && static_cast<int64_t>(ids.size()) < want; ++id) {
+    auto t = tasks_.find(id);
+    if (t != tasks_.end() && t->second.job_id == c.job_id &&
+        policy_.IsQueued(c.job_id, t->second.key())) {
+      ids.push_back(id);
+    }
+  }
+  const Outcome o{Kind::kCancelled, 0, 0, c.why};
+  auto ended = store_.EndQueuedInRange(c.job_id, from, id - 1, TaskState::kCancelled,
+                                       ResultJson(o, "", -1, nullptr), c.now);
+  if (!ended) {
     // The Store refused (a full disk): the tasks stay queued in a paused job; a later step
     // tries again.
-    spdlog::error("job {}: cancelling its queued tasks: {}", c.job_id, s.error());
+    spdlog::error("job {}: cancelling its queued tasks: {}", c.job_id, ended.error());
     return -1;
   }
-  if (ids.size() < static_cast<size_t>(budget)) c.done = policy_.Queued(c.job_id) == 0;
-  return static_cast<int64_t>(ids.size());
+  if (*ended != static_cast<int64_t>(ids.size())) {
+    spdlog::warn("job {}: {} task(s) of ids {} to {} were queued here, {} in the database",
+                 c.job_id, ids.size(), from, id - 1, *ended);
+  }
+  ForgetCancelled(job, ids, o.Summary());
+  c.next_id = id;
+  c.found += static_cast<int64_t>(ids.size());
+  if (c.next_id > c.last_id) c.done = policy_.Queued(c.job_id) == 0;
+  // (Ids walked past count too, 8 for a task: a step's size follows its time.)
+  return std::max(static_cast<int64_t>(ids.size()), (id - from) / 8);
 }
 
 void Scheduler::CancelStep() {

@@ -109,6 +109,11 @@ size_t QueuePolicy::Queued(int64_t job_id) const {
   return it == jobs_.end() ? 0 : it->second.queue.size();
 }
 
+bool QueuePolicy::IsQueued(int64_t job_id, const TaskKey& task) const {
+  auto it = jobs_.find(job_id);
+  return it != jobs_.end() && it->second.queue.count(KeyOf(it->second, task)) > 0;
+}
+
 std::vector<int64_t> QueuePolicy::QueuedTasks(int64_t job_id, size_t limit) const {
   std::vector<int64_t> ids;
   if (auto it = jobs_.find(job_id); it != jobs_.end()) {

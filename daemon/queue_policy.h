@@ -70,6 +70,7 @@ class QueuePolicy {
   void Enqueue(int64_t job_id, const TaskKey& task);
   void Dequeue(int64_t job_id, const TaskKey& task);
   size_t Queued(int64_t job_id) const;
+  bool IsQueued(int64_t job_id, const TaskKey& task) const;
   // The job's queued task ids, in its queue order; the first `limit` of them where given.
   std::vector<int64_t> QueuedTasks(int64_t job_id, size_t limit = SIZE_MAX) const;
   size_t queued_total() const { return queued_total_; }

@@ -875,12 +875,17 @@ Status Scheduler::CancelQueued(Job& job, const std::vector<int64_t>& ids, const 
       !s) {
     return s;
   }
+  ForgetCancelled(job, ids, o.Summary());
+  return Status::Ok();
+}
+
+void Scheduler::ForgetCancelled(Job& job, const std::vector<int64_t>& ids,
+                                const std::string& summary) {
   for (int64_t id : ids) {
     Dequeue(tasks_.at(id));
     CountFinal(job, Kind::kCancelled, +1);
-    Forget(id, TaskState::kCancelled, o.Summary());
+    Forget(id, TaskState::kCancelled, summary);
   }
-  return Status::Ok();
 }
 
 // The positions a job has: an error naming the first it has not.

@@ -451,14 +451,20 @@ class Scheduler {
   // (incremental vacuum) and its log truncated, a step at a time while nothing else runs.
   void ArmCompaction();
   void CompactStep();
-  // A cancelled job whose queued tasks end cancelled a step at a time: each step takes the
-  // first of those still queued (the job is paused: none starts meanwhile), so the cancel
-  // itself does not go through a million of them at once.
+  // A cancelled job whose queued tasks end cancelled a step at a time (the job is paused: none
+  // starts meanwhile), so the cancel itself does not go through a million of them at once.
+  // The steps walk the job's task ids upwards, not its queue order: a step's tasks are then
+  // neighbours in the tasks table, each page of it written once (in queue order, a job whose
+  // ranks do not follow its positions had every task on a page of its own).
   struct Cancelling {
     int64_t job_id = 0;
     std::string why;  // their error ("cancelled by alice")
     double now = 0;
-    bool done = false;  // none is left queued (or a retry revived the job)
+    bool done = false;     // none is left queued (or a retry revived the job)
+    int64_t next_id = 0;   // the walk's next task id
+    int64_t last_id = -1;  // the job's last task id
+    int walks = 0;         // walks over the job's ids begun
+    int64_t found = 0;     // tasks this walk found queued
   };
   struct Submitting {
     Job job;              // moved to jobs_ by CommitSubmit
@@ -466,9 +472,11 @@ class Scheduler {
     int64_t next_id = 0;  // the next task's id (reserved by the Store)
     int64_t reused = 0;
   };
-  // Up to `budget` of the cancel's tasks end cancelled; how many it took (0 when the Store
+  // Up to `budget` of the cancel's tasks end cancelled; how many it took (-1 when the Store
   // refused, logged).
   int64_t CancelSome(Cancelling& c, int64_t budget);
+  // The queued tasks `ids` of a job, their cancel stored: out of the queue, counted, forgotten.
+  void ForgetCancelled(Job& job, const std::vector<int64_t>& ids, const std::string& summary);
   // Adapts step_rows_ to a step that took `seconds` for `rows`.
   void TookStep(int64_t rows, double seconds);
   void ArmStep(bool after_failure = false);

@@ -1339,6 +1339,44 @@ Status Store::SetTasksState(const std::vector<int64_t>& task_ids, TaskState stat
   return Commit();
 }
 
+Result<int64_t> Store::EndQueuedInRange(int64_t job_id, int64_t from_id, int64_t to_id,
+                                        TaskState state, const std::string& result_json,
+                                        double ended_at) {
+  if (from_id > to_id) return int64_t{0};
+  if (Status s = BeginWrite(); !s) return Error{s.error()};
+  int64_t ended = 0;
+  Status s;
+  {
+    Stmt up(this,
+            "UPDATE tasks NOT INDEXED SET state=?1, ended_at=?2, result=?3, reused_from=0 "
+            "WHERE id >= ?4 AND id <= ?5 AND job_id = ?6 AND state = 'queued'");
+    up.Bind(1, EnumName(state)).Bind(2, ended_at).Bind(3, result_json);
+    up.Bind(4, from_id).Bind(5, to_id).Bind(6, job_id);
+    s = StepDone(up, "end queued tasks");
+    if (s) ended = sqlite3_changes(db_);
+  }
+  if (s = EndWrite(s); !s) return Error{s.error()};
+  return ended;
+}
+
+Result<std::pair<int64_t, int64_t>> Store::TaskIdRange(int64_t job_id) {
+  auto end_id = [&](const char* sql) -> Result<int64_t> {
+    Stmt q(this, sql);
+    q.Bind(1, job_id);
+    const int rc = q.Step();
+    if (rc == SQLITE_ROW) return q.Int(0);
+    if (rc == SQLITE_DONE) return int64_t{0};
+    return MakeError("database: the tasks of job " + std::to_string(job_id) + ": " + q.error());
+  };
+  auto first = end_id("SELECT id FROM tasks WHERE job_id=? ORDER BY job_id, position LIMIT 1");
+  if (!first) return Error{first.error()};
+  if (*first == 0) return std::pair<int64_t, int64_t>{0, -1};
+  auto last =
+      end_id("SELECT id FROM tasks WHERE job_id=? ORDER BY job_id DESC, position DESC LIMIT 1");
+  if (!last) return Error{last.error()};
+  return std::pair<int64_t, int64_t>{*first, *last};
+}
+
 Status Store::SetUsage(const std::vector<UsageRecord>& usage) {
   if (usage.empty()) return Status::Ok();
   if (Status s = BeginWrite(); !s) return s;

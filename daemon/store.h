@@ -217,6 +217,15 @@ class Store {
   // Final states for queued tasks that will never run (a cancelled job), in one transaction.
   Status SetTasksState(const std::vector<int64_t>& task_ids, TaskState state,
                        const std::string& result_json, double ended_at);
+  // A cancel's step: the job's tasks with ids in [from_id, to_id] that are still queued end in
+  // `state`, with that result, in one transaction and one statement (a range of the table:
+  // walked in id order, each page is written once, whatever order the tasks ran in). Returns
+  // how many did.
+  Result<int64_t> EndQueuedInRange(int64_t job_id, int64_t from_id, int64_t to_id, TaskState state,
+                                   const std::string& result_json, double ended_at);
+  // The job's lowest and highest task id ({0, -1} when it has no task). A job's ids rise with
+  // its positions: both are found through the index.
+  Result<std::pair<int64_t, int64_t>> TaskIdRange(int64_t job_id);
   // Users' decayed usage, in one transaction.
   Status SetUsage(const std::vector<UsageRecord>& usage);
   // The drained GPUs, all of them (replacing those stored), in one transaction; and read back.

@@ -401,6 +401,55 @@ TEST_F(SchedulerTest, CancelOfAnEndedJobIsRefusedAndChangesNothing) {
 
 // A retried cancelled job is revived, in the Store too: after a restart it runs on, it does not
 // come back cancelled.
+// Issue 34: a cancel's steps walk the job's tasks in id (position) order, whatever their queue
+// order: each step's rows are neighbours in the tasks table (in queue order a million-task
+// job whose ranks did not follow its positions took 20 s to cancel). Every queued task ends
+// cancelled, with the cancel's reason, and the job ends.
+TEST_F(SchedulerTest, ACancelInStepsEndsTasksInPositionOrderWhateverTheirRanks) {
+  SchedulerOptions o = Options();
+  o.step_rows = 3;
+  sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, o);
+  ASSERT_TRUE(sched_->Recover().ok());
+  std::vector<CkConfig> configs;
+  for (int i = 1; i <= 20; ++i) configs.push_back(Config(21 - i));  // #20 first, #1 last
+  auto job = sched_->Submit(Job(1000, "ranked"), configs);
+  ASSERT_TRUE(job.ok()) << job.error();
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  Identity owner;
+  owner.uid = 1000;
+  owner.user = "user1000";
+  ASSERT_TRUE(sched_->Cancel(*job, owner).ok());
+  auto states = [&] {
+    std::map<int64_t, TaskState> out;
+    auto results = sched_->Results(*job, false);
+    EXPECT_TRUE(results.ok()) << results.error();
+    if (results.ok()) {
+      for (const auto& r : *results) out[r.position] = r.state;
+    }
+    return out;
+  };
+  // The first step, at once: the lowest positions (the running #20 is cancelled through the
+  // launcher), not the lowest ranks.
+  auto first = states();
+  for (int64_t p : {1, 2, 3, 20}) EXPECT_EQ(first[p], TaskState::kCancelled) << "#" << p;
+  for (int64_t p = 4; p <= 19; ++p) EXPECT_EQ(first[p], TaskState::kQueued) << "#" << p;
+  for (int i = 0; i < 100 && sched_->Summary(*job)->state != JobState::kCancelled; ++i) {
+    io_.run_one_for(std::chrono::milliseconds(10));
+  }
+  auto sum = sched_->Summary(*job);
+  EXPECT_EQ(sum->state, JobState::kCancelled);
+  EXPECT_EQ(sum->counts.of(TaskState::kCancelled), 20);
+  EXPECT_EQ(sum->counts.queued() + sum->counts.running(), 0);
+  auto results = sched_->Results(*job, false);
+  ASSERT_TRUE(results.ok());
+  for (const auto& r : *results) {
+    EXPECT_EQ(r.state, TaskState::kCancelled) << "#" << r.position;
+    if (r.position != 20) {
+      EXPECT_NE(r.error.find("cancelled by user1000"), std::string::npos) << r.error;
+    }
+  }
+}
+
 TEST_F(SchedulerTest, ARetriedCancelledJobStaysRevivedAfterARestart) {
   Identity owner;
   owner.uid = 1000;
