@@ -348,11 +348,17 @@ bool Scheduler::LargeWorkWaits() {
 void Scheduler::ArmStep(bool after_failure) {
   if (step_armed_ || shutting_down_) return;
   step_armed_ = true;
-  // Behind whatever the io thread has to do already (a request, a task's end); after a
-  // failing Store, a while later. (A timer: a step pending when the Scheduler goes is
-  // aborted, not run.)
-  step_timer_.expires_after(after_failure ? std::chrono::seconds(5) : std::chrono::seconds(0));
-  step_timer_.async_wait([this](std::error_code ec) { OnStepTimer(ec); });
+  if (after_failure) {  // a failing Store: a while later
+    step_timer_.expires_after(std::chrono::seconds(5));
+    step_timer_.async_wait([this](std::error_code ec) { OnStepTimer(ec); });
+    return;
+  }
+  // Behind whatever the io thread has to do already (a request, a task's end): posted, not a
+  // timer of 0 s (whose arming is a system call a step). A step pending when the Scheduler
+  // goes is not run.
+  asio::post(step_timer_.get_executor(), [this, alive = std::weak_ptr<void>(alive_)] {
+    if (!alive.expired()) OnStepTimer({});
+  });
 }
 
 void Scheduler::OnStepTimer(std::error_code ec) {

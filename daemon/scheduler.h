@@ -583,6 +583,8 @@ class Scheduler {
   asio::steady_timer step_timer_;                                 // the next CancelStep or DropStep
   asio::steady_timer compact_timer_;  // CompactStep, once things are quiet
   bool step_armed_ = false;
+  // Expires with the Scheduler: what is posted to the io thread checks it first.
+  std::shared_ptr<void> alive_ = std::make_shared<char>(0);
   bool compact_wanted_ = false;
   std::optional<std::chrono::steady_clock::time_point> log_wait_since_;  // LargeWorkWaits
   int64_t step_rows_ = 2000;   // adapted to kStepSeconds a step (unless options_.step_rows)
