@@ -24,10 +24,22 @@
 
 namespace ckprof {
 
+namespace {
+
+bool CountsWhatRan(const JobSummary& job) {
+  return job.state == JobState::kCancelled || job.state == JobState::kCancelling;
+}
+
+}  // namespace
+
+int64_t JobDone(const JobSummary& job) {
+  return CountsWhatRan(job) ? job.counts.ran() : job.done();
+}
+
 std::string JobCountsText(const JobSummary& job) {
   const TaskCounts& c = job.counts;
   std::string ran;
-  if (job.state == JobState::kCancelled || job.state == JobState::kCancelling) {
+  if (CountsWhatRan(job)) {
     ran = std::to_string(c.ran()) + " of " + std::to_string(job.total) + " ran: ";
   }
   std::string reused;

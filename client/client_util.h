@@ -97,6 +97,9 @@ std::string TaskLabel(const TaskResult& t);
 // A job's tasks in the words every view uses (TaskCounts::Describe); a cancelled job first says
 // how many ran: "3 of 10 ran: 2 succeeded, 1 failed, 7 cancelled".
 std::string JobCountsText(const JobSummary& job);
+// How far a job got, as `status` counts it (DONE of DONE/TOTAL): its final tasks; of a cancelled
+// job, and of one whose queued tasks are still being cancelled, those that ran.
+int64_t JobDone(const JobSummary& job);
 // "partial: job 7 still running" (waiting, queued, cancelling) while a job has not ended; "" once
 // it has.
 std::string PartialNote(const JobSummary& job);

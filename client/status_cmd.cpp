@@ -44,8 +44,9 @@ void PrintJobTable(const std::vector<JobSummary>& jobs, size_t width) {
                    {"ENDED", true},
                    {"ETA", true}});
   for (const auto& j : jobs) {
-    // A cancelled job: how many of its tasks ran.
-    const int64_t done = j.state == JobState::kCancelled ? j.counts.ran() : j.done();
+    // (Of a cancelling job too, what ran: counting its cancelled tasks, DONE climbed to the
+    // total while the cancel's steps went on and fell back once the job ended.)
+    const int64_t done = JobDone(j);
     table.AddRow(
         {std::to_string(j.id), j.owner, j.name, ColourState(j.state),
          std::to_string(done) + "/" + std::to_string(j.total),
