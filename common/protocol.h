@@ -1021,10 +1021,12 @@ struct SubmitRequest {
            : submit.repeat > 1                                 ? "repeat"
                                                                : "";
   }
-  // Frees the text once the submit is answered (it may be hundreds of MiB).
+  // Frees the text once the submit is answered (it may be hundreds of MiB); true when it was
+  // large (1 MiB or more), so that the heap is worth trimming after it.
   bool Release() {
+    const bool large = submit.content.size() >= (size_t{1} << 20);
     std::string().swap(submit.content);
-    return true;
+    return large;
   }
   // What the field list cannot say: "" when the request holds together.
   std::string Check() const {
@@ -1375,7 +1377,8 @@ nlohmann::json RequestToJson(const Request& r);
 std::string RequiredFeature(const Request& r);
 // The stream that answers it, when one does (watch, log with follow).
 std::optional<StreamSpec> StreamOf(const Request& r);
-// Frees the request's payload once it is answered (a submit's text): true when it had one.
+// Frees the request's payload once it is answered (a submit's text): true when it had a large
+// one (the heap is then trimmed before the answer).
 bool ReleasePayload(Request& r);
 
 nlohmann::json OkResponse(const Request& r);

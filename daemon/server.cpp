@@ -660,10 +660,12 @@ asio::awaitable<bool> Server::Answer(Connection& c, Request& req) {
   }
   if (!*c.alive) co_return false;
   if (ReleasePayload(req)) {
-    // A submit's text and conversion are freed by now; glibc would keep the pages (hundreds
-    // of MiB for 100,000 configs) for the daemon's lifetime without being asked. Given back
-    // on the pool (a second after a million configs: not on the io thread), and the submitter
-    // answered once that is done.
+    // A large submit's text and conversion are freed by now; glibc would keep the pages
+    // (hundreds of MiB for 100,000 configs) for the daemon's lifetime without being asked.
+    // Given back on the pool (a second after a million configs: not on the io thread), and the
+    // submitter answered once that is done. (Not after a small one: the hop gained nothing,
+    // and a refusal that stops the daemon, its state dir gone, went unanswered when the
+    // daemon stopped during it.)
     co_await service_.ToPool();
     TrimHeap();
     co_await service_.ToIo();
