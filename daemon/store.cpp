@@ -956,13 +956,9 @@ Status Store::DeleteDropped(int64_t job_id, int64_t max_rows, DropProgress* p) {
   // the table itself (NOT INDEXED: the index would hand them over by position, and sorting a
   // million of them by id would cost more than the deleting).
   if (p->after_id < 0) {
-    Stmt first(this, "SELECT id FROM tasks WHERE job_id=? ORDER BY job_id, position LIMIT 1");
-    first.Bind(1, job_id);
-    const int rc = first.Step();
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-      return MakeError("database: remove job: " + first.error());
-    }
-    p->after_id = rc == SQLITE_ROW ? first.Int(0) - 1 : 0;
+    auto first = EndTaskId(job_id, /*last=*/false);
+    if (!first) return Error{first.error()};
+    p->after_id = *first > 0 ? *first - 1 : 0;
   }
   int64_t last = 0;
   {
@@ -994,18 +990,13 @@ Status Store::DeleteDropped(int64_t job_id, int64_t max_rows, DropProgress* p) {
   } else {
     // No row after the last range: unless one is left before it (ids out of position order,
     // which a job stored by this daemon never has), the job itself goes.
-    Stmt left(this, "SELECT id FROM tasks WHERE job_id=? ORDER BY job_id, position LIMIT 1");
-    left.Bind(1, job_id);
-    const int rc = left.Step();
-    if (rc == SQLITE_ROW) {
-      const int64_t first_left = left.Int(0) - 1;
-      left.Reset();
+    auto left = EndTaskId(job_id, /*last=*/false);
+    if (left && *left > 0) {
       Rollback();
-      p->after_id = first_left;
+      p->after_id = *left - 1;
       return Status::Ok();
     }
-    if (rc != SQLITE_DONE) s = MakeError("database: remove job: " + left.error());
-    left.Reset();
+    if (!left) s = Error{left.error()};
     // (Its measurements went with its tasks: they are keyed by task.)
     Stmt on_end(this, "DELETE FROM job_on_end WHERE job_id=?");
     Stmt jobs(this, "DELETE FROM jobs WHERE id=?");
@@ -1359,20 +1350,22 @@ Result<int64_t> Store::EndQueuedInRange(int64_t job_id, int64_t from_id, int64_t
   return ended;
 }
 
+Result<int64_t> Store::EndTaskId(int64_t job_id, bool last) {
+  Stmt q(this, last ? "SELECT id FROM tasks WHERE job_id=? ORDER BY job_id DESC, position DESC "
+                      "LIMIT 1"
+                    : "SELECT id FROM tasks WHERE job_id=? ORDER BY job_id, position LIMIT 1");
+  q.Bind(1, job_id);
+  const int rc = q.Step();
+  if (rc == SQLITE_ROW) return q.Int(0);
+  if (rc == SQLITE_DONE) return int64_t{0};
+  return MakeError("database: the tasks of job " + std::to_string(job_id) + ": " + q.error());
+}
+
 Result<std::pair<int64_t, int64_t>> Store::TaskIdRange(int64_t job_id) {
-  auto end_id = [&](const char* sql) -> Result<int64_t> {
-    Stmt q(this, sql);
-    q.Bind(1, job_id);
-    const int rc = q.Step();
-    if (rc == SQLITE_ROW) return q.Int(0);
-    if (rc == SQLITE_DONE) return int64_t{0};
-    return MakeError("database: the tasks of job " + std::to_string(job_id) + ": " + q.error());
-  };
-  auto first = end_id("SELECT id FROM tasks WHERE job_id=? ORDER BY job_id, position LIMIT 1");
+  auto first = EndTaskId(job_id, /*last=*/false);
   if (!first) return Error{first.error()};
   if (*first == 0) return std::pair<int64_t, int64_t>{0, -1};
-  auto last =
-      end_id("SELECT id FROM tasks WHERE job_id=? ORDER BY job_id DESC, position DESC LIMIT 1");
+  auto last = EndTaskId(job_id, /*last=*/true);
   if (!last) return Error{last.error()};
   return std::pair<int64_t, int64_t>{*first, *last};
 }

@@ -315,6 +315,8 @@ class Store {
   class Checkpointer;
 
  private:
+  // The job's first (or last) task id in position order; 0 when it has no task.
+  Result<int64_t> EndTaskId(int64_t job_id, bool last);
   Store(sqlite3* db, std::string path);
   Status Exec(const char* sql);
   Status InsertJobRow(const JobRecord& job, int64_t* job_id, int64_t* last_task);
