@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 
 #include "daemon/heap_trim.h"
 #include "daemon/scheduler.h"
@@ -24,6 +25,8 @@ using Clock = std::chrono::steady_clock;
 // thread (accept, hello, request, reply: four or five), so steps are short.
 constexpr double kStepSeconds = 0.0005;
 constexpr int64_t kMinStepRows = 50, kMaxStepRows = 50000;
+// A cancel's entries forgotten a step (memory only: each a fraction of a row's cost).
+constexpr int64_t kMaxForgetStep = 500000;
 // How long the daemon stays without a step before it compacts. A compaction step gives back as
 // many pages as take about kCompactStepSeconds (SQLite searches the free list for each page it
 // moves: after a million rows' removal a page cost 0.1-0.35 ms, and 256 of them a 90 ms stall),
@@ -54,18 +57,26 @@ int64_t Adapted(int64_t current, int64_t units, double seconds, double target, i
 
 }  // namespace
 
-int64_t Scheduler::StepRows() const {
+int64_t Scheduler::StepSize(int64_t adapted) const {
   if (options_.step_rows > 0) return options_.step_rows;
   static const int64_t from_env = [] {
     const char* v = std::getenv("CKPROFD_STEP_ROWS");
     return v ? std::max<int64_t>(std::atoll(v), 0) : 0;
   }();
-  return from_env > 0 ? from_env : step_rows_;
+  return from_env > 0 ? from_env : adapted;
 }
+
+int64_t Scheduler::StepRows() const { return StepSize(step_rows_); }
 
 void Scheduler::TookStep(int64_t rows, double seconds) {
   if (rows <= 0) return;
   step_rows_ = Adapted(step_rows_, rows, seconds, kStepSeconds, kMinStepRows, kMaxStepRows);
+}
+
+void Scheduler::TookForgetStep(int64_t entries, double seconds) {
+  if (entries <= 0) return;
+  forget_step_ =
+      Adapted(forget_step_, entries, seconds, kStepSeconds, kMinStepRows, kMaxForgetStep);
 }
 
 Result<int64_t> Scheduler::BeginSubmit(JobRecord job, int64_t runs) {
@@ -177,21 +188,21 @@ void Scheduler::AbortSubmit(int64_t job_id) {
 }
 
 Status Scheduler::CancelInSteps(int64_t job_id, const std::string& why, double now) {
-  // A cancel of the job still under way (a retry revived it since) is this one's now.
-  std::erase_if(cancelling_, [&](const Cancelling& c) { return c.job_id == job_id; });
+  // A cancel of the job still under way (its Store refused it, and a retry revived the job
+  // since) is this one's now.
+  FinishCancelling(job_id);
   Cancelling c;
   c.job_id = job_id;
   c.why = why;
   c.now = now;
   const auto start = Clock::now();
-  const int64_t took = CancelSome(c, StepRows());
-  TookStep(took, SecondsSince(start));
+  const int64_t took = CancelSome(c, StepSize(forget_step_));
+  TookForgetStep(took, SecondsSince(start));
   Status s = took >= 0 ? Status::Ok()
                        : MakeError("job " + std::to_string(job_id) +
                                    ": its queued tasks could not be recorded as cancelled (see "
                                    "the log); ckprofd tries again");
   if (!c.done) {
-    store_.SetBulkWriting(true);
     cancelling_.push_back(std::move(c));
     ArmStep(/*after_failure=*/!s);
   }
@@ -199,99 +210,70 @@ Status Scheduler::CancelInSteps(int64_t job_id, const std::string& why, double n
 }
 
 int64_t Scheduler::CancelSome(Cancelling& c, int64_t budget) {
-  auto job_it = jobs_.find(c.job_id);
-  // A retry revived the job (or it is gone): the rest stays queued.
-  if (job_it == jobs_.end() || !job_it->second.rec.cancelled || policy_.Queued(c.job_id) == 0) {
-    c.done = true;
-    return 0;
-  }
-  Job& job = job_it->second;
-  if (c.next_id > c.last_id) {
-    // The walk's start (or, should tasks be left queued behind it, its start again).
-    if (c.walks > 0 && c.found == 0) {
-      // A whole walk found none of those still queued: their ids are not the job's stored
-      // ones (never so for a job stored by this daemon). They go in queue order instead.
-      const std::vector<int64_t> ids =
-          policy_.QueuedTasks(c.job_id, static_cast<size_t>(std::max<int64_t>(budget, 1)));
-      if (Status s = CancelQueued(job, ids, c.why, c.now); !s) {
-        spdlog::error("job {}: cancelling its queued tasks: {}", c.job_id, s.error());
-        return -1;
-      }
-      c.done = policy_.Queued(c.job_id) == 0;
-      return static_cast<int64_t>(ids.size());
+  const Outcome o{Kind::kCancelled, 0, 0, c.why};
+  if (!c.marked) {
+    auto job = jobs_.find(c.job_id);
+    // A retry revived the job (or it is gone) before the cancel was stored: the rest stays
+    // queued.
+    if (job == jobs_.end() || !job->second.rec.cancelled || policy_.Queued(c.job_id) == 0) {
+      c.done = true;
+      return 0;
     }
-    auto range = store_.TaskIdRange(c.job_id);
-    if (!range) {
-      spdlog::error("job {}: cancelling its queued tasks: {}", c.job_id, range.error());
+    if (Status s = store_.MarkQueuedCancelled(c.job_id, c.now, ResultJson(o, "", -1, nullptr));
+        !s) {
+      // The Store refused (a full disk): the tasks stay queued in a paused job; a later step
+      // tries again.
+      spdlog::error("job {}: cancelling its queued tasks: {}", c.job_id, s.error());
       return -1;
     }
-    c.next_id = range->first;
-    c.last_id = range->second;
-    c.found = 0;
-    ++c.walks;
+    c.marked = true;
+    c.taken = policy_.TakeQueued(c.job_id);
+    CountFinal(job->second, Kind::kCancelled, static_cast<int>(c.taken.size()));
   }
-  // The next ids, up to `budget` queued tasks among them (and at most 8 ids per task: a job
-  // mostly run already is walked in several steps).
-  const int64_t want = std::max<int64_t>(budget, 1);
-  const int64_t walk_end = std::min(c.last_id, c.next_id + 8 * want - 1);
-  std::vector<int64_t> ids;
-  const int64_t from = c.next_id;
-  int64_t id = from;
-  for (; id <= walk_end && static_cast<int64_t>(ids.size()) < want; ++id) {
-    auto t = tasks_.find(id);
-    if (t != tasks_.end() && t->second.job_id == c.job_id &&
-        policy_.IsQueued(c.job_id, t->second.key())) {
-      ids.push_back(id);
-    }
+  const std::string summary = o.Summary();
+  const std::vector<int64_t> ids = c.taken.Next(static_cast<size_t>(std::max<int64_t>(budget, 1)));
+  for (int64_t id : ids) Forget(id, TaskState::kCancelled, summary);
+  c.done = c.taken.empty();
+  return static_cast<int64_t>(ids.size());
+}
+
+void Scheduler::FinishCancelling(int64_t job_id) {
+  auto it = std::find_if(cancelling_.begin(), cancelling_.end(),
+                         [&](const Cancelling& c) { return c.job_id == job_id; });
+  if (it == cancelling_.end()) return;
+  while (!it->done && CancelSome(*it, std::numeric_limits<int64_t>::max()) >= 0) {
   }
-  const Outcome o{Kind::kCancelled, 0, 0, c.why};
-  auto ended = store_.EndQueuedInRange(c.job_id, from, id - 1, TaskState::kCancelled,
-                                       ResultJson(o, "", -1, nullptr), c.now);
-  if (!ended) {
-    // The Store refused (a full disk): the tasks stay queued in a paused job; a later step
-    // tries again.
-    spdlog::error("job {}: cancelling its queued tasks: {}", c.job_id, ended.error());
-    return -1;
+  if (it->marked) {
+    if (auto job = jobs_.find(job_id); job != jobs_.end()) MaybeFinishJob(job->second, it->now);
   }
-  if (*ended != static_cast<int64_t>(ids.size())) {
-    spdlog::warn("job {}: {} task(s) of ids {} to {} were queued here, {} in the database",
-                 c.job_id, ids.size(), from, id - 1, *ended);
-  }
-  ForgetCancelled(job, ids, o.Summary());
-  c.next_id = id;
-  c.found += static_cast<int64_t>(ids.size());
-  if (c.next_id > c.last_id) c.done = policy_.Queued(c.job_id) == 0;
-  // (Ids walked past count too, 8 for a task: a step's size follows its time.)
-  return std::max(static_cast<int64_t>(ids.size()), (id - from) / 8);
+  cancelling_.erase(it);
 }
 
 void Scheduler::CancelStep() {
-  int64_t budget = StepRows();
+  int64_t budget = StepSize(forget_step_);
   const auto start = Clock::now();
   int64_t done = 0;
   bool failed = false;
   while (budget > 0 && !cancelling_.empty()) {
     Cancelling& c = cancelling_.front();
-    const bool was_done = c.done;
-    const int64_t took = was_done ? 0 : CancelSome(c, budget);
+    const bool was_marked = c.marked;
+    const int64_t took = c.done ? 0 : CancelSome(c, budget);
     if (took < 0) {
       failed = true;
       break;
     }
-    if (c.done) {
-      // Its last step: the job ends once its running tasks have (unless a retry revived it).
-      auto job = jobs_.find(c.job_id);
-      if (!was_done && job != jobs_.end() && job->second.rec.cancelled) {
-        MaybeFinishJob(job->second, c.now);
-      }
-      cancelling_.pop_front();
+    if (!was_marked && c.marked) {
+      // Stored by this step (the first try had failed): the job ends once its running tasks
+      // have.
+      if (auto job = jobs_.find(c.job_id); job != jobs_.end()) MaybeFinishJob(job->second, c.now);
     }
+    if (c.done) cancelling_.pop_front();
     budget -= std::max<int64_t>(took, 1);
     done += took;
   }
   if (done > 0) {
     spdlog::trace("cancel step: {} task(s) in {:.1f} ms", done, SecondsSince(start) * 1e3);
-    TookStep(done, SecondsSince(start));
+    TookForgetStep(done, SecondsSince(start));
     Changed();
   }
   if (!cancelling_.empty() || !dropping_.empty()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <tuple>
 
@@ -112,6 +113,32 @@ size_t QueuePolicy::Queued(int64_t job_id) const {
 bool QueuePolicy::IsQueued(int64_t job_id, const TaskKey& task) const {
   auto it = jobs_.find(job_id);
   return it != jobs_.end() && it->second.queue.count(KeyOf(it->second, task)) > 0;
+}
+
+QueuePolicy::Taken QueuePolicy::TakeQueued(int64_t job_id) {
+  Taken taken;
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return taken;
+  JobQueue& job = it->second;
+  queued_total_ -= job.queue.size();
+  taken.queue_.swap(job.queue);
+  taken.by_cost_.swap(job.by_cost);
+  job.queued_cost = 0;
+  UpdateActive(job_id, job, std::nullopt);
+  return taken;
+}
+
+std::vector<int64_t> QueuePolicy::Taken::Next(size_t n) {
+  std::vector<int64_t> ids;
+  ids.reserve(std::min(n, queue_.size()));
+  auto end = queue_.begin();
+  for (; end != queue_.end() && ids.size() < n; ++end) ids.push_back(std::get<3>(*end));
+  queue_.erase(queue_.begin(), end);
+  // (by_cost holds the same tasks, in another order: as many of its entries go.)
+  auto cost_end = by_cost_.begin();
+  std::advance(cost_end, queue_.empty() ? by_cost_.size() : std::min(ids.size(), by_cost_.size()));
+  by_cost_.erase(by_cost_.begin(), cost_end);
+  return ids;
 }
 
 std::vector<int64_t> QueuePolicy::QueuedTasks(int64_t job_id, size_t limit) const {

@@ -940,6 +940,8 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
                      "; only its owner or an admin may retry it");
   }
   if (Status s = CheckPositions(job, options.positions); !s) return Error{s.error()};
+  // A cancel under way: its tasks are all cancelled now (the Store has them so already).
+  FinishCancelling(job_id);
   // Final tasks live in the Store only.
   auto rows = store_.JobTasks(job_id);
   if (!rows) return Error{rows.error()};

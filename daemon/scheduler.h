@@ -150,7 +150,9 @@ class Scheduler {
   Status AddSubmitTasks(int64_t job_id, std::span<TaskRecord> records);
   Status CommitSubmit(int64_t job_id);
   void AbortSubmit(int64_t job_id);
+  // Rows a step of large work takes: step_rows_ (or options_.step_rows, CKPROFD_STEP_ROWS).
   int64_t StepRows() const;
+  int64_t StepSize(int64_t adapted) const;
   // Whether large work (a step of it) should wait a moment: the database's log checkpoints are
   // behind it (Store::LogBehind), for 2 s at most. Where it waits, kLogWaitPoll.
   bool LargeWorkWaits();
@@ -439,9 +441,9 @@ class Scheduler {
   // first: nothing loads them again).
   Result<std::vector<int64_t>> RemoveJobs(const std::vector<int64_t>& ids, const std::string& by);
   // Steps of large work (daemon/large_jobs.cpp), each posted to the io thread after the last.
-  // A cancelled job's queued tasks end cancelled, a step at a time (the first at once: a
-  // small job's cancel is done when it returns); a retry stops the steps. The first step's
-  // refusal (a failing Store) is returned; later steps try again.
+  // A cancelled job's queued tasks end cancelled, at once (see Cancelling), their entries then
+  // forgotten a step at a time (the first at once: a small job's cancel is done when it
+  // returns). The Store's refusal of the cancel is returned; a later step tries again.
   Status CancelInSteps(int64_t job_id, const std::string& why, double now);
   void CancelStep();
   void OnStepTimer(std::error_code ec);
@@ -451,20 +453,17 @@ class Scheduler {
   // (incremental vacuum) and its log truncated, a step at a time while nothing else runs.
   void ArmCompaction();
   void CompactStep();
-  // A cancelled job whose queued tasks end cancelled a step at a time (the job is paused: none
-  // starts meanwhile), so the cancel itself does not go through a million of them at once.
-  // The steps walk the job's task ids upwards, not its queue order: a step's tasks are then
-  // neighbours in the tasks table, each page of it written once (in queue order, a job whose
-  // ranks do not follow its positions had every task on a page of its own).
+  // A cancelled job's queued tasks end at once: one row in the Store (MarkQueuedCancelled),
+  // not a million rewritten, and the policy's queue of them taken whole (the job is paused
+  // first: none starts meanwhile). Only their entries here (tasks_, the taken queue) are
+  // forgotten a step at a time, so that the cancel does not free a million at once.
   struct Cancelling {
     int64_t job_id = 0;
     std::string why;  // their error ("cancelled by alice")
     double now = 0;
-    bool done = false;     // none is left queued (or a retry revived the job)
-    int64_t next_id = 0;   // the walk's next task id
-    int64_t last_id = -1;  // the job's last task id
-    int walks = 0;         // walks over the job's ids begun
-    int64_t found = 0;     // tasks this walk found queued
+    bool marked = false;  // the Store has them cancelled (and `taken` holds them)
+    bool done = false;    // all forgotten (or a retry revived the job before the mark)
+    QueuePolicy::Taken taken;
   };
   struct Submitting {
     Job job;              // moved to jobs_ by CommitSubmit
@@ -472,13 +471,16 @@ class Scheduler {
     int64_t next_id = 0;  // the next task's id (reserved by the Store)
     int64_t reused = 0;
   };
-  // Up to `budget` of the cancel's tasks end cancelled; how many it took (-1 when the Store
-  // refused, logged).
+  // The cancel stored (the first call) and up to `budget` of its tasks forgotten; how many it
+  // took (-1 when the Store refused, logged).
   int64_t CancelSome(Cancelling& c, int64_t budget);
+  // A cancel still under way for `job_id` done at once (a retry reads the job's tasks next).
+  void FinishCancelling(int64_t job_id);
   // The queued tasks `ids` of a job, their cancel stored: out of the queue, counted, forgotten.
   void ForgetCancelled(Job& job, const std::vector<int64_t>& ids, const std::string& summary);
-  // Adapts step_rows_ to a step that took `seconds` for `rows`.
+  // Adapts step_rows_ to a step that took `seconds` for `rows`; forget_step_ likewise.
   void TookStep(int64_t rows, double seconds);
+  void TookForgetStep(int64_t entries, double seconds);
   void ArmStep(bool after_failure = false);
   JobSummary MakeSummary(const Job& job) const;
   // Why the job's queued tasks wait (daemon/job_reason.cpp); "" when they do not.
@@ -587,8 +589,9 @@ class Scheduler {
   std::shared_ptr<void> alive_ = std::make_shared<char>(0);
   bool compact_wanted_ = false;
   std::optional<std::chrono::steady_clock::time_point> log_wait_since_;  // LargeWorkWaits
-  int64_t step_rows_ = 2000;   // adapted to kStepSeconds a step (unless options_.step_rows)
-  int64_t shrink_pages_ = 64;  // pages a compaction step gives back, adapted likewise
+  int64_t step_rows_ = 2000;    // adapted to kStepSeconds a step (unless options_.step_rows)
+  int64_t forget_step_ = 2000;  // a cancel's entries forgotten a step, adapted likewise
+  int64_t shrink_pages_ = 64;   // pages a compaction step gives back, adapted likewise
 };
 
 }  // namespace ckprof

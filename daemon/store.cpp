@@ -407,6 +407,12 @@ CREATE TABLE IF NOT EXISTS id_marks (name TEXT PRIMARY KEY, last INTEGER NOT NUL
 -- never whole (a submit stored in steps, until its last step): nothing loads them. A table of
 -- its own: a schema without it gains it as is.
 CREATE TABLE IF NOT EXISTS jobs_dropped (job_id INTEGER PRIMARY KEY);
+-- A cancelled job's queued tasks, all ended at once: each of its task rows still 'queued' is
+-- cancelled, at ended_at, with this result (rewriting a million rows took seconds of writes).
+-- Readers see them so (kTaskColumns); a retry that revives the job writes them out first. A
+-- table of its own: a schema without it gains it as is.
+CREATE TABLE IF NOT EXISTS job_cancels (
+  job_id INTEGER PRIMARY KEY REFERENCES jobs(id), ended_at REAL NOT NULL, result TEXT NOT NULL);
 -- The GPUs drained (by an admin, or for their health), kept across restarts.
 CREATE TABLE IF NOT EXISTS gpu_drains (
   gpu INTEGER PRIMARY KEY, drained_by TEXT NOT NULL, drained_at REAL NOT NULL,
@@ -956,7 +962,7 @@ Status Store::DeleteDropped(int64_t job_id, int64_t max_rows, DropProgress* p) {
   // the table itself (NOT INDEXED: the index would hand them over by position, and sorting a
   // million of them by id would cost more than the deleting).
   if (p->after_id < 0) {
-    auto first = EndTaskId(job_id, /*last=*/false);
+    auto first = FirstTaskId(job_id);
     if (!first) return Error{first.error()};
     p->after_id = *first > 0 ? *first - 1 : 0;
   }
@@ -990,7 +996,7 @@ Status Store::DeleteDropped(int64_t job_id, int64_t max_rows, DropProgress* p) {
   } else {
     // No row after the last range: unless one is left before it (ids out of position order,
     // which a job stored by this daemon never has), the job itself goes.
-    auto left = EndTaskId(job_id, /*last=*/false);
+    auto left = FirstTaskId(job_id);
     if (left && *left > 0) {
       Rollback();
       p->after_id = *left - 1;
@@ -999,9 +1005,10 @@ Status Store::DeleteDropped(int64_t job_id, int64_t max_rows, DropProgress* p) {
     if (!left) s = Error{left.error()};
     // (Its measurements went with its tasks: they are keyed by task.)
     Stmt on_end(this, "DELETE FROM job_on_end WHERE job_id=?");
+    Stmt cancels(this, "DELETE FROM job_cancels WHERE job_id=?");
     Stmt jobs(this, "DELETE FROM jobs WHERE id=?");
     Stmt mark(this, "DELETE FROM jobs_dropped WHERE job_id=?");
-    for (Stmt* q : {&on_end, &jobs, &mark}) {
+    for (Stmt* q : {&on_end, &cancels, &jobs, &mark}) {
       if (!s) break;
       q->Bind(1, job_id);
       s = StepDone(*q, "remove job");
@@ -1330,44 +1337,24 @@ Status Store::SetTasksState(const std::vector<int64_t>& task_ids, TaskState stat
   return Commit();
 }
 
-Result<int64_t> Store::EndQueuedInRange(int64_t job_id, int64_t from_id, int64_t to_id,
-                                        TaskState state, const std::string& result_json,
-                                        double ended_at) {
-  if (from_id > to_id) return int64_t{0};
-  if (Status s = BeginWrite(); !s) return Error{s.error()};
-  int64_t ended = 0;
+Status Store::MarkQueuedCancelled(int64_t job_id, double ended_at, const std::string& result_json) {
+  if (Status s = BeginWrite(); !s) return s;
   Status s;
   {
-    Stmt up(this,
-            "UPDATE tasks NOT INDEXED SET state=?1, ended_at=?2, result=?3, reused_from=0 "
-            "WHERE id >= ?4 AND id <= ?5 AND job_id = ?6 AND state = 'queued'");
-    up.Bind(1, EnumName(state)).Bind(2, ended_at).Bind(3, result_json);
-    up.Bind(4, from_id).Bind(5, to_id).Bind(6, job_id);
-    s = StepDone(up, "end queued tasks");
-    if (s) ended = sqlite3_changes(db_);
+    Stmt ins(this, "INSERT OR REPLACE INTO job_cancels (job_id, ended_at, result) VALUES (?,?,?)");
+    ins.Bind(1, job_id).Bind(2, ended_at).Bind(3, result_json);
+    s = StepDone(ins, "cancel the job's queued tasks");
   }
-  if (s = EndWrite(s); !s) return Error{s.error()};
-  return ended;
+  return EndWrite(s);
 }
 
-Result<int64_t> Store::EndTaskId(int64_t job_id, bool last) {
-  Stmt q(this, last ? "SELECT id FROM tasks WHERE job_id=? ORDER BY job_id DESC, position DESC "
-                      "LIMIT 1"
-                    : "SELECT id FROM tasks WHERE job_id=? ORDER BY job_id, position LIMIT 1");
+Result<int64_t> Store::FirstTaskId(int64_t job_id) {
+  Stmt q(this, "SELECT id FROM tasks WHERE job_id=? ORDER BY job_id, position LIMIT 1");
   q.Bind(1, job_id);
   const int rc = q.Step();
   if (rc == SQLITE_ROW) return q.Int(0);
   if (rc == SQLITE_DONE) return int64_t{0};
   return MakeError("database: the tasks of job " + std::to_string(job_id) + ": " + q.error());
-}
-
-Result<std::pair<int64_t, int64_t>> Store::TaskIdRange(int64_t job_id) {
-  auto first = EndTaskId(job_id, /*last=*/false);
-  if (!first) return Error{first.error()};
-  if (*first == 0) return std::pair<int64_t, int64_t>{0, -1};
-  auto last = EndTaskId(job_id, /*last=*/true);
-  if (!last) return Error{last.error()};
-  return std::pair<int64_t, int64_t>{*first, *last};
 }
 
 Status Store::SetUsage(const std::vector<UsageRecord>& usage) {
@@ -1387,9 +1374,31 @@ Status Store::WriteUsage(const UsageRecord& u) {
 }
 
 Status Store::SetJobCancelled(int64_t job_id, bool cancelled, const std::string& reason) {
-  Stmt up(this, "UPDATE jobs SET cancelled=?, cancel_reason=? WHERE id=?");
-  up.Bind(1, int64_t{cancelled ? 1 : 0}).Bind(2, cancelled ? reason : "").Bind(3, job_id);
-  return StepDone(up, "cancel job");
+  if (Status s = BeginWrite(); !s) return s;
+  Status s;
+  if (!cancelled) {
+    // Revived: the tasks its cancel's mark ended (rows still 'queued') are written out as
+    // cancelled, and the mark goes; a retry requeues those it retries afterwards.
+    Stmt out(this,
+             "UPDATE tasks SET state='cancelled', "
+             "ended_at=(SELECT ended_at FROM job_cancels WHERE job_id=?1), "
+             "result=(SELECT result FROM job_cancels WHERE job_id=?1), reused_from=0 "
+             "WHERE job_id=?1 AND state='queued' AND "
+             "EXISTS (SELECT 1 FROM job_cancels WHERE job_id=?1)");
+    out.Bind(1, job_id);
+    s = StepDone(out, "revive job");
+    if (s) {
+      Stmt unmark(this, "DELETE FROM job_cancels WHERE job_id=?");
+      unmark.Bind(1, job_id);
+      s = StepDone(unmark, "revive job");
+    }
+  }
+  if (s) {
+    Stmt up(this, "UPDATE jobs SET cancelled=?, cancel_reason=? WHERE id=?");
+    up.Bind(1, int64_t{cancelled ? 1 : 0}).Bind(2, cancelled ? reason : "").Bind(3, job_id);
+    s = StepDone(up, "cancel job");
+  }
+  return EndWrite(s);
 }
 
 Status Store::SetJobPriority(int64_t job_id, int priority) {
@@ -1453,9 +1462,10 @@ Status Store::DeleteJobs(const std::vector<int64_t>& job_ids) {
     Stmt measurements(this, "DELETE FROM measurements WHERE job_id=?");
     Stmt tasks(this, "DELETE FROM tasks WHERE job_id=?");
     Stmt on_end(this, "DELETE FROM job_on_end WHERE job_id=?");
+    Stmt cancels(this, "DELETE FROM job_cancels WHERE job_id=?");
     Stmt jobs(this, "DELETE FROM jobs WHERE id=?");
     for (int64_t id : job_ids) {
-      for (Stmt* q : {&attempts, &measurements, &tasks, &on_end, &jobs}) {
+      for (Stmt* q : {&attempts, &measurements, &tasks, &on_end, &cancels, &jobs}) {
         q->Bind(1, id);
         if (s = StepDone(*q, "remove job"); !s) break;
         q->Reset();
@@ -1542,15 +1552,23 @@ Result<std::string> Store::TaskConfig(int64_t task_id) {
 
 namespace {
 
-// The columns ReadTaskRow reads, in its order.
-constexpr const char* kTaskColumns =
-    "id, job_id, position, rank, op, config, est_cost, state, attempts, gpu, handle, started_at, "
-    "ended_at, result, run, problem, reused_from";
-// The same, without the config, result and problem texts (read as ""): the scheduler's working
-// set.
-constexpr const char* kTaskBriefColumns =
-    "id, job_id, position, rank, op, '', est_cost, state, attempts, gpu, handle, started_at, "
-    "ended_at, '', run, '', reused_from";
+// A task column as ReadTaskRow reads it, from kTaskRows: as stored, or, for a row still 'queued'
+// of a job whose cancel ended its queued tasks (job_cancels), as the cancel has it.
+std::string OrCancelled(const std::string& column, const std::string& cancelled) {
+  return "CASE WHEN c.job_id IS NOT NULL AND t.state = 'queued' THEN " + cancelled + " ELSE t." +
+         column + " END";
+}
+
+// The columns ReadTaskRow reads, in its order; `brief`: without the config, result and problem
+// texts (read as ""), the scheduler's working set.
+std::string TaskColumns(bool brief) {
+  auto text = [brief](const std::string& column) { return brief ? std::string("''") : column; };
+  return "t.id, t.job_id, t.position, t.rank, t.op, " + text("t.config") + ", t.est_cost, " +
+         OrCancelled("state", "'cancelled'") + ", t.attempts, t.gpu, t.handle, t.started_at, " +
+         OrCancelled("ended_at", "c.ended_at") + ", " + text(OrCancelled("result", "c.result")) +
+         ", t.run, " + text("t.problem") + ", t.reused_from";
+}
+constexpr const char* kTaskRows = " FROM tasks t LEFT JOIN job_cancels c ON c.job_id = t.job_id";
 
 template <typename Q>
 TaskRecord ReadTaskRow(Q& q) {
@@ -1579,8 +1597,8 @@ TaskRecord ReadTaskRow(Q& q) {
 
 Status Store::ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn) {
   static const std::string sql =
-      std::string("SELECT ") + kTaskBriefColumns +
-      " FROM tasks WHERE job_id NOT IN (SELECT job_id FROM jobs_dropped) ORDER BY id";
+      "SELECT " + TaskColumns(/*brief=*/true) + kTaskRows +
+      " WHERE t.job_id NOT IN (SELECT job_id FROM jobs_dropped) ORDER BY t.id";
   Stmt q(this, sql.c_str());
   if (!q.ok()) return MakeError("database: load tasks: " + q.error());
   int rc;
@@ -1590,8 +1608,8 @@ Status Store::ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn) {
 }
 
 Result<std::vector<TaskRecord>> Store::JobTasks(int64_t job_id) {
-  static const std::string sql =
-      std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE job_id=? ORDER BY position, run";
+  static const std::string sql = "SELECT " + TaskColumns(/*brief=*/false) + kTaskRows +
+                                 " WHERE t.job_id=? ORDER BY t.position, t.run";
   Stmt q(this, sql.c_str());
   if (!q.ok()) return MakeError("database: load job tasks: " + q.error());
   q.Bind(1, job_id);
@@ -1603,8 +1621,8 @@ Result<std::vector<TaskRecord>> Store::JobTasks(int64_t job_id) {
 }
 
 Result<std::vector<TaskRecord>> Store::JobTasksAt(int64_t job_id, int64_t position) {
-  static const std::string sql = std::string("SELECT ") + kTaskColumns +
-                                 " FROM tasks WHERE job_id=? AND position=? ORDER BY run";
+  static const std::string sql = "SELECT " + TaskColumns(/*brief=*/false) + kTaskRows +
+                                 " WHERE t.job_id=? AND t.position=? ORDER BY t.run";
   Stmt q(this, sql.c_str());
   if (!q.ok()) return MakeError("database: load a job's task: " + q.error());
   q.Bind(1, job_id).Bind(2, position);

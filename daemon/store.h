@@ -217,21 +217,18 @@ class Store {
   // Final states for queued tasks that will never run (a cancelled job), in one transaction.
   Status SetTasksState(const std::vector<int64_t>& task_ids, TaskState state,
                        const std::string& result_json, double ended_at);
-  // A cancel's step: the job's tasks with ids in [from_id, to_id] that are still queued end in
-  // `state`, with that result, in one transaction and one statement (a range of the table:
-  // walked in id order, each page is written once, whatever order the tasks ran in). Returns
-  // how many did.
-  Result<int64_t> EndQueuedInRange(int64_t job_id, int64_t from_id, int64_t to_id, TaskState state,
-                                   const std::string& result_json, double ended_at);
-  // The job's lowest and highest task id ({0, -1} when it has no task). A job's ids rise with
-  // its positions: both are found through the index.
-  Result<std::pair<int64_t, int64_t>> TaskIdRange(int64_t job_id);
+  // A cancelled job's queued tasks all end at once, cancelled at `ended_at` with that result:
+  // one row (job_cancels), not one a task. Its rows still 'queued' read so from then on
+  // (JobTasks, ForEachTaskBrief...), until a retry revives the job (SetJobCancelled).
+  Status MarkQueuedCancelled(int64_t job_id, double ended_at, const std::string& result_json);
   // Users' decayed usage, in one transaction.
   Status SetUsage(const std::vector<UsageRecord>& usage);
   // The drained GPUs, all of them (replacing those stored), in one transaction; and read back.
   Status SetDrains(const std::vector<DrainRecord>& drains);
   Result<std::vector<DrainRecord>> Drains();
-  // Marks the job cancelled, and why ("cancelled by alice"), or (a retry revives it) not.
+  // Marks the job cancelled, and why ("cancelled by alice"), or (a retry revives it) not: then
+  // the tasks that MarkQueuedCancelled ended are written out as cancelled rows, and its mark
+  // goes (one transaction).
   Status SetJobCancelled(int64_t job_id, bool cancelled, const std::string& reason);
   Status SetJobPriority(int64_t job_id, int priority);
   // Holds the job as `by` (uid `by_uid`), or releases it (`by` "").
@@ -315,8 +312,8 @@ class Store {
   class Checkpointer;
 
  private:
-  // The job's first (or last) task id in position order; 0 when it has no task.
-  Result<int64_t> EndTaskId(int64_t job_id, bool last);
+  // The job's first task id in position order; 0 when it has no task.
+  Result<int64_t> FirstTaskId(int64_t job_id);
   Store(sqlite3* db, std::string path);
   Status Exec(const char* sql);
   Status InsertJobRow(const JobRecord& job, int64_t* job_id, int64_t* last_task);
