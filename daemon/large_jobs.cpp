@@ -27,6 +27,8 @@ constexpr double kStepSeconds = 0.0005;
 constexpr int64_t kMinStepRows = 50, kMaxStepRows = 50000;
 // A cancel's entries forgotten a step (memory only: each a fraction of a row's cost).
 constexpr int64_t kMaxForgetStep = 500000;
+// A cancel of this many queued tasks or more says when they are all forgotten (info).
+constexpr int64_t kLargeCancel = 10000;
 // How long the daemon stays without a step before it compacts. A compaction step gives back as
 // many pages as take about kCompactStepSeconds (SQLite searches the free list for each page it
 // moves: after a million rows' removal a page cost 0.1-0.35 ms, and 256 of them a 90 ms stall),
@@ -228,12 +230,19 @@ int64_t Scheduler::CancelSome(Cancelling& c, int64_t budget) {
     }
     c.marked = true;
     c.taken = policy_.TakeQueued(c.job_id);
-    CountFinal(job->second, Kind::kCancelled, static_cast<int>(c.taken.size()));
+    c.taken_total = static_cast<int64_t>(c.taken.size());
+    c.at = Clock::now();
+    CountFinal(job->second, Kind::kCancelled, static_cast<int>(c.taken_total));
   }
   const std::string summary = o.Summary();
   const std::vector<int64_t> ids = c.taken.Next(static_cast<size_t>(std::max<int64_t>(budget, 1)));
   for (int64_t id : ids) Forget(id, TaskState::kCancelled, summary);
   c.done = c.taken.empty();
+  if (c.done) {
+    spdlog::log(c.taken_total >= kLargeCancel ? spdlog::level::info : spdlog::level::debug,
+                "job {}: its {} cancelled task(s) forgotten in {:.2f} s", c.job_id, c.taken_total,
+                SecondsSince(c.at));
+  }
   return static_cast<int64_t>(ids.size());
 }
 

@@ -464,6 +464,8 @@ class Scheduler {
     bool marked = false;  // the Store has them cancelled (and `taken` holds them)
     bool done = false;    // all forgotten (or a retry revived the job before the mark)
     QueuePolicy::Taken taken;
+    int64_t taken_total = 0;                   // how many were taken
+    std::chrono::steady_clock::time_point at;  // when
   };
   struct Submitting {
     Job job;              // moved to jobs_ by CommitSubmit
