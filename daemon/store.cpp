@@ -409,10 +409,11 @@ CREATE TABLE IF NOT EXISTS id_marks (name TEXT PRIMARY KEY, last INTEGER NOT NUL
 CREATE TABLE IF NOT EXISTS jobs_dropped (job_id INTEGER PRIMARY KEY);
 -- A cancelled job's queued tasks, all ended at once: each of its task rows still 'queued' is
 -- cancelled, at ended_at, with this result (rewriting a million rows took seconds of writes).
--- Readers see them so (kTaskColumns); a retry that revives the job writes them out first. A
--- table of its own: a schema without it gains it as is.
+-- Readers see them so (TaskColumns); a retry that revives the job writes them out first. A
+-- table of its own: a schema without it gains it as is. (No foreign key: an older ckprofd,
+-- which knows nothing of it, could not delete the job's row otherwise.)
 CREATE TABLE IF NOT EXISTS job_cancels (
-  job_id INTEGER PRIMARY KEY REFERENCES jobs(id), ended_at REAL NOT NULL, result TEXT NOT NULL);
+  job_id INTEGER PRIMARY KEY, ended_at REAL NOT NULL, result TEXT NOT NULL);
 -- The GPUs drained (by an admin, or for their health), kept across restarts.
 CREATE TABLE IF NOT EXISTS gpu_drains (
   gpu INTEGER PRIMARY KEY, drained_by TEXT NOT NULL, drained_at REAL NOT NULL,
