@@ -38,24 +38,25 @@ std::string Where(size_t index, std::string_view field) {
 // Reads an integer field, rejecting floats, strings, booleans and out-of-range values.
 Result<int64_t> GetInt(const json& obj, std::string_view key, size_t index, std::string_view prefix,
                        int64_t min, int64_t max) {
-  const std::string field = std::string(prefix) + std::string(key);
+  // (The field's name is made for an error only: this runs for every field of every config.)
+  auto field = [&] { return std::string(prefix) + std::string(key); };
   auto it = obj.find(key);
-  if (it == obj.end()) return MakeError(Where(index, field) + " is missing");
+  if (it == obj.end()) return MakeError(Where(index, field()) + " is missing");
   if (!it->is_number_integer()) {
-    return MakeError(Where(index, field) + " must be an integer, got " + it->dump());
+    return MakeError(Where(index, field()) + " must be an integer, got " + it->dump());
   }
   int64_t v = 0;
   if (it->is_number_unsigned()) {
     auto u = it->get<uint64_t>();
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return MakeError(Where(index, field) + " is out of range: " + it->dump());
+      return MakeError(Where(index, field()) + " is out of range: " + it->dump());
     }
     v = static_cast<int64_t>(u);
   } else {
     v = it->get<int64_t>();
   }
   if (v < min || v > max) {
-    return MakeError(Where(index, field) + " must be between " + std::to_string(min) + " and " +
+    return MakeError(Where(index, field()) + " must be between " + std::to_string(min) + " and " +
                      std::to_string(max) + ", got " + std::to_string(v));
   }
   return v;
@@ -63,26 +64,27 @@ Result<int64_t> GetInt(const json& obj, std::string_view key, size_t index, std:
 
 Result<std::vector<int64_t>> GetList(const json& obj, std::string_view key, size_t index, int nd,
                                      int64_t min) {
-  const std::string field = "profiler_args." + std::string(key);
+  auto field = [&] { return "profiler_args." + std::string(key); };
   auto it = obj.find(key);
-  if (it == obj.end()) return MakeError(Where(index, field) + " is missing");
-  if (!it->is_array()) return MakeError(Where(index, field) + " must be a list of integers");
+  if (it == obj.end()) return MakeError(Where(index, field()) + " is missing");
+  if (!it->is_array()) return MakeError(Where(index, field()) + " must be a list of integers");
   if (static_cast<int>(it->size()) != nd) {
-    return MakeError(Where(index, field) + " has " + std::to_string(it->size()) +
+    return MakeError(Where(index, field()) + " has " + std::to_string(it->size()) +
                      " entries but num_dim_spatial is " + std::to_string(nd));
   }
   std::vector<int64_t> out;
+  out.reserve(it->size());
   for (const auto& e : *it) {
     if (!e.is_number_integer()) {
-      return MakeError(Where(index, field) + " must hold integers, got " + e.dump());
+      return MakeError(Where(index, field()) + " must hold integers, got " + e.dump());
     }
     if (e.is_number_unsigned() &&
         e.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-      return MakeError(Where(index, field) + " value is out of range: " + e.dump());
+      return MakeError(Where(index, field()) + " value is out of range: " + e.dump());
     }
     int64_t v = e.get<int64_t>();
     if (v < min || v > std::numeric_limits<int32_t>::max()) {
-      return MakeError(Where(index, field) + " value " + std::to_string(v) + " is out of range");
+      return MakeError(Where(index, field()) + " value " + std::to_string(v) + " is out of range");
     }
     out.push_back(v);
   }

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "common/fast_json.h"
 #include "common/file_util.h"
 #include "common/json_util.h"
 #include "common/parallel.h"
@@ -70,14 +71,62 @@ bool FirstElementIsConfig(std::string_view text, const ListScan& scan) {
   return first.is_object() && !first.contains("op_name") && first.contains("operation_type");
 }
 
-// Reads run `k` of the cut list `text`; nullopt unless every element is a valid config.
+// Run `run` (the first of the list when `first`, the last when `last`: they hold its brackets)
+// read by FastJsonValue, its first element element `first_index` of the list; nullopt when that
+// reader declines any of it, or an element is no valid config.
+std::optional<Conversion> FastListRun(std::string_view run, bool first, bool last,
+                                      size_t first_index) {
+  size_t pos = 0;
+  auto skip_space = [&] {
+    while (pos < run.size() &&
+           (run[pos] == ' ' || run[pos] == '\n' || run[pos] == '\r' || run[pos] == '\t')) {
+      ++pos;
+    }
+  };
+  if (first) {
+    skip_space();
+    if (pos >= run.size() || run[pos] != '[') return std::nullopt;
+    ++pos;
+  }
+  Conversion conv;
+  conv.format = InputFormat::kConfigs;
+  for (size_t index = first_index;; ++index) {
+    const size_t start = pos;
+    auto element = FastJsonValue(run, &pos);
+    if (!element || !AddListConfig(std::move(*element), index, &conv).ok()) return std::nullopt;
+    if (index == first_index) {  // room for as many more as the first's size suggests
+      const size_t expected = run.size() / std::max<size_t>(pos - start, 1) * 9 / 8 + 1;
+      conv.configs.reserve(expected);
+      conv.records.reserve(expected);
+    }
+    skip_space();
+    if (pos < run.size() && run[pos] == ',') {
+      ++pos;
+      continue;
+    }
+    if (last) {
+      if (pos >= run.size() || run[pos] != ']') return std::nullopt;
+      ++pos;
+      skip_space();
+    }
+    if (pos != run.size()) return std::nullopt;
+    return conv;
+  }
+}
+
+// Reads run `k` of the cut list `text`; nullopt unless every element is a valid config. The
+// fast reader first; where it declines, the document reader.
 std::optional<Conversion> ConvertListRun(std::string_view text, const ListCuts& cuts, size_t k,
                                          const ConvertOptions& options) noexcept {
   const size_t runs = cuts.first_index.size();
   const size_t begin = k == 0 ? 0 : cuts.commas[k - 1] + 1;
   const size_t end = k + 1 == runs ? text.size() : cuts.commas[k];
-  const std::string_view pieces[] = {k == 0 ? "" : "[", text.substr(begin, end - begin),
-                                     k + 1 == runs ? "" : "]"};
+  const std::string_view run = text.substr(begin, end - begin);
+  try {
+    if (auto fast = FastListRun(run, k == 0, k + 1 == runs, cuts.first_index[k])) return fast;
+  } catch (...) {  // e.g. a bad_alloc: the document reader tries, then the one-thread reading
+  }
+  const std::string_view pieces[] = {k == 0 ? "" : "[", run, k + 1 == runs ? "" : "]"};
   return ConvertConfigsRun(pieces, 3, cuts.first_index[k], options);
 }
 

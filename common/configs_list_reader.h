@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +33,10 @@ std::optional<Conversion> ConvertConfigsListInParts(std::string_view text,
 // nullopt when the first element is no config, or the text is corrupt, holds a NUL byte or
 // inflates past kPartsMaxInflatedBytes (the streamed reading handles those).
 std::optional<std::string> InflateConfigsList(std::string_view gz);
+
+// Element `index` (0-based) of a configs list: its config and its record added to `conv`, or
+// why it is no valid config. Defined in convert.cpp, whose document reader uses it too.
+Status AddListConfig(nlohmann::ordered_json&& element, size_t index, Conversion* conv);
 
 // Reads the text of `count` pieces in a row as one configs list whose first element is element
 // `first_index` of the whole list; nullopt unless every element is a valid config and nothing

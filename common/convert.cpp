@@ -352,21 +352,10 @@ class DocumentHandler {
       }
     }
     if (array_kind_ == ArrayKind::kConfigs) {
-      auto c = ConfigFromJson(std::move(element), index);
-      if (!c) {
-        abort_error_ = c.error();
+      if (Status st = AddListConfig(std::move(element), index, &conv_); !st) {
+        abort_error_ = st.error();
         return false;
       }
-      RecordOutcome out;
-      out.position = index + 1;
-      auto op = c->metadata.find("pytorch_op");
-      out.op_name = op != c->metadata.end() && op->is_string()
-                        ? op->get<std::string>()
-                        : std::string(OperationTypeName(c->op));
-      out.priority_rank = c->priority_rank();
-      out.produced.push_back(c->op);
-      conv_.records.push_back(std::move(out));
-      conv_.configs.push_back(std::move(*c));
       return true;
     }
     if (array_kind_ == ArrayKind::kUndecided && index >= kMaxUndecidedElements) {
@@ -504,6 +493,21 @@ class PiecesIterator {
 };
 
 }  // namespace
+
+Status AddListConfig(json&& element, size_t index, Conversion* conv) {
+  auto c = ConfigFromJson(std::move(element), index);
+  if (!c) return Error{c.error()};
+  RecordOutcome out;
+  out.position = index + 1;
+  auto op = c->metadata.find("pytorch_op");
+  out.op_name = op != c->metadata.end() && op->is_string() ? op->get<std::string>()
+                                                           : std::string(OperationTypeName(c->op));
+  out.priority_rank = c->priority_rank();
+  out.produced.push_back(c->op);
+  conv->records.push_back(std::move(out));
+  conv->configs.push_back(std::move(*c));
+  return Status::Ok();
+}
 
 std::optional<Conversion> ConvertConfigsRun(const std::string_view* pieces, size_t count,
                                             size_t first_index,

@@ -1,7 +1,8 @@
 // Fuzzes the converter: any submitted file (IR list, Kineto trace, configs file, gzipped or not)
 // through ConvertText. What it accepts must be usable: every config re-reads from the configs
-// file it writes, builds a command line and has a finite cost. Any exception, sanitizer report
-// or broken property is a crash.
+// file it writes, builds a command line and has a finite cost. And the fast reader of large
+// configs lists (FastJsonParse) never accepts what nlohmann's parser does not, nor reads it to
+// another value. Any exception, sanitizer report or broken property is a crash.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "common/ck_command.h"
 #include "common/convert.h"
+#include "common/fast_json.h"
 #include "common/profiler_path.h"
 
 namespace {
@@ -35,6 +37,10 @@ void Check(const ckprof::Conversion& c) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  if (auto fast = ckprof::FastJsonParse(text)) {
+    const auto slow = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (slow.is_discarded() || !ckprof::JsonIdentical(*fast, slow)) __builtin_trap();
+  }
   auto r = ckprof::ConvertText(text, ckprof::ConvertOptions{});
   if (!r.ok()) return 0;
   Check(*r);

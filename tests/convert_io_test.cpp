@@ -329,6 +329,27 @@ TEST(ConvertText, ALargeConfigsListTakesAThreadPer2MiB) {
   }
 }
 
+// Elements that the fast reader of a large list declines (valid JSON it does not read as
+// nlohmann does: UTF-8, \u escapes, many keys, deep nesting, a float past 64-bit integers)
+// are read by the document reader instead: the same conversion as on one thread.
+TEST(ConvertText, ALargeConfigsListWithWhatTheFastReaderDeclinesReadsTheSame) {
+  std::string text = LargeConfigsText(6000);  // 2 parts
+  text = ReplaceAfter(text, 0.1,
+                      "\"note\": ", "\"who\": \"Jos\u00e9 \\u00e9 caf\xc3\xa9\", \"note\": ");
+  text = ReplaceAfter(text, 0.6, "\"note\": ", "\"big\": 18446744073709551616, \"note\": ");
+  std::string keys;
+  for (int i = 0; i < 40; ++i)
+    keys += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ", ";
+  text = ReplaceAfter(text, 0.8, "\"note\": ", keys + "\"note\": ");
+  text = ReplaceAfter(text, 0.9, "\"note\": ",
+                      "\"deep\": " + std::string(40, '[') + std::string(40, ']') + ", \"note\": ");
+  auto one = ConvertText(text, {}, 1);
+  ASSERT_TRUE(one.ok()) << one.error();
+  auto two = ConvertText(text, {}, 2);
+  ExpectSameConversion(two, one);
+  EXPECT_EQ(two->reader_threads, 2u);
+}
+
 TEST(ConvertText, FaultsInALargeConfigsListReadAsOnOneThread) {
   // Faults late in the list, where another thread reads: each gives the one-thread message.
   const std::string small = LargeConfigsText(6000);  // 2 parts
