@@ -14,8 +14,8 @@ using json = nlohmann::ordered_json;
 
 class Reader {
  public:
-  Reader(std::string_view text, size_t pos) : p_(text.data() + pos), begin_(text.data()),
-                                              end_(text.data() + text.size()) {}
+  Reader(std::string_view text, size_t pos)
+      : p_(text.data() + pos), begin_(text.data()), end_(text.data() + text.size()) {}
 
   size_t pos() const { return static_cast<size_t>(p_ - begin_); }
 
@@ -78,14 +78,30 @@ class Reader {
       out->append(run, p_);
       if (++p_ >= end_) return false;
       switch (*p_) {
-        case '"': *out += '"'; break;
-        case '\\': *out += '\\'; break;
-        case '/': *out += '/'; break;
-        case 'b': *out += '\b'; break;
-        case 'f': *out += '\f'; break;
-        case 'n': *out += '\n'; break;
-        case 'r': *out += '\r'; break;
-        case 't': *out += '\t'; break;
+        case '"':
+          *out += '"';
+          break;
+        case '\\':
+          *out += '\\';
+          break;
+        case '/':
+          *out += '/';
+          break;
+        case 'b':
+          *out += '\b';
+          break;
+        case 'f':
+          *out += '\f';
+          break;
+        case 'n':
+          *out += '\n';
+          break;
+        case 'r':
+          *out += '\r';
+          break;
+        case 't':
+          *out += '\t';
+          break;
         default:
           return false;  // \u (surrogates, UTF-8) is nlohmann's; anything else is invalid
       }

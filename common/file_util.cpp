@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/json_util.h"
+#include "common/parallel.h"
 
 namespace ckprof {
 namespace {
@@ -171,6 +172,37 @@ Result<std::string> Gzip(std::string_view data, int level) {
     data.remove_prefix(take - zs.avail_in);
   }
   deflateEnd(&zs);
+  return out;
+}
+
+Result<std::string> GzipOnThreads(std::string_view data, int level, unsigned threads) {
+  constexpr size_t kPieceBytes = size_t{8} << 20;
+  const size_t pieces =
+      std::clamp<size_t>(data.size() / kPieceBytes, 1, std::max<size_t>(threads, 1));
+  if (pieces == 1) return Gzip(data, level);
+  std::vector<std::string> members(pieces), errors(pieces);
+  const size_t each = data.size() / pieces;
+  RunInParallel(pieces, [&](size_t k) {
+    const size_t begin = k * each;
+    const size_t end = k + 1 == pieces ? data.size() : begin + each;
+    auto gz = Gzip(data.substr(begin, end - begin), level);
+    if (gz) {
+      members[k] = std::move(*gz);
+    } else {
+      errors[k] = gz.error();
+    }
+  });
+  size_t total = 0;
+  for (size_t k = 0; k < pieces; ++k) {
+    if (!errors[k].empty()) return MakeError(errors[k]);
+    total += members[k].size();
+  }
+  std::string out;
+  out.reserve(total);
+  for (auto& m : members) {
+    out += m;
+    std::string().swap(m);
+  }
   return out;
 }
 

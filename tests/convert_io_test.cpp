@@ -77,6 +77,23 @@ TEST(FileUtil, ReadsPlainAndGzippedFiles) {
   EXPECT_EQ(*unzipped, "hello");
 }
 
+// A large input compressed on several threads: a member a piece, read back whole.
+TEST(FileUtil, GzipOnThreadsWritesMembersThatReadAsOne) {
+  std::string big(20 << 20, 'x');  // two pieces of 8 MiB or more
+  for (size_t i = 0; i < big.size(); i += 89) big[i] = static_cast<char>('a' + i % 26);
+  auto gz = GzipOnThreads(big, 1, 4);
+  ASSERT_TRUE(gz.ok()) << gz.error();
+  auto one = ckprof::Gzip(big, 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_NE(*gz, *one);  // members, not one stream
+  auto back = Gunzip(*gz);
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_TRUE(*back == big);
+  // Small data, or one thread: one member.
+  EXPECT_EQ(*GzipOnThreads(big, 1, 1), *one);
+  EXPECT_EQ(*GzipOnThreads("hello", 1, 4), *ckprof::Gzip("hello", 1));
+}
+
 TEST(FileUtil, ReadErrorsNameTheFileAndReason) {
   TempDir dir;
   const std::string packed = Gzip(ReadFile(DataPath("conv_repros_ir.json")));
@@ -348,6 +365,18 @@ TEST(ConvertText, ALargeConfigsListWithWhatTheFastReaderDeclinesReadsTheSame) {
   auto two = ConvertText(text, {}, 2);
   ExpectSameConversion(two, one);
   EXPECT_EQ(two->reader_threads, 2u);
+}
+
+// A large list gzipped in members (a submit's, compressed on several threads) is cut anywhere,
+// an element's middle too: read as the plain text is.
+TEST(ConvertText, ALargeConfigsListGzippedInMembersReadsAsThePlainText) {
+  const std::string text = LargeConfigsText(6000);
+  const std::string members =
+      Gzip(text.substr(0, text.size() / 2)) + Gzip(text.substr(text.size() / 2));
+  auto one = ConvertText(text, {}, 1);
+  ASSERT_TRUE(one.ok()) << one.error();
+  ExpectSameConversion(ConvertText(members, {}, 2), one);
+  ExpectSameConversion(ConvertText(members, {}, 1), one);
 }
 
 TEST(ConvertText, FaultsInALargeConfigsListReadAsOnOneThread) {

@@ -45,10 +45,11 @@ TEST(FastJson, ReadsWhatNlohmannReadsToTheIdenticalValue) {
 }
 
 TEST(FastJson, DeclinesWhatIsNotJson) {
-  for (const char* in : {"", " ", "01", "1.", ".5", "-", "+1", "1e", "1e+", "[1,]", "[,1]",
-                         "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "{'a':1}", "tru", "nul", "[1 2]",
-                         "\"a\tb\"", "\"\\x\"", "\"open", "[1", "{\"a\":1", "1 2", "[1]]",
-                         "NaN", "Infinity", "-Infinity", "0x10", "[1,,2]", "1e999"}) {
+  for (const char* in :
+       {"",     " ",     "01",       "1.",         ".5",        "-",      "+1",       "1e",
+        "1e+",  "[1,]",  "[,1]",     "{\"a\":1,}", "{\"a\" 1}", "{a:1}",  "{'a':1}",  "tru",
+        "nul",  "[1 2]", "\"a\tb\"", "\"\\x\"",    "\"open",    "[1",     "{\"a\":1", "1 2",
+        "[1]]", "NaN",   "Infinity", "-Infinity",  "0x10",      "[1,,2]", "1e999"}) {
     SCOPED_TRACE(in);
     EXPECT_FALSE(FastJsonParse(in).has_value());
     EXPECT_TRUE(json::parse(in, nullptr, false).is_discarded());
@@ -61,8 +62,8 @@ TEST(FastJson, DeclinesValidJsonItDoesNotReadAsNlohmannDoes) {
     many_keys += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
   }
   many_keys += "}";
-  const std::string deep = std::string(kFastJsonMaxDepth + 1, '[') +
-                           std::string(kFastJsonMaxDepth + 1, ']');
+  const std::string deep =
+      std::string(kFastJsonMaxDepth + 1, '[') + std::string(kFastJsonMaxDepth + 1, ']');
   for (const std::string& in : {std::string("\"caf\xc3\xa9\""), std::string("\"\\u0041\""),
                                 many_keys, deep, std::string("18446744073709551616"),
                                 std::string("-9223372036854775809"), std::string("1e-400")}) {
@@ -79,7 +80,8 @@ TEST(FastJson, DeclinesValidJsonItDoesNotReadAsNlohmannDoes) {
   auto fast = FastJsonParse(keys);
   ASSERT_TRUE(fast.has_value());
   EXPECT_TRUE(JsonIdentical(*fast, json::parse(keys)));
-  const std::string nested = std::string(kFastJsonMaxDepth, '[') + std::string(kFastJsonMaxDepth, ']');
+  const std::string nested =
+      std::string(kFastJsonMaxDepth, '[') + std::string(kFastJsonMaxDepth, ']');
   EXPECT_TRUE(FastJsonParse(nested).has_value());
 }
 
