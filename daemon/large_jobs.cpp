@@ -250,9 +250,11 @@ void Scheduler::FinishCancelling(int64_t job_id) {
   auto it = std::find_if(cancelling_.begin(), cancelling_.end(),
                          [&](const Cancelling& c) { return c.job_id == job_id; });
   if (it == cancelling_.end()) return;
+  const bool was_marked = it->marked;
   while (!it->done && CancelSome(*it, std::numeric_limits<int64_t>::max()) >= 0) {
   }
-  if (it->marked) {
+  if (!was_marked && it->marked) {
+    // Stored only now (the first tries had failed): the job ends once its running tasks have.
     if (auto job = jobs_.find(job_id); job != jobs_.end()) MaybeFinishJob(job->second, it->now);
   }
   cancelling_.erase(it);
