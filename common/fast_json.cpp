@@ -156,41 +156,47 @@ class Reader {
     return true;
   }
 
-  bool Array(json* out, size_t depth) {
+  // After a container's item: its end (`close`: *closed) or a comma and whatever space follows
+  // it; false at anything else.
+  bool AfterItem(char close, bool* closed) {
+    SkipSpace();
+    if (p_ >= end_) return false;
+    *closed = *p_ == close;
+    if (!*closed && *p_ != ',') return false;
+    ++p_;
+    if (!*closed) SkipSpace();
+    return true;
+  }
+
+  // A container's start at p_: `*out` made `empty`, *closed when it ends at once.
+  bool Open(json empty, char close, size_t depth, json* out, bool* closed) {
     if (depth > kFastJsonMaxDepth) return false;
     ++p_;
-    *out = json::array();
+    *out = std::move(empty);
     SkipSpace();
-    if (p_ < end_ && *p_ == ']') {
-      ++p_;
-      return true;
-    }
+    *closed = p_ < end_ && *p_ == close;
+    if (*closed) ++p_;
+    return true;
+  }
+
+  bool Array(json* out, size_t depth) {
+    bool closed = false;
+    if (!Open(json::array(), ']', depth, out, &closed)) return false;
+    if (closed) return true;
     auto& items = out->get_ref<json::array_t&>();
     for (;;) {
       json v;
       if (!Value(&v, depth)) return false;
       items.push_back(std::move(v));
-      SkipSpace();
-      if (p_ >= end_) return false;
-      if (*p_ == ']') {
-        ++p_;
-        return true;
-      }
-      if (*p_ != ',') return false;
-      ++p_;
-      SkipSpace();
+      if (!AfterItem(']', &closed)) return false;
+      if (closed) return true;
     }
   }
 
   bool Object(json* out, size_t depth) {
-    if (depth > kFastJsonMaxDepth) return false;
-    ++p_;
-    *out = json::object();
-    SkipSpace();
-    if (p_ < end_ && *p_ == '}') {
-      ++p_;
-      return true;
-    }
+    bool closed = false;
+    if (!Open(json::object(), '}', depth, out, &closed)) return false;
+    if (closed) return true;
     auto& items = static_cast<json::object_t::Container&>(out->get_ref<json::object_t&>());
     for (;;) {
       if (p_ >= end_ || *p_ != '"') return false;
@@ -215,15 +221,8 @@ class Reader {
         if (items.size() >= kFastJsonMaxKeys) return false;
         items.emplace_back(std::move(key), std::move(v));
       }
-      SkipSpace();
-      if (p_ >= end_) return false;
-      if (*p_ == '}') {
-        ++p_;
-        return true;
-      }
-      if (*p_ != ',') return false;
-      ++p_;
-      SkipSpace();
+      if (!AfterItem('}', &closed)) return false;
+      if (closed) return true;
     }
   }
 
