@@ -18,6 +18,7 @@
 
 #include "common/ck_config.h"
 #include "common/convert.h"
+#include "common/file_util.h"
 #include "common/gpu_list.h"
 #include "common/terminal_text.h"
 #include "common/time_text.h"
@@ -67,15 +68,9 @@ std::string InputLabel(const std::string& path) { return IsStdio(path) ? "stdin"
 std::string OutputLabel(const std::string& path) { return IsStdio(path) ? "stdout" : path; }
 
 Result<std::string> ReadStdinBytes() {
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return MakeError(std::string("cannot read stdin: ") + std::strerror(errno));
-    if (n == 0) return out;
-    out.append(buf, static_cast<size_t>(n));
-  }
+  auto out = ReadFdBytes(STDIN_FILENO);
+  if (!out) return MakeError("cannot read stdin: " + out.error());
+  return out;
 }
 
 std::string NameInput(const std::string& error, const std::string& label) {

@@ -206,11 +206,31 @@ Result<std::string> GzipOnThreads(std::string_view data, int level, unsigned thr
   return out;
 }
 
+Result<std::string> ReadFdBytes(int fd) {
+  // (Read into the string itself: resized, and grown only when a read has filled it.)
+  std::string out;
+  struct stat st {};
+  const bool sized = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+  out.resize(sized ? static_cast<size_t>(st.st_size) + 1 : kChunk);  // +1: the end seen at once
+  size_t have = 0;
+  for (;;) {
+    if (have == out.size()) out.resize(have + std::max(kChunk, have / 2));
+    const ssize_t n = ReadSome(fd, out.data() + have, out.size() - have);
+    if (n < 0) return MakeError(ErrnoText(errno));
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
+  }
+  out.resize(have);
+  if (out.capacity() > have + have / 4 + kChunk) out.shrink_to_fit();
+  return out;
+}
+
 Result<std::string> ReadFileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return MakeError("cannot open " + path + ": " + std::strerror(errno));
-  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return MakeError("cannot read " + path + ": " + std::strerror(errno));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return MakeError("cannot open " + path + ": " + ErrnoText(errno));
+  auto out = ReadFdBytes(fd);
+  ::close(fd);
+  if (!out) return MakeError("cannot read " + path + ": " + out.error());
   return out;
 }
 

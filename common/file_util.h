@@ -33,6 +33,11 @@ Result<std::string> GzipOnThreads(std::string_view data, int level, unsigned thr
 // Reads a whole file as it is on disk, without decompressing.
 Result<std::string> ReadFileBytes(const std::string& path);
 
+// Reads what `fd` gives until its end (a file, a pipe), straight into the string's memory: a
+// regular file's size is allocated at once (a 500 MB input read a byte at a time through a
+// stream took 1.3 s). The error is the OS reason alone ("Is a directory").
+Result<std::string> ReadFdBytes(int fd);
+
 // Reads a whole file. Content that is gzipped (by name ".gz" or by its magic bytes) is
 // decompressed transparently. Errors: "cannot open FILE: No such file or directory", ...
 Result<std::string> ReadInputFile(const std::string& path);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/convert.h"
@@ -92,6 +93,44 @@ TEST(FileUtil, GzipOnThreadsWritesMembersThatReadAsOne) {
   // Small data, or one thread: one member.
   EXPECT_EQ(*GzipOnThreads(big, 1, 1), *one);
   EXPECT_EQ(*GzipOnThreads("hello", 1, 4), *ckprof::Gzip("hello", 1));
+}
+
+// Bytes as they are: a regular file read into a string of its size, a pipe of several
+// chunks, an empty file; a directory's error names it and the reason.
+TEST(FileUtil, ReadsBytesOfFilesAndPipesWhole) {
+  TempDir dir;
+  std::string big(3 << 20, 'x');
+  for (size_t i = 0; i < big.size(); i += 101) big[i] = static_cast<char>('a' + i % 26);
+  WriteFile(dir.File("big.bin"), big);
+  WriteFile(dir.File("empty"), "");
+  auto file = ReadFileBytes(dir.File("big.bin"));
+  ASSERT_TRUE(file.ok()) << file.error();
+  EXPECT_TRUE(*file == big);
+  EXPECT_LT(file->capacity(), big.size() + big.size() / 4 + (1 << 20));
+  auto empty = ReadFileBytes(dir.File("empty"));
+  ASSERT_TRUE(empty.ok()) << empty.error();
+  EXPECT_EQ(*empty, "");
+  auto directory = ReadFileBytes(dir.path());
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.error(), "cannot read " + dir.path() + ": Is a directory");
+  auto missing = ReadFileBytes(dir.File("missing"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error(), "cannot open " + dir.File("missing") + ": No such file or directory");
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::thread writer([&] {
+    for (size_t at = 0; at < big.size();) {
+      const ssize_t n = write(fds[1], big.data() + at, std::min<size_t>(big.size() - at, 70001));
+      if (n <= 0) break;
+      at += static_cast<size_t>(n);
+    }
+    close(fds[1]);
+  });
+  auto piped = ReadFdBytes(fds[0]);
+  writer.join();
+  close(fds[0]);
+  ASSERT_TRUE(piped.ok()) << piped.error();
+  EXPECT_TRUE(*piped == big);
 }
 
 TEST(FileUtil, ReadErrorsNameTheFileAndReason) {
