@@ -29,10 +29,11 @@ std::optional<Conversion> ConvertConfigsListInParts(std::string_view text,
                                                     const ConvertOptions& options,
                                                     unsigned threads);
 
-// The inflated text of a gzipped configs list, whitespace runs cut, for ConvertConfigsListInParts;
-// nullopt when the first element is no config, or the text is corrupt, holds a NUL byte or
-// inflates past kPartsMaxInflatedBytes (the streamed reading handles those).
-std::optional<std::string> InflateConfigsList(std::string_view gz);
+// The inflated text of a gzipped configs list, for ConvertConfigsListInParts; nullopt when the
+// first element is no config, or the text is corrupt, holds a NUL byte or inflates past
+// `max_bytes` (the streamed reading handles those).
+std::optional<std::string> InflateConfigsList(std::string_view gz,
+                                              uint64_t max_bytes = kPartsMaxInflatedBytes);
 
 // Element `index` (0-based) of a configs list: its config and its record added to `conv`, or
 // why it is no valid config. Defined in convert.cpp, whose document reader uses it too.

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <streambuf>
 #include <vector>
@@ -127,21 +128,41 @@ bool HasGzipMagic(std::string_view data) {
          static_cast<unsigned char>(data[1]) == 0x8b;
 }
 
-Result<std::string> Gunzip(std::string_view data) {
+Result<std::string> Gunzip(std::string_view data) { return GunzipAtMost(data, UINT64_MAX); }
+
+Result<std::string> GunzipAtMost(std::string_view data, uint64_t max_bytes,
+                                 const std::function<bool(std::string_view)>& head_ok) {
+  constexpr size_t kHead = size_t{1} << 20;
   Inflater inf;
   std::string out;
-  std::vector<char> chunk(kChunk);
+  size_t have = 0;
+  bool asked = !head_ok;
   while (true) {
+    // Inflated straight into the string, grown by half again each time it fills.
+    // (Never past a byte over `max_bytes`: enough to tell it is over.)
+    if (have == out.size()) {
+      const uint64_t room = max_bytes - have;
+      uint64_t grow = std::max(kChunk, have / 2);
+      if (grow > room) grow = room + 1;
+      out.resize(have + static_cast<size_t>(grow));
+    }
     size_t consumed = 0;
-    size_t n = inf.Run(data, &consumed, chunk.data(), chunk.size());
-    out.append(chunk.data(), n);
+    const size_t n = inf.Run(data, &consumed, out.data() + have, out.size() - have);
+    have += n;
     data.remove_prefix(consumed);
     if (!inf.ok()) return MakeError(inf.error());
-    if (n == 0 && consumed == 0) break;
-    if (data.empty() && n < chunk.size()) break;
+    if (have > max_bytes) return MakeError("inflates past " + std::to_string(max_bytes) + " bytes");
+    const bool end = (n == 0 && consumed == 0) || (data.empty() && have < out.size());
+    if (!asked && (have >= kHead || end)) {
+      asked = true;
+      if (!head_ok(std::string_view(out.data(), have))) return MakeError("declined");
+    }
+    if (end) break;
   }
   inf.Finish();
   if (!inf.ok()) return MakeError(inf.error());
+  out.resize(have);
+  if (out.capacity() > have + have / 4 + kChunk) out.shrink_to_fit();
   return out;
 }
 

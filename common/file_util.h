@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <memory>
 #include <string>
@@ -21,6 +22,12 @@ bool HasGzipMagic(std::string_view data);
 // Decompresses a whole gzip buffer (concatenated members allowed). Errors say the data is
 // corrupt or truncated.
 Result<std::string> Gunzip(std::string_view data);
+
+// The same, bounded: an error once the data inflates past `max_bytes`. `head_ok`, when given, is
+// asked once about the first MiB inflated (all of it, when less): false ends the inflating with
+// the error "declined".
+Result<std::string> GunzipAtMost(std::string_view data, uint64_t max_bytes,
+                                 const std::function<bool(std::string_view head)>& head_ok = {});
 
 // Compresses data into one gzip member (level 1-9).
 Result<std::string> Gzip(std::string_view data, int level = 6);

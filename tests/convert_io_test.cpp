@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/configs_list_reader.h"
 #include "common/convert.h"
 #include "common/file_util.h"
 #include "tests/util/commands.h"
@@ -369,6 +370,26 @@ TEST(ConvertText, LargeConfigsListIsReadOnTwoThreadsAsOnOne) {
   EXPECT_EQ(zipped->reader_threads, 2u);
 }
 
+// A gzipped list is inflated as it is, up to the bound; past it, or no configs list (its
+// first MiB tells), or corrupt: not here (the streamed reading reads or refuses it).
+TEST(ConvertText, AGzippedListIsInflatedWholeUpToTheBound) {
+  const std::string text = LargeConfigsText(3000);
+  const std::string gz = Gzip(text);
+  auto whole = InflateConfigsList(gz);
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_TRUE(*whole == text);
+  auto at_bound = InflateConfigsList(gz, text.size());
+  ASSERT_TRUE(at_bound.has_value());
+  EXPECT_EQ(at_bound->size(), text.size());
+  EXPECT_FALSE(InflateConfigsList(gz, text.size() - 1).has_value());
+  std::string trace = "{\"traceEvents\": [" + std::string(3 << 20, ' ') + "]}";
+  EXPECT_FALSE(InflateConfigsList(Gzip(trace)).has_value());
+  EXPECT_FALSE(InflateConfigsList(gz.substr(0, gz.size() / 2)).has_value());
+  std::string with_nul = text;
+  with_nul[text.size() / 2] = '\0';
+  EXPECT_FALSE(InflateConfigsList(Gzip(with_nul)).has_value());
+}
+
 TEST(ConvertText, ALargeConfigsListTakesAThreadPer2MiB) {
   const std::string text = LargeConfigsText(12000);
   ASSERT_GT(text.size(), size_t{8} << 20);  // 4 parts of 2 MiB or more
@@ -379,8 +400,8 @@ TEST(ConvertText, ALargeConfigsListTakesAThreadPer2MiB) {
       SCOPED_TRACE(std::to_string(threads) + " threads" + (gz ? ", gzipped" : ""));
       auto many = ConvertText(gz ? zipped : text, {}, threads);
       ExpectSameConversion(many, one);
-      // No more threads than there are 2 MiB of text (gzipped: with runs of whitespace cut).
-      EXPECT_EQ(many->reader_threads, std::min<size_t>(threads, gz ? 3 : text.size() >> 21));
+      // No more threads than there are 2 MiB of text (gzipped too: inflated as it is).
+      EXPECT_EQ(many->reader_threads, std::min<size_t>(threads, text.size() >> 21));
     }
   }
 }
