@@ -30,6 +30,7 @@
 #include "daemon/file_lock.h"
 #include "daemon/gpu_probe.h"
 #include "daemon/gpu_watch.h"
+#include "daemon/heap_trim.h"
 #include "daemon/launcher.h"
 #include "daemon/scheduler.h"
 #include "daemon/server.h"
@@ -732,6 +733,7 @@ int Run(const Flags& flags, DaemonConfig config) {
 }  // namespace
 
 int DaemonMain(int argc, char** argv) {
+  ConfigureHeap();
   auto logger = spdlog::stderr_color_mt("ckprofd");
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
   spdlog::set_default_logger(logger);

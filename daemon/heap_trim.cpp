@@ -23,6 +23,12 @@ void TrimHeap() {
 #endif
 }
 
+void ConfigureHeap() {
+#ifdef __GLIBC__
+  mallopt(M_MXFAST, 0);
+#endif
+}
+
 void TrimHeapSoon() {
   {
     std::lock_guard<std::mutex> lock(trim_mu);

@@ -13,4 +13,10 @@ void TrimHeapSoon();
 // submit: its submitter is answered once its memory is given back).
 void TrimHeap();
 
+// The daemon's heap without glibc's fastbins (mallopt M_MXFAST 0; the per-thread caches stay):
+// a freed small chunk is merged at once rather than kept aside until a large allocation, which
+// then merged them all -- a million configs' chunks, 70-300 ms on the io thread, at whatever
+// request came next. Called once, before any thread starts.
+void ConfigureHeap();
+
 }  // namespace ckprof
