@@ -146,14 +146,16 @@ void Scheduler::ResolveTarget(Job& job) {
   }
 }
 
-std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& configs,
-                                                   int repeat) {
+std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& configs, int repeat,
+                                                   size_t from, size_t to) {
   const size_t runs = repeat > 1 ? static_cast<size_t>(repeat) : 1;
-  std::vector<TaskRecord> records(configs.size() * runs);
-  auto make = [&](size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) {
+  to = std::min(to, configs.size());
+  from = std::min(from, to);
+  std::vector<TaskRecord> records((to - from) * runs);
+  auto make = [&](size_t first, size_t last) {
+    for (size_t i = first; i < last; ++i) {
       const CkConfig& c = configs[i];
-      TaskRecord& t = records[i * runs];
+      TaskRecord& t = records[(i - from) * runs];
       t.position = static_cast<int64_t>(i) + 1;
       t.rank = c.priority_rank() > 0 ? c.priority_rank() : t.position;
       t.op = std::string(OperationTypeName(c.op));
@@ -163,7 +165,7 @@ std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& 
       if (runs == 1) continue;
       t.run = 1;
       for (size_t k = 1; k < runs; ++k) {
-        TaskRecord& again = records[i * runs + k];
+        TaskRecord& again = records[(i - from) * runs + k];
         again = t;
         again.run = static_cast<int>(k) + 1;
       }
@@ -172,12 +174,12 @@ std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& 
   // A large submit's records are made on two cores: a thread of its own for the
   // second half (not the conversion pool, whose threads may all be waiting the same way).
   constexpr size_t kSplitAbove = 20000;
-  if (configs.size() <= kSplitAbove) {
-    make(0, configs.size());
+  if (to - from <= kSplitAbove) {
+    make(from, to);
     return records;
   }
-  const size_t half = configs.size() / 2;
-  RunInParallel(2, [&](size_t k) { k == 0 ? make(0, half) : make(half, configs.size()); });
+  const size_t half = from + (to - from) / 2;
+  RunInParallel(2, [&](size_t k) { k == 0 ? make(from, half) : make(half, to); });
   return records;
 }
 

@@ -138,8 +138,10 @@ class Scheduler {
   // the daemon makes them on its conversion pool).
   Result<int64_t> Submit(JobRecord job, std::vector<TaskRecord> records);
   // `repeat` > 1: each config becomes that many tasks (runs 1..repeat, next to each other).
+  // Those of configs [from, to) only where given (their positions still the whole list's).
   static std::vector<TaskRecord> MakeTaskRecords(const std::vector<CkConfig>& configs,
-                                                 int repeat = 1);
+                                                 int repeat = 1, size_t from = 0,
+                                                 size_t to = SIZE_MAX);
   // A submit in steps (daemon/large_jobs.cpp), so that a million tasks do not stall every other
   // client: BeginSubmit stores the job, hidden (a crash before CommitSubmit leaves a job that
   // Recover removes) with ids for `runs` tasks; AddSubmitTasks stores a step's records and

@@ -352,13 +352,19 @@ constexpr size_t kMaxJobTasks = 10'000'000;
 
 // The submit's work on the conversion pool: the input converted, its configs checked against
 // the limits, and (unless a dry run) made into task records.
+// A submit's task records are made this many configs at a time: the first chunk's with the
+// conversion, the others on the pool while the io thread stores the chunk before (a million
+// records made at once took 2-3 s before the first step, and 700 MB).
+constexpr size_t kRecordChunk = 16384;
+
 struct Service::SubmitWork {
   Result<Conversion> converted = Error{""};
-  std::vector<CkConfig> configs;  // a dry run's (else made into records)
-  size_t converted_count = 0;     // configs the input made (before --max-ops)
-  std::vector<TaskRecord> records;
-  std::string refusal;        // a limit the configs break ("" = none)
-  ConversionSummary summary;  // the answer's account of the conversion
+  std::vector<CkConfig> configs;          // the job's (or a dry run's)
+  size_t converted_count = 0;             // configs the input made (before --max-ops)
+  size_t runs = 0;                        // tasks the job will have: configs x --repeat
+  std::vector<TaskRecord> first_records;  // the first kRecordChunk configs' tasks
+  std::string refusal;                    // a limit the configs break ("" = none)
+  ConversionSummary summary;              // the answer's account of the conversion
   std::chrono::steady_clock::time_point convert_start, records_start;
 };
 
@@ -456,10 +462,9 @@ void Service::ConvertSubmit(const SubmitOptions& o, const ConvertOptions& conv,
                  " runs a job may hold: lower --repeat, or split the input (--max-ops)";
     return;
   }
+  w->runs = runs;
   w->records_start = std::chrono::steady_clock::now();
-  w->records = Scheduler::MakeTaskRecords(configs, o.repeat);
-  configs.clear();
-  configs.shrink_to_fit();
+  w->first_records = Scheduler::MakeTaskRecords(configs, o.repeat, 0, kRecordChunk);
   // Which build the profiler is: its first use hashes the executable, here rather than on
   // the io thread (the scheduler finds it cached).
   if (o.reuse != "never" && o.repeat <= 1) {
@@ -557,41 +562,95 @@ Result<JobRecord> Service::MakeJob(const SubmitOptions& o, const Identity& who,
   return job;
 }
 
-asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<TaskRecord> records) {
-  auto id = scheduler_.BeginSubmit(std::move(job), static_cast<int64_t>(records.size()));
+asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<CkConfig> job_configs,
+                                                   std::vector<TaskRecord> first_records) {
+  const int repeat = job.repeat;
+  // What the pool made is given back on the pool, however the submit ends: freed here, memory
+  // of the pool's heap may have glibc consolidate that heap on this thread (malloc_consolidate:
+  // 100-300 ms for a million configs' chunks), and every other client would wait.
+  struct FreedOnPool {
+    asio::thread_pool& pool;
+    std::shared_ptr<std::vector<CkConfig>> configs;
+    std::vector<TaskRecord> records;  // the chunk being stored
+    void Records() {
+      asio::post(pool, [gone = std::move(records)] {});
+    }
+    ~FreedOnPool() {
+      Records();
+      asio::post(pool, [gone = std::move(configs)] {});
+    }
+  } own{pool_, std::make_shared<std::vector<CkConfig>>(std::move(job_configs)),
+        std::move(first_records)};
+  const std::shared_ptr<std::vector<CkConfig>>& configs = own.configs;
+  const size_t total = configs->size() * static_cast<size_t>(std::max(repeat, 1));
+  auto id = scheduler_.BeginSubmit(std::move(job), static_cast<int64_t>(total));
   if (!id) co_return id;
+  // The records of the chunk of configs from `from` on, made on the pool while the io thread
+  // stores the chunk before; `ready` is cancelled once they are.
+  struct Ahead {
+    explicit Ahead(const asio::any_io_executor& io)
+        : ready(io, asio::steady_timer::time_point::max()) {}
+    std::optional<std::vector<TaskRecord>> records;
+    asio::steady_timer ready;
+  };
+  auto make_ahead = [this, &configs, repeat](size_t from) {
+    auto ahead = std::make_shared<Ahead>(io_);
+    // (Only the io thread holds the timer: a submit that ends meanwhile drops the records.)
+    asio::post(pool_, [io = io_, configs, repeat, from, wanted = std::weak_ptr<Ahead>(ahead)] {
+      auto records = Scheduler::MakeTaskRecords(*configs, repeat, from, from + kRecordChunk);
+      asio::post(io, [wanted, records = std::move(records)]() mutable {
+        if (auto ahead = wanted.lock()) {
+          ahead->records = std::move(records);
+          ahead->ready.cancel();
+        }
+      });
+    });
+    return ahead;
+  };
+  std::shared_ptr<Ahead> next;
+  if (configs->size() > kRecordChunk) next = make_ahead(kRecordChunk);
   // A step at a time, each one transaction, with every other request served in between: a
   // million tasks must not stall everyone's `status`.
-  std::span<TaskRecord> left(records);
-  while (!left.empty()) {
-    const size_t n = std::min(left.size(), static_cast<size_t>(scheduler_.StepRows()));
-    const std::span<TaskRecord> step = left.first(n);
-    if (Status s = scheduler_.AddSubmitTasks(*id, step); !s) {
-      scheduler_.AbortSubmit(*id);
-      co_return Error{s.error()};
+  std::vector<TaskRecord>& records = own.records;
+  size_t stored = 0;
+  for (size_t from = 0;;) {
+    std::span<TaskRecord> left(records);
+    while (!left.empty()) {
+      const size_t n = std::min(left.size(), static_cast<size_t>(scheduler_.StepRows()));
+      const std::span<TaskRecord> step = left.first(n);
+      if (Status s = scheduler_.AddSubmitTasks(*id, step); !s) {
+        scheduler_.AbortSubmit(*id);
+        co_return Error{s.error()};
+      }
+      left = left.subspan(n);
+      stored += n;
+      if (stored >= total) break;
+      co_await ToIo();  // behind whatever else the io thread has to do
+      if (scheduler_.LargeWorkWaits()) {
+        asio::steady_timer pause(io_);
+        do {
+          pause.expires_after(Scheduler::kLogWaitPoll);
+          co_await pause.async_wait(asio::use_awaitable);
+        } while (scheduler_.LargeWorkWaits());
+      }
     }
-    // Their text is stored: freed now, a step's worth at a time.
-    for (TaskRecord& r : step) {
-      std::string().swap(r.config);
-      std::string().swap(r.problem);
-      std::string().swap(r.result);
+    from += kRecordChunk;
+    if (from >= configs->size() || !next) break;
+    while (!next->records) {  // made meanwhile, or soon
+      asio::error_code ec;
+      co_await next->ready.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     }
-    left = left.subspan(n);
-    if (left.empty()) break;
-    co_await ToIo();  // behind whatever else the io thread has to do
-    if (scheduler_.LargeWorkWaits()) {
-      asio::steady_timer pause(io_);
-      do {
-        pause.expires_after(Scheduler::kLogWaitPoll);
-        co_await pause.async_wait(asio::use_awaitable);
-      } while (scheduler_.LargeWorkWaits());
-    }
+    own.Records();  // stored: freed on the pool
+    records = std::move(*next->records);
+    next = from + kRecordChunk < configs->size() ? make_ahead(from + kRecordChunk) : nullptr;
   }
-  if (records.size() > static_cast<size_t>(scheduler_.StepRows())) {
+  if (total > static_cast<size_t>(scheduler_.StepRows())) {
     // The last step's commit (synchronous=FULL) syncs the log its steps wrote: most of it
     // synced first on the pool, so that the io thread waits for what is left, not for
     // a hundred megabytes. (An fsync of the file through another descriptor is as good.)
     co_await ToPool();
+    // A million configs are a gigabyte to give back: here, before the answer's heap trim.
+    own.configs.reset();
     const std::string log = config_.state_dir + "/ckprofd.db-wal";
     if (const int fd = open(log.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
       (void)fdatasync(fd);
@@ -603,8 +662,6 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ta
     scheduler_.AbortSubmit(*id);
     co_return Error{s.error()};
   }
-  // A million records are a quarter of a gigabyte to give back: on the pool.
-  asio::post(pool_, [gone = std::move(records)] {});
   co_return id;
 }
 
@@ -623,12 +680,21 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Submit
   if (w.converted) {
     // Told now, and the records' outcomes (one per config) freed here rather than on the io
     // thread: a million of them take a second to free.
-    w.summary = ConversionOf(*w.converted, w.converted_count,
-                             o.dry_run ? w.configs.size() : w.records.size());
+    w.summary =
+        ConversionOf(*w.converted, w.converted_count, o.dry_run ? w.configs.size() : w.runs);
     std::vector<RecordOutcome>().swap(w.converted->records);
     std::vector<std::string>().swap(w.converted->warnings);
   }
   co_await ToIo();
+  // However the submit ends, a large one's configs are freed on the pool (a million take a
+  // second), not here.
+  struct ConfigsFreedOnPool {
+    asio::thread_pool& pool;
+    std::vector<CkConfig>& configs;
+    ~ConfigsFreedOnPool() {
+      if (configs.size() > kRecordChunk) asio::post(pool, [gone = std::move(configs)] {});
+    }
+  } freed_on_pool{pool_, w.configs};
   if (!w.converted) {
     // The converter calls the text it was given "input"; name it as the client sent it.
     std::string error = w.converted.error();
@@ -640,7 +706,7 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Submit
   }
   if (!w.refusal.empty()) co_return Refuse(w.refusal);
   const Conversion& c = *w.converted;
-  const size_t task_count = o.dry_run ? w.configs.size() : w.records.size();
+  const size_t task_count = o.dry_run ? w.configs.size() : w.runs;
   SubmitReply reply;
   reply.conversion = std::move(w.summary);
   if (task_count == 0) {
@@ -655,14 +721,14 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Submit
   auto job = MakeJob(o, who, profiler, c.format);
   if (!job) co_return Refuse(job.error());
   // (Other submits of the user may have been stored while this one converted.)
-  if (Status s = CheckQueueRoom(UseAndLimits(who), 1, static_cast<int64_t>(w.records.size())); !s) {
+  if (Status s = CheckQueueRoom(UseAndLimits(who), 1, static_cast<int64_t>(w.runs)); !s) {
     co_return Refuse("submit refused: " + s.error());
   }
   const auto store_start = std::chrono::steady_clock::now();
   if (check_state) {
     if (Status s = check_state(); !s) co_return Refuse("submit: " + s.error());
   }
-  auto id = co_await StoreJob(std::move(*job), std::move(w.records));
+  auto id = co_await StoreJob(std::move(*job), std::move(w.configs), std::move(w.first_records));
   if (!id) co_return Refuse("submit: " + id.error());
   // A database removed before the commit took it into a file no path reaches: not acknowledged.
   if (check_state) {
@@ -672,8 +738,8 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Submit
     return std::chrono::duration<double>(to - from).count();
   };
   spdlog::debug(
-      "job {}: converted in {:.3f} s on {} thread(s) (task records {:.3f} s of it), stored and "
-      "queued in {:.3f} s",
+      "job {}: converted in {:.3f} s on {} thread(s) (the first task records {:.3f} s of it), "
+      "stored and queued in {:.3f} s (the other records made meanwhile)",
       *id, seconds(w.convert_start, store_start), c.reader_threads,
       seconds(w.records_start, store_start),
       seconds(store_start, std::chrono::steady_clock::now()));

@@ -104,7 +104,7 @@ class Service {
   // drain and resume.
   Answer<EmptyReply> HandleDrain(const DrainRequest& r, const Identity& who, bool drain);
   // HandleSubmit's parts, in its order: the options checked (conv and profiler filled in),
-  // the input converted and made into task records (on the pool), a dry run's answer, the
+  // the input converted and its first task records made (on the pool), a dry run's answer, the
   // job's record, and the job stored in steps (StoreJob, yielding to other requests between
   // them).
   struct SubmitWork;
@@ -115,7 +115,10 @@ class Service {
   SubmitReply DryRunReply(const std::string& profiler, const std::vector<CkConfig>& configs) const;
   Result<JobRecord> MakeJob(const SubmitOptions& o, const Identity& who,
                             const std::string& profiler, InputFormat format) const;
-  asio::awaitable<Result<int64_t>> StoreJob(JobRecord job, std::vector<TaskRecord> records);
+  // The job and its tasks stored in steps: `first_records` are the first configs' task records
+  // (MakeTaskRecords), the others are made on the pool a chunk ahead of the steps.
+  asio::awaitable<Result<int64_t>> StoreJob(JobRecord job, std::vector<CkConfig> configs,
+                                            std::vector<TaskRecord> first_records);
   std::optional<JobSummary> SummaryOf(int64_t job_id) const;
   // Whether `who` may run the profiler at `path` through this daemon; the error says why not.
   Status CheckProfilerPolicy(const std::string& path, const Identity& who) const;

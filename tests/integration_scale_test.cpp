@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -178,6 +179,41 @@ TEST_F(ScaleTest, SubmitCancelAndCleanInStepsAreWholeAndOthersAreServed) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(wal_size(), 0);
+}
+
+// A submit larger than a chunk of task records (16,384 configs: the others are made while the
+// first are stored) with --repeat: every config's runs stored once, in position order, each with
+// its own config.
+TEST_F(ScaleTest, ALargeSubmitsRecordsMadeInChunksAreStoredWhole) {
+  constexpr int kConfigs = 40000;  // three chunks
+  const std::string many = dir_.File("many.json");
+  const std::string text = testing::FwdConfigsText(kConfigs);
+  testing::WriteFile(many, text);
+  StartStepping();
+  CommandResult r =
+      Ckprof({"submit", many, "--not-before", "+2h", "--repeat", "2", "--reuse", "never"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string job = std::to_string(std::stoll(r.out));
+  const std::string of_job = " FROM tasks WHERE job_id=" + job;
+  EXPECT_EQ(Count("SELECT count(*)" + of_job), 2 * kConfigs);
+  EXPECT_EQ(Count("SELECT count(DISTINCT position)" + of_job), kConfigs);
+  EXPECT_EQ(Count("SELECT count(*) FROM (SELECT position" + of_job +
+                  " GROUP BY position HAVING min(run) <> 1 OR max(run) <> 2 OR count(*) <> 2)"),
+            0);
+  // Ids follow positions, then runs.
+  EXPECT_EQ(Count("SELECT count(*)" + of_job + " AND id - (SELECT min(id)" + of_job +
+                  ") <> (position - 1) * 2 + run - 1"),
+            0);
+  const auto input = nlohmann::ordered_json::parse(text);
+  for (int p : {1, 16384, 16385, 32768, 32769, kConfigs}) {
+    SCOPED_TRACE("#" + std::to_string(p));
+    const auto rows = SqlQuery(
+        Db(), "SELECT config" + of_job + " AND run = 2 AND position = " + std::to_string(p));
+    ASSERT_EQ(rows.size(), 1u);
+    const auto stored = nlohmann::ordered_json::parse(rows[0][0]);
+    EXPECT_EQ(stored["profiler_args"], input[p - 1]["profiler_args"]);
+    EXPECT_EQ(stored["metadata"]["priority_rank"], p);
+  }
 }
 
 // A cancel that a retry overtakes (before its steps have forgotten the tasks): the retry
