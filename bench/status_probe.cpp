@@ -8,7 +8,8 @@
 // bench/bench.py. --clients N: N such clients at once (threads, their starts spread over one
 // interval), the figures over all their requests.
 //
-//   status_probe SOCKET [--interval-ms 50] [--job J] [--clients N]
+//   status_probe SOCKET [--interval-ms 50] [--job J] [--clients N] [--log-slow MS]
+// --log-slow MS: each call slower than MS on stderr, "slow: answered at UNIXTIME after X ms".
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -125,17 +126,22 @@ std::string JsonString(const std::string& s) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::fprintf(stderr, "usage: status_probe SOCKET [--interval-ms 50] [--job J] [--clients N]\n");
+    std::fprintf(
+        stderr,
+        "usage: status_probe SOCKET [--interval-ms 50] [--job J] [--clients N] [--log-slow MS]\n");
     return 2;
   }
   const std::string socket_path = argv[1];
   int interval_ms = 50;
   int clients = 1;
+  double log_slow_ms = 0;  // --log-slow MS: each call slower than that on stderr, with its time
   std::string request = "{\"type\":\"status\",\"id\":2}\n";
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--interval-ms") {
       interval_ms = std::atoi(argv[i + 1]);
+    } else if (flag == "--log-slow") {
+      log_slow_ms = std::atof(argv[i + 1]);
     } else if (flag == "--clients") {
       clients = std::max(1, std::atoi(argv[i + 1]));
     } else if (flag == "--job") {
@@ -176,6 +182,12 @@ int main(int argc, char** argv) {
       const auto start = Clock::now();
       const std::string error = AskStatus(socket_path, request);
       const double took = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      if (log_slow_ms > 0 && took > log_slow_ms) {
+        timespec now{};
+        clock_gettime(CLOCK_REALTIME, &now);
+        std::fprintf(stderr, "slow: answered at %ld.%03ld after %.1f ms\n",
+                     static_cast<long>(now.tv_sec), now.tv_nsec / 1000000, took);
+      }
       if (error.empty()) {
         t.ms.push_back(took);
         if (!ready.exchange(true)) {
