@@ -115,7 +115,7 @@ Status Scheduler::AddSubmitTasks(int64_t job_id, std::span<TaskRecord> records) 
     return MakeError("job " + std::to_string(job_id) + ": more tasks than were announced");
   }
   const auto start = Clock::now();
-  sub.reused += ApplyReuse(sub.job.rec, records);
+  sub.reused += ApplyReuse(sub.job.rec, records, sub.reuse);
   if (Status s = store_.InsertTasks(job_id, sub.next_id, records); !s) {
     return MakeError("the job could not be stored, so it was not accepted: " + s.error());
   }

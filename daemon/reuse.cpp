@@ -40,55 +40,62 @@ std::string ReusedResultJson(const ReusableRecord& from, const std::string& gpu_
 
 }  // namespace
 
-int64_t Scheduler::ApplyReuse(const JobRecord& job, std::span<TaskRecord> records) {
-  if (!job.reuse || job.repeat > 1 || options_.reuse_max_age_s <= 0) return 0;
-  // The GPU model the job's tasks would run on: one for all of its GPUs, else each task's
-  // model is known only once it is placed, and nothing is reused.
-  std::set<std::string> models;
-  for (const auto& g : gpus_) {
-    if (job.gpus.empty() || std::count(job.gpus.begin(), job.gpus.end(), g.index))
-      models.insert(board_->ModelOf(g.index));
-  }
-  if (models.size() != 1) {
-    if (models.size() > 1) {
-      spdlog::info("job from {}: not reusing results: its GPUs are of {} models", job.owner,
-                   models.size());
+int64_t Scheduler::ApplyReuse(const JobRecord& job, std::span<TaskRecord> records,
+                              ReuseLookups& lookups) {
+  if (!lookups.ready) {
+    lookups.ready = true;
+    if (!job.reuse || job.repeat > 1 || options_.reuse_max_age_s <= 0) return 0;
+    // The GPU model the job's tasks would run on: one for all of its GPUs, else each task's
+    // model is known only once it is placed, and nothing is reused.
+    std::set<std::string> models;
+    for (const auto& g : gpus_) {
+      if (job.gpus.empty() || std::count(job.gpus.begin(), job.gpus.end(), g.index))
+        models.insert(board_->ModelOf(g.index));
     }
-    return 0;
+    if (models.size() != 1) {
+      if (models.size() > 1) {
+        spdlog::info("job from {}: not reusing results: its GPUs are of {} models", job.owner,
+                     models.size());
+      }
+      return 0;
+    }
+    auto target = ResolveProfiler(job.profiler_path);
+    if (!target) return 0;
+    for (ConvOp op : {ConvOp::kFwd, ConvOp::kBwdData, ConvOp::kBwdWeight}) {
+      if (!target->Supports(op)) continue;
+      // Hashed on the conversion pool before this (Service::HandleSubmit): never here.
+      if (auto id = identities_.Cached(target->ExecutableFor(op))) lookups.builds[op] = *id;
+    }
+    lookups.model = *models.begin();
+    lookups.since = UnixNow() - options_.reuse_max_age_s;
+    lookups.uid = options_.share_results ? -1 : int64_t{job.uid};
+    lookups.active = true;
   }
-  const std::string& model = *models.begin();
-  auto target = ResolveProfiler(job.profiler_path);
-  if (!target) return 0;
-  std::map<ConvOp, std::string> builds;
-  for (ConvOp op : {ConvOp::kFwd, ConvOp::kBwdData, ConvOp::kBwdWeight}) {
-    if (!target->Supports(op)) continue;
-    // Hashed on the conversion pool before this (Service::HandleSubmit): never here.
-    if (auto id = identities_.Cached(target->ExecutableFor(op))) builds[op] = *id;
-  }
+  if (!lookups.active) return 0;
   const double now = UnixNow();
-  const double since = now - options_.reuse_max_age_s;
-  const int64_t uid = options_.share_results ? -1 : int64_t{job.uid};
-  // One lookup per problem: a sweep that holds a shape twice asks once.
-  std::map<std::pair<std::string, std::string>, std::optional<ReusableRecord>> found;
   int64_t reused = 0;
   for (auto& r : records) {
     if (r.problem.empty()) continue;
     auto op = ParseOperationType(r.op);
     if (!op) continue;
-    auto build = builds.find(*op);
-    if (build == builds.end()) continue;
+    auto build = lookups.builds.find(*op);
+    if (build == lookups.builds.end()) continue;
+    // One lookup per problem: a sweep that holds a shape twice asks once.
     auto key = std::make_pair(r.problem, build->second);
-    auto it = found.find(key);
-    if (it == found.end()) {
-      auto hit = store_.FindReusable(r.problem, build->second, model, since, uid);
+    auto it = lookups.found.find(key);
+    if (it == lookups.found.end()) {
+      auto hit =
+          store_.FindReusable(r.problem, build->second, lookups.model, lookups.since, lookups.uid);
       if (!hit) {
         spdlog::warn("not reusing results: {}", hit.error());
+        lookups.active = false;
         return reused;
       }
-      it = found.emplace(std::move(key), std::move(*hit)).first;
+      if (lookups.found.size() >= kMaxReuseLookups) lookups.found.clear();
+      it = lookups.found.emplace(std::move(key), std::move(*hit)).first;
     }
     if (!it->second) continue;
-    r.result = ReusedResultJson(*it->second, model);
+    r.result = ReusedResultJson(*it->second, lookups.model);
     if (r.result.empty()) continue;
     r.reused_from = it->second->task_id;
     r.started_at = r.ended_at = now;

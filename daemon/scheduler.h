@@ -376,10 +376,23 @@ class Scheduler {
     RunResult run;
     std::optional<MeasurementRecord> measurement;  // a success's figures, for reuse and `best`
   };
+  // What ApplyReuse works out at a submit's first step and keeps for its next ones (a million
+  // tasks are stored in thousands of steps): whether anything may be reused, the GPU model, the
+  // builds, and the lookups made, one per problem and build (forgotten past kMaxReuseLookups).
+  struct ReuseLookups {
+    bool ready = false;   // worked out
+    bool active = false;  // results may be reused
+    std::string model;
+    std::map<ConvOp, std::string> builds;
+    double since = 0;  // measured no earlier than this (reuse_max_age_s)
+    int64_t uid = -1;  // only this user's measurements; -1 = everyone's
+    std::map<std::pair<std::string, std::string>, std::optional<ReusableRecord>> found;
+  };
+  static constexpr size_t kMaxReuseLookups = 100000;
   // Reuse at submit (daemon/reuse.cpp): each record of a problem measured with the same
   // profiler build on the GPU model that the job's GPUs are becomes a succeeded task copying
-  // that result (reused_from). Returns how many.
-  int64_t ApplyReuse(const JobRecord& job, std::span<TaskRecord> records);
+  // that result (reused_from). Returns how many. `lookups`: the submit's, across its steps.
+  int64_t ApplyReuse(const JobRecord& job, std::span<TaskRecord> records, ReuseLookups& lookups);
   // The figures of a run that ended, when they may be reused (a success with a best kernel,
   // nothing foreign on its GPU, its profiler build known).
   std::optional<MeasurementRecord> MeasurementOf(const Task& task, const Job& job, const Gpu* gpu,
@@ -474,6 +487,7 @@ class Scheduler {
     int64_t runs = 0;     // tasks the job will have
     int64_t next_id = 0;  // the next task's id (reserved by the Store)
     int64_t reused = 0;
+    ReuseLookups reuse;
   };
   // The cancel stored (the first call) and up to `budget` of its tasks forgotten; how many it
   // took (-1 when the Store refused, logged).

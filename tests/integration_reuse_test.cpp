@@ -127,6 +127,30 @@ TEST_F(ReuseTest, ASweepSubmittedTwiceRunsOnce) {
       << csv.out;
 }
 
+// A large sweep is stored in steps; what reuse works out at its first step (the GPU model, the
+// builds, each problem's lookup) serves the next ones: the same problems, 60 times over 30
+// steps, all reused, none run again.
+TEST_F(ReuseTest, ASweepStoredInStepsReusesInEveryStep) {
+  auto o = EmulatorOptions("0-1");
+  o.reuse = true;
+  o.env.push_back("CKPROFD_STEP_ROWS=10");
+  Start(o);
+  const std::string five = testing::FwdConfigsText(5);
+  SubmitAndWait(five);
+  ASSERT_EQ(ProfilerRuns(), 5u);
+  auto configs = ParseJson(five);
+  ASSERT_TRUE(configs.ok());
+  json many = json::array();
+  for (int i = 0; i < 60; ++i) {
+    for (const auto& c : *configs) many.push_back(c);
+  }
+  const std::string second = SubmitAndWait(many.dump());
+  EXPECT_EQ(ProfilerRuns(), 5u) << "a step after the first ran a profiler";
+  const json s = Status(second);
+  EXPECT_EQ(s["succeeded"], 300);
+  EXPECT_EQ(s["reused"], 300) << s.dump();
+}
+
 TEST_F(ReuseTest, AnOverlappingSweepRunsOnlyItsNewProblems) {
   StartWithReuse();
   SubmitAndWait(testing::FwdConfigsText(3));  // problems 1..3
