@@ -613,6 +613,8 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
   // million tasks must not stall everyone's `status`.
   std::vector<TaskRecord>& records = own.records;
   size_t stored = 0;
+  int64_t steps = 1;
+  std::chrono::steady_clock::duration waited_log{}, waited_records{};  // (for the debug log)
   for (size_t from = 0;;) {
     std::span<TaskRecord> left(records);
     while (!left.empty()) {
@@ -627,18 +629,25 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
       if (stored >= total) break;
       co_await ToIo();  // behind whatever else the io thread has to do
       if (scheduler_.LargeWorkWaits()) {
+        const auto wait_start = std::chrono::steady_clock::now();
         asio::steady_timer pause(io_);
         do {
           pause.expires_after(Scheduler::kLogWaitPoll);
           co_await pause.async_wait(asio::use_awaitable);
         } while (scheduler_.LargeWorkWaits());
+        waited_log += std::chrono::steady_clock::now() - wait_start;
       }
+      ++steps;
     }
     from += kRecordChunk;
     if (from >= configs->size() || !next) break;
-    while (!next->records) {  // made meanwhile, or soon
-      asio::error_code ec;
-      co_await next->ready.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (!next->records) {  // made soon
+      const auto wait_start = std::chrono::steady_clock::now();
+      do {
+        asio::error_code ec;
+        co_await next->ready.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      } while (!next->records);
+      waited_records += std::chrono::steady_clock::now() - wait_start;
     }
     own.Records();  // stored: freed on the pool
     records = std::move(*next->records);
@@ -662,6 +671,11 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
     scheduler_.AbortSubmit(*id);
     co_return Error{s.error()};
   }
+  auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
+  spdlog::debug(
+      "job {}: {} task(s) stored in {} step(s), {:.3f} s of waits for the log's checkpoints, "
+      "{:.3f} s for task records",
+      *id, total, steps, seconds(waited_log), seconds(waited_records));
   co_return id;
 }
 
