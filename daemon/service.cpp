@@ -16,6 +16,7 @@
 #include "common/repeats.h"
 #include "common/text_table.h"
 #include "common/version.h"
+#include "daemon/heap_trim.h"
 
 namespace ckprof {
 namespace {
@@ -658,8 +659,12 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
     // synced first on the pool, so that the io thread waits for what is left, not for
     // a hundred megabytes. (An fsync of the file through another descriptor is as good.)
     co_await ToPool();
-    // A million configs are a gigabyte to give back: here, before the answer's heap trim.
-    own.configs.reset();
+    // A million configs are a gigabyte to give back: freed and the heap trimmed on another of
+    // the pool's threads while this one syncs (the answer's trim then finds little left).
+    asio::post(pool_, [gone = std::move(own.configs)]() mutable {
+      gone.reset();
+      TrimHeap();
+    });
     const std::string log = config_.state_dir + "/ckprofd.db-wal";
     if (const int fd = open(log.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
       (void)fdatasync(fd);
