@@ -73,6 +73,27 @@ Result<std::string> ReadStdinBytes() {
   return out;
 }
 
+namespace {
+char sigbus_message[1024];
+size_t sigbus_length = 0;
+
+void OnSigbus(int) {
+  (void)!write(STDERR_FILENO, sigbus_message, sigbus_length);
+  _exit(1);
+}
+}  // namespace
+
+SigbusExit::SigbusExit(const std::string& message) {
+  sigbus_length = std::min(message.size(), sizeof sigbus_message);
+  std::memcpy(sigbus_message, message.data(), sigbus_length);
+  struct sigaction sa {};
+  sa.sa_handler = OnSigbus;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, &previous_);
+}
+
+SigbusExit::~SigbusExit() { sigaction(SIGBUS, &previous_, nullptr); }
+
 std::string NameInput(const std::string& error, const std::string& label) {
   static const std::string kUnnamed = "input: ";
   if (error.compare(0, kUnnamed.size(), kUnnamed) != 0) return error;

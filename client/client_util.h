@@ -2,6 +2,8 @@
 // job ids and GPU lists, and formatting durations and ages.
 #pragma once
 
+#include <signal.h>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -114,6 +116,18 @@ std::string InputLabel(const std::string& path);
 std::string OutputLabel(const std::string& path);
 // The whole of stdin, as it is (not decompressed). Errors: "cannot read stdin: <reason>".
 Result<std::string> ReadStdinBytes();
+// While one lives, a SIGBUS (a mapped input cut short as it is read: MappedFile) prints
+// `message` on stderr and exits 1, rather than a bare "Bus error". One at a time.
+class SigbusExit {
+ public:
+  explicit SigbusExit(const std::string& message);
+  ~SigbusExit();
+  SigbusExit(const SigbusExit&) = delete;
+  SigbusExit& operator=(const SigbusExit&) = delete;
+
+ private:
+  struct sigaction previous_ {};
+};
 // Errors about text converted in memory start "input: "; this names it `label` instead.
 std::string NameInput(const std::string& error, const std::string& label);
 // The daemon's refusal of a submit as the user should read it: the input named once, as it

@@ -198,12 +198,22 @@ Status ReadSubmitArgs(const SubmitArgs& a, const JobOptions& job_options, Submit
 
 // Reads INPUT (a file, or stdin for "-") into the request. Returns 0, or 1 after printing why not.
 int ReadInput(const std::string& input, SubmitOptions* s) {
-  auto bytes = IsStdio(input) ? ReadStdinBytes() : ReadFileBytes(input);
-  if (!bytes) {
-    PrintError("submit", bytes.error());
-    return 1;
+  Status st;
+  MappedFile mapped;
+  if (!IsStdio(input) && mapped.Map(input, size_t{1} << 20)) {
+    // A large file is compressed straight from its pages, not from a copy in memory.
+    SigbusExit cut_short("ckprof submit: " + EscapeControl(input) +
+                         ": the file was cut short while it was read; submit it again\n");
+    st = EncodeSubmitContentFrom(mapped.view(), s);
+  } else {
+    auto bytes = IsStdio(input) ? ReadStdinBytes() : ReadFileBytes(input);
+    if (!bytes) {
+      PrintError("submit", bytes.error());
+      return 1;
+    }
+    st = EncodeSubmitContent(std::move(*bytes), s);
   }
-  if (Status st = EncodeSubmitContent(std::move(*bytes), s); !st) {
+  if (!st) {
     PrintError("submit", InputLabel(input) + ": " + st.error());
     return 1;
   }

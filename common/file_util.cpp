@@ -1,6 +1,7 @@
 #include "common/file_util.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -253,6 +254,30 @@ Result<std::string> ReadFileBytes(const std::string& path) {
   ::close(fd);
   if (!out) return MakeError("cannot read " + path + ": " + out.error());
   return out;
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) munmap(data_, size_);
+}
+
+bool MappedFile::Map(const std::string& path, size_t min_bytes) {
+  if (data_ != nullptr) return false;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+      static_cast<uint64_t>(st.st_size) < min_bytes) {
+    ::close(fd);
+    return false;
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);  // (the mapping keeps the file)
+  if (p == MAP_FAILED) return false;
+  (void)madvise(p, size, MADV_SEQUENTIAL);
+  data_ = p;
+  size_ = size;
+  return true;
 }
 
 Result<std::string> ReadInputFile(const std::string& path) {

@@ -45,6 +45,25 @@ Result<std::string> ReadFileBytes(const std::string& path);
 // stream took 1.3 s). The error is the OS reason alone ("Is a directory").
 Result<std::string> ReadFdBytes(int fd);
 
+// A regular file mapped read-only: a large input compressed straight from its pages, not from a
+// copy (ckprof submit: 0.4 s less for 500 MB). Reading the view of a file that is cut short
+// meanwhile raises SIGBUS: the caller says what happened (the client, SigbusExit).
+class MappedFile {
+ public:
+  MappedFile() = default;
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  // False, nothing mapped, for what is not a regular file of `min_bytes` or more, or cannot be
+  // opened or mapped (the caller reads it as it would otherwise, and reports its error).
+  bool Map(const std::string& path, size_t min_bytes);
+  std::string_view view() const { return {static_cast<const char*>(data_), size_}; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 // Reads a whole file. Content that is gzipped (by name ".gz" or by its magic bytes) is
 // decompressed transparently. Errors: "cannot open FILE: No such file or directory", ...
 Result<std::string> ReadInputFile(const std::string& path);

@@ -328,8 +328,20 @@ json RequestToJson(const Request& r) {
   return j;
 }
 
+namespace {
+constexpr size_t kCompressAbove = 1u << 20;
+}  // namespace
+
 Status EncodeSubmitContent(std::string bytes, SubmitOptions* s) {
-  constexpr size_t kCompressAbove = 1u << 20;
+  if (HasGzipMagic(bytes) || bytes.size() > kCompressAbove) {
+    return EncodeSubmitContentFrom(bytes, s);
+  }
+  s->content = std::move(bytes);
+  s->content_encoding.clear();
+  return Status::Ok();
+}
+
+Status EncodeSubmitContentFrom(std::string_view bytes, SubmitOptions* s) {
   if (HasGzipMagic(bytes)) {
     s->content = Base64Encode(bytes);
     s->content_encoding = "gzip+base64";
@@ -340,7 +352,7 @@ Status EncodeSubmitContent(std::string bytes, SubmitOptions* s) {
     s->content = Base64Encode(*gz);
     s->content_encoding = "gzip+base64";
   } else {
-    s->content = std::move(bytes);
+    s->content = std::string(bytes);
     s->content_encoding.clear();
   }
   return Status::Ok();

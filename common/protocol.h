@@ -122,6 +122,8 @@ struct EditOptions {
 // Fills content/content_encoding from a file's bytes: gzip files go as base64 of the gzip,
 // large text files are gzipped first, small text goes as it is.
 Status EncodeSubmitContent(std::string file_bytes, SubmitOptions* s);
+// The same from bytes the caller keeps (a mapped file): always a copy, compressed when large.
+Status EncodeSubmitContentFrom(std::string_view file_bytes, SubmitOptions* s);
 // The text a submit carries, decoded (the gzip is left for the converter, which reads it).
 Result<std::string> DecodeSubmitContent(const SubmitOptions& s);
 

@@ -134,6 +134,27 @@ TEST(FileUtil, ReadsBytesOfFilesAndPipesWhole) {
   EXPECT_TRUE(*piped == big);
 }
 
+// A large regular file is mapped as it is; what is small, not regular or missing is not.
+TEST(FileUtil, MapsLargeRegularFilesOnly) {
+  TempDir dir;
+  std::string big(2 << 20, 'y');
+  big[12345] = 'z';
+  WriteFile(dir.File("big.bin"), big);
+  WriteFile(dir.File("small.bin"), "tiny");
+  MappedFile mapped;
+  ASSERT_TRUE(mapped.Map(dir.File("big.bin"), 1 << 20));
+  EXPECT_TRUE(mapped.view() == big);
+  EXPECT_FALSE(mapped.Map(dir.File("big.bin"), 1 << 20)) << "one mapping a MappedFile";
+  for (const std::string& path : {dir.File("small.bin"), dir.path(), dir.File("missing")}) {
+    MappedFile other;
+    EXPECT_FALSE(other.Map(path, 1 << 20)) << path;
+    EXPECT_TRUE(other.view().empty());
+  }
+  MappedFile tiny;
+  EXPECT_TRUE(tiny.Map(dir.File("small.bin"), 1));
+  EXPECT_EQ(tiny.view(), "tiny");
+}
+
 TEST(FileUtil, ReadErrorsNameTheFileAndReason) {
   TempDir dir;
   const std::string packed = Gzip(ReadFile(DataPath("conv_repros_ir.json")));

@@ -494,6 +494,18 @@ TEST(Protocol, SubmitContentTravelsCompressedWhenLarge) {
   EXPECT_EQ(*plain, big);
   s.content = Base64Encode("not gzip");
   EXPECT_FALSE(DecodeSubmitContent(s).ok());
+  // From bytes the caller keeps (a mapped file): the same encodings.
+  SubmitOptions from;
+  ASSERT_TRUE(EncodeSubmitContentFrom(big, &from).ok());
+  EXPECT_EQ(from.content_encoding, "gzip+base64");
+  EXPECT_EQ(*Gunzip(*DecodeSubmitContent(from)), big);
+  ASSERT_TRUE(EncodeSubmitContentFrom("[1]", &from).ok());
+  EXPECT_EQ(from.content, "[1]");
+  EXPECT_TRUE(from.content_encoding.empty());
+  const std::string gz = *Gzip("[2]");
+  ASSERT_TRUE(EncodeSubmitContentFrom(gz, &from).ok());
+  EXPECT_EQ(from.content_encoding, "gzip+base64");
+  EXPECT_EQ(*DecodeSubmitContent(from), gz);
 }
 
 }  // namespace
