@@ -351,12 +351,48 @@ UserUse Service::UseAndLimits(const Identity& who) const {
 // database.
 constexpr size_t kMaxJobTasks = 10'000'000;
 
-// The submit's work on the conversion pool: the input converted, its configs checked against
-// the limits, and (unless a dry run) made into task records.
 // A submit's task records are made this many configs at a time: the first chunk's with the
 // conversion, the others on the pool while the io thread stores the chunk before (a million
 // records made at once took 2-3 s before the first step, and 700 MB).
 constexpr size_t kRecordChunk = 16384;
+
+namespace {
+// A value made on the pool for a coroutine of the io thread, which co_awaits Ready. Only the io
+// thread touches it: the pool's work posts the value back (dropped if the waiter is gone).
+template <typename T>
+struct FromPool {
+  explicit FromPool(const asio::any_io_executor& io)
+      : ready(io, asio::steady_timer::time_point::max()) {}
+  asio::awaitable<void> Ready() {
+    while (!value) {
+      asio::error_code ec;
+      co_await ready.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+  }
+  std::optional<T> value;
+  asio::steady_timer ready;
+};
+
+template <typename F>
+auto MakeOnPool(asio::thread_pool& pool, const asio::any_io_executor& io, F make) {
+  using T = decltype(make());
+  auto out = std::make_shared<FromPool<T>>(io);
+  asio::post(pool,
+             [io, make = std::move(make), wanted = std::weak_ptr<FromPool<T>>(out)]() mutable {
+               T value = make();
+               asio::post(io, [wanted, value = std::move(value)]() mutable {
+                 if (auto out = wanted.lock()) {
+                   out->value = std::move(value);
+                   out->ready.cancel();
+                 }
+               });
+             });
+  return out;
+}
+}  // namespace
+
+// The submit's work on the conversion pool: the input converted, its configs checked against
+// the limits, and (unless a dry run) made into task records.
 
 struct Service::SubmitWork {
   Result<Conversion> converted = Error{""};
@@ -587,28 +623,13 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
   auto id = scheduler_.BeginSubmit(std::move(job), static_cast<int64_t>(total));
   if (!id) co_return id;
   // The records of the chunk of configs from `from` on, made on the pool while the io thread
-  // stores the chunk before; `ready` is cancelled once they are.
-  struct Ahead {
-    explicit Ahead(const asio::any_io_executor& io)
-        : ready(io, asio::steady_timer::time_point::max()) {}
-    std::optional<std::vector<TaskRecord>> records;
-    asio::steady_timer ready;
-  };
+  // stores the chunk before.
   auto make_ahead = [this, &configs, repeat](size_t from) {
-    auto ahead = std::make_shared<Ahead>(io_);
-    // (Only the io thread holds the timer: a submit that ends meanwhile drops the records.)
-    asio::post(pool_, [io = io_, configs, repeat, from, wanted = std::weak_ptr<Ahead>(ahead)] {
-      auto records = Scheduler::MakeTaskRecords(*configs, repeat, from, from + kRecordChunk);
-      asio::post(io, [wanted, records = std::move(records)]() mutable {
-        if (auto ahead = wanted.lock()) {
-          ahead->records = std::move(records);
-          ahead->ready.cancel();
-        }
-      });
+    return MakeOnPool(pool_, io_, [configs, repeat, from] {
+      return Scheduler::MakeTaskRecords(*configs, repeat, from, from + kRecordChunk);
     });
-    return ahead;
   };
-  std::shared_ptr<Ahead> next;
+  std::shared_ptr<FromPool<std::vector<TaskRecord>>> next;
   if (configs->size() > kRecordChunk) next = make_ahead(kRecordChunk);
   // A step at a time, each one transaction, with every other request served in between: a
   // million tasks must not stall everyone's `status`.
@@ -642,29 +663,26 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
     }
     from += kRecordChunk;
     if (from >= configs->size() || !next) break;
-    if (!next->records) {  // made soon
+    if (!next->value) {  // made soon
       const auto wait_start = std::chrono::steady_clock::now();
-      do {
-        asio::error_code ec;
-        co_await next->ready.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      } while (!next->records);
+      co_await next->Ready();
       waited_records += std::chrono::steady_clock::now() - wait_start;
     }
     own.Records();  // stored: freed on the pool
-    records = std::move(*next->records);
+    records = std::move(*next->value);
     next = from + kRecordChunk < configs->size() ? make_ahead(from + kRecordChunk) : nullptr;
   }
   if (total > static_cast<size_t>(scheduler_.StepRows())) {
     // The last step's commit (synchronous=FULL) syncs the log its steps wrote: most of it
     // synced first on the pool, so that the io thread waits for what is left, not for
     // a hundred megabytes. (An fsync of the file through another descriptor is as good.)
-    co_await ToPool();
-    // A million configs are a gigabyte to give back: freed and the heap trimmed on another of
-    // the pool's threads while this one syncs (the answer's trim then finds little left).
+    // A million configs are a gigabyte to give back (a second, trim included): on another of
+    // the pool's threads, from now on, while this one syncs and the submitter is answered.
     asio::post(pool_, [gone = std::move(own.configs)]() mutable {
       gone.reset();
       TrimHeap();
     });
+    co_await ToPool();
     const std::string log = config_.state_dir + "/ckprofd.db-wal";
     if (const int fd = open(log.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
       (void)fdatasync(fd);
