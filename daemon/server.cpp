@@ -1,6 +1,7 @@
 #include "daemon/server.h"
 
 #include <grp.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -652,7 +653,13 @@ asio::awaitable<bool> Server::StreamWatch(Connection& c, const Request& req,
 asio::awaitable<bool> Server::Answer(Connection& c, Request& req) {
   std::string response;  // the frame, its id the request's
   try {
-    response = co_await service_.Handle(req, c.who);
+    // A client that hangs up (Ctrl-C on a large submit) is gone: not the one that only shut
+    // down its writing (POLLRDHUP), which may still read the answer.
+    const std::function<bool()> gone = [fd = c.socket.native_handle()] {
+      pollfd p{fd, 0, 0};
+      return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) != 0;
+    };
+    response = co_await service_.Handle(req, c.who, gone);
   } catch (const std::exception& e) {
     spdlog::error("request {} from uid {} failed: {}", RequestTypeName(req.type()), c.who.uid,
                   e.what());

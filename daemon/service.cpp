@@ -220,13 +220,14 @@ asio::awaitable<void> Service::ToIo() {
   co_await asio::post(asio::bind_executor(io_, asio::use_awaitable));
 }
 
-asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& who) {
+asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& who,
+                                             const std::function<bool()>& client_gone) {
   switch (r.type()) {
     case RequestType::kHello:
     case RequestType::kPing:
       co_return Frame(MakeReply(r, HandleHello(who)));
     case RequestType::kSubmit:
-      co_return Respond(r, co_await HandleSubmit(r.as<SubmitRequest>(), who));
+      co_return Respond(r, co_await HandleSubmit(r.as<SubmitRequest>(), who, client_gone));
     case RequestType::kStatus:
       co_return Respond(r, HandleStatus(r.as<StatusRequest>(), who, true));
     case RequestType::kList: {
@@ -600,7 +601,8 @@ Result<JobRecord> Service::MakeJob(const SubmitOptions& o, const Identity& who,
 }
 
 asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<CkConfig> job_configs,
-                                                   std::vector<TaskRecord> first_records) {
+                                                   std::vector<TaskRecord> first_records,
+                                                   const std::function<bool()>& client_gone) {
   const int repeat = job.repeat;
   // What the pool made is given back on the pool, however the submit ends: freed here, memory
   // of the pool's heap may have glibc consolidate that heap on this thread (malloc_consolidate:
@@ -649,7 +651,11 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
       left = left.subspan(n);
       stored += n;
       if (stored >= total) break;
-      co_await ToIo();  // behind whatever else the io thread has to do
+      co_await ToIo();                     // behind whatever else the io thread has to do
+      if (client_gone && client_gone()) {  // (Ctrl-C): a job nobody was told of is not kept
+        scheduler_.AbortSubmit(*id);
+        co_return Error{std::string(kClientLeft)};
+      }
       if (scheduler_.LargeWorkWaits()) {
         const auto wait_start = std::chrono::steady_clock::now();
         asio::steady_timer pause(io_);
@@ -702,8 +708,8 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
   co_return id;
 }
 
-asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const SubmitRequest& r,
-                                                                    const Identity& who) {
+asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(
+    const SubmitRequest& r, const Identity& who, const std::function<bool()>& client_gone) {
   const SubmitOptions& o = r.submit;
   ConvertOptions conv;
   std::string profiler;
@@ -765,8 +771,18 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(const Submit
   if (check_state) {
     if (Status s = check_state(); !s) co_return Refuse("submit: " + s.error());
   }
-  auto id = co_await StoreJob(std::move(*job), std::move(w.configs), std::move(w.first_records));
-  if (!id) co_return Refuse("submit: " + id.error());
+  Result<int64_t> id = Error{std::string(kClientLeft)};  // gone while its input was converted
+  if (!client_gone || !client_gone()) {
+    id = co_await StoreJob(std::move(*job), std::move(w.configs), std::move(w.first_records),
+                           client_gone);
+  }
+  if (!id) {
+    if (id.error() == kClientLeft) {
+      spdlog::info("a submit of {} task(s) from {} (uid {}): {}; nothing of it is kept", task_count,
+                   who.user, who.uid, kClientLeft);
+    }
+    co_return Refuse("submit: " + id.error());
+  }
   // A database removed before the commit took it into a file no path reaches: not acknowledged.
   if (check_state) {
     if (Status s = check_state(); !s) co_return Refuse("submit: " + s.error());

@@ -37,7 +37,10 @@ class Service {
   // The response frame (its JSON text and newline) to one request answered by one reply (not
   // a stream: Stream). One switch over the kinds, one handler each. A submit's payload is
   // left to the caller to free (ReleasePayload).
-  asio::awaitable<std::string> Handle(const Request& request, const Identity& who);
+  // `client_gone`, when given, says whether the asking client has gone (its connection hung
+  // up): a submit it left before its job was stored keeps nothing.
+  asio::awaitable<std::string> Handle(const Request& request, const Identity& who,
+                                      const std::function<bool()>& client_gone = {});
 
   // A stream's subscription (watch, log --follow): its watcher is told events until it is
   // destroyed (also after the Service is gone).
@@ -84,7 +87,8 @@ class Service {
   Result<Watching> Watch(const Request& envelope, const WatchRequest& r, JobWatcher* watcher);
   Result<Watching> FollowLog(const Request& envelope, const LogRequest& r, JobWatcher* watcher);
   HelloReply HandleHello(const Identity& who) const;
-  asio::awaitable<Answer<SubmitReply>> HandleSubmit(const SubmitRequest& r, const Identity& who);
+  asio::awaitable<Answer<SubmitReply>> HandleSubmit(const SubmitRequest& r, const Identity& who,
+                                                    const std::function<bool()>& client_gone);
   // status and list (`all`: finished jobs too).
   Answer<StatusReply> HandleStatus(const StatusRequest& r, const Identity& who, bool all) const;
   Answer<ResultsReply> HandleResults(const ResultsRequest& r);
@@ -116,9 +120,12 @@ class Service {
   Result<JobRecord> MakeJob(const SubmitOptions& o, const Identity& who,
                             const std::string& profiler, InputFormat format) const;
   // The job and its tasks stored in steps: `first_records` are the first configs' task records
-  // (MakeTaskRecords), the others are made on the pool a chunk ahead of the steps.
+  // (MakeTaskRecords), the others are made on the pool a chunk ahead of the steps. A client
+  // gone between steps (`client_gone`) ends it, nothing kept: kClientLeft.
+  static constexpr std::string_view kClientLeft = "the client left before its job was stored";
   asio::awaitable<Result<int64_t>> StoreJob(JobRecord job, std::vector<CkConfig> configs,
-                                            std::vector<TaskRecord> first_records);
+                                            std::vector<TaskRecord> first_records,
+                                            const std::function<bool()>& client_gone);
   std::optional<JobSummary> SummaryOf(int64_t job_id) const;
   // Whether `who` may run the profiler at `path` through this daemon; the error says why not.
   Status CheckProfilerPolicy(const std::string& path, const Identity& who) const;

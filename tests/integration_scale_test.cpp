@@ -265,6 +265,42 @@ TEST_F(ScaleTest, JobsCutShortByACrashAreRemovedAtTheNextStart) {
             Count("SELECT max(id) FROM tasks WHERE job_id=" + std::to_string(kept)));
 }
 
+// A client that goes (Ctrl-C, killed) while its large submit is being stored was told of no
+// job: the daemon stops storing it at its next step and keeps nothing of it, and serves on.
+TEST_F(ScaleTest, ASubmitWhoseClientLeftMidwayKeepsNothing) {
+  auto o = EmulatorOptions();
+  o.env.push_back("CKPROFD_STEP_ROWS=5");  // 600 steps: the client goes during them
+  o.args.insert(o.args.end(), {"--log-level", "debug"});
+  Start(o);
+  testing::BackgroundCommand submit({testing::SharedBinPath("ckprof"), "--socket", daemon_.socket(),
+                                     "submit", configs_, "--not-before", "+2h"});
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool seen = false;
+  while (!seen && std::chrono::steady_clock::now() < until) {
+    try {
+      seen =
+          Count("SELECT count(*) FROM jobs_dropped") > 0 && Count("SELECT count(*) FROM tasks") > 0;
+    } catch (const std::exception&) {
+      // (The database may be busy a moment.)
+    }
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(seen) << "the submit's steps were never seen under way";
+  submit.Signal(SIGKILL);
+  submit.Finish(30);
+  ASSERT_TRUE(WaitForLog("the client left before its job was stored; nothing of it is kept"));
+  ASSERT_TRUE(WaitForLog("task rows are removed"));
+  EXPECT_EQ(Count("SELECT count(*) FROM tasks"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs_dropped"), 0);
+  CommandResult list = Ckprof({"list", "--all"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_EQ(list.out.find("configs.json"), std::string::npos) << list.out;
+  // A client that stays is answered as before.
+  EXPECT_GT(SubmitHeld(), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM tasks"), kTasks);
+}
+
 // A daemon killed (SIGKILL) while a large submit is being stored: the submit was not
 // acknowledged, and after the restart the job is not there, nor any of its rows.
 TEST_F(ScaleTest, SubmitKilledBetweenStepsLeavesNoJob) {
