@@ -175,7 +175,11 @@ Server::Server(asio::io_context& io, Service& service, const DaemonConfig& confi
 
 Server::~Server() {
   *alive_ = false;
-  if (owns_path_) unlink(path_.c_str());
+  struct stat st {};
+  if (owns_path_ && lstat(path_.c_str(), &st) == 0 && st.st_dev == socket_dev_ &&
+      st.st_ino == socket_ino_) {
+    unlink(path_.c_str());
+  }
 }
 
 Status Server::CheckSocketPath(const DaemonConfig& config) {
@@ -232,6 +236,10 @@ Status Server::Listen() {
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return MakeError("cannot listen on " + path_ + ": " + ec.message());
   owns_path_ = true;
+  if (struct stat made{}; lstat(path_.c_str(), &made) == 0) {
+    socket_dev_ = made.st_dev;
+    socket_ino_ = made.st_ino;
+  }
   if (!config_.socket_group.empty()) {
     std::vector<char> buf(16384);
     group gr{};

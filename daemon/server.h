@@ -14,6 +14,8 @@
 // Construct, Start and Stop on the daemon's io thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <asio.hpp>
 #include <memory>
 #include <optional>
@@ -91,6 +93,10 @@ class Server {
   asio::local::stream_protocol::acceptor acceptor_;
   std::string path_;
   bool owns_path_ = false;
+  // The socket file it made (its device and inode): the path is removed at the end only while
+  // it still names that file, not another daemon's made there since (after ours was removed).
+  dev_t socket_dev_ = 0;
+  ino_t socket_ino_ = 0;
   bool stopping_ = false;
   size_t connections_ = 0;
   uint64_t bytes_in_flight_ = 0;                 // everyone's request bytes in flight

@@ -295,6 +295,33 @@ TEST_F(SecurityStateTest, LockFileRemovedKeepsASecondDaemonOutAndStopsTheFirst) 
   EXPECT_EQ(StatusJson(job).value("state", ""), "running");
 }
 
+// A daemon whose socket file was removed under it, and another daemon started on that path
+// meanwhile: the first one's stop leaves the second's socket there, and the second answers.
+TEST_F(SecurityStateTest, AStoppingDaemonLeavesAnotherDaemonsSocketAtItsPath) {
+  auto o = EmulatorOptions("0");
+  Start(o);
+  const std::string socket = daemon_.socket();
+  ASSERT_EQ(unlink(socket.c_str()), 0);
+  testing::TempDir second_dir;
+  auto second = o;
+  second.dir = second_dir.path();
+  second.state_dir = second_dir.path() + "/state";
+  second.args.insert(second.args.end(), {"--socket", socket});
+  LaunchedDaemon other;
+  std::string error;
+  ASSERT_TRUE(other.Start(second, &error)) << error;
+  const int stopped = daemon_.Stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(stopped) && WEXITSTATUS(stopped) == 0) << stopped;
+  struct stat st {};
+  ASSERT_EQ(lstat(socket.c_str(), &st), 0) << "the first daemon's stop removed the second's socket";
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  const auto ping =
+      testing::RunCommand({testing::SharedBinPath("ckprof"), "--socket", socket, "ping"});
+  EXPECT_EQ(ping.exit_code, 0) << ping.err;
+  EXPECT_EQ(other.StopGracefully(30), "");
+  EXPECT_NE(lstat(socket.c_str(), &st), 0) << "the second daemon's stop leaves its own socket";
+}
+
 // Job and task ids are never given twice: not after `clean`, a restart, or keep_finished_days.
 TEST_F(SecurityStateTest, IdsAreNeverReused) {
   SystemUser ann(Name("a"));
