@@ -73,6 +73,24 @@ class ScaleTest : public testing::EmulatorDaemonTest {
 
   int64_t Count(const std::string& sql) { return std::stoll(SqlQuery(Db(), sql).at(0).at(0)); }
 
+  // Waits until a submit's steps are under way: its job marked (jobs_dropped) and its first
+  // rows stored; false after 60 s (a broken build, not a pause).
+  bool StepsUnderWay() {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < until) {
+      try {
+        if (Count("SELECT count(*) FROM jobs_dropped") > 0 &&
+            Count("SELECT count(*) FROM tasks") > 0) {
+          return true;
+        }
+      } catch (const std::exception&) {
+        // (The database may not exist yet, or be busy a moment.)
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  }
+
   // Waits for the daemon's log to say `needle` (its rows removed, ...); a deadline for a broken
   // build, not a pause.
   bool WaitForLog(const std::string& needle, double timeout_s = 60) {
@@ -274,18 +292,7 @@ TEST_F(ScaleTest, ASubmitWhoseClientLeftMidwayKeepsNothing) {
   Start(o);
   testing::BackgroundCommand submit({testing::SharedBinPath("ckprof"), "--socket", daemon_.socket(),
                                      "submit", configs_, "--not-before", "+2h"});
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  bool seen = false;
-  while (!seen && std::chrono::steady_clock::now() < until) {
-    try {
-      seen =
-          Count("SELECT count(*) FROM jobs_dropped") > 0 && Count("SELECT count(*) FROM tasks") > 0;
-    } catch (const std::exception&) {
-      // (The database may be busy a moment.)
-    }
-    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  ASSERT_TRUE(seen) << "the submit's steps were never seen under way";
+  ASSERT_TRUE(StepsUnderWay()) << "the submit's steps were never seen under way";
   submit.Signal(SIGKILL);
   submit.Finish(30);
   ASSERT_TRUE(WaitForLog("the client left before its job was stored; nothing of it is kept"));
@@ -310,18 +317,7 @@ TEST_F(ScaleTest, SubmitKilledBetweenStepsLeavesNoJob) {
   testing::BackgroundCommand submit({testing::SharedBinPath("ckprof"), "--socket", daemon_.socket(),
                                      "submit", configs_, "--not-before", "+2h"});
   // The job's row appears, marked, with its first step: kill then.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  bool seen = false;
-  while (!seen && std::chrono::steady_clock::now() < until) {
-    try {
-      seen =
-          Count("SELECT count(*) FROM jobs_dropped") > 0 && Count("SELECT count(*) FROM tasks") > 0;
-    } catch (const std::exception&) {
-      // (The database may not exist yet, or be busy a moment.)
-    }
-    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  ASSERT_TRUE(seen) << "the submit's steps were never seen under way";
+  ASSERT_TRUE(StepsUnderWay()) << "the submit's steps were never seen under way";
   daemon_.Stop(SIGKILL);
   CommandResult r = submit.Finish(30);
   EXPECT_NE(r.exit_code, 0) << r.out;  // never acknowledged
