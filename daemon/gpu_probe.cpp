@@ -20,6 +20,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 
 #include "common/gpu_list.h"
 #include "daemon/process_util.h"
@@ -36,33 +37,48 @@ std::string Join(const std::string& root, const std::string& path) {
   return (root.back() == '/' ? root.substr(0, root.size() - 1) : root) + path;
 }
 
-// The names in `dir` (not "." nor ".."), unsorted; none when it cannot be read. One open,
-// getdents64 into a buffer on the stack, one close: ListDir's opendir also stats the directory
-// and allocates 32 KiB each time, and a look at the GPUs' processes lists a directory for
-// each process, at each task's end.
-std::vector<std::string> Names(const std::string& dir) {
-  std::vector<std::string> out;
+// Calls f(name, inode) for each entry of `dir` (not "." nor ".."), unsorted; none when it
+// cannot be read. One open, getdents64 into a buffer on the stack, one close: ListDir's opendir
+// also stats the directory and allocates 32 KiB each time, and a look at the GPUs' processes
+// lists a directory for each process, at each task's end.
+template <typename F>
+void ForEachEntry(const std::string& dir, F f) {
   const UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return out;
+  if (fd.get() < 0) return;
   alignas(struct dirent64) char buf[8192];
   ssize_t n;
   while ((n = getdents64(fd.get(), buf, sizeof buf)) > 0) {
     for (ssize_t at = 0; at < n;) {
       const auto* d = reinterpret_cast<const struct dirent64*>(buf + at);
       at += d->d_reclen;
-      if (d->d_name[0] != '.') out.emplace_back(d->d_name);
+      if (d->d_name[0] != '.') f(std::string_view(d->d_name), static_cast<ino_t>(d->d_ino));
     }
   }
+}
+
+std::vector<std::string> Names(const std::string& dir) {
+  std::vector<std::string> out;
+  ForEachEntry(dir, [&](std::string_view name, ino_t) { out.emplace_back(name); });
   return out;
 }
 
-// Names that are numbers, in numeric order (topology nodes, pids).
+bool IsNumber(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), ::isdigit);
+}
+
+// Entries whose names are numbers (topology nodes, pids), in numeric order, with their inodes.
+std::vector<std::pair<long long, ino_t>> NumericEntriesAndInodes(const std::string& dir) {
+  std::vector<std::pair<long long, ino_t>> out;
+  ForEachEntry(dir, [&](std::string_view name, ino_t ino) {
+    if (IsNumber(name)) out.emplace_back(std::stoll(std::string(name)), ino);
+  });
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<long long> NumericEntries(const std::string& dir) {
   std::vector<long long> out;
-  for (const auto& e : Names(dir)) {
-    if (!e.empty() && std::all_of(e.begin(), e.end(), ::isdigit)) out.push_back(std::stoll(e));
-  }
-  std::sort(out.begin(), out.end());
+  for (const auto& [n, ino] : NumericEntriesAndInodes(dir)) out.push_back(n);
   return out;
 }
 
@@ -130,13 +146,15 @@ std::map<std::string, long long> ReadProperties(const std::string& path) {
 // Who `pid` is, or nullopt when it is gone (a stale entry must not hold a GPU for ever).
 std::optional<ProbedProcess> Probe(pid_t pid, const std::string& marker) {
   auto owner = ReadProcOwner(pid);
-  if (!owner || !ProcessIsLive(pid)) return std::nullopt;
+  if (!owner) return std::nullopt;
+  const auto st = ReadProcStat(pid);
+  if (!st || st->state == 'Z' || st->state == 'X') return std::nullopt;
   ProbedProcess p;
   p.user.pid = pid;
   p.user.uid = owner->uid;
   p.user.user = UserNameOf(owner->uid);
   p.user.command = owner->command;
-  if (auto st = ReadProcStat(pid)) p.pgid = st->pgrp;
+  p.pgid = st->pgrp;
   p.ours = !marker.empty() && ProcessHasEnv(pid, marker);
   return p;
 }
@@ -182,10 +200,33 @@ class KfdProbe final : public GpuProbe {
     return "AMD KFD under " + root_ + " (" + std::to_string(nodes_.size()) + " GPU(s))";
   }
 
+  // Called on the io thread (each task's end) and the watch's thread.
   Result<std::map<int, std::vector<ProbedProcess>>> Processes() override {
     std::map<int, std::vector<ProbedProcess>> out;
     const std::string procs = Join(root_, "/sys/class/kfd/kfd/proc");
-    for (long long pid : NumericEntries(procs)) {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(known_mu_);
+    std::map<long long, Known> known;
+    for (const auto& [pid, ino] : NumericEntriesAndInodes(procs)) {
+      // Who it is was learned at an earlier look of this same entry (the KFD makes a new one,
+      // a new inode, for a new process of that pid), recently: a process that was gone stays
+      // gone, and one that lived is checked to live still (and for its process group).
+      const auto it = known_.find(pid);
+      Known k;
+      if (it != known_.end() && it->second.ino == ino && now - it->second.at < kKnownFor) {
+        k = it->second;
+        if (!k.who) {
+          known[pid] = k;
+          continue;  // a stale entry: nothing of it is read again
+        }
+        const auto st = ReadProcStat(static_cast<pid_t>(pid));
+        if (!st || st->state == 'Z' || st->state == 'X') {
+          k.who.reset();
+          known[pid] = k;
+          continue;
+        }
+        k.who->pgid = st->pgrp;
+      }
       const std::string dir = procs + "/" + std::to_string(pid);
       const std::vector<std::string> entries = Names(dir);
       std::vector<std::string> queue_gpus;
@@ -194,18 +235,22 @@ class KfdProbe final : public GpuProbe {
           queue_gpus.push_back(ReadText(dir + "/queues/" + q + "/gpuid"));
         }
       }
-      std::optional<ProbedProcess> who;
       for (size_t g = 0; g < nodes_.size(); ++g) {
         const std::string& id = nodes_[g].gpu_id;
         const bool uses =
             std::find(entries.begin(), entries.end(), "vram_" + id) != entries.end() ||
             std::find(queue_gpus.begin(), queue_gpus.end(), id) != queue_gpus.end();
         if (!uses) continue;
-        if (!who) who = Probe(static_cast<pid_t>(pid), marker_);
-        if (!who) break;  // gone
-        out[static_cast<int>(g)].push_back(*who);
+        if (k.ino == 0) {  // not known: probed once, the first time it uses a GPU we watch
+          k = Known{ino, now, Probe(static_cast<pid_t>(pid), marker_)};
+          known[pid] = k;
+        }
+        if (!k.who) break;  // gone
+        out[static_cast<int>(g)].push_back(*k.who);
       }
+      if (k.ino != 0) known[pid] = k;
     }
+    known_ = std::move(known);  // entries no longer listed are forgotten
     return out;
   }
 
@@ -264,9 +309,21 @@ class KfdProbe final : public GpuProbe {
     std::vector<Hwmon> hwmon;  // one per hwmon directory
   };
 
+  // What a look learned of a process of the KFD's list: kept while the list shows the same
+  // entry (its inode), for kKnownFor, so that each task's end does not read /proc again for
+  // every process it has seen (a stale entry cost five system calls a look, a live one six).
+  struct Known {
+    ino_t ino = 0;  // 0: not probed
+    std::chrono::steady_clock::time_point at;
+    std::optional<ProbedProcess> who;  // nullopt: gone
+  };
+  static constexpr std::chrono::seconds kKnownFor{2};
+
   std::string root_;
   std::string marker_;
   std::vector<Node> nodes_;
+  std::mutex known_mu_;
+  std::map<long long, Known> known_;  // by pid
 };
 
 // ---------------------------------------------------------------- NVIDIA (nvidia-smi)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "tests/util/commands.h"
@@ -88,6 +89,45 @@ TEST(GpuProbe, KfdSeesWhoUsesEachGpuAndHowEachGpuIs) {
 
   sys.Forget(foreign.pid());
   EXPECT_TRUE(probe->Processes()->empty());
+}
+
+// Who a process is, learned at one look, serves the next looks of the same KFD entry; what it
+// uses is read again at each look, and whether it still lives.
+TEST(GpuProbe, KfdLooksAgainAtWhatAKnownProcessUsesAndWhetherItLives) {
+  TempDir dir;
+  FakeSysfs sys(dir.File("sys"), 2);
+  auto foreign = std::make_unique<testing::BackgroundCommand>(
+      std::vector<std::string>{"sleep", "60"}, std::vector<std::string>{}, dir.path());
+  const pid_t pid = foreign->pid();
+  WaitExec(pid, "sleep");
+  sys.UseGpu(pid, 0);
+  auto probe = MakeKfdProbe(sys.root(), "CKPROFD_STATE=/nowhere");
+  auto first = probe->Processes();
+  ASSERT_TRUE(first.ok()) << first.error();
+  ASSERT_EQ(first->count(0), 1u);
+  EXPECT_EQ(first->count(1), 0u);
+  // It starts using the second GPU: seen on both at the next look.
+  sys.UseGpu(pid, 1);
+  auto both = probe->Processes();
+  ASSERT_TRUE(both.ok());
+  ASSERT_EQ(both->count(0), 1u);
+  ASSERT_EQ(both->count(1), 1u);
+  EXPECT_EQ(both->at(1)[0].user.command, "sleep 60");
+  // It ends (reaped) while the KFD still lists it: it holds no GPU at the next look.
+  foreign.reset();
+  EXPECT_TRUE(probe->Processes()->empty());
+  // A stale entry, then a live process under that pid's name as a new entry: probed anew.
+  TempDir dir2;
+  testing::BackgroundCommand next({"sleep", "61"}, {}, dir2.path());
+  WaitExec(next.pid(), "sleep");
+  sys.UseGpu(999998, 0);
+  EXPECT_TRUE(probe->Processes()->empty()) << "a pid that does not exist holds no GPU";
+  sys.Forget(999998);
+  sys.UseGpu(next.pid(), 1);
+  auto again = probe->Processes();
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->count(1), 1u);
+  EXPECT_EQ(again->at(1)[0].user.command, "sleep 61");
 }
 
 TEST(GpuProbe, OurOwnProfilersCarryTheMarker) {
