@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/fast_json.h"
+
 namespace ckprof {
 namespace {
 
@@ -71,6 +73,11 @@ Result<nlohmann::json> ParseJson(std::string_view text, size_t max_depth) {
 }
 
 Result<nlohmann::ordered_json> ParseOrderedJson(std::string_view text, size_t max_depth) {
+  // A stored config, read at each task's start, is what the fast reader takes (its value the
+  // same, its depth within the bound); anything else goes to nlohmann's parser, its messages.
+  if (max_depth >= kFastJsonMaxDepth) {
+    if (auto fast = FastJsonParse(text)) return std::move(*fast);
+  }
   return ParseImpl<nlohmann::ordered_json>(text, max_depth);
 }
 
