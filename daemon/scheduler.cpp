@@ -660,14 +660,17 @@ void Scheduler::ApplyEnd(PendingEnd end, std::optional<Start> next) {
   } else {
     CountFinal(job, outcome.kind, +1);
   }
-  spdlog::info(
-      "end job {} task {} (#{}) {}: {} in {:.3f} s{}", job.rec.id, task_id, task.position,
-      r.placement ? fmt::format("in {} job {} on {} GPU {}", r.placement->executor,
-                                r.placement->job_id, r.placement->node, r.placement->granted)
-                  : fmt::format("on GPU {}", gpu_index),
-      outcome.Summary(), elapsed,
-      r.perf.has_best ? fmt::format(", best {:.4g} ms {:.4g} TFlops", r.perf.avg_ms, r.perf.tflops)
-                      : "");
+  if (spdlog::should_log(spdlog::level::info)) {  // (its pieces are formatted before the call)
+    spdlog::info(
+        "end job {} task {} (#{}) {}: {} in {:.3f} s{}", job.rec.id, task_id, task.position,
+        r.placement ? fmt::format("in {} job {} on {} GPU {}", r.placement->executor,
+                                  r.placement->job_id, r.placement->node, r.placement->granted)
+                    : fmt::format("on GPU {}", gpu_index),
+        outcome.Summary(), elapsed,
+        r.perf.has_best
+            ? fmt::format(", best {:.4g} ms {:.4g} TFlops", r.perf.avg_ms, r.perf.tflops)
+            : "");
+  }
   const Task done = task;
   if (!requeue) Forget(task_id, state, outcome.Summary());  // `task` is gone from here on
   EmitTaskFinished(job, [&] {
