@@ -307,7 +307,8 @@ def run_ckprofd(configs_path, work, tag, env_pairs, nice=None, order=None, confi
 def fake_kfd_config(work):
     """A ckprofd config that watches a fake KFD tree of GPUS GPUs (foreign_gpu_use "wait"):
     each start reads the tree's process list, as on an AMD server. The tree lists four stale
-    processes (pids that do not exist), which every look reads and drops."""
+    processes (pids that do not exist), which a look reads and drops (the probe then knows them
+    as gone while the tree lists the same entries, for 2 s)."""
     root = os.path.join(work, "fake-sysfs")
     shutil.rmtree(root, ignore_errors=True)
     nodes = os.path.join(root, "sys/class/kfd/kfd/topology/nodes")
