@@ -1145,6 +1145,14 @@ def section_large(base, work):
             _, out = timed(["submit", big, "--not-before", "+1d", "--json"])
             job = json.loads(out)["job_id"]
             (_, ranked_s, ranked_forget_s), ranked_probe = probed(cancel)
+
+            def retry():
+                answer_s, _ = timed(["retry", str(job)])
+                return answer_s
+            # `ckprof retry` of the cancelled job: every task queued again (not started: the
+            # job waits for its --not-before), then cancelled again.
+            retry_s, retry_probe = probed(retry)
+            cancel()
             clean()
     finally:
         daemon.terminate()
@@ -1184,6 +1192,9 @@ def section_large(base, work):
                   "cancelled / its entries freed", f"{ranked_s:.2f} / {ranked_forget_s:.2f} s",
                   "<= 3 s", verdict(ranked_s, 3)]]
         rows += status_rows("it is cancelled", ranked_probe)
+        rows += [[f"a retry of that cancelled job: every task queued again (answered)",
+                  f"{retry_s:.2f} s", "<= 3 s", verdict(retry_s, 3)]]
+        rows += status_rows("it is retried", retry_probe)
     table(f"8. Large requests: {LARGE_CONFIGS} configs submitted, cancelled, cleaned beside "
           f"{LARGE_QUEUED} queued, {LARGE_CLIENTS} client(s) of another user polling status "
           f"every {LARGE_POLL_MS} ms",

@@ -947,8 +947,9 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
   if (Status s = CheckPositions(job, options.positions); !s) return Error{s.error()};
   // A cancel under way: its tasks are all cancelled now (the Store has them so already).
   FinishCancelling(job_id);
-  // Final tasks live in the Store only.
-  auto rows = store_.JobTasks(job_id);
+  // Final tasks live in the Store only (their brief rows: no config or result text, since a
+  // job may have a million of them).
+  auto rows = store_.JobTasksBrief(job_id);
   if (!rows) return Error{rows.error()};
   const std::set<int64_t> wanted(options.positions.begin(), options.positions.end());
   std::vector<int64_t> ids;
@@ -975,7 +976,7 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
     spdlog::info("job {}: timeout {} s, profiler {} (retry by {})", job_id, job.rec.timeout_s,
                  job.rec.profiler_path, who.user);
   }
-  auto requeued = RequeueFinal(job, ids);
+  auto requeued = RequeueFinal(job, ids, &*rows);
   if (requeued && *requeued > 0) {
     spdlog::info("job {}: {} task(s) requeued by {} (uid {})", job_id, *requeued, who.user,
                  who.uid);
@@ -984,34 +985,57 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
   return requeued;
 }
 
-Result<int64_t> Scheduler::RequeueFinal(Job& job, const std::vector<int64_t>& task_ids) {
+Result<int64_t> Scheduler::RequeueFinal(Job& job, const std::vector<int64_t>& task_ids,
+                                        const std::vector<TaskRecord>* brief_rows) {
   const int64_t job_id = job.rec.id;
-  auto rows = store_.JobTasks(job_id);
-  if (!rows) return Error{rows.error()};
+  std::vector<TaskRecord> read;
+  if (!brief_rows) {
+    auto rows = store_.JobTasksBrief(job_id);
+    if (!rows) return Error{rows.error()};
+    read = std::move(*rows);
+    brief_rows = &read;
+  }
+  std::vector<int64_t> taken(task_ids);  // looked up once per row: sorted
+  std::sort(taken.begin(), taken.end());
   std::vector<std::pair<Task, Kind>> retry;  // and how each ended
-  for (const auto& r : *rows) {
-    if (std::find(task_ids.begin(), task_ids.end(), r.id) == task_ids.end()) continue;
+  std::vector<int64_t> ids, unmarked;        // retried; those with a row of their own
+  int64_t marked = 0, marked_retried = 0;    // rows the job's cancel mark ended
+  for (const auto& r : *brief_rows) {
+    if (r.marked) ++marked;
+    if (!std::binary_search(taken.begin(), taken.end(), r.id)) continue;
     auto kind = OutcomeOf(r.state);
     if (!kind || tasks_.count(r.id)) continue;
     retry.emplace_back(TaskFromRecord(r), *kind);
+    ids.push_back(r.id);
+    if (r.marked) {
+      ++marked_retried;
+    } else {
+      unmarked.push_back(r.id);
+    }
     if (r.reused_from && *kind == Kind::kSucceeded) --job.reused;  // it runs this time
   }
-  std::vector<int64_t> ids;
-  for (const auto& [t, kind] : retry) ids.push_back(t.id);
   if (ids.empty()) return int64_t{0};
+  // When the retry takes every task the cancel's mark ended (`ckprof retry J` of a cancelled
+  // job), their rows stay as stored, 'queued', and only the mark goes: a million of them are
+  // not written out as cancelled and then back as queued.
+  const bool marked_requeued = marked == marked_retried;
   if (job.rec.cancelled) {
     // Retrying a cancelled job revives it.
-    if (Status s = store_.SetJobCancelled(job_id, false, ""); !s) return Error{s.error()};
+    if (Status s = store_.SetJobCancelled(job_id, false, "", marked_requeued); !s) {
+      return Error{s.error()};
+    }
     job.rec.cancelled = false;
     job.rec.cancel_reason.clear();
     policy_.UpdateJob(job_id, ParamsOf(job));
   }
-  if (Status s = store_.SetTasksState(ids, TaskState::kQueued, "", 0); !s) {
+  if (Status s = store_.SetTasksState(marked_requeued ? unmarked : ids, TaskState::kQueued, "", 0);
+      !s) {
     return Error{s.error()};
   }
   if (Status s = store_.SetJobFinished(job_id, 0); !s) return Error{s.error()};
   if (job.rec.finished_at > 0) job.clock_start = 0;  // revived: its time limit starts again
   job.rec.finished_at = 0;
+  tasks_.reserve(tasks_.size() + retry.size());
   for (const auto& [t, kind] : retry) {
     CountFinal(job, kind, -1);
     Enqueue(tasks_.emplace(t.id, t).first->second);

@@ -410,7 +410,9 @@ class Scheduler {
   // to ask again later.
   bool MayStart(const Gpu& gpu);
   // Final tasks `task_ids` of `job` queued again (retry); how many. The caller dispatches.
-  Result<int64_t> RequeueFinal(Job& job, const std::vector<int64_t>& task_ids);
+  // `brief_rows`: the job's JobTasksBrief, when the caller has read them.
+  Result<int64_t> RequeueFinal(Job& job, const std::vector<int64_t>& task_ids,
+                               const std::vector<TaskRecord>* brief_rows = nullptr);
   // An error naming the first of `positions` (#N) the job has not.
   Status CheckPositions(const Job& job, const std::vector<int>& positions) const;
   // Queued tasks `ids` of `job` end cancelled (stored first), `why` their error ("cancelled by

@@ -1374,10 +1374,15 @@ Status Store::WriteUsage(const UsageRecord& u) {
   return StepDone(up, "record usage");
 }
 
-Status Store::SetJobCancelled(int64_t job_id, bool cancelled, const std::string& reason) {
+Status Store::SetJobCancelled(int64_t job_id, bool cancelled, const std::string& reason,
+                              bool marked_requeued) {
   if (Status s = BeginWrite(); !s) return s;
   Status s;
-  if (!cancelled) {
+  if (!cancelled && marked_requeued) {
+    Stmt unmark(this, "DELETE FROM job_cancels WHERE job_id=?");
+    unmark.Bind(1, job_id);
+    s = StepDone(unmark, "revive job");
+  } else if (!cancelled) {
     // Revived: the tasks its cancel's mark ended (rows still 'queued') are written out as
     // cancelled, and the mark goes; a retry requeues those it retries afterwards.
     Stmt out(this,
@@ -1617,6 +1622,23 @@ Result<std::vector<TaskRecord>> Store::JobTasks(int64_t job_id) {
   std::vector<TaskRecord> out;
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) out.push_back(ReadTaskRow(q));
+  if (rc != SQLITE_DONE) return MakeError("database: load job tasks: " + q.error());
+  return out;
+}
+
+Result<std::vector<TaskRecord>> Store::JobTasksBrief(int64_t job_id) {
+  static const std::string sql = "SELECT " + TaskColumns(/*brief=*/true) +
+                                 ", c.job_id IS NOT NULL AND t.state = 'queued'" + kTaskRows +
+                                 " WHERE t.job_id=? ORDER BY t.position, t.run";
+  Stmt q(this, sql.c_str());
+  if (!q.ok()) return MakeError("database: load job tasks: " + q.error());
+  q.Bind(1, job_id);
+  std::vector<TaskRecord> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    out.push_back(ReadTaskRow(q));
+    out.back().marked = q.Int(17) != 0;
+  }
   if (rc != SQLITE_DONE) return MakeError("database: load job tasks: " + q.error());
   return out;
 }

@@ -97,6 +97,9 @@ struct TaskRecord {
   std::string problem;
   // Not run: the task whose stored success this one copies (submit --reuse); 0 = none.
   int64_t reused_from = 0;
+  // Ended by its job's cancel without a row of its own (MarkQueuedCancelled: stored 'queued',
+  // read as cancelled). Read by JobTasksBrief only.
+  bool marked = false;
 };
 
 // A success's figures, recorded with its end: what reuse looks up and `best` ranks.
@@ -228,8 +231,10 @@ class Store {
   Result<std::vector<DrainRecord>> Drains();
   // Marks the job cancelled, and why ("cancelled by alice"), or (a retry revives it) not: then
   // the tasks that MarkQueuedCancelled ended are written out as cancelled rows, and its mark
-  // goes (one transaction).
-  Status SetJobCancelled(int64_t job_id, bool cancelled, const std::string& reason);
+  // goes (one transaction). With `marked_requeued` (the retry requeues every one of them) they
+  // are left as they are stored, 'queued', and only the mark goes: no row is written.
+  Status SetJobCancelled(int64_t job_id, bool cancelled, const std::string& reason,
+                         bool marked_requeued = false);
   Status SetJobPriority(int64_t job_id, int priority);
   // Holds the job as `by` (uid `by_uid`), or releases it (`by` "").
   Status SetJobHold(int64_t job_id, const std::string& by, int64_t by_uid);
@@ -278,6 +283,9 @@ class Store {
   Result<std::string> TaskConfig(int64_t task_id);
   // Every task of a job, with config and result text, ordered by position.
   Result<std::vector<TaskRecord>> JobTasks(int64_t job_id);
+  // The same without the config, result and problem texts (read as ""), with `marked`: what a
+  // retry looks at, a million rows of it at a time.
+  Result<std::vector<TaskRecord>> JobTasksBrief(int64_t job_id);
   // Those of the job's tasks at `position` (every run of a repeated config), by run.
   Result<std::vector<TaskRecord>> JobTasksAt(int64_t job_id, int64_t position);
   Result<std::vector<AttemptRecord>> Attempts(int64_t task_id_or_0);
