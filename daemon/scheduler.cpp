@@ -1103,11 +1103,13 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
     s.state = JobState::kCancelling;
   } else if (!job.rec.held_by.empty()) {
     s.state = JobState::kHeld;
-  } else if (s.counts.running() > 0 || s.done() > 0) {
+  } else if (s.counts.running() > 0) {
     s.state = JobState::kRunning;
+  } else if (job.rec.not_before > UnixNow() || !job.waiting_on.empty()) {
+    // (Also once some of it ran: a retry of a deferred job waits for its time again.)
+    s.state = JobState::kWaiting;
   } else {
-    s.state = job.rec.not_before > UnixNow() || !job.waiting_on.empty() ? JobState::kWaiting
-                                                                        : JobState::kQueued;
+    s.state = s.done() > 0 ? JobState::kRunning : JobState::kQueued;
   }
   if (!ended && job.elapsed_n > 0) {
     double avg = job.elapsed_sum / static_cast<double>(job.elapsed_n);

@@ -736,6 +736,31 @@ TEST_F(SchedulerTest, FollowingATaskStreamsItsStartOutputAndEnd) {
   EXPECT_FALSE(sched_->Log(99, {}, 0, 1 << 20).ok());
 }
 
+// A deferred job some of whose tasks ended (here: cancelled, then two retried) waits for its
+// time again: status says waiting, not running, while nothing of it runs.
+TEST_F(SchedulerTest, ADeferredJobPartlyDoneSaysItWaits) {
+  Identity owner;
+  owner.uid = owner.gid = 1000;
+  owner.user = "user1000";
+  JobRecord later = Job(1000, "later");
+  later.not_before = UnixNow() + 7200;
+  const int64_t job = Submit(later, 4);
+  EXPECT_EQ(sched_->Summary(job)->state, JobState::kWaiting);
+  ASSERT_TRUE(sched_->Cancel(job, owner).ok());
+  RetryOptions some;
+  some.positions = {1, 3};
+  auto n = sched_->Retry(job, owner, some);
+  ASSERT_TRUE(n.ok()) << n.error();
+  EXPECT_EQ(*n, 2);
+  EXPECT_TRUE(launcher_.Active().empty());
+  EXPECT_EQ(sched_->Summary(job)->done(), 2);
+  EXPECT_EQ(sched_->Summary(job)->state, JobState::kWaiting);
+  EditOptions now;
+  now.not_before = 0.0;
+  ASSERT_TRUE(sched_->Edit(job, now, owner).ok());
+  EXPECT_EQ(sched_->Summary(job)->state, JobState::kRunning);
+}
+
 // Issue 20.3 and 20.4: an edit reaches the policy at once; clean removes ended jobs only.
 TEST_F(SchedulerTest, EditAndCleanChangeOnlyWhatTheyMay) {
   Identity owner;
