@@ -1081,6 +1081,9 @@ def section_large(base, work):
         queued_s, out = timed(["submit", queued, "--not-before", "+1d", "--json"])
         time.sleep(1)  # its compaction (memory given back) once quiet
         rss_queued = rss_mib(daemon.pid)
+        queued_job = json.loads(out)["job_id"]
+        (results_s, _), results_probe = probed(
+            lambda: timed(["results", str(queued_job), "--json"]))
         (submit_s, out), submit_probe = probed(
             lambda: timed(["submit", big, "--not-before", "+1d", "--json"]))
         job = json.loads(out)["job_id"]
@@ -1167,8 +1170,11 @@ def section_large(base, work):
 
     rows = [[f"submit {LARGE_QUEUED} configs (queued, another user's job)", f"{queued_s:.2f} s",
              "<= 2 s", verdict(queued_s, 2)],
-            [f"submit {LARGE_CONFIGS} configs ({mib:.0f} MiB)", f"{submit_s:.2f} s", "<= 10 s",
-             verdict(submit_s, 10)]]
+            [f"results of it (--json, {LARGE_QUEUED} tasks: read and sent)", f"{results_s:.2f} s",
+             "", ""]]
+    rows += status_rows("they are read", results_probe)
+    rows += [[f"submit {LARGE_CONFIGS} configs ({mib:.0f} MiB)", f"{submit_s:.2f} s", "<= 10 s",
+              verdict(submit_s, 10)]]
     rows += status_rows("it is stored", submit_probe)
     rows += [[f"cancel of it: answered / every task cancelled (the job ended)",
               f"{cancel_answer_s:.2f} / {cancel_s:.2f} s", "<= 3 s", verdict(cancel_s, 3)],

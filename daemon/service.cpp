@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <asio/experimental/as_tuple.hpp>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "common/text_table.h"
 #include "common/version.h"
 #include "daemon/heap_trim.h"
+#include "daemon/task_result_codec.h"
 
 namespace ckprof {
 namespace {
@@ -235,7 +237,7 @@ asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& w
       co_return Respond(r, HandleStatus(list, who, list.all));
     }
     case RequestType::kResults:
-      co_return Respond(r, HandleResults(r.as<ResultsRequest>()));
+      co_return co_await HandleResults(r, r.as<ResultsRequest>());
     case RequestType::kCancel:
       co_return Respond(r, HandleCancel(r.as<CancelRequest>(), who));
     case RequestType::kRetry:
@@ -815,22 +817,84 @@ Service::Answer<StatusReply> Service::HandleStatus(const StatusRequest& r, const
   return reply;
 }
 
-Service::Answer<ResultsReply> Service::HandleResults(const ResultsRequest& r) {
-  if (r.job_id <= 0) return Refuse("results: which job? field 'job_id' is missing");
-  auto s = scheduler_.Summary(r.job_id);
-  if (!s) return Refuse(s.error());
-  auto results = scheduler_.Results(r.job_id, r.all);
-  if (!results) return Refuse(results.error());
+asio::awaitable<bool> Service::Enter(PoolTurn& turn) {
+  if (!turn.gate) {
+    turn.gate = std::make_unique<asio::steady_timer>(io_, asio::steady_timer::time_point::max());
+  }
+  while (turn.busy) {
+    const std::shared_ptr<bool> alive = alive_;  // the gate goes with the Service
+    co_await turn.gate->async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    if (!*alive) co_return false;
+  }
+  turn.busy = true;
+  co_return true;
+}
+
+void Service::Leave(PoolTurn& turn) {
+  turn.busy = false;
+  turn.gate->cancel_one();
+}
+
+namespace {
+
+// A job of more tasks than this has its results read and encoded on the pool: a million rows
+// took seconds, and every other client waited for them on the io thread.
+constexpr int64_t kResultsOnIoThread = 2000;
+
+// The reply to `r`: the job's summary and the results of its tasks (a repeated job's runs
+// merged into one result per config, with their spread).
+ResultsReply ResultsReplyOf(JobSummary summary, std::vector<TaskResult> results,
+                            const ResultsRequest& r, double noise_threshold) {
   ResultsReply reply;
-  reply.job = std::move(*s);
-  // A repeated job's runs become one result per config, with their spread.
+  reply.job = std::move(summary);
   if (reply.job.repeat > 1) {
-    reply.tasks = MergeRepeats(*results, scheduler_.NoiseThreshold(r.job_id));
-    if (r.runs) reply.runs = std::move(*results);
+    reply.tasks = MergeRepeats(results, noise_threshold);
+    if (r.runs) reply.runs = std::move(results);
   } else {
-    reply.tasks = std::move(*results);
+    reply.tasks = std::move(results);
   }
   return reply;
+}
+
+}  // namespace
+
+asio::awaitable<std::string> Service::HandleResults(const Request& envelope,
+                                                    const ResultsRequest& r) {
+  using A = Answer<ResultsReply>;
+  if (r.job_id <= 0)
+    co_return Respond(envelope, A(Refuse("results: which job? field 'job_id' is missing")));
+  auto s = scheduler_.Summary(r.job_id);
+  if (!s) co_return Respond(envelope, A(Refuse(s.error())));
+  const double noise = scheduler_.NoiseThreshold(r.job_id);
+  if (s->total <= kResultsOnIoThread) {
+    auto results = scheduler_.Results(r.job_id, r.all);
+    if (!results) co_return Respond(envelope, A(Refuse(results.error())));
+    co_return Respond(envelope, A(ResultsReplyOf(std::move(*s), std::move(*results), r, noise)));
+  }
+  if (!co_await Enter(results_turn_)) {
+    co_return Respond(envelope, A(Refuse("results: ckprofd is stopping")));
+  }
+  const std::string path = config_.state_dir + "/ckprofd.db";
+  co_await ToPool();  // the rows read, parsed and encoded (hundreds of MB for a large job)
+  const auto start = std::chrono::steady_clock::now();
+  std::string frame;
+  if (auto rows = Store::ReadJobTasks(path, r.job_id); !rows) {
+    frame = Respond(envelope, A(Refuse(rows.error())));
+  } else {
+    std::vector<TaskResult> results;
+    results.reserve(rows->size());
+    for (const auto& row : *rows) results.push_back(TaskResultFromRecord(row, r.all));
+    rows->clear();
+    rows->shrink_to_fit();
+    frame = Respond(envelope, A(ResultsReplyOf(std::move(*s), std::move(results), r, noise)));
+  }
+  spdlog::debug("results of job {}: read and encoded beside the io thread in {:.3f} s ({} bytes)",
+                r.job_id,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                frame.size());
+  co_await ToIo();
+  Leave(results_turn_);
+  co_return frame;
 }
 
 Service::Answer<JobReply> Service::HandleCancel(const CancelRequest& r, const Identity& who) {

@@ -91,7 +91,9 @@ class Service {
                                                     const std::function<bool()>& client_gone);
   // status and list (`all`: finished jobs too).
   Answer<StatusReply> HandleStatus(const StatusRequest& r, const Identity& who, bool all) const;
-  Answer<ResultsReply> HandleResults(const ResultsRequest& r);
+  // The answer's frame: a large job's results are read and encoded on the pool, one request
+  // at a time (results_turn_).
+  asio::awaitable<std::string> HandleResults(const Request& envelope, const ResultsRequest& r);
   Answer<JobReply> HandleCancel(const CancelRequest& r, const Identity& who);
   Answer<JobReply> HandleRetry(const RetryRequest& r, const Identity& who);
   Answer<JobReply> HandleBoost(const BoostRequest& r, const Identity& who);
@@ -147,11 +149,18 @@ class Service {
   Scheduler& scheduler_;
   DaemonConfig config_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-  // usage's scans of the Store run one at a time on the pool (a request waits here for the
-  // one before it), so that a user asking again and again never takes every conversion
-  // thread. The gate never expires: cancel_one wakes the next waiter.
-  bool usage_scanning_ = false;
-  std::unique_ptr<asio::steady_timer> usage_gate_;
+  // Work on the pool that runs one request at a time (a request waits here for the one
+  // before it), so that a user asking again and again never takes every conversion thread:
+  // usage's scans of the Store, large jobs' results. The gate never expires: cancel_one wakes
+  // the next waiter.
+  struct PoolTurn {
+    bool busy = false;
+    std::unique_ptr<asio::steady_timer> gate;
+  };
+  // Waits for `turn` and takes it; false when the Service went meanwhile (nothing is taken).
+  asio::awaitable<bool> Enter(PoolTurn& turn);
+  void Leave(PoolTurn& turn);
+  PoolTurn usage_turn_, results_turn_;
 };
 
 }  // namespace ckprof

@@ -1680,16 +1680,65 @@ Result<std::string> Store::QuickCheck() {
   return q.Text(0);
 }
 
-Result<std::vector<Store::AttemptTally>> Store::TallyAttempts(const std::string& path, double since,
-                                                              double now, int64_t uid) {
+namespace {
+
+// A read-only connection of its own to the database at `path` (WAL: it reads what was
+// committed, and never blocks the daemon's writes), for any thread; `what` names the reading
+// in the error.
+Result<sqlite3*> OpenReader(const std::string& path, const std::string& what) {
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) !=
       SQLITE_OK) {
     const std::string why = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
-    return MakeError("database: usage: cannot open " + path + ": " + why);
+    return MakeError("database: " + what + ": cannot open " + path + ": " + why);
   }
   sqlite3_busy_timeout(db, 5000);
+  return db;
+}
+
+std::string ColumnText(sqlite3_stmt* q, int col) {
+  const unsigned char* t = sqlite3_column_text(q, col);
+  return t ? std::string(reinterpret_cast<const char*>(t),
+                         static_cast<size_t>(sqlite3_column_bytes(q, col)))
+           : std::string();
+}
+
+// ReadTaskRow's view of a statement of such a connection.
+struct ReaderRow {
+  sqlite3_stmt* q;
+  int64_t Int(int col) const { return sqlite3_column_int64(q, col); }
+  double Double(int col) const { return sqlite3_column_double(q, col); }
+  std::string Text(int col) const { return ColumnText(q, col); }
+};
+
+}  // namespace
+
+Result<std::vector<TaskRecord>> Store::ReadJobTasks(const std::string& path, int64_t job_id) {
+  auto db = OpenReader(path, "results");
+  if (!db) return Error{db.error()};
+  static const std::string sql = "SELECT " + TaskColumns(/*brief=*/false) + kTaskRows +
+                                 " WHERE t.job_id=? ORDER BY t.position, t.run";
+  sqlite3_stmt* q = nullptr;
+  int rc = sqlite3_prepare_v2(*db, sql.c_str(), -1, &q, nullptr);
+  std::vector<TaskRecord> out;
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(q, 1, job_id);
+    ReaderRow row{q};
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) out.push_back(ReadTaskRow(row));
+  }
+  const std::string why = sqlite3_errmsg(*db);
+  sqlite3_finalize(q);
+  sqlite3_close(*db);
+  if (rc != SQLITE_DONE) return MakeError("database: results: " + why);
+  return out;
+}
+
+Result<std::vector<Store::AttemptTally>> Store::TallyAttempts(const std::string& path, double since,
+                                                              double now, int64_t uid) {
+  auto reader = OpenReader(path, "usage");
+  if (!reader) return Error{reader.error()};
+  sqlite3* db = *reader;
   sqlite3_stmt* q = nullptr;
   int rc = sqlite3_prepare_v2(
       db,
@@ -1704,16 +1753,11 @@ Result<std::vector<Store::AttemptTally>> Store::TallyAttempts(const std::string&
     sqlite3_bind_double(q, 1, since);
     sqlite3_bind_double(q, 2, now);
     sqlite3_bind_int64(q, 3, uid);
-    auto text = [q](int col) {
-      const unsigned char* t = sqlite3_column_text(q, col);
-      return t ? std::string(reinterpret_cast<const char*>(t),
-                             static_cast<size_t>(sqlite3_column_bytes(q, col)))
-               : std::string();
-    };
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-      out.push_back(AttemptTally{
-          sqlite3_column_int64(q, 0), static_cast<uint32_t>(sqlite3_column_int64(q, 1)), text(2),
-          text(3), text(4), sqlite3_column_int64(q, 5), sqlite3_column_double(q, 6)});
+      out.push_back(AttemptTally{sqlite3_column_int64(q, 0),
+                                 static_cast<uint32_t>(sqlite3_column_int64(q, 1)),
+                                 ColumnText(q, 2), ColumnText(q, 3), ColumnText(q, 4),
+                                 sqlite3_column_int64(q, 5), sqlite3_column_double(q, 6)});
     }
   }
   const std::string why = sqlite3_errmsg(db);

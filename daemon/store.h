@@ -315,6 +315,9 @@ class Store {
   };
   static Result<std::vector<AttemptTally>> TallyAttempts(const std::string& path, double since,
                                                          double now, int64_t uid);
+  // JobTasks, for any thread: through a read-only connection of its own to the database at
+  // `path`, as TallyAttempts (a million rows take seconds: not on the io thread).
+  static Result<std::vector<TaskRecord>> ReadJobTasks(const std::string& path, int64_t job_id);
 
   class Stmt;  // a statement borrowed from this store's cache (store.cpp only)
   class Checkpointer;

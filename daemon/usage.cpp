@@ -89,15 +89,7 @@ UsageReply Scheduler::Usage(const std::vector<Store::AttemptTally>& tallies, int
 // Every user sees everyone's usage, as `status` shows everyone's jobs (sshare's default).
 asio::awaitable<Service::Answer<UsageReply>> Service::HandleUsage(const UsageRequest& r,
                                                                   const Identity& who) {
-  if (!usage_gate_) {
-    usage_gate_ = std::make_unique<asio::steady_timer>(io_, asio::steady_timer::time_point::max());
-  }
-  while (usage_scanning_) {
-    const std::shared_ptr<bool> alive = alive_;  // the gate goes with the Service
-    co_await usage_gate_->async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-    if (!*alive) co_return Refusal{"usage: ckprofd is stopping", std::nullopt};
-  }
-  usage_scanning_ = true;
+  if (!co_await Enter(usage_turn_)) co_return Refusal{"usage: ckprofd is stopping", std::nullopt};
   const double now = UnixNow();
   const std::string path = config_.state_dir + "/ckprofd.db";
   co_await ToPool();  // the user's name looked up (NSS may ask a network), the Store read
@@ -106,8 +98,7 @@ asio::awaitable<Service::Answer<UsageReply>> Service::HandleUsage(const UsageReq
                      ? Result<std::vector<Store::AttemptTally>>(std::vector<Store::AttemptTally>{})
                      : Store::TallyAttempts(path, r.since, now, uid);
   co_await ToIo();
-  usage_scanning_ = false;
-  usage_gate_->cancel_one();
+  Leave(usage_turn_);
   if (!r.user.empty() && uid < 0) {
     co_return Refusal{
         "usage: --user " + r.user + ": no such user on the daemon's machine (a name or a uid)",

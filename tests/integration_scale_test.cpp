@@ -252,6 +252,41 @@ TEST_F(ScaleTest, RetryDuringACancelInStepsWins) {
   EXPECT_EQ(ended->counts.of(TaskState::kCancelled), 0);
 }
 
+// The results of a job of thousands of tasks are read and encoded on the pool (the io thread
+// serves others meanwhile): the same answer, in position order, queued and then run.
+TEST_F(ScaleTest, ALargeJobsResultsAreReadBesideTheIoThread) {
+  StartStepping();
+  const int64_t job = SubmitHeld();
+  ASSERT_GT(job, 0);
+  auto results = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"results", std::to_string(job), "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CommandResult r = Ckprof(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out, nullptr, false);
+  };
+  nlohmann::json queued = results({});
+  ASSERT_TRUE(queued.is_object()) << "not JSON";
+  ASSERT_EQ(queued["results"].size(), static_cast<size_t>(kTasks));
+  EXPECT_EQ(queued["stats"]["queued"], kTasks);
+  ASSERT_TRUE(WaitForLog("results of job " + std::to_string(job) +
+                         ": read and encoded beside the io thread"));
+  ASSERT_EQ(Ckprof({"edit", std::to_string(job), "--not-before", "now"}).exit_code, 0);
+  auto ended = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(ended.ok()) << ended.error();
+  nlohmann::json done = results({});
+  ASSERT_TRUE(done.is_object()) << "not JSON";
+  ASSERT_EQ(done["results"].size(), static_cast<size_t>(kTasks));
+  EXPECT_EQ(done["stats"]["success"], kTasks);
+  for (size_t i = 0; i < done["results"].size(); i += 997) {
+    const nlohmann::json& t = done["results"][i];
+    EXPECT_EQ(t.value("position", -1), static_cast<int>(i) + 1) << t.dump();
+    EXPECT_FALSE(t.value("best_instance", std::string()).empty()) << t.dump();
+    EXPECT_NE(t.value("stdout", std::string()).find("Best configuration"), std::string::npos)
+        << "the captured output";
+  }
+}
+
 // What a daemon killed between two steps of a submit leaves (the job's row, marked dropped,
 // and part of its tasks), and between two steps of a clean (the marked job with its rows
 // partly gone): the next start shows neither job and removes their rows.
