@@ -201,6 +201,19 @@ class Scheduler {
   // `lines` lines (0: all that is kept); at most about `budget` bytes, the other tasks counted
   // as omitted.
   Result<LogReply> Log(int64_t job_id, const std::vector<int>& positions, int lines, size_t budget);
+  // What `log` shows of a running task of the job instead of its stored row (its output so
+  // far, its GPU), by task id: at most one per GPU.
+  struct LiveLog {
+    int gpu = -1;
+    double started_at = 0;
+    std::optional<RunOutput> output;
+  };
+  using LiveLogs = std::map<int64_t, LiveLog>;
+  LiveLogs LiveLogsOf(int64_t job_id) const;
+  // Log's answer for `rows` (the job's, or those at the positions `named`), for any thread:
+  // a large job's whole log is made on the pool from rows read there (Store::ReadJobTasks).
+  static LogReply LogOf(JobSummary job, const std::vector<TaskRecord>& rows, bool named, int lines,
+                        size_t budget, const LiveLogs& live);
   // Follows the task at `position` (of a repeated config: the run that runs, else the next to
   // run): `first` holds its output so far. Unless `ended` (it is final already), `w` is told
   // TaskLogEvent frames (its output as it comes, each start, then "ended", which is marked
@@ -453,7 +466,7 @@ class Scheduler {
   // Whether anyone follows the task's output: itself or its job.
   bool LogFollowed(int64_t task_id) const;
   // A task's log entry: its stored result and output, or a running one's output so far.
-  TaskResult LogEntry(const TaskRecord& row, int lines) const;
+  static TaskResult LogEntry(const TaskRecord& row, int lines, const LiveLogs& live);
   // Removes ended jobs from memory, and from the Store in steps (they are marked dropped
   // first: nothing loads them again).
   Result<std::vector<int64_t>> RemoveJobs(const std::vector<int64_t>& ids, const std::string& by);

@@ -100,7 +100,8 @@ class Service {
   // hold (`hold`) and release (ReleaseRequest is a HoldRequest).
   Answer<JobReply> HandleHold(const HoldRequest& r, const Identity& who, bool hold);
   Answer<JobReply> HandleEdit(const EditRequest& r, const Identity& who);
-  Answer<LogReply> HandleLog(const LogRequest& r);
+  // The answer's frame: a large job's whole log is made on the pool, as its results are.
+  asio::awaitable<std::string> HandleLog(const Request& envelope, const LogRequest& r);
   Answer<CleanReply> HandleClean(const CleanRequest& r, const Identity& who);
   Answer<BestReply> HandleBest(const BestRequest& r, const Identity& who);
   // usage (daemon/usage.cpp): everyone's, or one user's (`user`: a name or uid); the Store

@@ -26,27 +26,53 @@ class JobEndRelay final : public JobWatcher {
 
 }  // namespace
 
-TaskResult Scheduler::LogEntry(const TaskRecord& row, int lines) const {
+Scheduler::LiveLogs Scheduler::LiveLogsOf(int64_t job_id) const {
+  LiveLogs live;
+  for (const auto& g : gpus_) {
+    auto task = g.task_id ? tasks_.find(g.task_id) : tasks_.end();
+    if (task == tasks_.end() || task->second.job_id != job_id || task->second.gpu < 0) continue;
+    live[g.task_id] = LiveLog{g.index, g.busy_since, launcher_.Output(g.run)};
+  }
+  return live;
+}
+
+TaskResult Scheduler::LogEntry(const TaskRecord& row, int lines, const LiveLogs& live) {
   TaskResult t = TaskResultFromRecord(row, /*with_output=*/true);
   t.config = nullptr;  // (log shows output; results --output has the config)
-  auto task = tasks_.find(row.id);
-  if (task != tasks_.end() && task->second.gpu >= 0) {
-    for (const auto& g : gpus_) {
-      if (g.task_id != row.id) continue;
-      if (auto out = launcher_.Output(g.run)) {
-        t.stdout_text = std::move(out->stdout_text);
-        t.stderr_text = std::move(out->stderr_text);
-      }
-      t.state = TaskState::kRunning;
-      t.gpu = g.index;
-      t.started_at = g.busy_since;
-      t.ended_at = 0;
-      t.error.clear();
+  if (auto it = live.find(row.id); it != live.end()) {
+    if (it->second.output) {
+      t.stdout_text = it->second.output->stdout_text;
+      t.stderr_text = it->second.output->stderr_text;
     }
+    t.state = TaskState::kRunning;
+    t.gpu = it->second.gpu;
+    t.started_at = it->second.started_at;
+    t.ended_at = 0;
+    t.error.clear();
   }
   t.stdout_text = LastLines(t.stdout_text, lines);
   t.stderr_text = LastLines(t.stderr_text, lines);
   return t;
+}
+
+LogReply Scheduler::LogOf(JobSummary job, const std::vector<TaskRecord>& rows, bool named,
+                          int lines, size_t budget, const LiveLogs& live) {
+  LogReply reply;
+  reply.job = std::move(job);
+  size_t used = 0;
+  for (const auto& row : rows) {
+    // Without named tasks, those that have not run yet say nothing.
+    if (!named && row.state == TaskState::kQueued && row.result.empty()) continue;
+    TaskResult t = LogEntry(row, lines, live);
+    const size_t size = t.stdout_text.size() + t.stderr_text.size();
+    if (!reply.tasks.empty() && used + size > budget) {
+      ++reply.omitted;
+      continue;
+    }
+    used += size;
+    reply.tasks.push_back(std::move(t));
+  }
+  return reply;
 }
 
 Result<LogReply> Scheduler::Log(int64_t job_id, const std::vector<int>& positions, int lines,
@@ -66,22 +92,8 @@ Result<LogReply> Scheduler::Log(int64_t job_id, const std::vector<int>& position
       for (auto& r : *at) rows.push_back(std::move(r));
     }
   }
-  LogReply reply;
-  reply.job = MakeSummary(it->second);
-  size_t used = 0;
-  for (const auto& row : rows) {
-    // Without named tasks, those that have not run yet say nothing.
-    if (positions.empty() && row.state == TaskState::kQueued && row.result.empty()) continue;
-    TaskResult t = LogEntry(row, lines);
-    const size_t size = t.stdout_text.size() + t.stderr_text.size();
-    if (!reply.tasks.empty() && used + size > budget) {
-      ++reply.omitted;
-      continue;
-    }
-    used += size;
-    reply.tasks.push_back(std::move(t));
-  }
-  return reply;
+  return LogOf(MakeSummary(it->second), rows, !positions.empty(), lines, budget,
+               LiveLogsOf(job_id));
 }
 
 Result<Scheduler::Following> Scheduler::FollowLog(int64_t job_id, int position, int lines,
@@ -108,7 +120,7 @@ Result<Scheduler::Following> Scheduler::FollowLog(int64_t job_id, int position, 
   if (!chosen) chosen = &rows->back();
   f.task_id = chosen->id;
   f.first.job = MakeSummary(it->second);
-  f.first.tasks.push_back(LogEntry(*chosen, lines));
+  f.first.tasks.push_back(LogEntry(*chosen, lines, LiveLogsOf(job_id)));
   if (!f.ended) followers_[f.task_id].push_back(w);
   return f;
 }
@@ -135,12 +147,13 @@ Result<Scheduler::Following> Scheduler::FollowJobLog(int64_t job_id, int lines, 
   std::sort(running.begin(), running.end());
   f.first.job = MakeSummary(it->second);
   size_t used = 0;
+  const LiveLogs live = LiveLogsOf(job_id);
   for (const auto& [position, run, task_id] : running) {
     auto rows = store_.JobTasksAt(job_id, position);
     if (!rows) return Error{rows.error()};
     for (const auto& row : *rows) {
       if (row.id != task_id) continue;
-      TaskResult t = LogEntry(row, lines);
+      TaskResult t = LogEntry(row, lines, live);
       const size_t size = t.stdout_text.size() + t.stderr_text.size();
       if (!f.first.tasks.empty() && used + size > budget) {
         ++f.first.omitted;

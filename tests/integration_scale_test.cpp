@@ -252,9 +252,10 @@ TEST_F(ScaleTest, RetryDuringACancelInStepsWins) {
   EXPECT_EQ(ended->counts.of(TaskState::kCancelled), 0);
 }
 
-// The results of a job of thousands of tasks are read and encoded on the pool (the io thread
-// serves others meanwhile): the same answer, in position order, queued and then run.
-TEST_F(ScaleTest, ALargeJobsResultsAreReadBesideTheIoThread) {
+// The results and the whole log of a job of thousands of tasks are read and encoded on the
+// pool (the io thread serves others meanwhile): the same answers, in position order, queued
+// and then run.
+TEST_F(ScaleTest, ALargeJobsResultsAndLogAreMadeBesideTheIoThread) {
   StartStepping();
   const int64_t job = SubmitHeld();
   ASSERT_GT(job, 0);
@@ -285,6 +286,12 @@ TEST_F(ScaleTest, ALargeJobsResultsAreReadBesideTheIoThread) {
     EXPECT_NE(t.value("stdout", std::string()).find("Best configuration"), std::string::npos)
         << "the captured output";
   }
+  // Its whole log (the last 2 lines of each task), made there too.
+  CommandResult log = Ckprof({"log", std::to_string(job), "-n", "2"});
+  ASSERT_EQ(log.exit_code, 0) << log.err;
+  EXPECT_NE(log.out.find("#" + std::to_string(kTasks)), std::string::npos) << "the last task";
+  EXPECT_NE(log.out.find("GB/s:"), std::string::npos) << log.out.substr(0, 400);
+  ASSERT_TRUE(WaitForLog("log of job " + std::to_string(job) + ": made beside the io thread"));
 }
 
 // What a daemon killed between two steps of a submit leaves (the job's row, marked dropped,
