@@ -1082,8 +1082,6 @@ def section_large(base, work):
         time.sleep(1)  # its compaction (memory given back) once quiet
         rss_queued = rss_mib(daemon.pid)
         queued_job = json.loads(out)["job_id"]
-        (results_s, _), results_probe = probed(
-            lambda: timed(["results", str(queued_job), "--json"]))
         (submit_s, out), submit_probe = probed(
             lambda: timed(["submit", big, "--not-before", "+1d", "--json"]))
         job = json.loads(out)["job_id"]
@@ -1138,6 +1136,12 @@ def section_large(base, work):
         wal_mib = os.path.getsize(wal) / 2**20 if os.path.exists(wal) else 0
         with open(f"/proc/{daemon.pid}/status") as f:
             hwm = next(int(x.split()[1]) / 1024 for x in f if x.startswith("VmHWM:"))
+        # Results of the queued job (read and encoded beside the io thread), once the figures
+        # of the end are taken: what they leave in the pool threads' heaps is its own figure.
+        (results_s, _), results_probe = probed(
+            lambda: timed(["results", str(queued_job), "--json"]))
+        time.sleep(1)
+        rss_results = rss_mib(daemon.pid)
         ranked_s = None
         if LARGE_RANKED:
             # The same job with ranks that do not follow its positions (997 ranks, cycled, as a
@@ -1170,11 +1174,8 @@ def section_large(base, work):
 
     rows = [[f"submit {LARGE_QUEUED} configs (queued, another user's job)", f"{queued_s:.2f} s",
              "<= 2 s", verdict(queued_s, 2)],
-            [f"results of it (--json, {LARGE_QUEUED} tasks: read and sent)", f"{results_s:.2f} s",
-             "", ""]]
-    rows += status_rows("they are read", results_probe)
-    rows += [[f"submit {LARGE_CONFIGS} configs ({mib:.0f} MiB)", f"{submit_s:.2f} s", "<= 10 s",
-              verdict(submit_s, 10)]]
+            [f"submit {LARGE_CONFIGS} configs ({mib:.0f} MiB)", f"{submit_s:.2f} s", "<= 10 s",
+             verdict(submit_s, 10)]]
     rows += status_rows("it is stored", submit_probe)
     rows += [[f"cancel of it: answered / every task cancelled (the job ended)",
               f"{cancel_answer_s:.2f} / {cancel_s:.2f} s", "<= 3 s", verdict(cancel_s, 3)],
@@ -1193,6 +1194,9 @@ def section_large(base, work):
               f"{rss_end:.0f} MiB", "end <= start + 50 MiB", verdict(rss_end - rss_queued, 50)],
              ["database file / its log, idle at the end", f"{db_mib:.0f} / {wal_mib:.0f} MiB",
               "log 0 (truncated)", verdict(wal_mib, 0)]]
+    rows += [[f"then results of the {LARGE_QUEUED} queued tasks (--json: read and sent) / "
+              "daemon RSS 1 s after", f"{results_s:.2f} s / {rss_results:.0f} MiB", "", ""]]
+    rows += status_rows("they are read", results_probe)
     if ranked_s is not None:
         rows += [[f"then a cancel of {LARGE_CONFIGS} configs whose ranks cycle (997): every task "
                   "cancelled / its entries freed", f"{ranked_s:.2f} / {ranked_forget_s:.2f} s",

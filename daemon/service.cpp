@@ -897,6 +897,7 @@ asio::awaitable<std::string> Service::HandleResults(const Request& envelope,
                 frame.size());
   co_await ToIo();
   Leave(results_turn_);
+  TrimHeapSoon();  // what the pool made and freed of the rows (tens of MB) given back
   co_return frame;
 }
 
@@ -985,6 +986,7 @@ asio::awaitable<std::string> Service::HandleLog(const Request& envelope, const L
                 frame.size());
   co_await ToIo();
   Leave(results_turn_);
+  TrimHeapSoon();  // what the pool made and freed of the rows (tens of MB) given back
   co_return frame;
 }
 
