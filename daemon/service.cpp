@@ -871,28 +871,37 @@ asio::awaitable<std::string> Service::HandleResults(const Request& envelope,
     if (!results) co_return Respond(envelope, A(Refuse(results.error())));
     co_return Respond(envelope, A(ResultsReplyOf(std::move(*s), std::move(*results), r, noise)));
   }
+  co_return co_await LargeJobAnswer(
+      envelope, r.job_id, "results", nullptr,
+      [&](Result<JobSummary> summary, Result<std::vector<TaskRecord>> rows) {
+        if (!summary) return Respond(envelope, A(Refuse(summary.error())));
+        if (!rows) return Respond(envelope, A(Refuse(rows.error())));
+        std::vector<TaskResult> results;
+        results.reserve(rows->size());
+        for (const auto& row : *rows) results.push_back(TaskResultFromRecord(row, r.all));
+        rows->clear();
+        rows->shrink_to_fit();
+        return Respond(envelope,
+                       A(ResultsReplyOf(std::move(*summary), std::move(results), r, noise)));
+      });
+}
+
+asio::awaitable<std::string> Service::LargeJobAnswer(
+    const Request& envelope, int64_t job_id, const char* what, std::function<void()> on_turn,
+    std::function<std::string(Result<JobSummary>, Result<std::vector<TaskRecord>>)> make) {
   if (!co_await Enter(results_turn_)) {
-    co_return Respond(envelope, A(Refuse("results: ckprofd is stopping")));
+    co_return Frame(
+        MakeErrorReply(envelope.id, Refuse(std::string(what) + ": ckprofd is stopping")));
   }
-  s = scheduler_.Summary(r.job_id);  // (after the wait for the turn)
+  if (on_turn) on_turn();
+  auto summary = scheduler_.Summary(job_id);  // (after the wait for the turn)
   const std::string path = config_.state_dir + "/ckprofd.db";
   co_await ToPool();  // the rows read, parsed and encoded (hundreds of MB for a large job)
   const auto start = std::chrono::steady_clock::now();
-  std::string frame;
-  if (!s) {
-    frame = Respond(envelope, A(Refuse(s.error())));
-  } else if (auto rows = Store::ReadJobTasks(path, r.job_id); !rows) {
-    frame = Respond(envelope, A(Refuse(rows.error())));
-  } else {
-    std::vector<TaskResult> results;
-    results.reserve(rows->size());
-    for (const auto& row : *rows) results.push_back(TaskResultFromRecord(row, r.all));
-    rows->clear();
-    rows->shrink_to_fit();
-    frame = Respond(envelope, A(ResultsReplyOf(std::move(*s), std::move(results), r, noise)));
-  }
-  spdlog::debug("results of job {}: read and encoded beside the io thread in {:.3f} s ({} bytes)",
-                r.job_id,
+  auto rows = summary ? Store::ReadJobTasks(path, job_id)
+                      : Result<std::vector<TaskRecord>>(Error{summary.error()});
+  std::string frame = make(std::move(summary), std::move(rows));
+  spdlog::debug("{} of job {}: made beside the io thread in {:.3f} s ({} bytes)", what, job_id,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                 frame.size());
   co_await ToIo();
@@ -963,31 +972,16 @@ asio::awaitable<std::string> Service::HandleLog(const Request& envelope, const L
     if (!reply) co_return Respond(envelope, A(Refuse(reply.error())));
     co_return Respond(envelope, A(std::move(*reply)));
   }
-  if (!co_await Enter(results_turn_)) {
-    co_return Respond(envelope, A(Refuse("log: ckprofd is stopping")));
-  }
-  // What runs now is taken here (its output so far), the stored rows on the pool.
-  Scheduler::LiveLogs live = scheduler_.LiveLogsOf(r.job_id);
-  s = scheduler_.Summary(r.job_id);  // (after the wait for the turn)
-  const std::string path = config_.state_dir + "/ckprofd.db";
-  co_await ToPool();
-  const auto start = std::chrono::steady_clock::now();
-  std::string frame;
-  if (!s) {
-    frame = Respond(envelope, A(Refuse(s.error())));
-  } else if (auto rows = Store::ReadJobTasks(path, r.job_id); !rows) {
-    frame = Respond(envelope, A(Refuse(rows.error())));
-  } else {
-    frame = Respond(envelope, A(Scheduler::LogOf(std::move(*s), *rows, false, r.lines,
-                                                 LogBudget(config_), live)));
-  }
-  spdlog::debug("log of job {}: made beside the io thread in {:.3f} s ({} bytes)", r.job_id,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                frame.size());
-  co_await ToIo();
-  Leave(results_turn_);
-  TrimHeapSoon();  // what the pool made and freed of the rows (tens of MB) given back
-  co_return frame;
+  // What runs now is taken on the io thread (its output so far), the stored rows on the pool.
+  Scheduler::LiveLogs live;
+  co_return co_await LargeJobAnswer(
+      envelope, r.job_id, "log", [&] { live = scheduler_.LiveLogsOf(r.job_id); },
+      [&](Result<JobSummary> summary, Result<std::vector<TaskRecord>> rows) {
+        if (!summary) return Respond(envelope, A(Refuse(summary.error())));
+        if (!rows) return Respond(envelope, A(Refuse(rows.error())));
+        return Respond(envelope, A(Scheduler::LogOf(std::move(*summary), *rows, false, r.lines,
+                                                    LogBudget(config_), live)));
+      });
 }
 
 Service::Answer<CleanReply> Service::HandleClean(const CleanRequest& r, const Identity& who) {

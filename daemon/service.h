@@ -102,6 +102,14 @@ class Service {
   Answer<JobReply> HandleEdit(const EditRequest& r, const Identity& who);
   // The answer's frame: a large job's whole log is made on the pool, as its results are.
   asio::awaitable<std::string> HandleLog(const Request& envelope, const LogRequest& r);
+  // A large job's answer (results, whole log), made on the pool from its rows, read there
+  // through a read-only connection (Store::ReadJobTasks), one such request at a time
+  // (results_turn_): `on_turn` runs on the io thread once the turn is ours, then `make` turns
+  // the job's summary (taken then) and its rows into the frame, on the pool. `what` names the
+  // request in the log and a refusal.
+  asio::awaitable<std::string> LargeJobAnswer(
+      const Request& envelope, int64_t job_id, const char* what, std::function<void()> on_turn,
+      std::function<std::string(Result<JobSummary>, Result<std::vector<TaskRecord>>)> make);
   Answer<CleanReply> HandleClean(const CleanRequest& r, const Identity& who);
   Answer<BestReply> HandleBest(const BestRequest& r, const Identity& who);
   // usage (daemon/usage.cpp): everyone's, or one user's (`user`: a name or uid); the Store

@@ -1614,23 +1614,20 @@ Status Store::ForEachTaskBrief(const std::function<void(TaskRecord&&)>& fn) {
 }
 
 Result<std::vector<TaskRecord>> Store::JobTasks(int64_t job_id) {
-  static const std::string sql = "SELECT " + TaskColumns(/*brief=*/false) + kTaskRows +
-                                 " WHERE t.job_id=? ORDER BY t.position, t.run";
-  Stmt q(this, sql.c_str());
-  if (!q.ok()) return MakeError("database: load job tasks: " + q.error());
-  q.Bind(1, job_id);
-  std::vector<TaskRecord> out;
-  int rc;
-  while ((rc = q.Step()) == SQLITE_ROW) out.push_back(ReadTaskRow(q));
-  if (rc != SQLITE_DONE) return MakeError("database: load job tasks: " + q.error());
-  return out;
+  return JobTaskRows(job_id, /*brief=*/false);
 }
 
 Result<std::vector<TaskRecord>> Store::JobTasksBrief(int64_t job_id) {
-  static const std::string sql = "SELECT " + TaskColumns(/*brief=*/true) +
-                                 ", c.job_id IS NOT NULL AND t.state = 'queued'" + kTaskRows +
-                                 " WHERE t.job_id=? ORDER BY t.position, t.run";
-  Stmt q(this, sql.c_str());
+  return JobTaskRows(job_id, /*brief=*/true);
+}
+
+Result<std::vector<TaskRecord>> Store::JobTaskRows(int64_t job_id, bool brief) {
+  auto sql_of = [](bool b) {
+    return "SELECT " + TaskColumns(b) + ", c.job_id IS NOT NULL AND t.state = 'queued'" +
+           kTaskRows + " WHERE t.job_id=? ORDER BY t.position, t.run";
+  };
+  static const std::string full = sql_of(false), brief_sql = sql_of(true);
+  Stmt q(this, (brief ? brief_sql : full).c_str());
   if (!q.ok()) return MakeError("database: load job tasks: " + q.error());
   q.Bind(1, job_id);
   std::vector<TaskRecord> out;

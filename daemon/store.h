@@ -98,7 +98,7 @@ struct TaskRecord {
   // Not run: the task whose stored success this one copies (submit --reuse); 0 = none.
   int64_t reused_from = 0;
   // Ended by its job's cancel without a row of its own (MarkQueuedCancelled: stored 'queued',
-  // read as cancelled). Read by JobTasksBrief only.
+  // read as cancelled). Read by JobTasks and JobTasksBrief.
   bool marked = false;
 };
 
@@ -323,6 +323,8 @@ class Store {
   class Checkpointer;
 
  private:
+  // JobTasks (brief: JobTasksBrief), `marked` read for both.
+  Result<std::vector<TaskRecord>> JobTaskRows(int64_t job_id, bool brief);
   // The job's first task id in position order; 0 when it has no task.
   Result<int64_t> FirstTaskId(int64_t job_id);
   Store(sqlite3* db, std::string path);

@@ -270,8 +270,7 @@ TEST_F(ScaleTest, ALargeJobsResultsAndLogAreMadeBesideTheIoThread) {
   ASSERT_TRUE(queued.is_object()) << "not JSON";
   ASSERT_EQ(queued["results"].size(), static_cast<size_t>(kTasks));
   EXPECT_EQ(queued["stats"]["queued"], kTasks);
-  ASSERT_TRUE(WaitForLog("results of job " + std::to_string(job) +
-                         ": read and encoded beside the io thread"));
+  ASSERT_TRUE(WaitForLog("results of job " + std::to_string(job) + ": made beside the io thread"));
   ASSERT_EQ(Ckprof({"edit", std::to_string(job), "--not-before", "now"}).exit_code, 0);
   auto ended = testing::WaitJobEnd(daemon_.socket(), job);
   ASSERT_TRUE(ended.ok()) << ended.error();
