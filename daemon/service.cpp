@@ -873,22 +873,20 @@ asio::awaitable<std::string> Service::HandleResults(const Request& envelope,
   }
   co_return co_await LargeJobAnswer(
       envelope, r.job_id, "results", nullptr,
-      [&](Result<JobSummary> summary, Result<std::vector<TaskRecord>> rows) {
-        if (!summary) return Respond(envelope, A(Refuse(summary.error())));
-        if (!rows) return Respond(envelope, A(Refuse(rows.error())));
+      [&](JobSummary summary, std::vector<TaskRecord>& rows) {
         std::vector<TaskResult> results;
-        results.reserve(rows->size());
-        for (const auto& row : *rows) results.push_back(TaskResultFromRecord(row, r.all));
-        rows->clear();
-        rows->shrink_to_fit();
+        results.reserve(rows.size());
+        for (const auto& row : rows) results.push_back(TaskResultFromRecord(row, r.all));
+        rows.clear();
+        rows.shrink_to_fit();
         return Respond(envelope,
-                       A(ResultsReplyOf(std::move(*summary), std::move(results), r, noise)));
+                       A(ResultsReplyOf(std::move(summary), std::move(results), r, noise)));
       });
 }
 
 asio::awaitable<std::string> Service::LargeJobAnswer(
     const Request& envelope, int64_t job_id, const char* what, std::function<void()> on_turn,
-    std::function<std::string(Result<JobSummary>, Result<std::vector<TaskRecord>>)> make) {
+    std::function<std::string(JobSummary, std::vector<TaskRecord>&)> make) {
   if (!co_await Enter(results_turn_)) {
     co_return Frame(
         MakeErrorReply(envelope.id, Refuse(std::string(what) + ": ckprofd is stopping")));
@@ -898,9 +896,15 @@ asio::awaitable<std::string> Service::LargeJobAnswer(
   const std::string path = config_.state_dir + "/ckprofd.db";
   co_await ToPool();  // the rows read, parsed and encoded (hundreds of MB for a large job)
   const auto start = std::chrono::steady_clock::now();
-  auto rows = summary ? Store::ReadJobTasks(path, job_id)
-                      : Result<std::vector<TaskRecord>>(Error{summary.error()});
-  std::string frame = make(std::move(summary), std::move(rows));
+  std::string frame, error;
+  if (!summary) {
+    error = summary.error();
+  } else if (auto rows = Store::ReadJobTasks(path, job_id); !rows) {
+    error = rows.error();
+  } else {
+    frame = make(std::move(*summary), *rows);
+  }
+  if (!error.empty()) frame = Frame(MakeErrorReply(envelope.id, Refuse(error)));
   spdlog::debug("{} of job {}: made beside the io thread in {:.3f} s ({} bytes)", what, job_id,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                 frame.size());
@@ -976,10 +980,8 @@ asio::awaitable<std::string> Service::HandleLog(const Request& envelope, const L
   Scheduler::LiveLogs live;
   co_return co_await LargeJobAnswer(
       envelope, r.job_id, "log", [&] { live = scheduler_.LiveLogsOf(r.job_id); },
-      [&](Result<JobSummary> summary, Result<std::vector<TaskRecord>> rows) {
-        if (!summary) return Respond(envelope, A(Refuse(summary.error())));
-        if (!rows) return Respond(envelope, A(Refuse(rows.error())));
-        return Respond(envelope, A(Scheduler::LogOf(std::move(*summary), *rows, false, r.lines,
+      [&](JobSummary summary, std::vector<TaskRecord>& rows) {
+        return Respond(envelope, A(Scheduler::LogOf(std::move(summary), rows, false, r.lines,
                                                     LogBudget(config_), live)));
       });
 }

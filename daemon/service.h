@@ -105,11 +105,11 @@ class Service {
   // A large job's answer (results, whole log), made on the pool from its rows, read there
   // through a read-only connection (Store::ReadJobTasks), one such request at a time
   // (results_turn_): `on_turn` runs on the io thread once the turn is ours, then `make` turns
-  // the job's summary (taken then) and its rows into the frame, on the pool. `what` names the
-  // request in the log and a refusal.
+  // the job's summary (taken then) and its rows into the frame, on the pool (either failing:
+  // a refusal saying why). `what` names the request in the log and a refusal.
   asio::awaitable<std::string> LargeJobAnswer(
       const Request& envelope, int64_t job_id, const char* what, std::function<void()> on_turn,
-      std::function<std::string(Result<JobSummary>, Result<std::vector<TaskRecord>>)> make);
+      std::function<std::string(JobSummary, std::vector<TaskRecord>&)> make);
   Answer<CleanReply> HandleClean(const CleanRequest& r, const Identity& who);
   Answer<BestReply> HandleBest(const BestRequest& r, const Identity& who);
   // usage (daemon/usage.cpp): everyone's, or one user's (`user`: a name or uid); the Store
