@@ -1154,11 +1154,21 @@ def section_large(base, work):
             (_, ranked_s, ranked_forget_s), ranked_probe = probed(cancel)
 
             def retry():
+                """The answer's seconds, and the daemon's to queue every task again (its log's
+                line: a large job's retry queues them in steps after the answer)."""
                 answer_s, _ = timed(["retry", str(job)])
-                return answer_s
+                pattern = re.compile(rf"job {job}: \d+ task\(s\) queued again in ([0-9.]+) s")
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    with open(os.path.join(d, "ckprofd.log")) as f:
+                        m = pattern.search(f.read())
+                    if m:
+                        return answer_s, float(m.group(1))
+                    time.sleep(0.05)
+                return answer_s, float("nan")
             # `ckprof retry` of the cancelled job: every task queued again (not started: the
             # job waits for its --not-before), then cancelled again.
-            retry_s, retry_probe = probed(retry)
+            (retry_s, requeued_s), retry_probe = probed(retry)
             cancel()
             clean()
     finally:
@@ -1202,8 +1212,8 @@ def section_large(base, work):
                   "cancelled / its entries freed", f"{ranked_s:.2f} / {ranked_forget_s:.2f} s",
                   "<= 3 s", verdict(ranked_s, 3)]]
         rows += status_rows("it is cancelled", ranked_probe)
-        rows += [[f"a retry of that cancelled job: every task queued again (answered)",
-                  f"{retry_s:.2f} s", "<= 3 s", verdict(retry_s, 3)]]
+        rows += [[f"a retry of that cancelled job: answered / every task queued again (steps)",
+                  f"{retry_s:.2f} / {requeued_s:.2f} s", "", ""]]
         rows += status_rows("it is retried", retry_probe)
     table(f"8. Large requests: {LARGE_CONFIGS} configs submitted, cancelled, cleaned beside "
           f"{LARGE_QUEUED} queued, {LARGE_CLIENTS} client(s) of another user polling status "

@@ -104,6 +104,14 @@ double Scheduler::EstimatedStart(const Job& job, const JobSummary& s) const {
 }
 
 std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const {
+  if (job.requeuing) {
+    for (const Requeuing& r : requeuing_) {
+      if (r.job_id == job.rec.id) {
+        return fmt::format("its retry is queueing its tasks again ({} of {} so far)", r.requeued,
+                           r.expected);
+      }
+    }
+  }
   if (s.counts.queued() == 0 || job.rec.cancelled) return "";
   if (!job.rec.held_by.empty()) {
     return "held by " + job.rec.held_by + " ('ckprof release " + std::to_string(job.rec.id) + "')";

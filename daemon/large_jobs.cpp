@@ -1,9 +1,10 @@
 // The Scheduler's large work in steps: a submit stored a step at a time (BeginSubmit ...
 // CommitSubmit), a cancel's queued tasks ended a step at a time (CancelStep), removed jobs'
 // rows deleted a step at a time (DropStep), and the compaction once they are done
-// (CompactStep). Each step is one transaction of about kStepSeconds; the next is posted to the io
-// thread behind whatever arrived meanwhile, so that another user's `status` never waits for a
-// million rows.
+// (CompactStep), and a large job's retry queueing its tasks again a step at a time
+// (RetryInSteps ... RequeueStep). Each step is one transaction of about kStepSeconds; the next is
+// posted to the io thread behind whatever arrived meanwhile, so that another user's `status` never
+// waits for a million rows.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -260,6 +261,153 @@ void Scheduler::FinishCancelling(int64_t job_id) {
   cancelling_.erase(it);
 }
 
+Result<int64_t> Scheduler::RetryInSteps(Job& job, const Identity& who,
+                                        const RetryOptions& options) {
+  const int64_t job_id = job.rec.id;
+  // What it takes, from the job's counts: the rows are read in the steps.
+  auto takes = [&](Kind k) { return options.failed_only ? IsFailure(k) : Retryable(k); };
+  int64_t runs = 0;
+  for (Kind k : CountColumns()) {
+    if (takes(k)) runs += job.counts.of(TraitsOf(k).state);
+  }
+  if (runs == 0) return int64_t{0};
+  if (options.admit) {
+    if (Status s = options.admit(runs); !s) return Error{s.error()};
+  }
+  if (Status s = ApplyRunSettings(job, who, options); !s) return Error{s.error()};
+  if (job.rec.cancelled) {
+    // Revived: its cancel's mark goes, so that the rows it ended read 'queued' again (every
+    // one of them is taken: a whole retry takes the cancelled).
+    if (Status s = store_.SetJobCancelled(job_id, false, "", /*marked_requeued=*/true); !s) {
+      return Error{s.error()};
+    }
+    job.rec.cancelled = false;
+    job.rec.cancel_reason.clear();
+  }
+  if (Status s = store_.SetJobFinished(job_id, 0); !s) return Error{s.error()};
+  if (job.rec.finished_at > 0) job.clock_start = 0;  // revived: its time limit starts again
+  job.rec.finished_at = 0;
+  job.requeuing = true;  // paused until the last step
+  policy_.UpdateJob(job_id, ParamsOf(job));
+  tasks_.reserve(tasks_.size() + static_cast<size_t>(runs));
+  Requeuing r;
+  r.job_id = job_id;
+  r.failed_only = options.failed_only;
+  r.since = UnixNow();
+  r.expected = runs;
+  r.by = who.user;
+  r.at = Clock::now();
+  requeuing_.push_back(std::move(r));
+  spdlog::info("job {}: {} task(s) to queue again, retried by {} (uid {}); in steps", job_id, runs,
+               who.user, who.uid);
+  ArmStep();
+  Changed();
+  return runs;
+}
+
+int64_t Scheduler::RequeueSome(Requeuing& r, int64_t budget) {
+  auto it = jobs_.find(r.job_id);
+  if (it == jobs_.end()) {
+    r.done = true;
+    return 0;
+  }
+  Job& job = it->second;
+  budget = std::max<int64_t>(budget, 1);
+  auto rows = store_.JobTasksBriefAfter(r.job_id, r.after, budget);
+  if (!rows) {
+    spdlog::error("job {}: queueing its retried tasks again: {} (tried again later)", r.job_id,
+                  rows.error());
+    return -1;
+  }
+  std::vector<std::pair<Task, Kind>> take;  // and how each ended
+  std::vector<int64_t> write;               // rows to store as 'queued' again
+  for (const TaskRecord& row : *rows) {
+    if (tasks_.count(row.id)) continue;  // queued or running
+    if (row.state == TaskState::kQueued) {
+      // Ended by the cancel's mark, which the retry removed: 'queued' in the Store already.
+      take.emplace_back(TaskFromRecord(row), Kind::kCancelled);
+      continue;
+    }
+    auto kind = OutcomeOf(row.state);
+    // (One that ended after the retry was running when it was asked for: not taken.)
+    if (!kind || row.ended_at > r.since) continue;
+    if (!(r.failed_only ? IsFailure(*kind) : Retryable(*kind))) continue;
+    take.emplace_back(TaskFromRecord(row), *kind);
+    write.push_back(row.id);
+  }
+  if (Status s = store_.SetTasksState(write, TaskState::kQueued, "", 0); !s) {
+    spdlog::error("job {}: queueing its retried tasks again: {} (tried again later)", r.job_id,
+                  s.error());
+    return -1;
+  }
+  if (!rows->empty()) r.after = {rows->back().position, rows->back().id};
+  for (const auto& [t, kind] : take) {
+    CountFinal(job, kind, -1);
+    Enqueue(tasks_.emplace(t.id, t).first->second);
+  }
+  r.requeued += static_cast<int64_t>(take.size());
+  if (static_cast<int64_t>(rows->size()) < budget) {
+    r.done = true;
+    job.requeuing = false;
+    policy_.UpdateJob(r.job_id, ParamsOf(job));
+    spdlog::log(r.requeued == r.expected ? spdlog::level::info : spdlog::level::warn,
+                "job {}: {} task(s) queued again in {:.2f} s (retry by {}){}", r.job_id, r.requeued,
+                SecondsSince(r.at), r.by,
+                r.requeued == r.expected ? "" : fmt::format("; {} were expected", r.expected));
+  }
+  return static_cast<int64_t>(rows->size());
+}
+
+void Scheduler::Requeued(int64_t job_id) {
+  if (auto it = jobs_.find(job_id); it != jobs_.end()) MaybeFinishJob(it->second, UnixNow());
+  Dispatch();
+  Changed();
+}
+
+Status Scheduler::FinishRequeuing(int64_t job_id) {
+  auto it = std::find_if(requeuing_.begin(), requeuing_.end(),
+                         [&](const Requeuing& r) { return r.job_id == job_id; });
+  if (it == requeuing_.end()) return Status::Ok();
+  while (!it->done) {
+    if (RequeueSome(*it, kMaxStepRows) < 0) {
+      return MakeError("job " + std::to_string(job_id) +
+                       ": its retry is still queueing its tasks again, and the database refused " +
+                       "the next step (see the log); try again later");
+    }
+  }
+  requeuing_.erase(it);
+  Requeued(job_id);
+  return Status::Ok();
+}
+
+void Scheduler::RequeueStep() {
+  int64_t budget = StepRows();
+  const auto start = Clock::now();
+  int64_t done = 0;
+  bool failed = false;
+  while (budget > 0 && !requeuing_.empty()) {
+    Requeuing& r = requeuing_.front();
+    const int64_t rows = RequeueSome(r, budget);
+    if (rows < 0) {
+      failed = true;
+      break;
+    }
+    budget -= std::max<int64_t>(rows, 1);
+    done += rows;
+    if (r.done) {
+      const int64_t job_id = r.job_id;
+      requeuing_.pop_front();
+      Requeued(job_id);  // (after: its end may cancel other jobs)
+    }
+  }
+  if (done > 0) {
+    spdlog::trace("retry step: {} row(s) in {:.1f} ms", done, SecondsSince(start) * 1e3);
+    TookStep(done, SecondsSince(start));
+    Changed();
+  }
+  if (StepsLeft()) ArmStep(failed);
+}
+
 void Scheduler::CancelStep() {
   int64_t budget = StepSize(forget_step_);
   const auto start = Clock::now();
@@ -287,7 +435,7 @@ void Scheduler::CancelStep() {
     TookForgetStep(done, SecondsSince(start));
     Changed();
   }
-  if (!cancelling_.empty() || !dropping_.empty()) {
+  if (StepsLeft()) {
     ArmStep(failed);
   } else {
     if (done > 0) tasks_.rehash(0);  // a million tasks' buckets, not needed any more
@@ -321,7 +469,7 @@ void Scheduler::DropStep(int64_t budget) {
     spdlog::trace("removal step: {} row(s) in {:.1f} ms", done, SecondsSince(start) * 1e3);
     TookStep(done, SecondsSince(start));
   }
-  if (!dropping_.empty() || !cancelling_.empty()) {
+  if (StepsLeft()) {
     ArmStep(failed);
   } else {
     ArmCompaction();  // (also ends the bulk writing that RemoveJobs began)
@@ -362,9 +510,11 @@ void Scheduler::OnStepTimer(std::error_code ec) {
     return;
   }
   step_armed_ = false;
-  // Cancels first: their tasks still count as queued work.
+  // Cancels first: their tasks still count as queued work; then retries, whose tasks wait.
   if (!cancelling_.empty()) {
     CancelStep();
+  } else if (!requeuing_.empty()) {
+    RequeueStep();
   } else {
     DropStep();
   }
@@ -382,7 +532,7 @@ void Scheduler::ArmCompaction() {
 void Scheduler::CompactStep() {
   if (!compact_wanted_ || shutting_down_) return;
   // Not while steps go on, nor while a submit is being stored: later.
-  if (!cancelling_.empty() || !dropping_.empty() || !submitting_.empty()) {
+  if (StepsLeft() || !submitting_.empty()) {
     ArmCompaction();
     return;
   }

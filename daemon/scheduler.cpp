@@ -116,7 +116,7 @@ QueuePolicy::JobParams Scheduler::ParamsOf(const Job& job) {
   p.uid = rec.uid;
   p.priority = rec.priority;
   p.longest_first = rec.order == TaskOrder::kLongestFirst;
-  p.paused = rec.cancelled || !rec.held_by.empty() || !job.waiting_on.empty();
+  p.paused = rec.cancelled || !rec.held_by.empty() || !job.waiting_on.empty() || job.requeuing;
   p.not_before = rec.not_before;
   p.max_gpus = rec.max_gpus;
   p.gpus = rec.gpus;
@@ -124,7 +124,7 @@ QueuePolicy::JobParams Scheduler::ParamsOf(const Job& job) {
 }
 
 bool Scheduler::Ended(const Job& job) const {
-  return policy_.Queued(job.rec.id) == 0 && policy_.Running(job.rec.id) == 0 &&
+  return !job.requeuing && policy_.Queued(job.rec.id) == 0 && policy_.Running(job.rec.id) == 0 &&
          job.final_count() >= job.total;
 }
 
@@ -854,6 +854,8 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who, const std::vector<
 
 Status Scheduler::CancelJob(Job& job, const std::string& reason, const std::string& why) {
   const int64_t job_id = job.rec.id;
+  // A retry still queueing its tasks again: done first, so that the cancel takes them all.
+  if (Status s = FinishRequeuing(job_id); !s) return s;
   if (Status s = store_.SetJobCancelled(job_id, true, reason); !s) return s;
   job.rec.cancelled = true;
   job.rec.cancel_reason = reason;
@@ -908,6 +910,7 @@ Status Scheduler::CheckPositions(const Job& job, const std::vector<int>& positio
 Status Scheduler::CancelTasks(Job& job, const Identity& who, const std::vector<int>& positions) {
   const int64_t job_id = job.rec.id;
   if (Status s = CheckPositions(job, positions); !s) return s;
+  if (Status s = FinishRequeuing(job_id); !s) return s;
   const std::set<int64_t> wanted(positions.begin(), positions.end());
   std::vector<int64_t> queued;
   for (int64_t id : policy_.QueuedTasks(job_id)) {
@@ -947,6 +950,13 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
   if (Status s = CheckPositions(job, options.positions); !s) return Error{s.error()};
   // A cancel under way: its tasks are all cancelled now (the Store has them so already).
   FinishCancelling(job_id);
+  if (Status s = FinishRequeuing(job_id); !s) return Error{s.error()};
+  // A large job's whole retry (or of its failed tasks, unless a cancel's mark must be written
+  // out first) reads its rows in steps: a million of them are not read and queued at once.
+  if (options.positions.empty() && job.total > StepRows() &&
+      !(options.failed_only && job.rec.cancelled)) {
+    return RetryInSteps(job, who, options);
+  }
   // Final tasks live in the Store only (their brief rows: no config or result text, since a
   // job may have a million of them).
   auto rows = store_.JobTasksBrief(job_id);
@@ -964,18 +974,7 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
   if (options.admit) {
     if (Status s = options.admit(static_cast<int64_t>(ids.size())); !s) return Error{s.error()};
   }
-  if (options.timeout_s || options.profiler_path) {
-    const double timeout = options.timeout_s.value_or(job.rec.timeout_s);
-    const std::string profiler = options.profiler_path.value_or(job.rec.profiler_path);
-    if (Status s = store_.SetJobRunSettings(job_id, timeout, profiler); !s) return Error{s.error()};
-    job.rec.timeout_s = timeout;
-    if (profiler != job.rec.profiler_path) {
-      job.rec.profiler_path = profiler;
-      ResolveTarget(job);
-    }
-    spdlog::info("job {}: timeout {} s, profiler {} (retry by {})", job_id, job.rec.timeout_s,
-                 job.rec.profiler_path, who.user);
-  }
+  if (Status s = ApplyRunSettings(job, who, options); !s) return Error{s.error()};
   auto requeued = RequeueFinal(job, ids, &*rows);
   if (requeued && *requeued > 0) {
     spdlog::info("job {}: {} task(s) requeued by {} (uid {})", job_id, *requeued, who.user,
@@ -983,6 +982,21 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
     Dispatch();
   }
   return requeued;
+}
+
+Status Scheduler::ApplyRunSettings(Job& job, const Identity& who, const RetryOptions& options) {
+  if (!options.timeout_s && !options.profiler_path) return Status::Ok();
+  const double timeout = options.timeout_s.value_or(job.rec.timeout_s);
+  const std::string profiler = options.profiler_path.value_or(job.rec.profiler_path);
+  if (Status s = store_.SetJobRunSettings(job.rec.id, timeout, profiler); !s) return s;
+  job.rec.timeout_s = timeout;
+  if (profiler != job.rec.profiler_path) {
+    job.rec.profiler_path = profiler;
+    ResolveTarget(job);
+  }
+  spdlog::info("job {}: timeout {} s, profiler {} (retry by {})", job.rec.id, job.rec.timeout_s,
+               job.rec.profiler_path, who.user);
+  return Status::Ok();
 }
 
 Result<int64_t> Scheduler::RequeueFinal(Job& job, const std::vector<int64_t>& task_ids,
@@ -1105,7 +1119,7 @@ JobSummary Scheduler::MakeSummary(const Job& job) const {
     s.state = JobState::kHeld;
   } else if (s.counts.running() > 0) {
     s.state = JobState::kRunning;
-  } else if (job.rec.not_before > UnixNow() || !job.waiting_on.empty()) {
+  } else if (job.rec.not_before > UnixNow() || !job.waiting_on.empty() || job.requeuing) {
     // (Also once some of it ran: a retry of a deferred job waits for its time again.)
     s.state = JobState::kWaiting;
   } else {
@@ -1154,6 +1168,12 @@ UserUse Scheduler::UseOf(uint32_t uid) const {
     if (job.rec.uid != uid || Ended(job)) continue;
     ++u.jobs;
     u.queued_runs += static_cast<int64_t>(policy_.Queued(id)) + policy_.Running(id);
+  }
+  // A retry's tasks not queued again yet count as queued.
+  for (const Requeuing& r : requeuing_) {
+    if (auto it = jobs_.find(r.job_id); it != jobs_.end() && it->second.rec.uid == uid) {
+      u.queued_runs += std::max<int64_t>(r.expected - r.requeued, 0);
+    }
   }
   // Those being stored count whole: two large submits at once cannot both fit under a limit.
   for (const auto& [id, sub] : submitting_) {
@@ -1215,6 +1235,19 @@ void Scheduler::Shutdown(std::function<void()> done) {
   end_retry_timer_.cancel();
   host_lock_timer_.cancel();
   shutdown_done_ = std::move(done);
+  // A retry still queueing a large job's tasks again: finished, so that the Store has all of
+  // them queued for the next start.
+  while (!requeuing_.empty()) {
+    const Requeuing& r = requeuing_.front();
+    const int64_t job_id = r.job_id, left = r.expected - r.requeued;
+    if (Status s = FinishRequeuing(job_id); !s) {
+      spdlog::error(
+          "job {}: its retry stops with about {} task(s) not queued again ({}); "
+          "'ckprof retry {}' once ckprofd is back",
+          job_id, left, s.error(), job_id);
+      requeuing_.pop_front();
+    }
+  }
   if (launcher_.Remote()) {
     // The cluster's jobs go on; the next start follows them (Recover).
     spdlog::info("{} task(s) left running in {}; the next ckprofd follows them", running_count(),

@@ -325,6 +325,9 @@ class Scheduler {
     // Of its --after and --after-ok jobs, those that have not ended (daemon/job_deps.cpp): it
     // is paused until none is left.
     std::set<int64_t> waiting_on;
+    // A retry's tasks are being queued again in steps (Requeuing): paused, and not ended,
+    // until the last step.
+    bool requeuing = false;
   };
   // What runs on a GPU (or a remote executor's slot); the rest of its state is the board's
   // (board_).
@@ -497,6 +500,21 @@ class Scheduler {
     int64_t taken_total = 0;                   // how many were taken
     std::chrono::steady_clock::time_point at;  // when
   };
+  // A retry of a large job (every retryable task, or every failed one): the job revived and
+  // paused at once (its cancel's mark gone: those rows are 'queued' again), then its rows read
+  // a step at a time, in (position, id) order, each final one the retry takes written back to
+  // 'queued' and queued here.
+  struct Requeuing {
+    int64_t job_id = 0;
+    bool failed_only = false;
+    double since = 0;        // the retry's time: a task that ended after it is not taken
+    int64_t expected = 0;    // what the retry said it queues (the job's counts then)
+    int64_t requeued = 0;    // queued again so far
+    Store::RowsAfter after;  // the last row read
+    bool done = false;
+    std::string by;  // who retried it
+    std::chrono::steady_clock::time_point at;
+  };
   struct Submitting {
     Job job;              // moved to jobs_ by CommitSubmit
     int64_t runs = 0;     // tasks the job will have
@@ -509,6 +527,23 @@ class Scheduler {
   int64_t CancelSome(Cancelling& c, int64_t budget);
   // A cancel still under way for `job_id` done at once (a retry reads the job's tasks next).
   void FinishCancelling(int64_t job_id);
+  // Retry of every retryable (or failed) task of a large job, in steps (Requeuing); what it
+  // queues again.
+  Result<int64_t> RetryInSteps(Job& job, const Identity& who, const RetryOptions& options);
+  // Up to `budget` of its rows read and those taken queued again; rows read (-1 when the Store
+  // refused, logged). The last step unpauses the job.
+  int64_t RequeueSome(Requeuing& r, int64_t budget);
+  // A retry in steps of `job_id` still under way done at once (before a cancel or another
+  // retry of it, and at shutdown); refused when the Store refuses.
+  Status FinishRequeuing(int64_t job_id);
+  // Its last step done (and its entry gone): the job may end, its tasks start.
+  void Requeued(int64_t job_id);
+  void RequeueStep();
+  // A retry's changes of the job's timeout and profiler (RetryOptions), stored.
+  Status ApplyRunSettings(Job& job, const Identity& who, const RetryOptions& options);
+  bool StepsLeft() const {
+    return !cancelling_.empty() || !requeuing_.empty() || !dropping_.empty();
+  }
   // The queued tasks `ids` of a job, their cancel stored: out of the queue, counted, forgotten.
   void ForgetCancelled(Job& job, const std::vector<int64_t>& ids, const std::string& summary);
   // Adapts step_rows_ to a step that took `seconds` for `rows`; forget_step_ likewise.
@@ -614,6 +649,7 @@ class Scheduler {
   // Large work in steps (daemon/large_jobs.cpp).
   std::map<int64_t, Submitting> submitting_;  // jobs being stored in steps (not in jobs_ yet)
   std::deque<Cancelling> cancelling_;
+  std::deque<Requeuing> requeuing_;
   std::deque<std::pair<int64_t, Store::DropProgress>> dropping_;  // jobs whose rows go
   asio::steady_timer step_timer_;                                 // the next CancelStep or DropStep
   asio::steady_timer compact_timer_;  // CompactStep, once things are quiet

@@ -1621,15 +1621,28 @@ Result<std::vector<TaskRecord>> Store::JobTasksBrief(int64_t job_id) {
   return JobTaskRows(job_id, /*brief=*/true);
 }
 
-Result<std::vector<TaskRecord>> Store::JobTaskRows(int64_t job_id, bool brief) {
-  auto sql_of = [](bool b) {
+Result<std::vector<TaskRecord>> Store::JobTasksBriefAfter(int64_t job_id, RowsAfter after,
+                                                          int64_t limit) {
+  return JobTaskRows(job_id, /*brief=*/true, &after, limit);
+}
+
+Result<std::vector<TaskRecord>> Store::JobTaskRows(int64_t job_id, bool brief,
+                                                   const RowsAfter* after, int64_t limit) {
+  // A part (`after`): (position, id) is the order of tasks_by_job (an index ends with the
+  // rowid), so that each part is a seek and a walk along it, not a sort of the rest.
+  auto sql_of = [](bool b, bool part) {
     return "SELECT " + TaskColumns(b) + ", c.job_id IS NOT NULL AND t.state = 'queued'" +
-           kTaskRows + " WHERE t.job_id=? ORDER BY t.position, t.run";
+           kTaskRows + " WHERE t.job_id=?" +
+           (part ? " AND t.position >= ? AND (t.position > ? OR t.id > ?) "
+                   "ORDER BY t.position, t.id LIMIT ?"
+                 : " ORDER BY t.position, t.run");
   };
-  static const std::string full = sql_of(false), brief_sql = sql_of(true);
-  Stmt q(this, (brief ? brief_sql : full).c_str());
+  static const std::string full = sql_of(false, false), brief_sql = sql_of(true, false),
+                           part_sql = sql_of(true, true);
+  Stmt q(this, (after ? part_sql : brief ? brief_sql : full).c_str());
   if (!q.ok()) return MakeError("database: load job tasks: " + q.error());
   q.Bind(1, job_id);
+  if (after) q.Bind(2, after->position).Bind(3, after->position).Bind(4, after->id).Bind(5, limit);
   std::vector<TaskRecord> out;
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {

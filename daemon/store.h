@@ -286,6 +286,13 @@ class Store {
   // The same without the config, result and problem texts (read as ""), with `marked`: what a
   // retry looks at, a million rows of it at a time.
   Result<std::vector<TaskRecord>> JobTasksBrief(int64_t job_id);
+  // JobTasksBrief a part at a time: at most `limit` rows after the one at (`after_position`,
+  // `after_id`) in (position, id) order (0, 0: from the first), for a retry in steps.
+  struct RowsAfter {
+    int64_t position = 0, id = 0;
+  };
+  Result<std::vector<TaskRecord>> JobTasksBriefAfter(int64_t job_id, RowsAfter after,
+                                                     int64_t limit);
   // Those of the job's tasks at `position` (every run of a repeated config), by run.
   Result<std::vector<TaskRecord>> JobTasksAt(int64_t job_id, int64_t position);
   Result<std::vector<AttemptRecord>> Attempts(int64_t task_id_or_0);
@@ -324,7 +331,8 @@ class Store {
 
  private:
   // JobTasks (brief: JobTasksBrief), `marked` read for both.
-  Result<std::vector<TaskRecord>> JobTaskRows(int64_t job_id, bool brief);
+  Result<std::vector<TaskRecord>> JobTaskRows(int64_t job_id, bool brief,
+                                              const RowsAfter* after = nullptr, int64_t limit = 0);
   // The job's first task id in position order; 0 when it has no task.
   Result<int64_t> FirstTaskId(int64_t job_id);
   Store(sqlite3* db, std::string path);

@@ -452,6 +452,131 @@ TEST_F(SchedulerTest, ACancelEndsEveryQueuedTaskAtOnceWhateverTheirRanks) {
   EXPECT_EQ(fresh.Active().size(), 1u);  // the other job's
 }
 
+// Issue 34: the whole retry of a large job (more tasks than a step takes) answers at once with
+// what it queues again, from the job's counts, and reads its rows a step at a time: the job
+// waits meanwhile (saying why), and none of it is lost: the Store has every task queued again
+// when the last step is done, and after a restart. A cancel meanwhile finishes the retry first.
+TEST_F(SchedulerTest, ARetryOfALargeJobQueuesItsTasksAgainInSteps) {
+  SchedulerOptions o = Options();
+  o.step_rows = 3;
+  sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, o);
+  ASSERT_TRUE(sched_->Recover().ok());
+  std::vector<CkConfig> configs;
+  for (int i = 1; i <= 20; ++i) configs.push_back(Config(21 - i));  // #20 first, #1 last
+  auto job = sched_->Submit(Job(1000, "ranked"), configs);
+  ASSERT_TRUE(job.ok()) << job.error();
+  Identity owner;
+  owner.uid = 1000;
+  owner.user = "user1000";
+  launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kCrashed, 0, SIGSEGV, "SIGSEGV"});
+  launcher_.Finish(launcher_.Active()[0]);        // succeeded: not taken
+  ASSERT_TRUE(sched_->Cancel(*job, owner).ok());  // the running one, and 17 queued
+  for (int i = 0; i < 100 && io_.poll_one() > 0; ++i) {
+  }
+  ASSERT_EQ(sched_->Summary(*job)->state, JobState::kCancelled);
+  auto n = sched_->Retry(*job, owner);
+  ASSERT_TRUE(n.ok()) << n.error();
+  EXPECT_EQ(*n, 19);
+  {  // Before any step: waiting, and saying why.
+    auto sum = sched_->Summary(*job);
+    EXPECT_EQ(sum->state, JobState::kWaiting);
+    EXPECT_NE(sum->waiting_reason.find("its retry is queueing its tasks again (0 of 19"),
+              std::string::npos)
+        << sum->waiting_reason;
+    EXPECT_TRUE(launcher_.Active().empty());
+  }
+  int steps = 0;
+  for (; steps < 100 && sched_->Summary(*job)->state == JobState::kWaiting; ++steps) {
+    ASSERT_GT(io_.poll_one(), 0u);
+  }
+  EXPECT_GE(steps, 5);  // 20 rows, 3 a step
+  // (`ended`: the one running when the daemon stopped, its attempts used.)
+  auto check = [&](Scheduler& sched, FakeLauncher& launcher, int ended) {
+    auto sum = sched.Summary(*job);
+    ASSERT_TRUE(sum.ok());
+    EXPECT_EQ(sum->counts.succeeded(), 1);
+    EXPECT_EQ(sum->counts.of(TaskState::kFailed), ended);
+    EXPECT_EQ(sum->counts.queued() + sum->counts.running(), 19 - ended);
+    EXPECT_EQ(launcher.Active().size(), 1u);
+    auto results = sched.Results(*job, false);
+    ASSERT_TRUE(results.ok()) << results.error();
+    int again = 0;
+    for (const auto& r : *results) {
+      again += r.state == TaskState::kQueued || r.state == TaskState::kRunning;
+    }
+    EXPECT_EQ(again, 19 - ended);
+  };
+  check(*sched_, launcher_, 0);
+  // A fresh start on the same Store: the same.
+  sched_.reset();
+  FakeLauncher fresh;
+  auto again = std::make_unique<Scheduler>(io_.get_executor(), *store_, fresh, o);
+  ASSERT_TRUE(again->Recover().ok());
+  check(*again, fresh, 1);
+  // Retried again (all of it cancelled first), then cancelled before its first step: the cancel
+  // takes every task.
+  ASSERT_TRUE(again->Cancel(*job, owner).ok());
+  for (int i = 0; i < 100 && io_.poll_one() > 0; ++i) {
+  }
+  n = again->Retry(*job, owner);
+  ASSERT_TRUE(n.ok()) << n.error();
+  EXPECT_EQ(*n, 19);
+  ASSERT_TRUE(again->Cancel(*job, owner).ok());
+  for (int i = 0; i < 100 && io_.poll_one() > 0; ++i) {
+  }
+  auto sum = again->Summary(*job);
+  EXPECT_EQ(sum->state, JobState::kCancelled);
+  EXPECT_EQ(sum->counts.of(TaskState::kCancelled), 19);
+  EXPECT_EQ(sum->counts.queued() + sum->counts.running(), 0);
+  EXPECT_TRUE(fresh.Active().empty());
+}
+
+// The stepped retry of only the failed tasks of a large job that ran to its end: those that
+// failed run again, the others keep their results.
+TEST_F(SchedulerTest, ARetryOfALargeJobsFailedTasksInSteps) {
+  SchedulerOptions o = Options();
+  o.step_rows = 3;
+  sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, o);
+  ASSERT_TRUE(sched_->Recover().ok());
+  const int64_t job = Submit(Job(1000, "j"), 10);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_FALSE(launcher_.Active().empty());
+    if (i % 3 == 0) {
+      launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kFailed, 1, 0, "exit 1"});
+    } else {
+      launcher_.Finish(launcher_.Active()[0]);
+    }
+  }
+  ASSERT_EQ(sched_->Summary(job)->state, JobState::kFinished);
+  Identity owner;
+  owner.uid = 1000;
+  owner.user = "user1000";
+  RetryOptions failed;
+  failed.failed_only = true;
+  auto n = sched_->Retry(job, owner, failed);
+  ASSERT_TRUE(n.ok()) << n.error();
+  EXPECT_EQ(*n, 4);  // #1, #4, #7, #10
+  for (int i = 0; i < 100 && sched_->Summary(job)->state == JobState::kWaiting; ++i) {
+    ASSERT_GT(io_.poll_one(), 0u);
+  }
+  auto sum = sched_->Summary(job);
+  EXPECT_EQ(sum->counts.succeeded(), 6);
+  EXPECT_EQ(sum->counts.of(TaskState::kFailed), 0);
+  EXPECT_EQ(sum->counts.queued() + sum->counts.running(), 4);
+  std::set<int64_t> ran;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_FALSE(launcher_.Active().empty());
+    auto results = sched_->Results(job, false);
+    for (const auto& r : *results) {
+      if (r.state == TaskState::kRunning) ran.insert(r.position);
+    }
+    launcher_.Finish(launcher_.Active()[0]);
+  }
+  EXPECT_EQ(ran, (std::set<int64_t>{1, 4, 7, 10}));
+  EXPECT_EQ(sched_->Summary(job)->state, JobState::kFinished);
+  EXPECT_EQ(sched_->Summary(job)->counts.succeeded(), 10);
+}
+
 // A retried cancelled job is revived, in the Store too: after a restart it runs on, it does not
 // come back cancelled.
 TEST_F(SchedulerTest, ARetriedCancelledJobStaysRevivedAfterARestart) {
