@@ -628,6 +628,14 @@ asio::awaitable<bool> Server::Greet(Connection& c, const Request& req) {
 
 asio::awaitable<bool> Server::StreamWatch(Connection& c, const Request& req,
                                           const StreamSpec& spec) {
+  bool refused = false;
+  if (auto whole = co_await service_.EndedLargeLog(req, &refused)) {
+    if (!co_await c.Send(*whole)) co_return false;
+    if (refused) co_return true;
+    const std::string end =
+        Frame(json{{"type", "end"}, {"id", req.id}, {"job_id", req.get_if<LogRequest>()->job_id}});
+    co_return co_await c.Send(end);
+  }
   EventQueue queue(c.socket.get_executor(), spec.end_only);
   auto watching = service_.Stream(req, &queue);
   if (!watching) co_return co_await c.Send(Frame(ErrorResponse(req.id, watching.error())));

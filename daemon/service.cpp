@@ -886,8 +886,9 @@ asio::awaitable<std::string> Service::HandleResults(const Request& envelope,
 
 asio::awaitable<std::string> Service::LargeJobAnswer(
     const Request& envelope, int64_t job_id, const char* what, std::function<void()> on_turn,
-    std::function<std::string(JobSummary, std::vector<TaskRecord>&)> make) {
+    std::function<std::string(JobSummary, std::vector<TaskRecord>&)> make, bool* refused) {
   if (!co_await Enter(results_turn_)) {
+    if (refused) *refused = true;
     co_return Frame(
         MakeErrorReply(envelope.id, Refuse(std::string(what) + ": ckprofd is stopping")));
   }
@@ -905,6 +906,7 @@ asio::awaitable<std::string> Service::LargeJobAnswer(
     frame = make(std::move(*summary), *rows);
   }
   if (!error.empty()) frame = Frame(MakeErrorReply(envelope.id, Refuse(error)));
+  if (refused) *refused = !error.empty();
   spdlog::debug("{} of job {}: made beside the io thread in {:.3f} s ({} bytes)", what, job_id,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                 frame.size());
@@ -967,12 +969,26 @@ Service::Answer<JobReply> Service::HandleEdit(const EditRequest& r, const Identi
   return JobReply{SummaryOf(r.job_id), std::nullopt};
 }
 
-asio::awaitable<std::string> Service::HandleLog(const Request& envelope, const LogRequest& r) {
+asio::awaitable<std::optional<std::string>> Service::EndedLargeLog(const Request& request,
+                                                                   bool* refused) {
+  const LogRequest* l = request.get_if<LogRequest>();
+  if (!l || !l->tasks.empty() || !scheduler_.JobExists(l->job_id) ||
+      !scheduler_.JobEnded(l->job_id)) {
+    co_return std::nullopt;
+  }
+  auto s = scheduler_.Summary(l->job_id);
+  if (!s || s->total <= kResultsOnIoThread) co_return std::nullopt;
+  co_return co_await HandleLog(request, *l, refused);
+}
+
+asio::awaitable<std::string> Service::HandleLog(const Request& envelope, const LogRequest& r,
+                                                bool* refused) {
   using A = Answer<LogReply>;
   auto s = scheduler_.Summary(r.job_id);
   // A few tasks named, or a small job: on the io thread, at once.
   if (!s || !r.tasks.empty() || s->total <= kResultsOnIoThread) {
     auto reply = scheduler_.Log(r.job_id, r.tasks, r.lines, LogBudget(config_));
+    if (refused) *refused = !reply;
     if (!reply) co_return Respond(envelope, A(Refuse(reply.error())));
     co_return Respond(envelope, A(std::move(*reply)));
   }
@@ -983,7 +999,8 @@ asio::awaitable<std::string> Service::HandleLog(const Request& envelope, const L
       [&](JobSummary summary, std::vector<TaskRecord>& rows) {
         return Respond(envelope, A(Scheduler::LogOf(std::move(summary), rows, false, r.lines,
                                                     LogBudget(config_), live)));
-      });
+      },
+      refused);
 }
 
 Service::Answer<CleanReply> Service::HandleClean(const CleanRequest& r, const Identity& who) {

@@ -69,6 +69,10 @@ class Service {
   // first frame and `ended` are decided at the moment of subscribing, so that no event falls
   // between them (job_finished included).
   Result<Watching> Stream(const Request& request, JobWatcher* watcher);
+  // `log J -f` of a large job that has ended: the stream's one frame, its whole log, made as
+  // `log J`'s answer is (on the pool: made on the io thread, it held every other client for
+  // seconds); nullopt for any other stream (Stream's). `refused`: the frame is a refusal.
+  asio::awaitable<std::optional<std::string>> EndedLargeLog(const Request& request, bool* refused);
   // Resume the calling coroutine on the conversion pool, and back on the io thread: for work
   // that would stall every other client (a large frame's parse, a conversion).
   asio::awaitable<void> ToPool();
@@ -101,15 +105,18 @@ class Service {
   Answer<JobReply> HandleHold(const HoldRequest& r, const Identity& who, bool hold);
   Answer<JobReply> HandleEdit(const EditRequest& r, const Identity& who);
   // The answer's frame: a large job's whole log is made on the pool, as its results are.
-  asio::awaitable<std::string> HandleLog(const Request& envelope, const LogRequest& r);
+  asio::awaitable<std::string> HandleLog(const Request& envelope, const LogRequest& r,
+                                         bool* refused = nullptr);
   // A large job's answer (results, whole log), made on the pool from its rows, read there
   // through a read-only connection (Store::ReadJobTasks), one such request at a time
   // (results_turn_): `on_turn` runs on the io thread once the turn is ours, then `make` turns
   // the job's summary (taken then) and its rows into the frame, on the pool (either failing:
-  // a refusal saying why). `what` names the request in the log and a refusal.
+  // a refusal saying why, and `refused` set). `what` names the request in the log and a
+  // refusal.
   asio::awaitable<std::string> LargeJobAnswer(
       const Request& envelope, int64_t job_id, const char* what, std::function<void()> on_turn,
-      std::function<std::string(JobSummary, std::vector<TaskRecord>&)> make);
+      std::function<std::string(JobSummary, std::vector<TaskRecord>&)> make,
+      bool* refused = nullptr);
   Answer<CleanReply> HandleClean(const CleanRequest& r, const Identity& who);
   Answer<BestReply> HandleBest(const BestRequest& r, const Identity& who);
   // usage (daemon/usage.cpp): everyone's, or one user's (`user`: a name or uid); the Store

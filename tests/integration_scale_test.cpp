@@ -290,7 +290,17 @@ TEST_F(ScaleTest, ALargeJobsResultsAndLogAreMadeBesideTheIoThread) {
   ASSERT_EQ(log.exit_code, 0) << log.err;
   EXPECT_NE(log.out.find("#" + std::to_string(kTasks)), std::string::npos) << "the last task";
   EXPECT_NE(log.out.find("GB/s:"), std::string::npos) << log.out.substr(0, 400);
-  ASSERT_TRUE(WaitForLog("log of job " + std::to_string(job) + ": made beside the io thread"));
+  const std::string beside = "log of job " + std::to_string(job) + ": made beside the io thread";
+  ASSERT_TRUE(WaitForLog(beside));
+  // `log J -f` of the ended job: the same log, made there as well, and the stream ends.
+  CommandResult follow = Ckprof({"log", std::to_string(job), "-n", "2", "-f"});
+  ASSERT_EQ(follow.exit_code, 0) << follow.err;
+  EXPECT_EQ(follow.out, log.out);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (CountInLog(beside) < 2 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(CountInLog(beside), 2u);
 }
 
 // What a daemon killed between two steps of a submit leaves (the job's row, marked dropped,
