@@ -261,30 +261,40 @@ void Scheduler::FinishCancelling(int64_t job_id) {
   cancelling_.erase(it);
 }
 
-Result<int64_t> Scheduler::RetryInSteps(Job& job, const Identity& who,
-                                        const RetryOptions& options) {
+Result<int64_t> Scheduler::RetryInSteps(Job& job, const Identity& who, const RetryOptions& options,
+                                        bool write_out) {
   const int64_t job_id = job.rec.id;
-  // What it takes, from the job's counts: the rows are read in the steps.
-  auto takes = [&](Kind k) { return options.failed_only ? IsFailure(k) : Retryable(k); };
+  // What it takes: of named tasks, those of their rows that ended; else from the job's counts
+  // (the rows are read in the steps).
   int64_t runs = 0;
-  for (Kind k : CountColumns()) {
-    if (takes(k)) runs += job.counts.of(TraitsOf(k).state);
+  if (!options.positions.empty()) {
+    auto rows = RowsAt(job_id, options.positions);
+    if (!rows) return Error{rows.error()};
+    for (const auto& r : *rows) runs += OutcomeOf(r.state) && !tasks_.count(r.id) ? 1 : 0;
+  } else {
+    for (Kind k : CountColumns()) {
+      if (options.failed_only ? IsFailure(k) : Retryable(k)) {
+        runs += job.counts.of(TraitsOf(k).state);
+      }
+    }
   }
   if (runs == 0) return int64_t{0};
   if (options.admit) {
     if (Status s = options.admit(runs); !s) return Error{s.error()};
   }
   if (Status s = ApplyRunSettings(job, who, options); !s) return Error{s.error()};
-  if (job.rec.cancelled) {
-    // Revived: its cancel's mark goes, so that the rows it ended read 'queued' again (every
-    // one of them is taken: a whole retry takes the cancelled).
-    if (Status s = store_.SetJobCancelled(job_id, false, "", /*marked_requeued=*/true); !s) {
-      return Error{s.error()};
+  if (!write_out) {
+    if (job.rec.cancelled) {
+      // Revived: its cancel's mark goes, so that the rows it ended read 'queued' again (a
+      // whole retry takes every one of them).
+      if (Status s = store_.SetJobCancelled(job_id, false, "", /*marked_requeued=*/true); !s) {
+        return Error{s.error()};
+      }
     }
-    job.rec.cancelled = false;
-    job.rec.cancel_reason.clear();
+    if (Status s = store_.SetJobFinished(job_id, 0); !s) return Error{s.error()};
   }
-  if (Status s = store_.SetJobFinished(job_id, 0); !s) return Error{s.error()};
+  job.rec.cancelled = false;
+  job.rec.cancel_reason.clear();
   if (job.rec.finished_at > 0) job.clock_start = 0;  // revived: its time limit starts again
   job.rec.finished_at = 0;
   job.requeuing = true;  // paused until the last step
@@ -292,7 +302,9 @@ Result<int64_t> Scheduler::RetryInSteps(Job& job, const Identity& who,
   tasks_.reserve(tasks_.size() + static_cast<size_t>(runs));
   Requeuing r;
   r.job_id = job_id;
+  r.wanted.insert(options.positions.begin(), options.positions.end());
   r.failed_only = options.failed_only;
+  r.write_out = write_out;
   r.since = UnixNow();
   r.expected = runs;
   r.by = who.user;
@@ -319,23 +331,31 @@ int64_t Scheduler::RequeueSome(Requeuing& r, int64_t budget) {
                   rows.error());
     return -1;
   }
+  auto takes = [&](Kind kind, int64_t position) {
+    if (!r.wanted.empty()) return r.wanted.count(position) > 0;
+    return r.failed_only ? IsFailure(kind) : Retryable(kind);
+  };
   std::vector<std::pair<Task, Kind>> take;  // and how each ended
-  std::vector<int64_t> write;               // rows to store as 'queued' again
+  std::vector<int64_t> write, out;          // rows to store as 'queued' again; as cancelled
   for (const TaskRecord& row : *rows) {
     if (tasks_.count(row.id)) continue;  // queued or running
-    if (row.state == TaskState::kQueued) {
-      // Ended by the cancel's mark, which the retry removed: 'queued' in the Store already.
-      take.emplace_back(TaskFromRecord(row), Kind::kCancelled);
+    if (row.marked || row.state == TaskState::kQueued) {
+      // Ended by the cancel's mark ('queued' in the Store; the mark is gone already unless
+      // write_out): taken as it is, or written out as the cancelled row it reads as.
+      if (takes(Kind::kCancelled, row.position)) {
+        take.emplace_back(TaskFromRecord(row), Kind::kCancelled);
+      } else if (r.write_out) {
+        out.push_back(row.id);
+      }
       continue;
     }
     auto kind = OutcomeOf(row.state);
     // (One that ended after the retry was running when it was asked for: not taken.)
-    if (!kind || row.ended_at > r.since) continue;
-    if (!(r.failed_only ? IsFailure(*kind) : Retryable(*kind))) continue;
+    if (!kind || row.ended_at > r.since || !takes(*kind, row.position)) continue;
     take.emplace_back(TaskFromRecord(row), *kind);
     write.push_back(row.id);
   }
-  if (Status s = store_.SetTasksState(write, TaskState::kQueued, "", 0); !s) {
+  if (Status s = store_.SetRetried(r.job_id, out, write); !s) {
     spdlog::error("job {}: queueing its retried tasks again: {} (tried again later)", r.job_id,
                   s.error());
     return -1;
@@ -346,6 +366,18 @@ int64_t Scheduler::RequeueSome(Requeuing& r, int64_t budget) {
     Enqueue(tasks_.emplace(t.id, t).first->second);
   }
   r.requeued += static_cast<int64_t>(take.size());
+  if (static_cast<int64_t>(rows->size()) < budget && r.write_out && !r.revived) {
+    // Every row seen: the job revived in the Store, its mark gone (what it ended and the retry
+    // took reads 'queued' from now on; the rest has rows of its own).
+    Status s = store_.SetJobCancelled(r.job_id, false, "", /*marked_requeued=*/true);
+    if (s) s = store_.SetJobFinished(r.job_id, 0);
+    if (!s) {
+      spdlog::error("job {}: reviving it after its retry: {} (tried again later)", r.job_id,
+                    s.error());
+      return -1;
+    }
+    r.revived = true;
+  }
   if (static_cast<int64_t>(rows->size()) < budget) {
     r.done = true;
     job.requeuing = false;

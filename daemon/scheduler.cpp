@@ -913,8 +913,18 @@ Status Scheduler::CancelTasks(Job& job, const Identity& who, const std::vector<i
   if (Status s = FinishRequeuing(job_id); !s) return s;
   const std::set<int64_t> wanted(positions.begin(), positions.end());
   std::vector<int64_t> queued;
-  for (int64_t id : policy_.QueuedTasks(job_id)) {
-    if (wanted.count(tasks_.at(id).position)) queued.push_back(id);
+  if (policy_.Queued(job_id) > wanted.size() * 64) {
+    // Many queued (a million): the named tasks' rows looked up, not every queued one.
+    auto rows = RowsAt(job_id, positions);
+    if (!rows) return MakeError(rows.error());
+    for (const auto& r : *rows) {
+      auto t = tasks_.find(r.id);
+      if (t != tasks_.end() && policy_.IsQueued(job_id, t->second.key())) queued.push_back(r.id);
+    }
+  } else {
+    for (int64_t id : policy_.QueuedTasks(job_id)) {
+      if (wanted.count(tasks_.at(id).position)) queued.push_back(id);
+    }
   }
   std::vector<Gpu*> running;
   for (auto& g : gpus_) {
@@ -951,15 +961,21 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
   // A cancel under way: its tasks are all cancelled now (the Store has them so already).
   FinishCancelling(job_id);
   if (Status s = FinishRequeuing(job_id); !s) return Error{s.error()};
-  // A large job's whole retry (or of its failed tasks, unless a cancel's mark must be written
-  // out first) reads its rows in steps: a million of them are not read and queued at once.
-  if (options.positions.empty() && job.total > StepRows() &&
-      !(options.failed_only && job.rec.cancelled)) {
-    return RetryInSteps(job, who, options);
+  // A large job's retry reads its rows in steps (a million of them are not read and queued at
+  // once), unless it names tasks and no cancel's mark has to be written out: then only their
+  // rows are read.
+  const bool large = job.total > StepRows();
+  if (large) {
+    auto marked = store_.HasCancelMark(job_id);
+    if (!marked) return Error{marked.error()};
+    if (options.positions.empty() || *marked) {
+      const bool partial = !options.positions.empty() || options.failed_only;
+      return RetryInSteps(job, who, options, /*write_out=*/*marked && partial);
+    }
   }
   // Final tasks live in the Store only (their brief rows: no config or result text, since a
   // job may have a million of them).
-  auto rows = store_.JobTasksBrief(job_id);
+  auto rows = large ? RowsAt(job_id, options.positions) : store_.JobTasksBrief(job_id);
   if (!rows) return Error{rows.error()};
   const std::set<int64_t> wanted(options.positions.begin(), options.positions.end());
   std::vector<int64_t> ids;
@@ -982,6 +998,17 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
     Dispatch();
   }
   return requeued;
+}
+
+Result<std::vector<TaskRecord>> Scheduler::RowsAt(int64_t job_id,
+                                                  const std::vector<int>& positions) {
+  std::vector<TaskRecord> rows;
+  for (int64_t p : std::set<int64_t>(positions.begin(), positions.end())) {
+    auto at = store_.JobTasksAt(job_id, p);
+    if (!at) return Error{at.error()};
+    for (auto& r : *at) rows.push_back(std::move(r));
+  }
+  return rows;
 }
 
 Status Scheduler::ApplyRunSettings(Job& job, const Identity& who, const RetryOptions& options) {

@@ -506,7 +506,13 @@ class Scheduler {
   // 'queued' and queued here.
   struct Requeuing {
     int64_t job_id = 0;
+    std::set<int64_t> wanted;  // the positions named (then however they ended); empty = all
     bool failed_only = false;
+    // A partial retry of a job whose cancel's mark ended its queued tasks: the rows of it the
+    // retry does not take are written out as cancelled in the steps, and the job revived in
+    // the Store (the mark gone) only at the last (before: a crash leaves it cancelled).
+    bool write_out = false;
+    bool revived = false;    // (write_out) the Store has the job revived
     double since = 0;        // the retry's time: a task that ended after it is not taken
     int64_t expected = 0;    // what the retry said it queues (the job's counts then)
     int64_t requeued = 0;    // queued again so far
@@ -529,7 +535,11 @@ class Scheduler {
   void FinishCancelling(int64_t job_id);
   // Retry of every retryable (or failed) task of a large job, in steps (Requeuing); what it
   // queues again.
-  Result<int64_t> RetryInSteps(Job& job, const Identity& who, const RetryOptions& options);
+  Result<int64_t> RetryInSteps(Job& job, const Identity& who, const RetryOptions& options,
+                               bool write_out);
+  // The rows of a job's tasks at `positions` (each run of each), read one position at a time:
+  // of a large job, what a cancel or a retry of named tasks looks at.
+  Result<std::vector<TaskRecord>> RowsAt(int64_t job_id, const std::vector<int>& positions);
   // Up to `budget` of its rows read and those taken queued again; rows read (-1 when the Store
   // refused, logged). The last step unpauses the job.
   int64_t RequeueSome(Requeuing& r, int64_t budget);

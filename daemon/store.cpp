@@ -1338,6 +1338,48 @@ Status Store::SetTasksState(const std::vector<int64_t>& task_ids, TaskState stat
   return Commit();
 }
 
+Status Store::SetRetried(int64_t job_id, const std::vector<int64_t>& written_out,
+                         const std::vector<int64_t>& requeued) {
+  if (written_out.empty() && requeued.empty()) return Status::Ok();
+  if (Status s = BeginWrite(); !s) return s;
+  Status s;
+  {
+    Stmt out(this,
+             "UPDATE tasks SET state='cancelled', "
+             "ended_at=(SELECT ended_at FROM job_cancels WHERE job_id=?1), "
+             "result=(SELECT result FROM job_cancels WHERE job_id=?1), reused_from=0 "
+             "WHERE id=?2 AND job_id=?1 AND state='queued' AND "
+             "EXISTS (SELECT 1 FROM job_cancels WHERE job_id=?1)");
+    for (size_t i = 0; s && i < written_out.size(); ++i) {
+      out.Bind(1, job_id).Bind(2, written_out[i]);
+      s = StepDone(out, "write out the cancelled tasks");
+      out.Reset();
+    }
+  }
+  if (s) {
+    Stmt up(this,
+            "UPDATE tasks SET state='queued', ended_at=0, result='', reused_from=0 "
+            "WHERE id=?");
+    for (size_t i = 0; s && i < requeued.size(); ++i) {
+      up.Bind(1, requeued[i]);
+      s = StepDone(up, "requeue the retried tasks");
+      up.Reset();
+    }
+  }
+  return EndWrite(s);
+}
+
+Result<bool> Store::HasCancelMark(int64_t job_id) {
+  Stmt q(this, "SELECT 1 FROM job_cancels WHERE job_id=?");
+  if (!q.ok()) return MakeError("database: read the job's cancel: " + q.error());
+  q.Bind(1, job_id);
+  const int rc = q.Step();
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    return MakeError("database: read the job's cancel: " + q.error());
+  }
+  return rc == SQLITE_ROW;
+}
+
 Status Store::MarkQueuedCancelled(int64_t job_id, double ended_at, const std::string& result_json) {
   if (Status s = BeginWrite(); !s) return s;
   Status s;

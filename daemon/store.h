@@ -224,6 +224,14 @@ class Store {
   // one row (job_cancels), not one a task. Its rows still 'queued' read so from then on
   // (JobTasks, ForEachTaskBrief...), until a retry revives the job (SetJobCancelled).
   Status MarkQueuedCancelled(int64_t job_id, double ended_at, const std::string& result_json);
+  // A step of a retry of a cancelled job (one transaction): of the rows the cancel's mark
+  // ended, `written_out` become rows of their own, cancelled as the mark has them (the retry
+  // does not take them; the mark goes at its end), and `requeued` (final rows the retry takes)
+  // go back to 'queued'.
+  Status SetRetried(int64_t job_id, const std::vector<int64_t>& written_out,
+                    const std::vector<int64_t>& requeued);
+  // Whether the job's cancel ended its queued tasks with a mark (MarkQueuedCancelled).
+  Result<bool> HasCancelMark(int64_t job_id);
   // Users' decayed usage, in one transaction.
   Status SetUsage(const std::vector<UsageRecord>& usage);
   // The drained GPUs, all of them (replacing those stored), in one transaction; and read back.

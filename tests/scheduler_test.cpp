@@ -531,6 +531,73 @@ TEST_F(SchedulerTest, ARetryOfALargeJobQueuesItsTasksAgainInSteps) {
   EXPECT_TRUE(fresh.Active().empty());
 }
 
+// A partial retry (named tasks, or --failed) of a large cancelled job in steps: the tasks its
+// cancel's mark ended that the retry does not take get rows of their own, cancelled, and the
+// mark goes at the last step; in results and after a restart, only the retried run again.
+TEST_F(SchedulerTest, APartialRetryOfALargeCancelledJobKeepsTheRestCancelled) {
+  SchedulerOptions o = Options();
+  o.step_rows = 3;
+  sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, o);
+  ASSERT_TRUE(sched_->Recover().ok());
+  const int64_t job = Submit(Job(1000, "j"), 20);
+  Identity owner;
+  owner.uid = 1000;
+  owner.user = "user1000";
+  launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kFailed, 1, 0, "exit 1"});  // #1
+  ASSERT_TRUE(sched_->Cancel(job, owner).ok());  // #2 running, #3-#20 queued: the mark
+  for (int i = 0; i < 100 && io_.poll_one() > 0; ++i) {
+  }
+  RetryOptions named;
+  named.positions = {7, 12};
+  auto n = sched_->Retry(job, owner, named);
+  ASSERT_TRUE(n.ok()) << n.error();
+  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(sched_->Summary(job)->state, JobState::kWaiting);
+  for (int i = 0; i < 100 && sched_->Summary(job)->state == JobState::kWaiting; ++i) {
+    ASSERT_GT(io_.poll_one(), 0u);
+  }
+  RetryOptions failed;
+  failed.failed_only = true;
+  n = sched_->Retry(job, owner, failed);  // #1 (the job is not cancelled any more: no mark)
+  ASSERT_TRUE(n.ok()) << n.error();
+  EXPECT_EQ(*n, 1);
+  for (int i = 0; i < 100 && io_.poll_one() > 0; ++i) {
+  }
+  auto expect = [&](Scheduler& sched, int queued) {
+    auto results = sched.Results(job, false);
+    ASSERT_TRUE(results.ok()) << results.error();
+    ASSERT_EQ(results->size(), 20u);
+    for (const auto& r : *results) {
+      const bool again = r.position == 1 || r.position == 7 || r.position == 12;
+      const bool queued_or_running =
+          r.state == TaskState::kQueued || r.state == TaskState::kRunning;
+      EXPECT_EQ(queued_or_running, again) << "#" << r.position << " " << EnumName(r.state);
+      if (!again) EXPECT_EQ(r.state, TaskState::kCancelled) << "#" << r.position;
+      if (!again && r.position > 2) {
+        EXPECT_NE(r.error.find("cancelled by user1000"), std::string::npos) << r.error;
+      }
+    }
+    EXPECT_EQ(sched.Summary(job)->counts.of(TaskState::kCancelled), 17);
+    EXPECT_EQ(sched.Summary(job)->counts.queued() + sched.Summary(job)->counts.running(), queued);
+  };
+  expect(*sched_, 3);
+  EXPECT_EQ(launcher_.Active().size(), 1u);
+  // A cancel of one named task of a job with many queued looks up its rows alone.
+  const int64_t other = Submit(Job(1001, "other"), 200);
+  Identity someone;
+  someone.uid = 1001;
+  someone.user = "user1001";
+  ASSERT_TRUE(sched_->Cancel(other, someone, {5}).ok());
+  EXPECT_EQ(sched_->Summary(other)->counts.of(TaskState::kCancelled), 1);
+  EXPECT_EQ(sched_->Summary(other)->counts.queued(), 199);
+  EXPECT_EQ((*sched_->Results(other, false))[4].state, TaskState::kCancelled);
+  sched_.reset();
+  FakeLauncher fresh;
+  Scheduler again(io_.get_executor(), *store_, fresh, o);
+  ASSERT_TRUE(again.Recover().ok());
+  expect(again, 3);
+}
+
 // The stepped retry of only the failed tasks of a large job that ran to its end: those that
 // failed run again, the others keep their results.
 TEST_F(SchedulerTest, ARetryOfALargeJobsFailedTasksInSteps) {
