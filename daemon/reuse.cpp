@@ -152,9 +152,4 @@ std::optional<MeasurementRecord> Scheduler::MeasurementOf(const Task& task, cons
   return m;
 }
 
-Result<std::vector<BestRecord>> Scheduler::Best(BestFilter filter, const Identity& who) {
-  if (!options_.share_results && !who.admin) filter.uid = who.uid;
-  return store_.Best(filter);
-}
-
 }  // namespace ckprof

@@ -243,9 +243,6 @@ class Scheduler {
   UserUse UseOf(uint32_t uid) const;
   // Every task's result, one per run of a repeated job, in position and run order.
   Result<std::vector<TaskResult>> Results(int64_t job_id, bool with_output);
-  // The tuning table (daemon/reuse.cpp): every problem's best measurement per profiler build
-  // and GPU model; only `who`'s own when results are not shared and `who` is no admin.
-  Result<std::vector<BestRecord>> Best(BestFilter filter, const Identity& who);
   // Accounting (daemon/usage.cpp, ckprof usage): per user (and `per_job`, per job) the
   // attempts Store::TallyAttempts counted, with each user's fair-share usage and place now
   // (of `uid` alone unless uid < 0); the window and `you` are left for the caller.

@@ -257,7 +257,7 @@ asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& w
     case RequestType::kClean:
       co_return Respond(r, HandleClean(r.as<CleanRequest>(), who));
     case RequestType::kBest:
-      co_return Respond(r, HandleBest(r.as<BestRequest>(), who));
+      co_return Respond(r, co_await HandleBest(r.as<BestRequest>(), who));
     case RequestType::kHold:
       co_return Respond(r, HandleHold(r.as<HoldRequest>(), who, true));
     case RequestType::kRelease:
@@ -894,7 +894,7 @@ asio::awaitable<std::string> Service::LargeJobAnswer(
   }
   if (on_turn) on_turn();
   auto summary = scheduler_.Summary(job_id);  // (after the wait for the turn)
-  const std::string path = config_.state_dir + "/ckprofd.db";
+  const std::string path = Store::FileIn(config_.state_dir);
   co_await ToPool();  // the rows read, parsed and encoded (hundreds of MB for a large job)
   const auto start = std::chrono::steady_clock::now();
   std::string frame, error;
@@ -1014,12 +1014,13 @@ Service::Answer<CleanReply> Service::HandleClean(const CleanRequest& r, const Id
   return std::move(*reply);
 }
 
-Service::Answer<BestReply> Service::HandleBest(const BestRequest& r, const Identity& who) {
+asio::awaitable<Service::Answer<BestReply>> Service::HandleBest(const BestRequest& r,
+                                                                const Identity& who) {
   BestFilter f;
   if (!r.op.empty()) {
     auto op = ParseOperationType(r.op);
     if (!op) {
-      return Refuse("best: op must be fwd, bwd_data or bwd_weight, got '" + r.op + "'");
+      co_return Refuse("best: op must be fwd, bwd_data or bwd_weight, got '" + r.op + "'");
     }
     f.op = OperationTypeName(*op);
   }
@@ -1030,8 +1031,14 @@ Service::Answer<BestReply> Service::HandleBest(const BestRequest& r, const Ident
     if (f.profiler.empty()) f.profiler = r.profiler_path;
   }
   f.gpu_model = r.gpu_model;
-  auto rows = scheduler_.Best(f, who);
-  if (!rows) return Refuse("best: " + rows.error());
+  if (!config_.share_results && !who.admin) f.uid = who.uid;
+  if (!co_await Enter(usage_turn_)) co_return Refuse("best: ckprofd is stopping");
+  const std::string path = Store::FileIn(config_.state_dir);
+  co_await ToPool();
+  auto rows = Store::ReadBest(path, f);
+  co_await ToIo();
+  Leave(usage_turn_);
+  if (!rows) co_return Refuse("best: " + rows.error());
   BestReply reply;
   reply.shared = config_.share_results || who.admin;
   reply.rows.reserve(rows->size());
@@ -1055,7 +1062,7 @@ Service::Answer<BestReply> Service::HandleBest(const BestRequest& r, const Ident
     row.task_id = b.task_id;
     reply.rows.push_back(std::move(row));
   }
-  return reply;
+  co_return reply;
 }
 
 GpusReply Service::HandleGpus() {

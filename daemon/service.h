@@ -118,7 +118,11 @@ class Service {
       std::function<std::string(JobSummary, std::vector<TaskRecord>&)> make,
       bool* refused = nullptr);
   Answer<CleanReply> HandleClean(const CleanRequest& r, const Identity& who);
-  Answer<BestReply> HandleBest(const BestRequest& r, const Identity& who);
+  // The tuning table: every problem's best measurement per profiler build and GPU model (only
+  // `who`'s own when results are not shared and `who` is no admin), read on the pool through a
+  // read-only connection (Store::ReadBest: a pass over every measurement), one such scan at a
+  // time (usage_turn_).
+  asio::awaitable<Answer<BestReply>> HandleBest(const BestRequest& r, const Identity& who);
   // usage (daemon/usage.cpp): everyone's, or one user's (`user`: a name or uid); the Store
   // is read on the pool.
   asio::awaitable<Answer<UsageReply>> HandleUsage(const UsageRequest& r, const Identity& who);

@@ -529,7 +529,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& state_dir, bool fu
   static const int no_memstatus = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   (void)no_memstatus;
   if (Status s = PrepareStateDir(state_dir); !s) return Error{s.error()};
-  const std::string path = state_dir + "/ckprofd.db";
+  const std::string path = FileIn(state_dir);
   // A file it may not write is opened read-only by SQLite, or not at all: say why, and how
   // to make it writable, before SQLite says "attempt to write a readonly database".
   for (const std::string& file : {path, path + "-wal", path + "-shm"}) {
@@ -1249,79 +1249,6 @@ Result<std::optional<ReusableRecord>> Store::FindReusable(const std::string& pro
   return std::optional<ReusableRecord>(std::move(r));
 }
 
-Result<std::vector<BestRecord>> Store::Best(const BestFilter& f) {
-  // One pass over the table, grouped here in a hash map: reading 100,000 rows in the index's
-  // order costs a lookup of the table per row, several times a plain scan. (SQLite's bare
-  // columns beside two aggregates are not defined, so the grouping is not SQL's either.)
-  Stmt q(this,
-         "SELECT problem, op, profiler, gpu_model, best_name, split_k, avg_ms, tflops, gbps, "
-         "job_id, task_id, measured_at FROM measurements "
-         "WHERE (?1 = '' OR op = ?1) AND (?2 < 0 OR uid = ?2) "
-         "AND job_id NOT IN (SELECT job_id FROM jobs_dropped)");
-  if (!q.ok()) return MakeError("database: the tuning table: " + q.error());
-  q.Bind(1, f.op).Bind(2, f.uid);
-  std::string model_part = f.gpu_model;
-  for (char& c : model_part) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::vector<BestRecord> out;
-  std::unordered_map<std::string, size_t> index;  // problem, profiler and model -> out[i]
-  std::string key;
-  int rc;
-  while ((rc = q.Step()) == SQLITE_ROW) {
-    // Filters on the profiler's path and the model's name are not SQL: a path is the
-    // identity's first word, a model matches by a part of its name in any case.
-    std::string_view profiler = q.View(2);
-    if (!f.profiler.empty()) {
-      // The executable itself, or one in that directory (per-operation executables).
-      const std::string_view path = profiler.substr(0, profiler.find(" size="));
-      const bool same = path == f.profiler;
-      const bool inside = path.size() > f.profiler.size() &&
-                          path.compare(0, f.profiler.size(), f.profiler) == 0 &&
-                          path[f.profiler.size()] == '/';
-      if (!same && !inside) continue;
-    }
-    std::string_view model = q.View(3);
-    if (!model_part.empty()) {
-      std::string lower(model);
-      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (lower.find(model_part) == std::string::npos) continue;
-    }
-    const std::string_view problem = q.View(0);
-    key.assign(problem).append(1, '\0').append(profiler).append(1, '\0').append(model);
-    auto [it, added] = index.try_emplace(key, out.size());
-    const double avg_ms = q.Double(6), at = q.Double(11);
-    if (added) {
-      out.emplace_back();
-      BestRecord& b = out.back();
-      b.problem = problem;
-      b.op = q.Text(1);
-      b.profiler = profiler;
-      b.gpu_model = model;
-      b.first_at = at;
-      b.avg_ms = -1;
-    }
-    BestRecord& b = out[it->second];
-    ++b.measured;
-    b.first_at = std::min(b.first_at, at);
-    b.last_at = std::max(b.last_at, at);
-    if (b.avg_ms < 0 || avg_ms < b.avg_ms || (avg_ms == b.avg_ms && at < b.best_at)) {
-      b.avg_ms = avg_ms;
-      b.best_name = q.Text(4);
-      b.split_k = q.Text(5);
-      b.tflops = q.Double(7);
-      b.gbps = q.Double(8);
-      b.job_id = q.Int(9);
-      b.task_id = q.Int(10);
-      b.best_at = at;
-    }
-  }
-  if (rc != SQLITE_DONE) return MakeError("database: the tuning table: " + q.error());
-  std::sort(out.begin(), out.end(), [](const BestRecord& a, const BestRecord& b) {
-    return std::tie(a.op, a.problem, a.gpu_model, a.profiler) <
-           std::tie(b.op, b.problem, b.gpu_model, b.profiler);
-  });
-  return out;
-}
-
 Status Store::SetTasksState(const std::vector<int64_t>& task_ids, TaskState state,
                             const std::string& result_json, double ended_at) {
   if (task_ids.empty()) return Status::Ok();
@@ -1762,9 +1689,109 @@ struct ReaderRow {
   int64_t Int(int col) const { return sqlite3_column_int64(q, col); }
   double Double(int col) const { return sqlite3_column_double(q, col); }
   std::string Text(int col) const { return ColumnText(q, col); }
+  std::string_view View(int col) const {
+    const unsigned char* t = sqlite3_column_text(q, col);
+    return t ? std::string_view(reinterpret_cast<const char*>(t),
+                                static_cast<size_t>(sqlite3_column_bytes(q, col)))
+             : std::string_view();
+  }
 };
 
+// Store::ReadBest's pass over the measurements (`q` at its first row): each problem, profiler
+// build and model's fastest, into `out`; SQLite's last step code.
+int BestPass(ReaderRow q, const BestFilter& f, std::vector<BestRecord>& out) {
+  std::string model_part = f.gpu_model;
+  for (char& c : model_part) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::unordered_map<std::string, size_t> index;  // problem, profiler and model -> out[i]
+  std::string key;
+  int rc;
+  while ((rc = sqlite3_step(q.q)) == SQLITE_ROW) {
+    // Filters on the profiler's path and the model's name are not SQL: a path is the
+    // identity's first word, a model matches by a part of its name in any case.
+    std::string_view profiler = q.View(2);
+    if (!f.profiler.empty()) {
+      // The executable itself, or one in that directory (per-operation executables).
+      const std::string_view path = profiler.substr(0, profiler.find(" size="));
+      const bool same = path == f.profiler;
+      const bool inside = path.size() > f.profiler.size() &&
+                          path.compare(0, f.profiler.size(), f.profiler) == 0 &&
+                          path[f.profiler.size()] == '/';
+      if (!same && !inside) continue;
+    }
+    std::string_view model = q.View(3);
+    if (!model_part.empty()) {
+      std::string lower(model);
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (lower.find(model_part) == std::string::npos) continue;
+    }
+    const std::string_view problem = q.View(0);
+    key.assign(problem).append(1, '\0').append(profiler).append(1, '\0').append(model);
+    auto [it, added] = index.try_emplace(key, out.size());
+    const double avg_ms = q.Double(6), at = q.Double(11);
+    if (added) {
+      out.emplace_back();
+      BestRecord& b = out.back();
+      b.problem = problem;
+      b.op = q.Text(1);
+      b.profiler = profiler;
+      b.gpu_model = model;
+      b.first_at = at;
+      b.avg_ms = -1;
+    }
+    BestRecord& b = out[it->second];
+    ++b.measured;
+    b.first_at = std::min(b.first_at, at);
+    b.last_at = std::max(b.last_at, at);
+    if (b.avg_ms < 0 || avg_ms < b.avg_ms || (avg_ms == b.avg_ms && at < b.best_at)) {
+      b.avg_ms = avg_ms;
+      b.best_name = q.Text(4);
+      b.split_k = q.Text(5);
+      b.tflops = q.Double(7);
+      b.gbps = q.Double(8);
+      b.job_id = q.Int(9);
+      b.task_id = q.Int(10);
+      b.best_at = at;
+    }
+  }
+  return rc;
+}
+
 }  // namespace
+
+Result<std::vector<BestRecord>> Store::ReadBest(const std::string& path, const BestFilter& f) {
+  auto db = OpenReader(path, "the tuning table");
+  if (!db) return Error{db.error()};
+  // One pass over the table, grouped here in a hash map: reading 100,000 rows in the index's
+  // order costs a lookup of the table per row, several times a plain scan. (SQLite's bare
+  // columns beside two aggregates are not defined, so the grouping is not SQL's either.)
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(
+      *db,
+      "SELECT problem, op, profiler, gpu_model, best_name, split_k, avg_ms, tflops, gbps, "
+      "job_id, task_id, measured_at FROM measurements "
+      "WHERE (?1 = '' OR op = ?1) AND (?2 < 0 OR uid = ?2) "
+      "AND job_id NOT IN (SELECT job_id FROM jobs_dropped)",
+      -1, &stmt, nullptr);
+  std::vector<BestRecord> out;
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, f.op.data(), static_cast<int>(f.op.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(stmt, 2, f.uid);
+    rc = BestPass(ReaderRow{stmt}, f, out);
+  }
+  const std::string why = sqlite3_errmsg(*db);
+  sqlite3_finalize(stmt);
+  sqlite3_close(*db);
+  if (rc != SQLITE_DONE) return MakeError("database: the tuning table: " + why);
+  std::sort(out.begin(), out.end(), [](const BestRecord& a, const BestRecord& b) {
+    return std::tie(a.op, a.problem, a.gpu_model, a.profiler) <
+           std::tie(b.op, b.problem, b.gpu_model, b.profiler);
+  });
+  return out;
+}
+
+Result<std::vector<BestRecord>> Store::Best(const BestFilter& filter) {
+  return ReadBest(path_, filter);
+}
 
 Result<std::vector<TaskRecord>> Store::ReadJobTasks(const std::string& path, int64_t job_id) {
   auto db = OpenReader(path, "results");

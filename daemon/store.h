@@ -161,6 +161,8 @@ class Store {
   // Opens (creating if needed) <state_dir>/ckprofd.db. `full_sync` makes every commit fsync.
   // Errors are startup errors: they name the file and what is wrong (unwritable, corrupt).
   static Result<std::unique_ptr<Store>> Open(const std::string& state_dir, bool full_sync);
+  // The database file in `state_dir` (what the read-only connections below open).
+  static std::string FileIn(const std::string& state_dir) { return state_dir + "/ckprofd.db"; }
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -200,8 +202,14 @@ class Store {
                                                      const std::string& profiler,
                                                      const std::string& gpu_model, double since,
                                                      int64_t uid);
-  // The tuning table: per problem, profiler build and GPU model, its fastest measurement.
+  // The tuning table: per problem, profiler build and GPU model, its fastest measurement
+  // (ReadBest of this Store's file).
   Result<std::vector<BestRecord>> Best(const BestFilter& filter);
+  // The same, for any thread, through a read-only connection of its own to the database at
+  // `path` (one pass over every measurement: half a second for a million, not on the io
+  // thread).
+  static Result<std::vector<BestRecord>> ReadBest(const std::string& path,
+                                                  const BestFilter& filter);
   // Writes grouped into one transaction. Between BeginGroup and CommitGroup, MarkRunning,
   // FinishAttempt and TaskConfig join it instead of each committing on its own, and nothing
   // they wrote is durable (nor to be acted on) until CommitGroup returned ok. A failed write

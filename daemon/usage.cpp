@@ -91,7 +91,7 @@ asio::awaitable<Service::Answer<UsageReply>> Service::HandleUsage(const UsageReq
                                                                   const Identity& who) {
   if (!co_await Enter(usage_turn_)) co_return Refusal{"usage: ckprofd is stopping", std::nullopt};
   const double now = UnixNow();
-  const std::string path = config_.state_dir + "/ckprofd.db";
+  const std::string path = Store::FileIn(config_.state_dir);
   co_await ToPool();  // the user's name looked up (NSS may ask a network), the Store read
   const int64_t uid = r.user.empty() ? -1 : UidOf(r.user);
   auto tallies = uid < 0 && !r.user.empty()
