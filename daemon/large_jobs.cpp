@@ -297,7 +297,8 @@ Result<int64_t> Scheduler::RetryInSteps(Job& job, const Identity& who, const Ret
   job.rec.cancel_reason.clear();
   if (job.rec.finished_at > 0) job.clock_start = 0;  // revived: its time limit starts again
   job.rec.finished_at = 0;
-  job.requeuing = true;  // paused until the last step
+  job.requeuing = true;         // paused until the last step
+  store_.SetBulkWriting(true);  // until CompactStep (its rows may be rewritten: a large log)
   policy_.UpdateJob(job_id, ParamsOf(job));
   tasks_.reserve(tasks_.size() + static_cast<size_t>(runs));
   Requeuing r;
@@ -394,6 +395,7 @@ void Scheduler::Requeued(int64_t job_id) {
   if (auto it = jobs_.find(job_id); it != jobs_.end()) MaybeFinishJob(it->second, UnixNow());
   Dispatch();
   Changed();
+  ArmCompaction();  // (ends the bulk writing, truncates the log once quiet)
 }
 
 Status Scheduler::FinishRequeuing(int64_t job_id) {
