@@ -338,6 +338,7 @@ int64_t Scheduler::RequeueSome(Requeuing& r, int64_t budget) {
   };
   std::vector<std::pair<Task, Kind>> take;  // and how each ended
   std::vector<int64_t> write, out;          // rows to store as 'queued' again; as cancelled
+  int64_t reused = 0;                       // of those taken, copies of a stored success
   for (const TaskRecord& row : *rows) {
     if (tasks_.count(row.id)) continue;  // queued or running
     if (row.marked || row.state == TaskState::kQueued) {
@@ -355,6 +356,7 @@ int64_t Scheduler::RequeueSome(Requeuing& r, int64_t budget) {
     if (!kind || row.ended_at > r.since || !takes(*kind, row.position)) continue;
     take.emplace_back(TaskFromRecord(row), *kind);
     write.push_back(row.id);
+    if (row.reused_from && *kind == Kind::kSucceeded) ++reused;  // it runs this time
   }
   if (Status s = store_.SetRetried(r.job_id, out, write); !s) {
     spdlog::error("job {}: queueing its retried tasks again: {} (tried again later)", r.job_id,
@@ -366,6 +368,7 @@ int64_t Scheduler::RequeueSome(Requeuing& r, int64_t budget) {
     CountFinal(job, kind, -1);
     Enqueue(tasks_.emplace(t.id, t).first->second);
   }
+  job.reused -= reused;
   r.requeued += static_cast<int64_t>(take.size());
   if (static_cast<int64_t>(rows->size()) < budget && r.write_out && !r.revived) {
     // Every row seen: the job revived in the Store, its mark gone (what it ended and the retry

@@ -14,7 +14,6 @@
 #include "common/convert.h"
 #include "common/json_util.h"
 #include "common/outcome.h"
-#include "common/parallel.h"
 #include "common/repeats.h"
 #include "common/wire_fields.h"
 #include "daemon/gpu_health.h"
@@ -151,35 +150,26 @@ std::vector<TaskRecord> Scheduler::MakeTaskRecords(const std::vector<CkConfig>& 
   const size_t runs = repeat > 1 ? static_cast<size_t>(repeat) : 1;
   to = std::min(to, configs.size());
   from = std::min(from, to);
+  // (A large submit's are made a chunk at a time, each next one on the pool while the io
+  // thread stores the one before: Service::StoreJob.)
   std::vector<TaskRecord> records((to - from) * runs);
-  auto make = [&](size_t first, size_t last) {
-    for (size_t i = first; i < last; ++i) {
-      const CkConfig& c = configs[i];
-      TaskRecord& t = records[(i - from) * runs];
-      t.position = static_cast<int64_t>(i) + 1;
-      t.rank = c.priority_rank() > 0 ? c.priority_rank() : t.position;
-      t.op = std::string(OperationTypeName(c.op));
-      t.config = ConfigJsonText(c);
-      t.est_cost = c.Flops();
-      t.problem = ProblemKey(c);
-      if (runs == 1) continue;
-      t.run = 1;
-      for (size_t k = 1; k < runs; ++k) {
-        TaskRecord& again = records[(i - from) * runs + k];
-        again = t;
-        again.run = static_cast<int>(k) + 1;
-      }
+  for (size_t i = from; i < to; ++i) {
+    const CkConfig& c = configs[i];
+    TaskRecord& t = records[(i - from) * runs];
+    t.position = static_cast<int64_t>(i) + 1;
+    t.rank = c.priority_rank() > 0 ? c.priority_rank() : t.position;
+    t.op = std::string(OperationTypeName(c.op));
+    t.config = ConfigJsonText(c);
+    t.est_cost = c.Flops();
+    t.problem = ProblemKey(c);
+    if (runs == 1) continue;
+    t.run = 1;
+    for (size_t k = 1; k < runs; ++k) {
+      TaskRecord& again = records[(i - from) * runs + k];
+      again = t;
+      again.run = static_cast<int>(k) + 1;
     }
-  };
-  // A large submit's records are made on two cores: a thread of its own for the
-  // second half (not the conversion pool, whose threads may all be waiting the same way).
-  constexpr size_t kSplitAbove = 20000;
-  if (to - from <= kSplitAbove) {
-    make(from, to);
-    return records;
   }
-  const size_t half = from + (to - from) / 2;
-  RunInParallel(2, [&](size_t k) { k == 0 ? make(from, half) : make(half, to); });
   return records;
 }
 
