@@ -152,6 +152,33 @@ class SchedulerTest : public ::testing::Test {
     return j;
   }
 
+  // A fresh Scheduler on the Store whose large work goes 3 rows a step (so that every job here
+  // is a large one); its options, for a restart.
+  SchedulerOptions RestartInSmallSteps() {
+    SchedulerOptions o = Options();
+    o.step_rows = 3;
+    sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, o);
+    EXPECT_TRUE(sched_->Recover().ok());
+    return o;
+  }
+
+  // A job of user 1000 with 20 configs whose ranks run backwards (#20 first, #1 last).
+  int64_t SubmitRanked() {
+    std::vector<CkConfig> configs;
+    for (int i = 1; i <= 20; ++i) configs.push_back(Config(21 - i));
+    auto id = sched_->Submit(Job(1000, "ranked"), configs);
+    EXPECT_TRUE(id.ok()) << id.error();
+    return id.ok() ? *id : 0;
+  }
+
+  // The user `uid`, named "user<uid>".
+  static Identity User(uint32_t uid) {
+    Identity who;
+    who.uid = uid;
+    who.user = "user" + std::to_string(uid);
+    return who;
+  }
+
   int64_t Submit(JobRecord j, int tasks) {
     auto id = sched_->Submit(std::move(j), Configs(tasks));
     EXPECT_TRUE(id.ok()) << id.error();
@@ -404,27 +431,20 @@ TEST_F(SchedulerTest, CancelOfAnEndedJobIsRefusedAndChangesNothing) {
 // cancel's reason, while the scheduler forgets its entries a step at a time; and so does the
 // next start.
 TEST_F(SchedulerTest, ACancelEndsEveryQueuedTaskAtOnceWhateverTheirRanks) {
-  SchedulerOptions o = Options();
-  o.step_rows = 3;
-  sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, o);
-  ASSERT_TRUE(sched_->Recover().ok());
-  std::vector<CkConfig> configs;
-  for (int i = 1; i <= 20; ++i) configs.push_back(Config(21 - i));  // #20 first, #1 last
-  auto job = sched_->Submit(Job(1000, "ranked"), configs);
-  ASSERT_TRUE(job.ok()) << job.error();
+  const SchedulerOptions o = RestartInSmallSteps();
+  const int64_t job = SubmitRanked();
+  ASSERT_GT(job, 0);
   const int64_t other = Submit(Job(1001, "other"), 3);
   ASSERT_EQ(launcher_.Active().size(), 1u);
-  Identity owner;
-  owner.uid = 1000;
-  owner.user = "user1000";
-  ASSERT_TRUE(sched_->Cancel(*job, owner).ok());
+  const Identity owner = User(1000);
+  ASSERT_TRUE(sched_->Cancel(job, owner).ok());
   auto check = [&](Scheduler& sched) {
-    auto sum = sched.Summary(*job);
+    auto sum = sched.Summary(job);
     ASSERT_TRUE(sum.ok());
     EXPECT_EQ(sum->state, JobState::kCancelled);
     EXPECT_EQ(sum->counts.of(TaskState::kCancelled), 20);
     EXPECT_EQ(sum->counts.queued() + sum->counts.running(), 0);
-    auto results = sched.Results(*job, false);
+    auto results = sched.Results(job, false);
     ASSERT_TRUE(results.ok()) << results.error();
     ASSERT_EQ(results->size(), 20u);
     for (const auto& r : *results) {
@@ -457,28 +477,21 @@ TEST_F(SchedulerTest, ACancelEndsEveryQueuedTaskAtOnceWhateverTheirRanks) {
 // waits meanwhile (saying why), and none of it is lost: the Store has every task queued again
 // when the last step is done, and after a restart. A cancel meanwhile finishes the retry first.
 TEST_F(SchedulerTest, ARetryOfALargeJobQueuesItsTasksAgainInSteps) {
-  SchedulerOptions o = Options();
-  o.step_rows = 3;
-  sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, o);
-  ASSERT_TRUE(sched_->Recover().ok());
-  std::vector<CkConfig> configs;
-  for (int i = 1; i <= 20; ++i) configs.push_back(Config(21 - i));  // #20 first, #1 last
-  auto job = sched_->Submit(Job(1000, "ranked"), configs);
-  ASSERT_TRUE(job.ok()) << job.error();
-  Identity owner;
-  owner.uid = 1000;
-  owner.user = "user1000";
+  const SchedulerOptions o = RestartInSmallSteps();
+  const int64_t job = SubmitRanked();
+  ASSERT_GT(job, 0);
+  const Identity owner = User(1000);
   launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kCrashed, 0, SIGSEGV, "SIGSEGV"});
-  launcher_.Finish(launcher_.Active()[0]);        // succeeded: not taken
-  ASSERT_TRUE(sched_->Cancel(*job, owner).ok());  // the running one, and 17 queued
+  launcher_.Finish(launcher_.Active()[0]);       // succeeded: not taken
+  ASSERT_TRUE(sched_->Cancel(job, owner).ok());  // the running one, and 17 queued
   for (int i = 0; i < 100 && io_.poll_one() > 0; ++i) {
   }
-  ASSERT_EQ(sched_->Summary(*job)->state, JobState::kCancelled);
-  auto n = sched_->Retry(*job, owner);
+  ASSERT_EQ(sched_->Summary(job)->state, JobState::kCancelled);
+  auto n = sched_->Retry(job, owner);
   ASSERT_TRUE(n.ok()) << n.error();
   EXPECT_EQ(*n, 19);
   {  // Before any step: waiting, and saying why.
-    auto sum = sched_->Summary(*job);
+    auto sum = sched_->Summary(job);
     EXPECT_EQ(sum->state, JobState::kWaiting);
     EXPECT_NE(sum->waiting_reason.find("its retry is queueing its tasks again (0 of 19"),
               std::string::npos)
@@ -486,19 +499,19 @@ TEST_F(SchedulerTest, ARetryOfALargeJobQueuesItsTasksAgainInSteps) {
     EXPECT_TRUE(launcher_.Active().empty());
   }
   int steps = 0;
-  for (; steps < 100 && sched_->Summary(*job)->state == JobState::kWaiting; ++steps) {
+  for (; steps < 100 && sched_->Summary(job)->state == JobState::kWaiting; ++steps) {
     ASSERT_GT(io_.poll_one(), 0u);
   }
   EXPECT_GE(steps, 5);  // 20 rows, 3 a step
   // (`ended`: the one running when the daemon stopped, its attempts used.)
   auto check = [&](Scheduler& sched, FakeLauncher& launcher, int ended) {
-    auto sum = sched.Summary(*job);
+    auto sum = sched.Summary(job);
     ASSERT_TRUE(sum.ok());
     EXPECT_EQ(sum->counts.succeeded(), 1);
     EXPECT_EQ(sum->counts.of(TaskState::kFailed), ended);
     EXPECT_EQ(sum->counts.queued() + sum->counts.running(), 19 - ended);
     EXPECT_EQ(launcher.Active().size(), 1u);
-    auto results = sched.Results(*job, false);
+    auto results = sched.Results(job, false);
     ASSERT_TRUE(results.ok()) << results.error();
     int again = 0;
     for (const auto& r : *results) {
@@ -515,16 +528,16 @@ TEST_F(SchedulerTest, ARetryOfALargeJobQueuesItsTasksAgainInSteps) {
   check(*again, fresh, 1);
   // Retried again (all of it cancelled first), then cancelled before its first step: the cancel
   // takes every task.
-  ASSERT_TRUE(again->Cancel(*job, owner).ok());
+  ASSERT_TRUE(again->Cancel(job, owner).ok());
   for (int i = 0; i < 100 && io_.poll_one() > 0; ++i) {
   }
-  n = again->Retry(*job, owner);
+  n = again->Retry(job, owner);
   ASSERT_TRUE(n.ok()) << n.error();
   EXPECT_EQ(*n, 19);
-  ASSERT_TRUE(again->Cancel(*job, owner).ok());
+  ASSERT_TRUE(again->Cancel(job, owner).ok());
   for (int i = 0; i < 100 && io_.poll_one() > 0; ++i) {
   }
-  auto sum = again->Summary(*job);
+  auto sum = again->Summary(job);
   EXPECT_EQ(sum->state, JobState::kCancelled);
   EXPECT_EQ(sum->counts.of(TaskState::kCancelled), 19);
   EXPECT_EQ(sum->counts.queued() + sum->counts.running(), 0);
@@ -535,14 +548,9 @@ TEST_F(SchedulerTest, ARetryOfALargeJobQueuesItsTasksAgainInSteps) {
 // cancel's mark ended that the retry does not take get rows of their own, cancelled, and the
 // mark goes at the last step; in results and after a restart, only the retried run again.
 TEST_F(SchedulerTest, APartialRetryOfALargeCancelledJobKeepsTheRestCancelled) {
-  SchedulerOptions o = Options();
-  o.step_rows = 3;
-  sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, o);
-  ASSERT_TRUE(sched_->Recover().ok());
+  const SchedulerOptions o = RestartInSmallSteps();
   const int64_t job = Submit(Job(1000, "j"), 20);
-  Identity owner;
-  owner.uid = 1000;
-  owner.user = "user1000";
+  const Identity owner = User(1000);
   launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kFailed, 1, 0, "exit 1"});  // #1
   ASSERT_TRUE(sched_->Cancel(job, owner).ok());  // #2 running, #3-#20 queued: the mark
   for (int i = 0; i < 100 && io_.poll_one() > 0; ++i) {
@@ -586,10 +594,7 @@ TEST_F(SchedulerTest, APartialRetryOfALargeCancelledJobKeepsTheRestCancelled) {
   EXPECT_EQ(launcher_.Active().size(), 1u);
   // A cancel of one named task of a job with many queued looks up its rows alone.
   const int64_t other = Submit(Job(1001, "other"), 200);
-  Identity someone;
-  someone.uid = 1001;
-  someone.user = "user1001";
-  ASSERT_TRUE(sched_->Cancel(other, someone, {5}).ok());
+  ASSERT_TRUE(sched_->Cancel(other, User(1001), {5}).ok());
   EXPECT_EQ(sched_->Summary(other)->counts.of(TaskState::kCancelled), 1);
   EXPECT_EQ(sched_->Summary(other)->counts.queued(), 199);
   EXPECT_EQ((*sched_->Results(other, false))[4].state, TaskState::kCancelled);
@@ -603,10 +608,7 @@ TEST_F(SchedulerTest, APartialRetryOfALargeCancelledJobKeepsTheRestCancelled) {
 // The stepped retry of only the failed tasks of a large job that ran to its end: those that
 // failed run again, the others keep their results.
 TEST_F(SchedulerTest, ARetryOfALargeJobsFailedTasksInSteps) {
-  SchedulerOptions o = Options();
-  o.step_rows = 3;
-  sched_ = std::make_unique<Scheduler>(io_.get_executor(), *store_, launcher_, o);
-  ASSERT_TRUE(sched_->Recover().ok());
+  RestartInSmallSteps();
   const int64_t job = Submit(Job(1000, "j"), 10);
   for (int i = 0; i < 10; ++i) {
     ASSERT_FALSE(launcher_.Active().empty());
@@ -617,9 +619,7 @@ TEST_F(SchedulerTest, ARetryOfALargeJobsFailedTasksInSteps) {
     }
   }
   ASSERT_EQ(sched_->Summary(job)->state, JobState::kFinished);
-  Identity owner;
-  owner.uid = 1000;
-  owner.user = "user1000";
+  const Identity owner = User(1000);
   RetryOptions failed;
   failed.failed_only = true;
   auto n = sched_->Retry(job, owner, failed);
