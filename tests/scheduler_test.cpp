@@ -171,10 +171,10 @@ class SchedulerTest : public ::testing::Test {
     return id.ok() ? *id : 0;
   }
 
-  // The user `uid`, named "user<uid>".
+  // The user `uid` (its group the same number), named "user<uid>".
   static Identity User(uint32_t uid) {
     Identity who;
-    who.uid = uid;
+    who.uid = who.gid = uid;
     who.user = "user" + std::to_string(uid);
     return who;
   }
@@ -390,9 +390,7 @@ TEST_F(SchedulerTest, OnlyOwnerOrAdminMayCancel) {
   EXPECT_NE(s.error().find("only its owner or an admin"), std::string::npos) << s.error();
   EXPECT_FALSE(sched_->Retry(job, other).ok());
   EXPECT_FALSE(sched_->Boost(job, 10, other).ok());
-  Identity owner;
-  owner.uid = 1000;
-  owner.user = "user1000";
+  const Identity owner = User(1000);
   ASSERT_TRUE(sched_->Cancel(job, owner).ok());
   auto sum = sched_->Summary(job);
   EXPECT_EQ(sum->counts.of(TaskState::kCancelled),
@@ -403,9 +401,7 @@ TEST_F(SchedulerTest, OnlyOwnerOrAdminMayCancel) {
 
 // Issue 17.5: cancelling a job that has ended is refused with its state, and changes nothing.
 TEST_F(SchedulerTest, CancelOfAnEndedJobIsRefusedAndChangesNothing) {
-  Identity owner;
-  owner.uid = 1000;
-  owner.user = "user1000";
+  const Identity owner = User(1000);
   int64_t done = Submit(Job(1000, "done"), 1);
   launcher_.Finish(launcher_.Active()[0]);
   ASSERT_EQ(sched_->Summary(done)->state, JobState::kFinished);
@@ -649,9 +645,7 @@ TEST_F(SchedulerTest, ARetryOfALargeJobsFailedTasksInSteps) {
 // A retried cancelled job is revived, in the Store too: after a restart it runs on, it does not
 // come back cancelled.
 TEST_F(SchedulerTest, ARetriedCancelledJobStaysRevivedAfterARestart) {
-  Identity owner;
-  owner.uid = 1000;
-  owner.user = "user1000";
+  const Identity owner = User(1000);
   int64_t job = Submit(Job(1000, "j"), 2);
   ASSERT_TRUE(sched_->Cancel(job, owner).ok());
   ASSERT_EQ(sched_->Summary(job)->state, JobState::kCancelled);
@@ -675,9 +669,7 @@ TEST_F(SchedulerTest, ARetriedCancelledJobStaysRevivedAfterARestart) {
 // The queued tasks a cancel ended stay cancelled when a retry of only the failed ones revives
 // the job: in its results, and after a restart (they are not queued again).
 TEST_F(SchedulerTest, ARetryOfTheFailedKeepsTheCancelledTasksCancelled) {
-  Identity owner;
-  owner.uid = 1000;
-  owner.user = "user1000";
+  const Identity owner = User(1000);
   int64_t job = Submit(Job(1000, "j"), 4);
   launcher_.Finish(launcher_.Active()[0], Outcome{Outcome::Kind::kCrashed, 0, SIGSEGV, "SIGSEGV"});
   ASSERT_TRUE(sched_->Cancel(job, owner).ok());  // #2 runs (ended through the launcher), #3-#4
@@ -933,9 +925,7 @@ TEST_F(SchedulerTest, FollowingATaskStreamsItsStartOutputAndEnd) {
 // A deferred job some of whose tasks ended (here: cancelled, then two retried) waits for its
 // time again: status says waiting, not running, while nothing of it runs.
 TEST_F(SchedulerTest, ADeferredJobPartlyDoneSaysItWaits) {
-  Identity owner;
-  owner.uid = owner.gid = 1000;
-  owner.user = "user1000";
+  const Identity owner = User(1000);
   JobRecord later = Job(1000, "later");
   later.not_before = UnixNow() + 7200;
   const int64_t job = Submit(later, 4);
@@ -957,9 +947,7 @@ TEST_F(SchedulerTest, ADeferredJobPartlyDoneSaysItWaits) {
 
 // Issue 20.3 and 20.4: an edit reaches the policy at once; clean removes ended jobs only.
 TEST_F(SchedulerTest, EditAndCleanChangeOnlyWhatTheyMay) {
-  Identity owner;
-  owner.uid = owner.gid = 1000;
-  owner.user = "user1000";
+  const Identity owner = User(1000);
   JobRecord later = Job(1000, "later");
   later.not_before = UnixNow() + 7200;
   const int64_t waiting = Submit(later, 1);
