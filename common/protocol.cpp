@@ -19,6 +19,10 @@ namespace ckprof {
 
 namespace {
 
+// The most entries a list field of a request holds (task numbers, GPUs, jobs waited for): a
+// request that names more is refused, so that none makes the daemon look up more at once.
+constexpr size_t kMaxListEntries = 4096;
+
 using json = nlohmann::json;
 
 // Each alternative of RequestBody is the request of the kind at its index.
@@ -92,7 +96,11 @@ class FieldReader {
   void IntList(const char* key, std::vector<T>* out, int64_t min, int64_t max) {
     auto it = obj_.find(key);
     if (it == obj_.end() || it->is_null()) return;
-    if (!it->is_array() || it->size() > 4096) return Fail(key, "must be a list of integers");
+    if (!it->is_array()) return Fail(key, "must be a list of integers");
+    if (it->size() > kMaxListEntries) {
+      return Fail(key, "holds " + std::to_string(it->size()) + " entries; at most " +
+                           std::to_string(kMaxListEntries) + " are taken at once");
+    }
     out->clear();
     for (const auto& e : *it) {
       if (!e.is_number_integer() || e.get<int64_t>() < min || e.get<int64_t>() > max) {

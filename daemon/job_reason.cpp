@@ -105,11 +105,8 @@ double Scheduler::EstimatedStart(const Job& job, const JobSummary& s) const {
 
 std::string Scheduler::WaitingReason(const Job& job, const JobSummary& s) const {
   if (job.requeuing) {
-    for (const Requeuing& r : requeuing_) {
-      if (r.job_id == job.rec.id) {
-        return fmt::format("its retry is queueing its tasks again ({} of {} so far)", r.requeued,
-                           r.expected);
-      }
+    if (std::string so_far = RequeuingProgress(job.rec.id); !so_far.empty()) {
+      return "its retry is queueing its tasks again (" + so_far + ")";
     }
   }
   if (s.counts.queued() == 0 || job.rec.cancelled) return "";

@@ -190,14 +190,17 @@ void Scheduler::AbortSubmit(int64_t job_id) {
   ArmStep();
 }
 
-Status Scheduler::CancelInSteps(int64_t job_id, const std::string& why, double now) {
-  // A cancel of the job still under way (its Store refused it, and a retry revived the job
-  // since) is this one's now.
-  FinishCancelling(job_id);
+Status Scheduler::CancelInSteps(int64_t job_id, const std::string& why, double now,
+                                bool mark_anyway) {
+  // A cancel of the job not stored yet (its Store refused it, and a retry revived the job
+  // since) is this one's now. One stored and still forgetting goes on in its steps: the tasks
+  // it took are not queued any more.
+  if (!Forgetting(job_id)) FinishCancelling(job_id);
   Cancelling c;
   c.job_id = job_id;
   c.why = why;
   c.now = now;
+  c.mark_anyway = mark_anyway;
   const auto start = Clock::now();
   const int64_t took = CancelSome(c, StepSize(forget_step_));
   TookForgetStep(took, SecondsSince(start));
@@ -218,7 +221,8 @@ int64_t Scheduler::CancelSome(Cancelling& c, int64_t budget) {
     auto job = jobs_.find(c.job_id);
     // A retry revived the job (or it is gone) before the cancel was stored: the rest stays
     // queued.
-    if (job == jobs_.end() || !job->second.rec.cancelled || policy_.Queued(c.job_id) == 0) {
+    if (job == jobs_.end() || !job->second.rec.cancelled ||
+        (policy_.Queued(c.job_id) == 0 && !c.mark_anyway)) {
       c.done = true;
       return 0;
     }
@@ -247,6 +251,12 @@ int64_t Scheduler::CancelSome(Cancelling& c, int64_t budget) {
   return static_cast<int64_t>(ids.size());
 }
 
+bool Scheduler::Forgetting(int64_t job_id) const {
+  return std::any_of(cancelling_.begin(), cancelling_.end(), [&](const Cancelling& c) {
+    return c.job_id == job_id && c.marked && !c.done;
+  });
+}
+
 void Scheduler::FinishCancelling(int64_t job_id) {
   auto it = std::find_if(cancelling_.begin(), cancelling_.end(),
                          [&](const Cancelling& c) { return c.job_id == job_id; });
@@ -270,7 +280,11 @@ Result<int64_t> Scheduler::RetryInSteps(Job& job, const Identity& who, const Ret
   if (!options.positions.empty()) {
     auto rows = RowsAt(job_id, options.positions);
     if (!rows) return Error{rows.error()};
-    for (const auto& r : *rows) runs += OutcomeOf(r.state) && !tasks_.count(r.id) ? 1 : 0;
+    // (While its cancel forgets its tasks, those read cancelled and the steps take them after.)
+    const bool forgetting = Forgetting(job_id);
+    for (const auto& r : *rows) {
+      runs += OutcomeOf(r.state) && (forgetting || !tasks_.count(r.id)) ? 1 : 0;
+    }
   } else {
     for (Kind k : CountColumns()) {
       if (options.failed_only ? IsFailure(k) : Retryable(k)) {
@@ -283,6 +297,7 @@ Result<int64_t> Scheduler::RetryInSteps(Job& job, const Identity& who, const Ret
     if (Status s = options.admit(runs); !s) return Error{s.error()};
   }
   if (Status s = ApplyRunSettings(job, who, options); !s) return Error{s.error()};
+  const bool unmarked = !write_out && job.rec.cancelled;
   if (!write_out) {
     if (job.rec.cancelled) {
       // Revived: its cancel's mark goes, so that the rows it ended read 'queued' again (a
@@ -306,6 +321,7 @@ Result<int64_t> Scheduler::RetryInSteps(Job& job, const Identity& who, const Ret
   r.wanted.insert(options.positions.begin(), options.positions.end());
   r.failed_only = options.failed_only;
   r.write_out = write_out;
+  r.unmarked = unmarked;
   r.since = UnixNow();
   r.expected = runs;
   r.by = who.user;
@@ -415,6 +431,29 @@ Status Scheduler::FinishRequeuing(int64_t job_id) {
   requeuing_.erase(it);
   Requeued(job_id);
   return Status::Ok();
+}
+
+bool Scheduler::DropRequeuing(int64_t job_id) {
+  auto it = std::find_if(requeuing_.begin(), requeuing_.end(),
+                         [&](const Requeuing& r) { return r.job_id == job_id; });
+  if (it == requeuing_.end()) return false;
+  const bool unmarked = it->unmarked;
+  spdlog::info("job {}: its retry stopped after {} of {} task(s) queued again ({:.2f} s)", job_id,
+               it->requeued, it->expected, SecondsSince(it->at));
+  requeuing_.erase(it);
+  if (auto job = jobs_.find(job_id); job != jobs_.end()) {
+    job->second.requeuing = false;
+    policy_.UpdateJob(job_id, ParamsOf(job->second));
+  }
+  ArmCompaction();  // (ends the bulk writing)
+  return unmarked;
+}
+
+std::string Scheduler::RequeuingProgress(int64_t job_id) const {
+  for (const Requeuing& r : requeuing_) {
+    if (r.job_id == job_id) return fmt::format("{} of {} so far", r.requeued, r.expected);
+  }
+  return "";
 }
 
 void Scheduler::RequeueStep() {

@@ -844,9 +844,11 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who, const std::vector<
 
 Status Scheduler::CancelJob(Job& job, const std::string& reason, const std::string& why) {
   const int64_t job_id = job.rec.id;
-  // A retry still queueing its tasks again: done first, so that the cancel takes them all.
-  if (Status s = FinishRequeuing(job_id); !s) return s;
+  // A retry still queueing its tasks again stops where it is (a million of them are not all
+  // queued now to be cancelled at once): the cancel takes those it queued; the rest stay as
+  // they ended, and those its cancel's mark had ended are marked again.
   if (Status s = store_.SetJobCancelled(job_id, true, reason); !s) return s;
+  const bool mark_anyway = DropRequeuing(job_id);
   job.rec.cancelled = true;
   job.rec.cancel_reason = reason;
   policy_.UpdateJob(job_id, ParamsOf(job));
@@ -856,7 +858,7 @@ Status Scheduler::CancelJob(Job& job, const std::string& reason, const std::stri
     if (g.task_id && tasks_.at(g.task_id).job_id == job_id) launcher_.Cancel(g.run);
   }
   // Paused from now on (the cancel is stored); its queued tasks end in steps, the first now.
-  Status stepped = CancelInSteps(job_id, why, now);
+  Status stepped = CancelInSteps(job_id, why, now, mark_anyway);
   if (!stepped) return stepped;
   spdlog::info("job {} cancelled ({}): {} queued task(s) dropped", job_id, reason, queued);
   MaybeFinishJob(job, now);
@@ -900,7 +902,7 @@ Status Scheduler::CheckPositions(const Job& job, const std::vector<int>& positio
 Status Scheduler::CancelTasks(Job& job, const Identity& who, const std::vector<int>& positions) {
   const int64_t job_id = job.rec.id;
   if (Status s = CheckPositions(job, positions); !s) return s;
-  if (Status s = FinishRequeuing(job_id); !s) return s;
+  if (job.requeuing) return StillRequeuing(job_id, "cancel tasks of it");
   const std::set<int64_t> wanted(positions.begin(), positions.end());
   std::vector<int64_t> queued;
   if (policy_.Queued(job_id) > wanted.size() * 64) {
@@ -948,13 +950,14 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
                      "; only its owner or an admin may retry it");
   }
   if (Status s = CheckPositions(job, options.positions); !s) return Error{s.error()};
-  // A cancel under way: its tasks are all cancelled now (the Store has them so already).
-  FinishCancelling(job_id);
-  if (Status s = FinishRequeuing(job_id); !s) return Error{s.error()};
+  if (job.requeuing) return Error{StillRequeuing(job_id, "retry it again").error()};
   // A large job's retry reads its rows in steps (a million of them are not read and queued at
   // once), unless it names tasks and no cancel's mark has to be written out: then only their
   // rows are read.
   const bool large = job.total > StepRows();
+  // A cancel under way: its tasks are all cancelled now (the Store has them so already). Of a
+  // large job, those it still forgets are taken by the retry's steps, which run after it.
+  if (!large || !Forgetting(job_id)) FinishCancelling(job_id);
   if (large) {
     auto marked = store_.HasCancelMark(job_id);
     if (!marked) return Error{marked.error()};
@@ -988,6 +991,14 @@ Result<int64_t> Scheduler::Retry(int64_t job_id, const Identity& who, const Retr
     Dispatch();
   }
   return requeued;
+}
+
+Status Scheduler::StillRequeuing(int64_t job_id, const std::string& then) const {
+  const std::string id = std::to_string(job_id);
+  return MakeError("job " + id + ": its retry is still queueing its tasks again (" +
+                   RequeuingProgress(job_id) + "); " + then +
+                   " once that is done ('ckprof status " + id +
+                   "' shows it), or cancel the whole job ('ckprof cancel " + id + "')");
 }
 
 Result<std::vector<TaskRecord>> Scheduler::RowsAt(int64_t job_id,
@@ -1257,6 +1268,7 @@ void Scheduler::Shutdown(std::function<void()> done) {
   while (!requeuing_.empty()) {
     const Requeuing& r = requeuing_.front();
     const int64_t job_id = r.job_id, left = r.expected - r.requeued;
+    FinishCancelling(job_id);  // (its steps take what a cancel forgets: that first)
     if (Status s = FinishRequeuing(job_id); !s) {
       spdlog::error(
           "job {}: its retry stops with about {} task(s) not queued again ({}); "

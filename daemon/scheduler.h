@@ -474,7 +474,8 @@ class Scheduler {
   // A cancelled job's queued tasks end cancelled, at once (see Cancelling), their entries then
   // forgotten a step at a time (the first at once: a small job's cancel is done when it
   // returns). The Store's refusal of the cancel is returned; a later step tries again.
-  Status CancelInSteps(int64_t job_id, const std::string& why, double now);
+  Status CancelInSteps(int64_t job_id, const std::string& why, double now,
+                       bool mark_anyway = false);
   void CancelStep();
   void OnStepTimer(std::error_code ec);
   // Removed jobs' rows deleted a step at a time; `budget` rows at most (0: a step's).
@@ -493,6 +494,9 @@ class Scheduler {
     double now = 0;
     bool marked = false;  // the Store has them cancelled (and `taken` holds them)
     bool done = false;    // all forgotten (or a retry revived the job before the mark)
+    // Marked even with nothing queued: a retry in steps it stopped had taken the job's
+    // previous mark away, so rows not yet visited read 'queued' until this one covers them.
+    bool mark_anyway = false;
     QueuePolicy::Taken taken;
     int64_t taken_total = 0;                   // how many were taken
     std::chrono::steady_clock::time_point at;  // when
@@ -510,6 +514,7 @@ class Scheduler {
     // the Store (the mark gone) only at the last (before: a crash leaves it cancelled).
     bool write_out = false;
     bool revived = false;    // (write_out) the Store has the job revived
+    bool unmarked = false;   // (a whole retry of a cancelled job) its cancel's mark taken away
     double since = 0;        // the retry's time: a task that ended after it is not taken
     int64_t expected = 0;    // what the retry said it queues (the job's counts then)
     int64_t requeued = 0;    // queued again so far
@@ -540,9 +545,19 @@ class Scheduler {
   // Up to `budget` of its rows read and those taken queued again; rows read (-1 when the Store
   // refused, logged). The last step unpauses the job.
   int64_t RequeueSome(Requeuing& r, int64_t budget);
-  // A retry in steps of `job_id` still under way done at once (before a cancel or another
-  // retry of it, and at shutdown); refused when the Store refuses.
+  // A retry in steps of `job_id` still under way done at once (at shutdown); refused when the
+  // Store refuses.
   Status FinishRequeuing(int64_t job_id);
+  // A retry in steps of `job_id` stopped where it is, for a cancel of the job: the rows it took
+  // are queued (the cancel takes them), the rest stay as they ended. Whether the rows not yet
+  // visited need a cancel's mark again (Requeuing::unmarked).
+  bool DropRequeuing(int64_t job_id);
+  // What a retry in steps of the job has done so far ("1488 of 1000000"); empty when none.
+  std::string RequeuingProgress(int64_t job_id) const;
+  // The refusal of a request that cannot be met while a retry in steps of the job runs.
+  Status StillRequeuing(int64_t job_id, const std::string& then) const;
+  // A cancel of `job_id` stored and still forgetting its tasks in steps (they read cancelled).
+  bool Forgetting(int64_t job_id) const;
   // Its last step done (and its entry gone): the job may end, its tasks start.
   void Requeued(int64_t job_id);
   void RequeueStep();

@@ -65,7 +65,16 @@ TEST(ReliabilityProtocol, HostileFramesGiveErrorsThatNameTheField) {
              return s;
            }() +
            "]}",
-       "request field 'gpus' must be a list of integers"},
+       "request field 'gpus' holds 5000 entries; at most 4096 are taken at once"},
+      {"retry naming 4097 tasks",
+       R"({"type":"retry","job_id":1,"tasks":[)" +
+           [] {
+             std::string s = "1";
+             for (int i = 2; i <= 4097; ++i) s += "," + std::to_string(i);
+             return s;
+           }() +
+           "]}",
+       "request field 'tasks' holds 4097 entries; at most 4096 are taken at once"},
       {"gpus float", R"({"type":"submit","content":"","gpus":[0.5]})",
        "request field 'gpus' must hold integers"},
       {"max_gpus 2^63", R"({"type":"submit","content":"","max_gpus":9223372036854775807})",

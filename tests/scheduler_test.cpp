@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
 
 #include "common/convert.h"
@@ -522,22 +523,126 @@ TEST_F(SchedulerTest, ARetryOfALargeJobQueuesItsTasksAgainInSteps) {
   auto again = std::make_unique<Scheduler>(io_.get_executor(), *store_, fresh, o);
   ASSERT_TRUE(again->Recover().ok());
   check(*again, fresh, 1);
-  // Retried again (all of it cancelled first), then cancelled before its first step: the cancel
-  // takes every task.
+  // Retried again (all of it cancelled first: #20 failed, #19 succeeded, 18 cancelled).
   ASSERT_TRUE(again->Cancel(job, owner).ok());
   for (int i = 0; i < 100 && io_.poll_one() > 0; ++i) {
   }
   n = again->Retry(job, owner);
   ASSERT_TRUE(n.ok()) << n.error();
   EXPECT_EQ(*n, 19);
+  // While its steps run, a second retry and a cancel of named tasks are refused, saying why
+  // (either would have had to finish the steps at once: a million rows, every user waiting).
+  const std::string busy = "its retry is still queueing its tasks again (0 of 19 so far)";
+  auto twice = again->Retry(job, owner);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.error().find(busy), std::string::npos) << twice.error();
+  Status named = again->Cancel(job, owner, {3});
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(named.error().find(busy), std::string::npos) << named.error();
+  // A cancel of the whole job stops the steps where they are. The cancel takes what they
+  // queued; the rest stay as they ended (#20 failed), those the first cancel's mark had ended
+  // covered by the new one: before any step (nothing queued), then after one (#1-#3 queued).
+  auto stopped = [&](Scheduler& sched) {
+    auto sum = sched.Summary(job);
+    EXPECT_EQ(sum->state, JobState::kCancelled);
+    EXPECT_EQ(sum->counts.of(TaskState::kCancelled), 18);
+    EXPECT_EQ(sum->counts.of(TaskState::kFailed), 1);
+    EXPECT_EQ(sum->counts.succeeded(), 1);
+    EXPECT_EQ(sum->counts.queued() + sum->counts.running(), 0);
+    auto results = sched.Results(job, false);
+    ASSERT_TRUE(results.ok()) << results.error();
+    ASSERT_EQ(results->size(), 20u);
+    int by_owner = 0;
+    for (const auto& r : *results) {
+      if (r.position >= 19) continue;
+      EXPECT_EQ(r.state, TaskState::kCancelled) << "#" << r.position;
+      by_owner += r.error.find("cancelled by user1000") != std::string::npos;
+    }
+    EXPECT_EQ(by_owner, 17);  // (#18 was running, cancelled through the launcher)
+  };
   ASSERT_TRUE(again->Cancel(job, owner).ok());
   for (int i = 0; i < 100 && io_.poll_one() > 0; ++i) {
   }
-  auto sum = again->Summary(job);
-  EXPECT_EQ(sum->state, JobState::kCancelled);
-  EXPECT_EQ(sum->counts.of(TaskState::kCancelled), 19);
-  EXPECT_EQ(sum->counts.queued() + sum->counts.running(), 0);
+  stopped(*again);
+  n = again->Retry(job, owner);
+  ASSERT_TRUE(n.ok()) << n.error();
+  EXPECT_EQ(*n, 19);
+  ASSERT_GT(io_.poll_one(), 0u);
+  ASSERT_EQ(again->Summary(job)->counts.queued(), 3);
+  ASSERT_TRUE(again->Cancel(job, owner).ok());
+  for (int i = 0; i < 100 && io_.poll_one() > 0; ++i) {
+  }
+  stopped(*again);
   EXPECT_TRUE(fresh.Active().empty());
+  again.reset();
+  FakeLauncher third;
+  Scheduler after(io_.get_executor(), *store_, third, o);
+  ASSERT_TRUE(after.Recover().ok());
+  stopped(after);
+  EXPECT_TRUE(third.Active().empty());
+}
+
+// A retry of a large job whose cancel is still forgetting its tasks in steps does not finish
+// that cancel at once (a million entries): its own steps come after the cancel's, and take the
+// tasks the cancel ended, named ones or all.
+TEST_F(SchedulerTest, ARetryOfALargeJobFollowsItsCancelsSteps) {
+  const SchedulerOptions o = RestartInSmallSteps();
+  const int64_t job = Submit(Job(1000, "j"), 20);
+  const Identity owner = User(1000);
+  launcher_.Finish(launcher_.Active()[0]);       // #1 succeeded
+  ASSERT_TRUE(sched_->Cancel(job, owner).ok());  // #2 running, #3-#20 queued: 3 forgotten now
+  RetryOptions named;
+  named.positions = {7, 12, 20};
+  auto n = sched_->Retry(job, owner, named);
+  ASSERT_TRUE(n.ok()) << n.error();
+  EXPECT_EQ(*n, 3);
+  for (int i = 0; i < 100 && sched_->Summary(job)->state == JobState::kWaiting; ++i) {
+    ASSERT_GT(io_.poll_one(), 0u);
+  }
+  auto expect = [&](Scheduler& sched, const std::set<int>& again) {
+    auto results = sched.Results(job, false);
+    ASSERT_TRUE(results.ok()) << results.error();
+    ASSERT_EQ(results->size(), 20u);
+    for (const auto& r : *results) {
+      const bool queued_or_running =
+          r.state == TaskState::kQueued || r.state == TaskState::kRunning;
+      EXPECT_EQ(queued_or_running, again.count(r.position) > 0)
+          << "#" << r.position << " " << EnumName(r.state);
+    }
+    auto sum = sched.Summary(job);
+    EXPECT_EQ(sum->counts.queued() + sum->counts.running(), static_cast<int>(again.size()));
+    EXPECT_EQ(sum->counts.succeeded(), 1);
+  };
+  expect(*sched_, {7, 12, 20});
+  auto steps = [&] {
+    for (int i = 0; i < 100 && sched_->Summary(job)->state == JobState::kWaiting; ++i) {
+      ASSERT_GT(io_.poll_one(), 0u);
+    }
+  };
+  n = sched_->Retry(job, owner);  // the other 16 cancelled
+  ASSERT_TRUE(n.ok()) << n.error();
+  EXPECT_EQ(*n, 16);
+  steps();
+  // Cancelled again (18 queued), and retried whole before the cancel's second step.
+  ASSERT_TRUE(sched_->Cancel(job, owner).ok());
+  n = sched_->Retry(job, owner);
+  ASSERT_TRUE(n.ok()) << n.error();
+  EXPECT_EQ(*n, 19);
+  steps();
+  std::set<int> all;
+  for (int p = 2; p <= 20; ++p) all.insert(p);
+  expect(*sched_, all);
+  // A fresh start on the same Store: the same, but for the one running (its attempts used).
+  ASSERT_EQ(launcher_.Active().size(), 1u);
+  for (const auto& r : *sched_->Results(job, false)) {
+    if (r.state == TaskState::kRunning) all.erase(static_cast<int>(r.position));
+  }
+  ASSERT_EQ(all.size(), 18u);
+  sched_.reset();
+  FakeLauncher fresh;
+  Scheduler again(io_.get_executor(), *store_, fresh, o);
+  ASSERT_TRUE(again.Recover().ok());
+  expect(again, all);
 }
 
 // A partial retry (named tasks, or --failed) of a large cancelled job in steps: the tasks its
