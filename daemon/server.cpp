@@ -629,7 +629,7 @@ asio::awaitable<bool> Server::Greet(Connection& c, const Request& req) {
 asio::awaitable<bool> Server::StreamWatch(Connection& c, const Request& req,
                                           const StreamSpec& spec) {
   bool refused = false;
-  if (auto whole = co_await service_.EndedLargeLog(req, &refused)) {
+  if (auto whole = co_await service_.EndedLargeLog(req, c.who, &refused)) {
     if (!co_await c.Send(*whole)) co_return false;
     if (refused) co_return true;
     const std::string end =

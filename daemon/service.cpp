@@ -237,7 +237,7 @@ asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& w
       co_return Respond(r, HandleStatus(list, who, list.all));
     }
     case RequestType::kResults:
-      co_return co_await HandleResults(r, r.as<ResultsRequest>());
+      co_return co_await HandleResults(r, r.as<ResultsRequest>(), who);
     case RequestType::kCancel:
       co_return Respond(r, HandleCancel(r.as<CancelRequest>(), who));
     case RequestType::kRetry:
@@ -253,7 +253,7 @@ asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& w
     case RequestType::kEdit:
       co_return Respond(r, HandleEdit(r.as<EditRequest>(), who));
     case RequestType::kLog:
-      co_return co_await HandleLog(r, r.as<LogRequest>());
+      co_return co_await HandleLog(r, r.as<LogRequest>(), who);
     case RequestType::kClean:
       co_return Respond(r, HandleClean(r.as<CleanRequest>(), who));
     case RequestType::kBest:
@@ -817,24 +817,6 @@ Service::Answer<StatusReply> Service::HandleStatus(const StatusRequest& r, const
   return reply;
 }
 
-asio::awaitable<bool> Service::Enter(PoolTurn& turn) {
-  if (!turn.gate) {
-    turn.gate = std::make_unique<asio::steady_timer>(io_, asio::steady_timer::time_point::max());
-  }
-  while (turn.busy) {
-    const std::shared_ptr<bool> alive = alive_;  // the gate goes with the Service
-    co_await turn.gate->async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-    if (!*alive) co_return false;
-  }
-  turn.busy = true;
-  co_return true;
-}
-
-void Service::Leave(PoolTurn& turn) {
-  turn.busy = false;
-  turn.gate->cancel_one();
-}
-
 namespace {
 
 // A job of more tasks than this has its results read and encoded on the pool: a million rows
@@ -859,7 +841,7 @@ ResultsReply ResultsReplyOf(JobSummary summary, std::vector<TaskResult> results,
 }  // namespace
 
 asio::awaitable<std::string> Service::HandleResults(const Request& envelope,
-                                                    const ResultsRequest& r) {
+                                                    const ResultsRequest& r, const Identity& who) {
   using A = Answer<ResultsReply>;
   if (r.job_id <= 0)
     co_return Respond(envelope, A(Refuse("results: which job? field 'job_id' is missing")));
@@ -872,7 +854,7 @@ asio::awaitable<std::string> Service::HandleResults(const Request& envelope,
     co_return Respond(envelope, A(ResultsReplyOf(std::move(*s), std::move(*results), r, noise)));
   }
   co_return co_await LargeJobAnswer(
-      envelope, r.job_id, "results", nullptr,
+      envelope, who, r.job_id, "results", nullptr,
       [&](JobSummary summary, std::vector<TaskRecord>& rows) {
         std::vector<TaskResult> results;
         results.reserve(rows.size());
@@ -885,9 +867,10 @@ asio::awaitable<std::string> Service::HandleResults(const Request& envelope,
 }
 
 asio::awaitable<std::string> Service::LargeJobAnswer(
-    const Request& envelope, int64_t job_id, const char* what, std::function<void()> on_turn,
+    const Request& envelope, const Identity& who, int64_t job_id, const char* what,
+    std::function<void()> on_turn,
     std::function<std::string(JobSummary, std::vector<TaskRecord>&)> make, bool* refused) {
-  if (!co_await Enter(results_turn_)) {
+  if (!co_await results_turn_.Enter(who.uid)) {
     if (refused) *refused = true;
     co_return Frame(
         MakeErrorReply(envelope.id, Refuse(std::string(what) + ": ckprofd is stopping")));
@@ -911,7 +894,7 @@ asio::awaitable<std::string> Service::LargeJobAnswer(
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                 frame.size());
   co_await ToIo();
-  Leave(results_turn_);
+  results_turn_.Leave();
   TrimHeapSoon();  // what the pool made and freed of the rows (tens of MB) given back
   co_return frame;
 }
@@ -970,6 +953,7 @@ Service::Answer<JobReply> Service::HandleEdit(const EditRequest& r, const Identi
 }
 
 asio::awaitable<std::optional<std::string>> Service::EndedLargeLog(const Request& request,
+                                                                   const Identity& who,
                                                                    bool* refused) {
   const LogRequest* l = request.get_if<LogRequest>();
   if (!l || !l->tasks.empty() || !scheduler_.JobExists(l->job_id) ||
@@ -978,11 +962,11 @@ asio::awaitable<std::optional<std::string>> Service::EndedLargeLog(const Request
   }
   auto s = scheduler_.Summary(l->job_id);
   if (!s || s->total <= kResultsOnIoThread) co_return std::nullopt;
-  co_return co_await HandleLog(request, *l, refused);
+  co_return co_await HandleLog(request, *l, who, refused);
 }
 
 asio::awaitable<std::string> Service::HandleLog(const Request& envelope, const LogRequest& r,
-                                                bool* refused) {
+                                                const Identity& who, bool* refused) {
   using A = Answer<LogReply>;
   auto s = scheduler_.Summary(r.job_id);
   // A few tasks named, or a small job: on the io thread, at once.
@@ -995,7 +979,7 @@ asio::awaitable<std::string> Service::HandleLog(const Request& envelope, const L
   // What runs now is taken on the io thread (its output so far), the stored rows on the pool.
   Scheduler::LiveLogs live;
   co_return co_await LargeJobAnswer(
-      envelope, r.job_id, "log", [&] { live = scheduler_.LiveLogsOf(r.job_id); },
+      envelope, who, r.job_id, "log", [&] { live = scheduler_.LiveLogsOf(r.job_id); },
       [&](JobSummary summary, std::vector<TaskRecord>& rows) {
         return Respond(envelope, A(Scheduler::LogOf(std::move(summary), rows, false, r.lines,
                                                     LogBudget(config_), live)));
@@ -1032,12 +1016,12 @@ asio::awaitable<Service::Answer<BestReply>> Service::HandleBest(const BestReques
   }
   f.gpu_model = r.gpu_model;
   if (!config_.share_results && !who.admin) f.uid = who.uid;
-  if (!co_await Enter(usage_turn_)) co_return Refuse("best: ckprofd is stopping");
+  if (!co_await usage_turn_.Enter(who.uid)) co_return Refuse("best: ckprofd is stopping");
   const std::string path = Store::FileIn(config_.state_dir);
   co_await ToPool();
   auto rows = Store::ReadBest(path, f);
   co_await ToIo();
-  Leave(usage_turn_);
+  usage_turn_.Leave();
   if (!rows) co_return Refuse("best: " + rows.error());
   BestReply reply;
   reply.shared = config_.share_results || who.admin;

@@ -17,6 +17,7 @@
 #include "common/convert.h"
 #include "common/protocol.h"
 #include "daemon/daemon_config.h"
+#include "daemon/fair_turn.h"
 #include "daemon/scheduler.h"
 
 namespace ckprof {
@@ -72,7 +73,8 @@ class Service {
   // `log J -f` of a large job that has ended: the stream's one frame, its whole log, made as
   // `log J`'s answer is (on the pool: made on the io thread, it held every other client for
   // seconds); nullopt for any other stream (Stream's). `refused`: the frame is a refusal.
-  asio::awaitable<std::optional<std::string>> EndedLargeLog(const Request& request, bool* refused);
+  asio::awaitable<std::optional<std::string>> EndedLargeLog(const Request& request,
+                                                            const Identity& who, bool* refused);
   // Resume the calling coroutine on the conversion pool, and back on the io thread: for work
   // that would stall every other client (a large frame's parse, a conversion).
   asio::awaitable<void> ToPool();
@@ -97,7 +99,8 @@ class Service {
   Answer<StatusReply> HandleStatus(const StatusRequest& r, const Identity& who, bool all) const;
   // The answer's frame: a large job's results are read and encoded on the pool, one request
   // at a time (results_turn_).
-  asio::awaitable<std::string> HandleResults(const Request& envelope, const ResultsRequest& r);
+  asio::awaitable<std::string> HandleResults(const Request& envelope, const ResultsRequest& r,
+                                             const Identity& who);
   Answer<JobReply> HandleCancel(const CancelRequest& r, const Identity& who);
   Answer<JobReply> HandleRetry(const RetryRequest& r, const Identity& who);
   Answer<JobReply> HandleBoost(const BoostRequest& r, const Identity& who);
@@ -106,7 +109,7 @@ class Service {
   Answer<JobReply> HandleEdit(const EditRequest& r, const Identity& who);
   // The answer's frame: a large job's whole log is made on the pool, as its results are.
   asio::awaitable<std::string> HandleLog(const Request& envelope, const LogRequest& r,
-                                         bool* refused = nullptr);
+                                         const Identity& who, bool* refused = nullptr);
   // A large job's answer (results, whole log), made on the pool from its rows, read there
   // through a read-only connection (Store::ReadJobTasks), one such request at a time
   // (results_turn_): `on_turn` runs on the io thread once the turn is ours, then `make` turns
@@ -114,7 +117,8 @@ class Service {
   // a refusal saying why, and `refused` set). `what` names the request in the log and a
   // refusal.
   asio::awaitable<std::string> LargeJobAnswer(
-      const Request& envelope, int64_t job_id, const char* what, std::function<void()> on_turn,
+      const Request& envelope, const Identity& who, int64_t job_id, const char* what,
+      std::function<void()> on_turn,
       std::function<std::string(JobSummary, std::vector<TaskRecord>&)> make,
       bool* refused = nullptr);
   Answer<CleanReply> HandleClean(const CleanRequest& r, const Identity& who);
@@ -169,18 +173,11 @@ class Service {
   Scheduler& scheduler_;
   DaemonConfig config_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-  // Work on the pool that runs one request at a time (a request waits here for the one
-  // before it), so that a user asking again and again never takes every conversion thread:
-  // usage's scans of the Store, large jobs' results. The gate never expires: cancel_one wakes
-  // the next waiter.
-  struct PoolTurn {
-    bool busy = false;
-    std::unique_ptr<asio::steady_timer> gate;
-  };
-  // Waits for `turn` and takes it; false when the Service went meanwhile (nothing is taken).
-  asio::awaitable<bool> Enter(PoolTurn& turn);
-  void Leave(PoolTurn& turn);
-  PoolTurn usage_turn_, results_turn_;
+  // Work on the pool that runs one request at a time, so that a user asking again and again
+  // never takes every conversion thread: usage's scans of the Store and the tuning table's,
+  // large jobs' results and logs. A request waits for its turn there, users taking turns
+  // (FairTurn): one user's many requests do not queue ahead of another's one.
+  FairTurn usage_turn_{io_}, results_turn_{io_};
 };
 
 }  // namespace ckprof

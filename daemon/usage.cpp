@@ -89,7 +89,8 @@ UsageReply Scheduler::Usage(const std::vector<Store::AttemptTally>& tallies, int
 // Every user sees everyone's usage, as `status` shows everyone's jobs (sshare's default).
 asio::awaitable<Service::Answer<UsageReply>> Service::HandleUsage(const UsageRequest& r,
                                                                   const Identity& who) {
-  if (!co_await Enter(usage_turn_)) co_return Refusal{"usage: ckprofd is stopping", std::nullopt};
+  if (!co_await usage_turn_.Enter(who.uid))
+    co_return Refusal{"usage: ckprofd is stopping", std::nullopt};
   const double now = UnixNow();
   const std::string path = Store::FileIn(config_.state_dir);
   co_await ToPool();  // the user's name looked up (NSS may ask a network), the Store read
@@ -98,7 +99,7 @@ asio::awaitable<Service::Answer<UsageReply>> Service::HandleUsage(const UsageReq
                      ? Result<std::vector<Store::AttemptTally>>(std::vector<Store::AttemptTally>{})
                      : Store::TallyAttempts(path, r.since, now, uid);
   co_await ToIo();
-  Leave(usage_turn_);
+  usage_turn_.Leave();
   if (!r.user.empty() && uid < 0) {
     co_return Refusal{
         "usage: --user " + r.user + ": no such user on the daemon's machine (a name or a uid)",
