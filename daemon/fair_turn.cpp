@@ -37,10 +37,10 @@ void FairTurn::Leave() {
     return;
   }
   // The waiter whose user had the turn least recently; of one user's, the first that came.
-  auto next = std::min_element(waiters_.begin(), waiters_.end(),
-                               [&](const Waiter& a, const Waiter& b) {
-                                 return last_given_.at(a.uid) < last_given_.at(b.uid);
-                               });
+  auto next =
+      std::min_element(waiters_.begin(), waiters_.end(), [&](const Waiter& a, const Waiter& b) {
+        return last_given_.at(a.uid) < last_given_.at(b.uid);
+      });
   const Waiter w = *next;
   waiters_.erase(next);
   GiveTo(w.uid);

@@ -1003,13 +1003,7 @@ Status Scheduler::StillRequeuing(int64_t job_id, const std::string& then) const 
 
 Result<std::vector<TaskRecord>> Scheduler::RowsAt(int64_t job_id,
                                                   const std::vector<int>& positions) {
-  std::vector<TaskRecord> rows;
-  for (int64_t p : std::set<int64_t>(positions.begin(), positions.end())) {
-    auto at = store_.JobTasksAt(job_id, p);
-    if (!at) return Error{at.error()};
-    for (auto& r : *at) rows.push_back(std::move(r));
-  }
-  return rows;
+  return store_.JobTasksAt(job_id, positions, /*brief=*/true);
 }
 
 Status Scheduler::ApplyRunSettings(Job& job, const Identity& who, const RetryOptions& options) {
@@ -1077,7 +1071,7 @@ Result<int64_t> Scheduler::RequeueFinal(Job& job, const std::vector<int64_t>& ta
   if (Status s = store_.SetJobFinished(job_id, 0); !s) return Error{s.error()};
   if (job.rec.finished_at > 0) job.clock_start = 0;  // revived: its time limit starts again
   job.rec.finished_at = 0;
-  tasks_.reserve(tasks_.size() + retry.size());
+  ReserveTasks(retry.size());
   for (const auto& [t, kind] : retry) {
     CountFinal(job, kind, -1);
     Enqueue(tasks_.emplace(t.id, t).first->second);

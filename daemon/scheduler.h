@@ -539,8 +539,8 @@ class Scheduler {
   // queues again.
   Result<int64_t> RetryInSteps(Job& job, const Identity& who, const RetryOptions& options,
                                bool write_out);
-  // The rows of a job's tasks at `positions` (each run of each), read one position at a time:
-  // of a large job, what a cancel or a retry of named tasks looks at.
+  // The rows of a job's tasks at `positions` (each run of each; Store::JobTasksAt): of a
+  // large job, what a cancel or a retry of named tasks looks at.
   Result<std::vector<TaskRecord>> RowsAt(int64_t job_id, const std::vector<int>& positions);
   // Up to `budget` of its rows read and those taken queued again; rows read (-1 when the Store
   // refused, logged). The last step unpauses the job.
@@ -558,6 +558,10 @@ class Scheduler {
   Status StillRequeuing(int64_t job_id, const std::string& then) const;
   // A cancel of `job_id` stored and still forgetting its tasks in steps (they read cancelled).
   bool Forgetting(int64_t job_id) const;
+  // Room in tasks_ for `more` tasks, made now (growing by doubling would rehash a million of
+  // them inside a step) and only where it lacks: a reserve of what it has already rehashed
+  // every entry (up to a second, with a million being forgotten, every user waiting).
+  void ReserveTasks(size_t more);
   // Its last step done (and its entry gone): the job may end, its tasks start.
   void Requeued(int64_t job_id);
   void RequeueStep();

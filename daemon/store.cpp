@@ -1622,12 +1622,20 @@ Result<std::vector<TaskRecord>> Store::JobTaskRows(int64_t job_id, bool brief,
   return out;
 }
 
-Result<std::vector<TaskRecord>> Store::JobTasksAt(int64_t job_id, int64_t position) {
-  static const std::string sql = "SELECT " + TaskColumns(/*brief=*/false) + kTaskRows +
-                                 " WHERE t.job_id=? AND t.position=? ORDER BY t.run";
-  Stmt q(this, sql.c_str());
+Result<std::vector<TaskRecord>> Store::JobTasksAt(int64_t job_id, const std::vector<int>& positions,
+                                                  bool brief) {
+  auto query = [](bool brief) {
+    return "SELECT " + TaskColumns(brief) + kTaskRows +
+           " WHERE t.job_id=?1 AND t.position IN (SELECT value FROM json_each(?2))"
+           " ORDER BY t.position, t.run";
+  };
+  static const std::string sql[2] = {query(false), query(true)};
+  Stmt q(this, sql[brief ? 1 : 0].c_str());
   if (!q.ok()) return MakeError("database: load a job's task: " + q.error());
-  q.Bind(1, job_id).Bind(2, position);
+  std::string list = "[";
+  for (int p : positions) list += (list.size() > 1 ? "," : "") + std::to_string(p);
+  list += "]";
+  q.Bind(1, job_id).Bind(2, list);
   std::vector<TaskRecord> out;
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) out.push_back(ReadTaskRow(q));

@@ -86,8 +86,8 @@ Result<LogReply> Scheduler::Log(int64_t job_id, const std::vector<int>& position
     if (!all) return Error{all.error()};
     rows = std::move(*all);
   } else {
-    for (int p : positions) {
-      auto at = store_.JobTasksAt(job_id, p);
+    for (int p : positions) {  // (in the order named)
+      auto at = store_.JobTasksAt(job_id, {p}, /*brief=*/false);
       if (!at) return Error{at.error()};
       for (auto& r : *at) rows.push_back(std::move(r));
     }
@@ -101,7 +101,7 @@ Result<Scheduler::Following> Scheduler::FollowLog(int64_t job_id, int position, 
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
   if (Status s = CheckPositions(it->second, {position}); !s) return Error{s.error()};
-  auto rows = store_.JobTasksAt(job_id, position);
+  auto rows = store_.JobTasksAt(job_id, {position}, /*brief=*/false);
   if (!rows) return Error{rows.error()};
   // The run to follow: the one that runs, else the next to run, else (all ended) the last.
   const TaskRecord* chosen = nullptr;
@@ -149,7 +149,7 @@ Result<Scheduler::Following> Scheduler::FollowJobLog(int64_t job_id, int lines, 
   size_t used = 0;
   const LiveLogs live = LiveLogsOf(job_id);
   for (const auto& [position, run, task_id] : running) {
-    auto rows = store_.JobTasksAt(job_id, position);
+    auto rows = store_.JobTasksAt(job_id, {static_cast<int>(position)}, /*brief=*/false);
     if (!rows) return Error{rows.error()};
     for (const auto& row : *rows) {
       if (row.id != task_id) continue;
