@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Races on one user's large job, each while another user (nobody, where this runs as root)
+polls `status` every 20 ms: what the other user waits. Issue 34's goal: p99 <= 100 ms.
+
+  bench/large_races.py [BIN_DIR...]    (default: build/bin; several: side by side, in turn)
+
+On a job of LARGE_CONFIGS ranked configs (default 1,000,000), held by --not-before +1d:
+  a. `retry` of it cancelled, and at once `cancel` (the retry's steps under way);
+  b. `cancel`, and at once `retry` (the cancel's forgetting under way);
+  c. `retry`, and at once `retry` again;
+  d. `retry` naming 4,096 of its tasks, the job cancelled;
+  e. `cancel J#5000,...` naming 4,096 queued tasks.
+The status probe (status_probe), the emulator and the inputs come from the build in build/bin;
+each BIN_DIR gives ckprofd and ckprof."""
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import bench  # noqa: E402  (real_configs, write_cycled_fast)
+
+N = int(os.environ.get("LARGE_CONFIGS", "1000000"))
+TOOLS = os.path.join(REPO, "build", "bin")
+
+
+def measure(bin_dir, work, big):
+    d = os.path.join(work, "d")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    os.chmod(d, 0o755)
+    sock, state, log = os.path.join(d, "s.sock"), os.path.join(d, "state"), os.path.join(d, "log")
+    cfg = os.path.join(d, "c.json")
+    with open(cfg, "w") as f:
+        json.dump({"socket_mode": "0666"}, f)
+    daemon = subprocess.Popen(
+        [os.path.join(bin_dir, "ckprofd"), "--config", cfg, "--socket", sock, "--state-dir", state,
+         "--lock-dir", os.path.join(d, "locks"), "--gpus", "0-7", "--profiler-path",
+         os.path.join(TOOLS, "ckprofiler-emu"), "--log-level", "info"],
+        env=dict(os.environ, CKEMU_TIME_SCALE="0"), stderr=open(log, "a"))
+    ck = [os.path.join(bin_dir, "ckprof"), "--socket", sock]
+    as_other = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] \
+        if os.geteuid() == 0 and shutil.which("setpriv") else []
+    for _ in range(200):
+        if subprocess.run(ck + ["ping"], capture_output=True).returncode == 0:
+            break
+        time.sleep(0.05)
+
+    def run(*args):
+        p = subprocess.run(ck + list(args), capture_output=True, text=True)
+        return p.returncode, (p.stdout + p.stderr).strip()
+
+    def logged(pattern, after, timeout=300):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with open(log) as f:
+                if re.search(pattern, f.read()[after:]):
+                    return True
+            time.sleep(0.05)
+        raise RuntimeError(f"not logged within {timeout} s: {pattern}")
+
+    def at():
+        return os.path.getsize(log)
+
+    def probed(fn):
+        probe = subprocess.Popen(as_other + [os.path.join(TOOLS, "status_probe"), sock,
+                                             "--interval-ms", "20"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        if not select.select([probe.stderr], [], [], 60)[0] or \
+                "ready" not in probe.stderr.readline():
+            probe.kill()
+            raise RuntimeError("the status probe was not answered within 60 s")
+        note = fn()
+        time.sleep(0.3)
+        probe.stdin.close()
+        figures = json.loads(probe.stdout.read().strip().splitlines()[-1])
+        probe.wait()
+        return f"{figures['p99_ms']:.0f} / {figures['max_ms']:.0f} ms", note
+
+    queued = r"queued again in"
+    forgotten = r"cancelled task\(s\) forgotten"
+    out = {}
+    try:
+        p = subprocess.run(ck + ["submit", big, "--not-before", "+1d", "--json"],
+                           capture_output=True, text=True, check=True)
+        job = str(json.loads(p.stdout)["job_id"])
+        pos = at()
+        run("cancel", job)
+        logged(forgotten, pos)
+
+        def a():
+            pos = at()
+            run("retry", job)
+            rc, _ = run("cancel", job)
+            logged(forgotten + "|" + r"cancelled \(", pos)
+            time.sleep(1)
+            return f"cancel exit {rc}"
+        out["a"] = probed(a)
+        pos = at()
+        run("retry", job)
+        logged(queued, pos)
+
+        def b():
+            pos = at()
+            run("cancel", job)
+            rc, _ = run("retry", job)
+            logged(queued, pos)
+            return f"retry exit {rc}"
+        out["b"] = probed(b)
+        pos = at()
+        run("cancel", job)
+        logged(forgotten, pos)
+
+        def c():
+            pos = at()
+            run("retry", job)
+            rc, text = run("retry", job)
+            logged(queued, pos)
+            return f"second retry exit {rc}" + (" (refused)" if rc else "")
+        out["c"] = probed(c)
+        pos = at()
+        run("cancel", job)
+        logged(forgotten, pos)
+
+        def d():
+            pos = at()
+            rc, _ = run("retry", job, *[str(i) for i in range(1, 4097)])
+            logged(queued, pos)
+            return f"exit {rc}"
+        out["d"] = probed(d)
+        pos = at()
+        run("retry", job)
+        logged(queued, pos)
+
+        def e():
+            rc, _ = run("cancel", job + "#" + ",".join(str(i) for i in range(5000, 9096)))
+            return f"exit {rc}"
+        out["e"] = probed(e)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=120)
+    return out
+
+
+def main():
+    bins = [os.path.abspath(b) for b in sys.argv[1:]] or [os.path.join(REPO, "build", "bin")]
+    work = os.environ.get("LARGE_RACES_DIR", "/tmp/ckprof-large-races")
+    os.makedirs(work, exist_ok=True)
+    for path in (work,):
+        os.chmod(path, 0o755)
+    big = os.path.join(work, f"ranked_{N}.json")
+    if not os.path.exists(big):
+        bench.write_cycled_fast(big, bench.real_configs(work), N, rank=lambda i: i % 997 + 1)
+        os.sync()
+    results = [measure(b, work, big) for b in bins]
+    names = {"a": "retry, then at once cancel", "b": "cancel, then at once retry",
+             "c": "retry, then at once retry again", "d": "retry naming 4,096 tasks",
+             "e": "cancel naming 4,096 queued tasks"}
+    print(f"# another user's status p99 / max while one user races on a job of {N} configs")
+    print("| race | " + " | ".join(bins) + " |")
+    print("|---|" + "---|" * len(bins))
+    for k, name in names.items():
+        print(f"| {k}. {name} | " + " | ".join(f"{r[k][0]} ({r[k][1]})" for r in results) + " |")
+
+
+if __name__ == "__main__":
+    main()
