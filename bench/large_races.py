@@ -90,58 +90,38 @@ def measure(bin_dir, work, big):
         p = subprocess.run(ck + ["submit", big, "--not-before", "+1d", "--json"],
                            capture_output=True, text=True, check=True)
         job = str(json.loads(p.stdout)["job_id"])
-        pos = at()
-        run("cancel", job)
-        logged(forgotten, pos)
-
-        def a():
+        def settled(args, pattern):
+            """`ckprof ARGS`, then until the daemon logs PATTERN (its steps done)."""
             pos = at()
-            run("retry", job)
-            rc, _ = run("cancel", job)
-            logged(forgotten + "|" + r"cancelled \(", pos)
-            time.sleep(1)
-            return f"cancel exit {rc}"
-        out["a"] = probed(a)
-        pos = at()
-        run("retry", job)
-        logged(queued, pos)
+            run(*args)
+            logged(pattern, pos)
 
-        def b():
-            pos = at()
-            run("cancel", job)
-            rc, _ = run("retry", job)
-            logged(queued, pos)
-            return f"retry exit {rc}"
-        out["b"] = probed(b)
-        pos = at()
-        run("cancel", job)
-        logged(forgotten, pos)
+        def race(first, second, until):
+            """`ckprof FIRST`, at once `ckprof SECOND`, then until the daemon logs UNTIL (if
+            given); the second's exit status."""
+            def go():
+                pos = at()
+                if first:
+                    run(*first)
+                rc, _ = run(*second)
+                if until:
+                    logged(until, pos)
+                return f"exit {rc}" + (" (refused)" if rc else "")
+            return probed(go)
 
-        def c():
-            pos = at()
-            run("retry", job)
-            rc, text = run("retry", job)
-            logged(queued, pos)
-            return f"second retry exit {rc}" + (" (refused)" if rc else "")
-        out["c"] = probed(c)
-        pos = at()
-        run("cancel", job)
-        logged(forgotten, pos)
-
-        def d():
-            pos = at()
-            rc, _ = run("retry", job, *[str(i) for i in range(1, 4097)])
-            logged(queued, pos)
-            return f"exit {rc}"
-        out["d"] = probed(d)
-        pos = at()
-        run("retry", job)
-        logged(queued, pos)
-
-        def e():
-            rc, _ = run("cancel", job + "#" + ",".join(str(i) for i in range(5000, 9096)))
-            return f"exit {rc}"
-        out["e"] = probed(e)
+        cancel, retry = ["cancel", job], ["retry", job]
+        settled(cancel, forgotten)
+        out["a"] = race(retry, cancel, forgotten + "|" + r"cancelled \(")
+        time.sleep(1)
+        settled(retry, queued)
+        out["b"] = race(cancel, retry, queued)
+        settled(cancel, forgotten)
+        out["c"] = race(retry, retry, queued)
+        settled(cancel, forgotten)
+        out["d"] = race(None, retry + [str(i) for i in range(1, 4097)], queued)
+        settled(retry, queued)
+        out["e"] = race(None, ["cancel", job + "#" + ",".join(str(i) for i in range(5000, 9096))],
+                        None)
     finally:
         daemon.terminate()
         daemon.wait(timeout=120)
@@ -152,8 +132,7 @@ def main():
     bins = [os.path.abspath(b) for b in sys.argv[1:]] or [os.path.join(REPO, "build", "bin")]
     work = os.environ.get("LARGE_RACES_DIR", "/tmp/ckprof-large-races")
     os.makedirs(work, exist_ok=True)
-    for path in (work,):
-        os.chmod(path, 0o755)
+    os.chmod(work, 0o755)  # (the other user reaches the socket)
     big = os.path.join(work, f"ranked_{N}.json")
     if not os.path.exists(big):
         bench.write_cycled_fast(big, bench.real_configs(work), N, rank=lambda i: i % 997 + 1)
