@@ -252,6 +252,70 @@ TEST_F(ScaleTest, RetryDuringACancelInStepsWins) {
   EXPECT_EQ(ended->counts.of(TaskState::kCancelled), 0);
 }
 
+// Two real users against a root ckprofd. The owner of a large job retries one task of it
+// cancelled, and while that retry writes the others out as cancelled rows in steps (one row a
+// step here, after a restart), asks for a second retry and a cancel of one task: both refused,
+// saying why. A cancel of the whole job stops the steps where they are, and every task reads
+// cancelled, also after a restart. The other user's status is answered throughout.
+TEST_F(ScaleTest, ACancelStopsARetryInStepsAndASecondRetryWaitsForIt) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create the users";
+  SystemUser owner(Name("o")), victim(Name("v"));
+  ASSERT_TRUE(owner.ok() && victim.ok());
+  constexpr int kMany = 10000;  // a transaction a step: seconds of steps, the race not close
+  const std::string configs = dir_.File("many.json");
+  testing::WriteFile(configs, testing::FwdConfigsText(kMany));
+  chmod(configs.c_str(), 0644);
+  StartStepping();
+  auto as_owner = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = owner.As();
+    argv.insert(argv.end(), {testing::SharedBinPath("ckprof"), "--socket", daemon_.socket()});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::RunCommand(argv, {}, dir_.path());
+  };
+  CommandResult submit = as_owner({"submit", configs, "--not-before", "+2h"});
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  const std::string job = std::to_string(std::stoll(submit.out));
+  ASSERT_EQ(as_owner({"cancel", job}).exit_code, 0);
+  ASSERT_TRUE(
+      WaitForLog("job " + job + ": its " + std::to_string(kMany) + " cancelled task(s) forgotten"));
+  ASSERT_EQ(daemon_.StopGracefully(testing::LaunchedDaemon::kStopTimeoutS), "");
+  auto o = EmulatorOptions("0-3", R"({"socket_mode": "0666"})");
+  o.env.push_back("CKPROFD_STEP_ROWS=1");
+  Start(o);
+  VictimProbe probe(victim, daemon_.socket());
+  CommandResult retry = as_owner({"retry", job, "5"});
+  ASSERT_EQ(retry.exit_code, 0) << retry.err;
+  const std::string busy = "job " + job + ": its retry is still queueing its tasks again (";
+  CommandResult again = as_owner({"retry", job});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find(busy), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("retry it again once that is done"), std::string::npos) << again.err;
+  CommandResult one = as_owner({"cancel", job + "#7"});
+  EXPECT_NE(one.exit_code, 0);
+  EXPECT_NE(one.err.find(busy), std::string::npos) << one.err;
+  CommandResult cancel = as_owner({"cancel", job});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  ASSERT_TRUE(WaitForLog("job " + job + ": its retry stopped after "));
+  auto ended = testing::WaitJobEnd(daemon_.socket(), std::stoll(job));
+  Report("cancel during a retry's steps", probe.Stop());
+  ASSERT_TRUE(ended.ok()) << ended.error();
+  EXPECT_EQ(ended->counts.of(TaskState::kCancelled), kMany);
+  EXPECT_EQ(ended->counts.queued(), 0);
+  // The rows the steps had not reached read cancelled through the cancel's mark.
+  auto all_cancelled = [&] {
+    CommandResult r = as_owner({"results", job, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << "not JSON";
+    EXPECT_EQ(j["stats"]["cancelled"], kMany) << j["stats"].dump();
+    EXPECT_EQ(j["stats"]["queued"], 0);
+  };
+  all_cancelled();
+  ASSERT_EQ(daemon_.StopGracefully(testing::LaunchedDaemon::kStopTimeoutS), "");
+  Start(o);
+  all_cancelled();
+}
+
 // The results and the whole log of a job of thousands of tasks are read and encoded on the
 // pool (the io thread serves others meanwhile): the same answers, in position order, queued
 // and then run.
