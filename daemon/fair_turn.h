@@ -30,6 +30,7 @@ class FairTurn {
   // Gives the turn up: to the next waiter, at once (no one else takes it meanwhile).
   void Leave();
 
+  bool busy() const { return busy_; }
   size_t waiting() const { return waiters_.size(); }
 
  private:

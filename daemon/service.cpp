@@ -870,6 +870,10 @@ asio::awaitable<std::string> Service::LargeJobAnswer(
     const Request& envelope, const Identity& who, int64_t job_id, const char* what,
     std::function<void()> on_turn,
     std::function<std::string(JobSummary, std::vector<TaskRecord>&)> make, bool* refused) {
+  if (results_turn_.busy()) {
+    spdlog::debug("{} of job {} for uid {}: waits for its turn on the pool ({} waiting)", what,
+                  job_id, who.uid, results_turn_.waiting() + 1);
+  }
   if (!co_await results_turn_.Enter(who.uid)) {
     if (refused) *refused = true;
     co_return Frame(

@@ -316,6 +316,59 @@ TEST_F(ScaleTest, ACancelStopsARetryInStepsAndASecondRetryWaitsForIt) {
   all_cancelled();
 }
 
+// Two real users against a root ckprofd, each with a job whose results are made on the pool,
+// one such answer at a time. One user asks five times at once for the results of a large job;
+// the other, asking once while those wait, is served next, not after all five.
+TEST_F(ScaleTest, OneUsersManyLargeAnswersDoNotQueueAheadOfAnothersOne) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create the users";
+  SystemUser hog(Name("h")), other(Name("w"));
+  ASSERT_TRUE(hog.ok() && other.ok());
+  const std::string big = dir_.File("big.json");
+  testing::WriteFile(big, testing::FwdConfigsText(20000));  // results: a good part of a second
+  chmod(big.c_str(), 0644);
+  StartStepping();
+  auto ckprof_as = [&](const SystemUser& u, const std::vector<std::string>& args) {
+    std::vector<std::string> argv = u.As();
+    argv.insert(argv.end(), {testing::SharedBinPath("ckprof"), "--socket", daemon_.socket()});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  };
+  auto submit = [&](const SystemUser& u, const std::string& file) {
+    CommandResult r =
+        testing::RunCommand(ckprof_as(u, {"submit", file, "--not-before", "+2h"}), {}, dir_.path());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? std::stoll(r.out) : 0;
+  };
+  const int64_t hog_job = submit(hog, big), other_job = submit(other, configs_);
+  ASSERT_GT(hog_job, 0);
+  ASSERT_GT(other_job, 0);
+  std::vector<std::unique_ptr<testing::BackgroundCommand>> hogs;
+  for (int i = 0; i < 5; ++i) {
+    hogs.push_back(std::make_unique<testing::BackgroundCommand>(
+        ckprof_as(hog, {"results", std::to_string(hog_job), "--json"}), std::vector<std::string>{},
+        dir_.path()));
+  }
+  // Two of them wait behind the one being made: the other user asks now.
+  ASSERT_TRUE(WaitForLog("results of job " + std::to_string(hog_job) + " for uid " +
+                         std::to_string(hog.uid()) +
+                         ": waits for its turn on the pool (2 waiting)"));
+  CommandResult mine = testing::RunCommand(
+      ckprof_as(other, {"results", std::to_string(other_job), "--json"}), {}, dir_.path());
+  ASSERT_EQ(mine.exit_code, 0) << mine.err;
+  for (auto& h : hogs) EXPECT_EQ(h->Finish(120).exit_code, 0);
+  // The order the answers were made in: the other user's is not the last.
+  const std::string log = testing::ReadFile(daemon_.log_path());
+  const std::string made_hog = "results of job " + std::to_string(hog_job) + ": made beside";
+  const size_t other_at = log.find("results of job " + std::to_string(other_job) + ": made beside");
+  ASSERT_NE(other_at, std::string::npos);
+  size_t hog_after = 0;
+  for (size_t at = log.find(made_hog); at != std::string::npos; at = log.find(made_hog, at + 1)) {
+    hog_after += at > other_at ? 1 : 0;
+  }
+  EXPECT_GE(hog_after, 1u) << "the other user's answer came after all five";
+  EXPECT_EQ(CountInLog(made_hog), 5u);
+}
+
 // The results and the whole log of a job of thousands of tasks are read and encoded on the
 // pool (the io thread serves others meanwhile): the same answers, in position order, queued
 // and then run.
