@@ -634,7 +634,9 @@ TEST_F(SchedulerTest, ARetryOfALargeJobFollowsItsCancelsSteps) {
   expect(*sched_, all);
   // A fresh start on the same Store: the same, but for the one running (its attempts used).
   ASSERT_EQ(launcher_.Active().size(), 1u);
-  for (const auto& r : *sched_->Results(job, false)) {
+  auto now = sched_->Results(job, false);  // (held: a range-for over *temporary dangles)
+  ASSERT_TRUE(now.ok()) << now.error();
+  for (const auto& r : *now) {
     if (r.state == TaskState::kRunning) all.erase(static_cast<int>(r.position));
   }
   ASSERT_EQ(all.size(), 18u);
