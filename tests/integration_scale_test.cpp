@@ -369,6 +369,21 @@ TEST_F(ScaleTest, OneUsersManyLargeAnswersDoNotQueueAheadOfAnothersOne) {
   EXPECT_EQ(CountInLog(made_hog), 5u);
 }
 
+// The results of a job of thousands of queued tasks are read and encoded on the pool: the
+// pool's path under every sanitizer (the case below, which runs them, is labelled slow).
+TEST_F(ScaleTest, ALargeQueuedJobsResultsAreMadeBesideTheIoThread) {
+  StartStepping();
+  const int64_t job = SubmitHeld();
+  ASSERT_GT(job, 0);
+  CommandResult r = Ckprof({"results", std::to_string(job), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json queued = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(queued.is_object()) << "not JSON";
+  ASSERT_EQ(queued["results"].size(), static_cast<size_t>(kTasks));
+  EXPECT_EQ(queued["stats"]["queued"], kTasks);
+  EXPECT_TRUE(WaitForLog("results of job " + std::to_string(job) + ": made beside the io thread"));
+}
+
 // The results and the whole log of a job of thousands of tasks are read and encoded on the
 // pool (the io thread serves others meanwhile): the same answers, in position order, queued
 // and then run.
