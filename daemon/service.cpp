@@ -224,50 +224,82 @@ asio::awaitable<void> Service::ToIo() {
 
 asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& who,
                                              const std::function<bool()>& client_gone) {
+  if (r.type() == RequestType::kHello || r.type() == RequestType::kPing) {
+    co_return Frame(MakeReply(r, HandleHello(who)));
+  }
+  co_await WaitForIoShare(who);
+  if (auto answered = HandleAtOnce(r, who)) co_return std::move(*answered);
+  // What may go to the pool: its io-thread parts are counted where they run.
   switch (r.type()) {
-    case RequestType::kHello:
-    case RequestType::kPing:
-      co_return Frame(MakeReply(r, HandleHello(who)));
     case RequestType::kSubmit:
       co_return Respond(r, co_await HandleSubmit(r.as<SubmitRequest>(), who, client_gone));
-    case RequestType::kStatus:
-      co_return Respond(r, HandleStatus(r.as<StatusRequest>(), who, true));
-    case RequestType::kList: {
-      const ListRequest& list = r.as<ListRequest>();
-      co_return Respond(r, HandleStatus(list, who, list.all));
-    }
     case RequestType::kResults:
       co_return co_await HandleResults(r, r.as<ResultsRequest>(), who);
-    case RequestType::kCancel:
-      co_return Respond(r, HandleCancel(r.as<CancelRequest>(), who));
-    case RequestType::kRetry:
-      co_return Respond(r, HandleRetry(r.as<RetryRequest>(), who));
-    case RequestType::kBoost:
-      co_return Respond(r, HandleBoost(r.as<BoostRequest>(), who));
-    case RequestType::kGpus:
-      co_return Frame(MakeReply(r, HandleGpus()));
-    case RequestType::kDrain:
-      co_return Respond(r, HandleDrain(r.as<DrainRequest>(), who, true));
-    case RequestType::kResume:
-      co_return Respond(r, HandleDrain(r.as<ResumeRequest>(), who, false));
-    case RequestType::kEdit:
-      co_return Respond(r, HandleEdit(r.as<EditRequest>(), who));
     case RequestType::kLog:
       co_return co_await HandleLog(r, r.as<LogRequest>(), who);
-    case RequestType::kClean:
-      co_return Respond(r, HandleClean(r.as<CleanRequest>(), who));
     case RequestType::kBest:
       co_return Respond(r, co_await HandleBest(r.as<BestRequest>(), who));
-    case RequestType::kHold:
-      co_return Respond(r, HandleHold(r.as<HoldRequest>(), who, true));
-    case RequestType::kRelease:
-      co_return Respond(r, HandleHold(r.as<ReleaseRequest>(), who, false));
     case RequestType::kUsage:
       co_return Respond(r, co_await HandleUsage(r.as<UsageRequest>(), who));
-    case RequestType::kWatch:
-      break;  // a stream: Stream
+    default:
+      break;  // a stream (watch): Stream
   }
   co_return Frame(ErrorResponse(r.id, "request type not handled here"));
+}
+
+std::optional<std::string> Service::HandleAtOnce(const Request& r, const Identity& who) {
+  IoBudget::Charged charged(io_budget_, who.uid);
+  switch (r.type()) {
+    case RequestType::kStatus:
+      return Respond(r, HandleStatus(r.as<StatusRequest>(), who, true));
+    case RequestType::kList: {
+      const ListRequest& list = r.as<ListRequest>();
+      return Respond(r, HandleStatus(list, who, list.all));
+    }
+    case RequestType::kCancel:
+      return Respond(r, HandleCancel(r.as<CancelRequest>(), who));
+    case RequestType::kRetry:
+      return Respond(r, HandleRetry(r.as<RetryRequest>(), who));
+    case RequestType::kBoost:
+      return Respond(r, HandleBoost(r.as<BoostRequest>(), who));
+    case RequestType::kGpus:
+      return Frame(MakeReply(r, HandleGpus()));
+    case RequestType::kDrain:
+      return Respond(r, HandleDrain(r.as<DrainRequest>(), who, true));
+    case RequestType::kResume:
+      return Respond(r, HandleDrain(r.as<ResumeRequest>(), who, false));
+    case RequestType::kEdit:
+      return Respond(r, HandleEdit(r.as<EditRequest>(), who));
+    case RequestType::kClean:
+      return Respond(r, HandleClean(r.as<CleanRequest>(), who));
+    case RequestType::kHold:
+      return Respond(r, HandleHold(r.as<HoldRequest>(), who, true));
+    case RequestType::kRelease:
+      return Respond(r, HandleHold(r.as<ReleaseRequest>(), who, false));
+    default:
+      return std::nullopt;
+  }
+}
+
+asio::awaitable<void> Service::WaitForIoShare(const Identity& who) {
+  // (Woken together, a user's waiting requests each look again: the first one handled takes
+  // the share, and the others wait on.)
+  for (;;) {
+    const auto wait = io_budget_.Wait(who.uid, IoBudget::Clock::now());
+    if (wait <= IoBudget::Clock::duration::zero()) co_return;
+    const double ms = std::chrono::duration<double, std::milli>(wait).count();
+    if (io_budget_.Tell(who.uid, IoBudget::Clock::now())) {
+      spdlog::info(
+          "uid {} ({}) is past its share of ckprofd's io thread: its requests wait (this one "
+          "{:.1f} ms) while other users' are served (said once a minute)",
+          who.uid, who.user, ms);
+    }
+    spdlog::trace("uid {} ({}): a request waits {:.1f} ms for its share of the io thread", who.uid,
+                  who.user, ms);
+    asio::steady_timer pause(io_, wait);
+    auto [ec] = co_await pause.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
+  }
 }
 
 HelloReply Service::HandleHello(const Identity& who) const {
@@ -624,6 +656,7 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
         std::move(first_records)};
   const std::shared_ptr<std::vector<CkConfig>>& configs = own.configs;
   const size_t total = configs->size() * static_cast<size_t>(std::max(repeat, 1));
+  const uid_t uid = job.uid;
   auto id = scheduler_.BeginSubmit(std::move(job), static_cast<int64_t>(total));
   if (!id) co_return id;
   // The records of the chunk of configs from `from` on, made on the pool while the io thread
@@ -646,9 +679,14 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
     while (!left.empty()) {
       const size_t n = std::min(left.size(), static_cast<size_t>(scheduler_.StepRows()));
       const std::span<TaskRecord> step = left.first(n);
-      if (Status s = scheduler_.AddSubmitTasks(*id, step); !s) {
+      Status added;
+      {
+        IoBudget::Charged charged(io_budget_, uid);  // (the submitter's share: IoBudget)
+        added = scheduler_.AddSubmitTasks(*id, step);
+      }
+      if (!added) {
         scheduler_.AbortSubmit(*id);
-        co_return Error{s.error()};
+        co_return Error{added.error()};
       }
       left = left.subspan(n);
       stored += n;
@@ -849,6 +887,7 @@ asio::awaitable<std::string> Service::HandleResults(const Request& envelope,
   if (!s) co_return Respond(envelope, A(Refuse(s.error())));
   const double noise = scheduler_.NoiseThreshold(r.job_id);
   if (s->total <= kResultsOnIoThread) {
+    IoBudget::Charged charged(io_budget_, who.uid);  // (it does not suspend)
     auto results = scheduler_.Results(r.job_id, r.all);
     if (!results) co_return Respond(envelope, A(Refuse(results.error())));
     co_return Respond(envelope, A(ResultsReplyOf(std::move(*s), std::move(*results), r, noise)));
@@ -975,6 +1014,7 @@ asio::awaitable<std::string> Service::HandleLog(const Request& envelope, const L
   auto s = scheduler_.Summary(r.job_id);
   // A few tasks named, or a small job: on the io thread, at once.
   if (!s || !r.tasks.empty() || s->total <= kResultsOnIoThread) {
+    IoBudget::Charged charged(io_budget_, who.uid);  // (it does not suspend)
     auto reply = scheduler_.Log(r.job_id, r.tasks, r.lines, LogBudget(config_));
     if (refused) *refused = !reply;
     if (!reply) co_return Respond(envelope, A(Refuse(reply.error())));

@@ -18,6 +18,7 @@
 #include "common/protocol.h"
 #include "daemon/daemon_config.h"
 #include "daemon/fair_turn.h"
+#include "daemon/io_budget.h"
 #include "daemon/scheduler.h"
 
 namespace ckprof {
@@ -37,7 +38,8 @@ class Service {
 
   // The response frame (its JSON text and newline) to one request answered by one reply (not
   // a stream: Stream). One switch over the kinds, one handler each. A submit's payload is
-  // left to the caller to free (ReleasePayload).
+  // left to the caller to free (ReleasePayload). A request of a user who has spent more than
+  // their share of the io thread waits first (IoBudget), and its io-thread time is counted.
   // `client_gone`, when given, says whether the asking client has gone (its connection hung
   // up): a submit it left before its job was stored keeps nothing.
   asio::awaitable<std::string> Handle(const Request& request, const Identity& who,
@@ -178,6 +180,12 @@ class Service {
   // large jobs' results and logs. A request waits for its turn there, users taking turns
   // (FairTurn): one user's many requests do not queue ahead of another's one.
   FairTurn usage_turn_{io_}, results_turn_{io_};
+  // Each user's share of the io thread (IoBudget): requests that do not go to the pool are
+  // timed, and a user past their share waits on a timer before the next one is handled.
+  IoBudget io_budget_;
+  asio::awaitable<void> WaitForIoShare(const Identity& who);
+  // The requests handled on the io thread at once, start to end (nullopt: not one of them).
+  std::optional<std::string> HandleAtOnce(const Request& r, const Identity& who);
 };
 
 }  // namespace ckprof

@@ -187,6 +187,70 @@ TEST_F(SecurityServerTest, OneUserCannotHoldEveryConnectionAndAdminsKeepTheirSlo
   EXPECT_TRUE(served);
 }
 
+// One user's heavy requests written at once on many connections (each a cancel naming 500 of
+// her queued tasks, milliseconds of the io thread; a frame of 3 KB, read at once) are not all
+// handled before another user's request that came right after them: past her share of the io
+// thread hers wait on a timer (IoBudget), and his is handled in between. Before, the daemon
+// read hers in one go and handled every one of them first (his waited for the whole batch).
+TEST_F(SecurityServerTest, OneUsersHeavyRequestsAtOnceDoNotQueueAheadOfAnothersOne) {
+  StartLab();
+  constexpr int kHeavy = 60, kNamed = 500;  // (60 of her 64 connections)
+  const std::vector<std::string> held = {"--not-before", "+2h"};
+  const int64_t hers = SubmitAs(attacker_.get(), testing::FwdConfigsText(kHeavy * kNamed), held);
+  const int64_t his = SubmitAs(victim_.get(), testing::FwdConfigsText(2), held);
+  ASSERT_GT(hers, 0);
+  ASSERT_GT(his, 0);
+  auto attack = Attack(kHeavy);
+  auto mine = ConnectAs(*victim_, lab_->gid(), daemon_.socket(), 1);
+  ASSERT_EQ(attack.size(), static_cast<size_t>(kHeavy));
+  ASSERT_EQ(mine.size(), 1u);
+  for (auto& c : attack) ASSERT_TRUE(c->Hello());
+  ASSERT_TRUE(mine[0]->Hello());
+  auto cancel = [](int64_t job, int first, int count) {
+    CancelRequest c;
+    c.job_id = job;
+    for (int p = first; p < first + count; ++p) c.tasks.push_back(p);
+    Request r(std::move(c));
+    r.id = 2;
+    return Frame(RequestToJson(r));
+  };
+  std::vector<std::string> frames;
+  for (int i = 0; i < kHeavy; ++i) frames.push_back(cancel(hers, 1 + i * kNamed, kNamed));
+  const std::string his_frame = cancel(his, 1, 1);
+  for (int i = 0; i < kHeavy; ++i) ASSERT_TRUE(attack[i]->Send(frames[i]));
+  ASSERT_TRUE(mine[0]->Send(his_frame));
+  auto answer = mine[0]->ReadJson(60);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_TRUE(answer->value("ok", false)) << answer->dump();
+  for (auto& c : attack) {
+    auto a = c->ReadJson(120);
+    ASSERT_TRUE(a.has_value());
+    EXPECT_TRUE(a->value("ok", false)) << a->dump();
+  }
+  // The order they were handled in, from the daemon's log: his is not after all of hers.
+  const std::string log = testing::ReadFile(daemon_.log_path());
+  const std::string her_line = "job " + std::to_string(hers) + ": " + std::to_string(kNamed) +
+                               " queued and 0 running task(s) cancelled by " + attacker_->name();
+  const size_t his_at =
+      log.find("job " + std::to_string(his) + ": 1 queued and 0 running task(s) cancelled by " +
+               victim_->name());
+  ASSERT_NE(his_at, std::string::npos) << log;
+  int before = 0, after = 0;
+  for (size_t at = log.find(her_line); at != std::string::npos; at = log.find(her_line, at + 1)) {
+    ++(at < his_at ? before : after);
+  }
+  EXPECT_EQ(before + after, kHeavy);
+  std::cout << "her cancels handled before his: " << before << ", after: " << after << "\n";
+  EXPECT_GE(after, 1) << "his request was handled after all of hers";
+  EXPECT_NE(log.find("uid " + std::to_string(attacker_->uid()) + " (" + attacker_->name() +
+                     ") is past its share of ckprofd's io thread"),
+            std::string::npos);
+  // And hers all took effect.
+  auto status = testing::JobStatus(daemon_.socket(), hers);
+  ASSERT_TRUE(status.ok()) << status.error();
+  EXPECT_EQ(status->counts.of(TaskState::kCancelled), kHeavy * kNamed);
+}
+
 TEST_F(SecurityServerTest, OneUserCannotFollowMoreThanHerCapOfStreams) {
   StartLab(R"("max_streams_per_user": 3)");
   // A job that waits an hour: a watch of it streams until the test ends.
