@@ -45,7 +45,8 @@ void IoBudget::Prune(Clock::time_point now) {
   if (now - pruned_ < std::chrono::seconds(1)) return;
   pruned_ = now;
   std::erase_if(users_, [&](const auto& entry) { return Filled(entry.second, now) >= kBurst; });
-  std::erase_if(told_, [&](const auto& entry) { return now - entry.second >= std::chrono::minutes(1); });
+  std::erase_if(told_,
+                [&](const auto& entry) { return now - entry.second >= std::chrono::minutes(1); });
 }
 
 }  // namespace ckprof
