@@ -251,7 +251,11 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
     return 0;
   }
   if (type == RequestType::kRetry) {
-    std::cout << "job " << *id << ": " << a.requeued.value_or(0) << " task(s) requeued";
+    std::cout << "job " << *id << ": " << a.requeued.value_or(0)
+              << (a.in_steps ? " task(s) being queued again, a step at a time (they start as "
+                               "they are queued; 'ckprof status " +
+                                   std::to_string(*id) + "' shows how far)"
+                             : " task(s) requeued");
     if (!timeout.empty() || !profiler.empty()) {
       std::cout << " (" << (timeout.empty() ? "" : "timeout " + timeout + " s")
                 << (!timeout.empty() && !profiler.empty() ? ", " : "")

@@ -736,16 +736,20 @@ void VisitFields(S& r, V& v) {
   v.Omittable("runs", r.runs, !r.runs.empty());
 }
 
-// cancel, retry and boost: the job as it is now; retry also how many tasks it requeued.
+// cancel, retry and boost: the job as it is now; retry also how many tasks it requeued, and
+// whether they are still being queued again, a step at a time (a large job: `status` says how
+// far; they start as they are queued).
 struct JobReply {
   std::optional<JobSummary> job;
   std::optional<int64_t> requeued;  // retry
+  bool in_steps = false;            // retry
 };
 template <typename S, typename V>
 requires std::is_same_v<std::remove_const_t<S>, JobReply>
 void VisitFields(S& r, V& v) {
   v.Omittable("job", r.job, r.job.has_value());
   v.Omittable("requeued", r.requeued, r.requeued.has_value());
+  v.Omittable("in_steps", r.in_steps, r.in_steps);
 }
 
 // gpus: what each GPU does, and the variables that pin a profiler to it.

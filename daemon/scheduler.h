@@ -260,6 +260,11 @@ class Scheduler {
   // Where tasks run: the launcher's name ("local", "slurm").
   std::string executor() const { return std::string(launcher_.Name()); }
   bool JobExists(int64_t job_id) const { return jobs_.count(job_id) > 0; }
+  // Whether the job's retry is still queueing its tasks again, a step at a time (a large job).
+  bool RequeuingInSteps(int64_t job_id) const {
+    auto it = jobs_.find(job_id);
+    return it != jobs_.end() && it->second.requeuing;
+  }
   bool JobEnded(int64_t job_id) const;
 
   void AddWatcher(int64_t job_id, JobWatcher* w);

@@ -973,7 +973,7 @@ Service::Answer<JobReply> Service::HandleRetry(const RetryRequest& r, const Iden
   }
   auto n = scheduler_.Retry(r.job_id, who, options);
   if (!n) return Refuse(n.error());
-  return JobReply{SummaryOf(r.job_id), *n};
+  return JobReply{SummaryOf(r.job_id), *n, scheduler_.RequeuingInSteps(r.job_id)};
 }
 
 Service::Answer<JobReply> Service::HandleBoost(const BoostRequest& r, const Identity& who) {

@@ -293,6 +293,11 @@ TEST_F(ScaleTest, ACancelStopsARetryInStepsAndASecondRetryWaitsForIt) {
   VictimProbe probe(victim, daemon_.socket());
   CommandResult retry = as_owner({"retry", job, "5"});
   ASSERT_EQ(retry.exit_code, 0) << retry.err;
+  // Not "requeued": its steps have yet to run (the rows written out; task 5 queued last).
+  EXPECT_EQ(retry.out, "job " + job +
+                           ": 1 task(s) being queued again, a step at a time (they start as "
+                           "they are queued; 'ckprof status " +
+                           job + "' shows how far)\n");
   const std::string busy = "job " + job + ": its retry is still queueing its tasks again (";
   CommandResult again = as_owner({"retry", job});
   EXPECT_NE(again.exit_code, 0);
