@@ -9,7 +9,10 @@ On a job of LARGE_CONFIGS ranked configs (default 1,000,000), held by --not-befo
   b. `cancel`, and at once `retry` (the cancel's forgetting under way);
   c. `retry`, and at once `retry` again;
   d. `retry` naming 4,096 of its tasks, the job cancelled;
-  e. `cancel J#5000,...` naming 4,096 queued tasks.
+  e. `cancel J#5000,...` naming 4,096 queued tasks;
+  f. 32 clients of that user at once, each `cancel J#...` naming 4,096 other queued tasks;
+  g. 32 clients of that user asking `status` without pause for 3 s (every job's status, the
+     million queued tasks among them).
 The status probe (status_probe), the emulator and the inputs come from the build in build/bin;
 each BIN_DIR gives ckprofd and ckprof."""
 import json
@@ -122,6 +125,27 @@ def measure(bin_dir, work, big):
         settled(retry, queued)
         out["e"] = race(None, ["cancel", job + "#" + ",".join(str(i) for i in range(5000, 9096))],
                         None)
+
+        def many_cancels():
+            first = 10000
+            clients = [subprocess.Popen(
+                ck + ["cancel", job + "#" + ",".join(
+                    str(i) for i in range(first + k * 4096, first + (k + 1) * 4096))],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for k in range(32)]
+            failed = sum(c.wait() != 0 for c in clients)
+            return f"{32 - failed} of 32 answered"
+        out["f"] = probed(many_cancels)
+
+        def status_flood():
+            flood = subprocess.Popen([os.path.join(TOOLS, "status_probe"), sock, "--interval-ms",
+                                      "0", "--clients", "32"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            time.sleep(3)
+            flood.stdin.close()
+            figures = json.loads(flood.stdout.read().strip().splitlines()[-1])
+            flood.wait()
+            return f"{figures['requests']} requests of its own, p50 {figures['p50_ms']:.0f} ms"
+        out["g"] = probed(status_flood)
     finally:
         daemon.terminate()
         daemon.wait(timeout=120)
@@ -140,7 +164,8 @@ def main():
     results = [measure(b, work, big) for b in bins]
     names = {"a": "retry, then at once cancel", "b": "cancel, then at once retry",
              "c": "retry, then at once retry again", "d": "retry naming 4,096 tasks",
-             "e": "cancel naming 4,096 queued tasks"}
+             "e": "cancel naming 4,096 queued tasks",
+             "f": "32 such cancels at once", "g": "32 clients asking status without pause"}
     print(f"# another user's status p99 / max while one user races on a job of {N} configs")
     print("| race | " + " | ".join(bins) + " |")
     print("|---|" + "---|" * len(bins))
