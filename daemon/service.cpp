@@ -276,9 +276,18 @@ std::optional<std::string> Service::HandleAtOnce(const Request& r, const Identit
       return Respond(r, HandleHold(r.as<HoldRequest>(), who, true));
     case RequestType::kRelease:
       return Respond(r, HandleHold(r.as<ReleaseRequest>(), who, false));
-    default:
-      return std::nullopt;
+    // (Every kind named, so that a new one is a compiler warning until it is placed.)
+    case RequestType::kHello:
+    case RequestType::kPing:
+    case RequestType::kSubmit:
+    case RequestType::kResults:
+    case RequestType::kLog:
+    case RequestType::kBest:
+    case RequestType::kUsage:
+    case RequestType::kWatch:
+      break;  // handled beside it (Handle), or a stream
   }
+  return std::nullopt;
 }
 
 asio::awaitable<void> Service::WaitForIoShare(const Identity& who) {
