@@ -152,7 +152,9 @@ int RunJobActionCommand(const GlobalOptions& global, const Args& args, RequestTy
                               "start, were interrupted or cancelled; with TASKs, those tasks "
                               "however they ended (a success is measured again). --timeout and "
                               "--profiler-path change the job's settings for every task that "
-                              "starts from now on."
+                              "starts from now on. A large job's tasks are queued again a step "
+                              "at a time over the next seconds: the answer says so, and 'ckprof "
+                              "status JOB' shows how far."
                             : "Set a job's priority (admins only).";
   ArgParser p("ckprof " + cmd, summary,
               type == RequestType::kCancel
