@@ -101,7 +101,13 @@ TEST_F(SecurityTest, AUserStoppingHerProfilersStartsStopsOnlyHerTasks) {
               {"/bin/sh", "-c", "echo looping; exec 2>/dev/null; while :; do kill -STOP -1; done"});
   testing::BackgroundCommand stopper(loop);
   ASSERT_TRUE(stopper.WaitForOutput("looping", 30));
-  ASSERT_EQ(Ckprof(bob_.get(), {"cancel", std::to_string(hang)}).exit_code, 0);
+  // (On a loaded machine its tasks may have reached their 3 s timeout already: the GPUs are
+  // free either way.)
+  CommandResult freed = Ckprof(bob_.get(), {"cancel", std::to_string(hang)});
+  EXPECT_TRUE(freed.exit_code == 0 ||
+              (freed.out + freed.err).find("already finished: nothing to cancel") !=
+                  std::string::npos)
+      << freed.out << freed.err;
   auto end = testing::WaitJobEnd(daemon_.socket(), job);
   ASSERT_TRUE(end.ok()) << end.error();
   EXPECT_EQ(end->counts.succeeded(), 6);
