@@ -76,6 +76,14 @@ void Scheduler::TookStep(int64_t rows, double seconds) {
   step_rows_ = Adapted(step_rows_, rows, seconds, kStepSeconds, kMinStepRows, kMaxStepRows);
 }
 
+int64_t Scheduler::CancelStepPositions() const { return StepSize(cancel_step_); }
+
+void Scheduler::TookCancelStep(int64_t positions, double seconds) {
+  if (positions <= 0) return;
+  cancel_step_ =
+      Adapted(cancel_step_, positions, seconds, kStepSeconds, kMinStepRows, kMaxStepRows);
+}
+
 void Scheduler::TookForgetStep(int64_t entries, double seconds) {
   if (entries <= 0) return;
   forget_step_ =
@@ -572,6 +580,10 @@ bool Scheduler::LargeWorkWaits() {
   // (A checkpoint that cannot catch up does not stop large work: the log grows instead.)
   return SecondsSince(*log_wait_since_) < kLongestLogWait;
 }
+
+void Scheduler::LargeWorkBegins() { store_.SetBulkWriting(true); }
+
+void Scheduler::LargeWorkEnded() { ArmCompaction(); }  // (which ends the bulk writing)
 
 void Scheduler::ArmStep(bool after_failure) {
   if (step_armed_ || shutting_down_) return;

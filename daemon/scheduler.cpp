@@ -824,11 +824,16 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who, const std::vector<
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
   Job& job = it->second;
+  if (!positions.empty()) {
+    if (Status s = CheckCancelTasks(job_id, who, positions); !s) return s;
+    TasksCancelled done;
+    if (Status s = CancelTasks(job_id, who, positions, done); !s) return s;
+    return EndCancelTasks(job_id, who, positions, done);
+  }
   if (!MayActOn(job, who)) {
     return MakeError("job " + std::to_string(job_id) + " belongs to " + job.rec.owner +
                      "; only its owner or an admin may cancel it");
   }
-  if (!positions.empty()) return CancelTasks(job, who, positions);
   // Nothing is changed for a job that has ended: a finished job stays finished.
   if (job.rec.cancelled) {
     return MakeError("job " + std::to_string(job_id) + " already " +
@@ -899,15 +904,32 @@ Status Scheduler::CheckPositions(const Job& job, const std::vector<int>& positio
   return Status::Ok();
 }
 
-Status Scheduler::CancelTasks(Job& job, const Identity& who, const std::vector<int>& positions) {
-  const int64_t job_id = job.rec.id;
+Status Scheduler::CheckCancelTasks(int64_t job_id, const Identity& who,
+                                   const std::vector<int>& positions) const {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
+  const Job& job = it->second;
+  if (!MayActOn(job, who)) {
+    return MakeError("job " + std::to_string(job_id) + " belongs to " + job.rec.owner +
+                     "; only its owner or an admin may cancel it");
+  }
   if (Status s = CheckPositions(job, positions); !s) return s;
+  if (job.requeuing) return StillRequeuing(job_id, "cancel tasks of it");
+  return Status::Ok();
+}
+
+Status Scheduler::CancelTasks(int64_t job_id, const Identity& who, std::span<const int> positions,
+                              TasksCancelled& done) {
+  const auto started = std::chrono::steady_clock::now();
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return MakeError("job " + std::to_string(job_id) + " was removed");
+  Job& job = it->second;
   if (job.requeuing) return StillRequeuing(job_id, "cancel tasks of it");
   const std::set<int64_t> wanted(positions.begin(), positions.end());
   std::vector<int64_t> queued;
   if (policy_.Queued(job_id) > wanted.size() * 64) {
     // Many queued (a million): the named tasks' rows looked up, not every queued one.
-    auto rows = RowsAt(job_id, positions);
+    auto rows = RowsAt(job_id, std::vector<int>(positions.begin(), positions.end()));
     if (!rows) return MakeError(rows.error());
     for (const auto& r : *rows) {
       auto t = tasks_.find(r.id);
@@ -924,20 +946,31 @@ Status Scheduler::CancelTasks(Job& job, const Identity& who, const std::vector<i
     const Task& t = tasks_.at(g.task_id);
     if (t.job_id == job_id && wanted.count(t.position)) running.push_back(&g);
   }
-  if (queued.empty() && running.empty()) {
+  if (!queued.empty() || !running.empty()) {
+    const double now = UnixNow();
+    if (Status s = CancelQueued(job, queued, "cancelled by " + who.user, now); !s) return s;
+    for (Gpu* g : running) launcher_.Cancel(g->run);
+    done.queued += static_cast<int64_t>(queued.size());
+    done.running += static_cast<int64_t>(running.size());
+    MaybeFinishJob(job, now);
+    Changed();
+  }
+  TookCancelStep(static_cast<int64_t>(positions.size()),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return Status::Ok();
+}
+
+Status Scheduler::EndCancelTasks(int64_t job_id, const Identity& who,
+                                 const std::vector<int>& positions, const TasksCancelled& done) {
+  if (done.queued == 0 && done.running == 0) {
     std::string list;
     for (int p : positions) list += (list.empty() ? "#" : ", #") + std::to_string(p);
     return MakeError("job " + std::to_string(job_id) + " " + list + " already ended: nothing to " +
                      "cancel ('ckprof retry " + std::to_string(job_id) + " " +
                      std::to_string(positions.front()) + "' runs it again)");
   }
-  const double now = UnixNow();
-  if (Status s = CancelQueued(job, queued, "cancelled by " + who.user, now); !s) return s;
-  for (Gpu* g : running) launcher_.Cancel(g->run);
   spdlog::info("job {}: {} queued and {} running task(s) cancelled by {} (uid {})", job_id,
-               queued.size(), running.size(), who.user, who.uid);
-  MaybeFinishJob(job, now);
-  Changed();
+               done.queued, done.running, who.user, who.uid);
   return Status::Ok();
 }
 

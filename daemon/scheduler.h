@@ -154,10 +154,17 @@ class Scheduler {
   void AbortSubmit(int64_t job_id);
   // Rows a step of large work takes: step_rows_ (or options_.step_rows, CKPROFD_STEP_ROWS).
   int64_t StepRows() const;
+  // Positions a part of a cancel naming tasks should take (CancelTasks), adapted likewise.
+  int64_t CancelStepPositions() const;
   int64_t StepSize(int64_t adapted) const;
   // Whether large work (a step of it) should wait a moment: the database's log checkpoints are
   // behind it (Store::LogBehind), for 2 s at most. Where it waits, kLogWaitPoll.
   bool LargeWorkWaits();
+  // Large work in steps done outside the Scheduler's own (a cancel naming thousands of tasks):
+  // its writes are bulk writing (the log copied by passive checkpoints, no RESTART holding a
+  // step back) until LargeWorkEnded, after which the database compacts once quiet.
+  void LargeWorkBegins();
+  void LargeWorkEnded();
   static constexpr std::chrono::milliseconds kLogWaitPoll{2};
 
   // Refuses a job whose --after or --after-ok names a job that does not exist (a cycle cannot
@@ -167,6 +174,22 @@ class Scheduler {
   // `positions` empty: the whole job (it becomes cancelled); else only the tasks at those #N
   // (queued ones end cancelled, running ones are stopped; the job goes on).
   Status Cancel(int64_t job_id, const Identity& who, const std::vector<int>& positions = {});
+  // A cancel naming tasks, in parts (Cancel does all three at once): CheckCancelTasks checks the
+  // job, the caller's right and every position before anything changes; CancelTasks cancels
+  // those of a part of the positions (their rows looked up then: the caller may yield to the
+  // io thread between parts, so that 4,096 named tasks of a million-task job are not one
+  // stall); EndCancelTasks says what was done, or that nothing was there to cancel. A part
+  // finds the job as it is then: gone, or being queued again by a retry, it is an error.
+  struct TasksCancelled {
+    int64_t queued = 0;   // ended cancelled
+    int64_t running = 0;  // stopped
+  };
+  Status CheckCancelTasks(int64_t job_id, const Identity& who,
+                          const std::vector<int>& positions) const;
+  Status CancelTasks(int64_t job_id, const Identity& who, std::span<const int> positions,
+                     TasksCancelled& done);
+  Status EndCancelTasks(int64_t job_id, const Identity& who, const std::vector<int>& positions,
+                        const TasksCancelled& done);
   // Requeues the job's ended tasks: without positions those that ended failed, crashed, timed
   // out, spawn-failed, interrupted or cancelled; with positions, those tasks however they ended;
   // failed_only keeps the failures alone. New settings apply to every task that starts from now
@@ -441,8 +464,6 @@ class Scheduler {
   // failed ..."): its queued tasks end cancelled (in steps), its running ones are stopped.
   // `why`: its tasks' error.
   Status CancelJob(Job& job, const std::string& reason, const std::string& why);
-  // Cancel of some of a job's tasks (by #N): queued ones end cancelled, running ones stop.
-  Status CancelTasks(Job& job, const Identity& who, const std::vector<int>& positions);
   Status RecordEnd(const PendingEnd& end);
   // The task the end's GPU starts next, prepared for the end's transaction; none when Dispatch
   // is to decide after the end is applied (no task, a requeue, a drained GPU, a failing Store).
@@ -580,6 +601,7 @@ class Scheduler {
   // Adapts step_rows_ to a step that took `seconds` for `rows`; forget_step_ likewise.
   void TookStep(int64_t rows, double seconds);
   void TookForgetStep(int64_t entries, double seconds);
+  void TookCancelStep(int64_t positions, double seconds);
   void ArmStep(bool after_failure = false);
   JobSummary MakeSummary(const Job& job) const;
   // Why the job's queued tasks wait (daemon/job_reason.cpp); "" when they do not.
@@ -691,6 +713,7 @@ class Scheduler {
   std::optional<std::chrono::steady_clock::time_point> log_wait_since_;  // LargeWorkWaits
   int64_t step_rows_ = 2000;    // adapted to kStepSeconds a step (unless options_.step_rows)
   int64_t forget_step_ = 2000;  // a cancel's entries forgotten a step, adapted likewise
+  int64_t cancel_step_ = 256;   // positions of a cancel naming tasks a part, adapted likewise
   int64_t shrink_pages_ = 64;   // pages a compaction step gives back, adapted likewise
 };
 

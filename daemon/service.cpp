@@ -237,6 +237,8 @@ asio::awaitable<std::string> Service::Handle(const Request& r, const Identity& w
       co_return co_await HandleResults(r, r.as<ResultsRequest>(), who);
     case RequestType::kLog:
       co_return co_await HandleLog(r, r.as<LogRequest>(), who);
+    case RequestType::kCancel:
+      co_return Respond(r, co_await HandleCancel(r.as<CancelRequest>(), who));
     case RequestType::kBest:
       co_return Respond(r, co_await HandleBest(r.as<BestRequest>(), who));
     case RequestType::kUsage:
@@ -256,8 +258,6 @@ std::optional<std::string> Service::HandleAtOnce(const Request& r, const Identit
       const ListRequest& list = r.as<ListRequest>();
       return Respond(r, HandleStatus(list, who, list.all));
     }
-    case RequestType::kCancel:
-      return Respond(r, HandleCancel(r.as<CancelRequest>(), who));
     case RequestType::kRetry:
       return Respond(r, HandleRetry(r.as<RetryRequest>(), who));
     case RequestType::kBoost:
@@ -280,6 +280,7 @@ std::optional<std::string> Service::HandleAtOnce(const Request& r, const Identit
     case RequestType::kHello:
     case RequestType::kPing:
     case RequestType::kSubmit:
+    case RequestType::kCancel:
     case RequestType::kResults:
     case RequestType::kLog:
     case RequestType::kBest:
@@ -309,6 +310,38 @@ asio::awaitable<void> Service::WaitForIoShare(const Identity& who) {
     auto [ec] = co_await pause.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
     if (ec) co_return;
   }
+}
+
+asio::awaitable<std::chrono::steady_clock::duration> Service::WaitForLog() {
+  if (!scheduler_.LargeWorkWaits()) co_return std::chrono::steady_clock::duration::zero();
+  const auto wait_start = std::chrono::steady_clock::now();
+  asio::steady_timer pause(io_);
+  do {
+    pause.expires_after(Scheduler::kLogWaitPoll);
+    co_await pause.async_wait(asio::use_awaitable);
+  } while (scheduler_.LargeWorkWaits());
+  co_return std::chrono::steady_clock::now() - wait_start;
+}
+
+asio::awaitable<std::optional<Service::StepTurn>> Service::TakeStepTurn(const Identity& who,
+                                                                        bool yield) {
+  auto& slot = step_turns_[who.uid];
+  if (!slot) slot = std::make_unique<FairTurn>(io_);
+  FairTurn& turn = *slot;
+  const bool free = !turn.busy();
+  const std::shared_ptr<bool> alive = alive_;
+  if (!co_await turn.Enter(who.uid) || !*alive) co_return std::nullopt;
+  StepTurn held(this, who.uid);
+  // (Given by Leave, the turn came through the io thread's queue already.)
+  if (free && yield) co_await ToIo();
+  co_return std::optional<StepTurn>(std::move(held));
+}
+
+void Service::LeaveStepTurn(uid_t uid) {
+  auto it = step_turns_.find(uid);
+  if (it == step_turns_.end()) return;
+  it->second->Leave();
+  if (!it->second->busy()) step_turns_.erase(it);
 }
 
 HelloReply Service::HandleHello(const Identity& who) const {
@@ -705,15 +738,7 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
         scheduler_.AbortSubmit(*id);
         co_return Error{std::string(kClientLeft)};
       }
-      if (scheduler_.LargeWorkWaits()) {
-        const auto wait_start = std::chrono::steady_clock::now();
-        asio::steady_timer pause(io_);
-        do {
-          pause.expires_after(Scheduler::kLogWaitPoll);
-          co_await pause.async_wait(asio::use_awaitable);
-        } while (scheduler_.LargeWorkWaits());
-        waited_log += std::chrono::steady_clock::now() - wait_start;
-      }
+      waited_log += co_await WaitForLog();
       ++steps;
     }
     from += kRecordChunk;
@@ -951,9 +976,54 @@ asio::awaitable<std::string> Service::LargeJobAnswer(
   co_return frame;
 }
 
-Service::Answer<JobReply> Service::HandleCancel(const CancelRequest& r, const Identity& who) {
-  if (Status s = scheduler_.Cancel(r.job_id, who, r.tasks); !s) return Refuse(s.error());
-  return JobReply{SummaryOf(r.job_id), std::nullopt};
+asio::awaitable<Service::Answer<JobReply>> Service::HandleCancel(const CancelRequest& r,
+                                                                 const Identity& who) {
+  std::optional<IoBudget::Charged> charged(std::in_place, io_budget_, who.uid);
+  if (r.tasks.empty()) {
+    if (Status s = scheduler_.Cancel(r.job_id, who); !s) co_return Refuse(s.error());
+    co_return JobReply{SummaryOf(r.job_id), std::nullopt};
+  }
+  if (Status s = scheduler_.CheckCancelTasks(r.job_id, who, r.tasks); !s) {
+    co_return Refuse(s.error());
+  }
+  // 4,096 named tasks of a million-task job are 60 ms of lookups and row updates: in parts of
+  // about a step's time, with whatever else arrived served in between.
+  Scheduler::TasksCancelled done;
+  const std::span<const int> all(r.tasks);
+  // In steps: bulk writing meanwhile, and each step after the first waits while the database's
+  // log is behind (as a large submit's do), not for a checkpoint's copy inside its commit.
+  const bool in_steps = all.size() > static_cast<size_t>(scheduler_.CancelStepPositions());
+  if (in_steps) scheduler_.LargeWorkBegins();
+  Status failed = Status::Ok();
+  int64_t steps = 0;
+  for (size_t at = 0; at < all.size(); ++steps) {
+    charged.reset();
+    auto turn = co_await TakeStepTurn(who, /*yield=*/at > 0);
+    if (!turn) co_return Refuse("ckprofd is shutting down");
+    if (at > 0) {
+      co_await WaitForIoShare(who);
+      co_await WaitForLog();
+    }
+    charged.emplace(io_budget_, who.uid);
+    const auto n = std::min(all.size() - at, static_cast<size_t>(scheduler_.CancelStepPositions()));
+    failed = scheduler_.CancelTasks(r.job_id, who, all.subspan(at, n), done);
+    if (!failed) break;
+    at += n;
+  }
+  if (in_steps) {
+    scheduler_.LargeWorkEnded();
+    spdlog::debug("job {}: a cancel naming {} task(s) took {} steps", r.job_id, all.size(), steps);
+  }
+  if (!failed) {
+    if (done.queued == 0 && done.running == 0) co_return Refuse(failed.error());
+    (void)scheduler_.EndCancelTasks(r.job_id, who, r.tasks, done);
+    co_return Refuse(failed.error() + " (" + std::to_string(done.queued + done.running) +
+                     " of the named tasks were cancelled before that)");
+  }
+  if (Status s = scheduler_.EndCancelTasks(r.job_id, who, r.tasks, done); !s) {
+    co_return Refuse(s.error());
+  }
+  co_return JobReply{SummaryOf(r.job_id), std::nullopt};
 }
 
 Service::Answer<JobReply> Service::HandleRetry(const RetryRequest& r, const Identity& who) {

@@ -9,9 +9,11 @@
 
 #include <asio.hpp>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 #include <variant>
 
 #include "common/convert.h"
@@ -103,7 +105,9 @@ class Service {
   // at a time (results_turn_).
   asio::awaitable<std::string> HandleResults(const Request& envelope, const ResultsRequest& r,
                                              const Identity& who);
-  Answer<JobReply> HandleCancel(const CancelRequest& r, const Identity& who);
+  // A cancel naming many tasks goes in parts (Scheduler::CancelTasks), each one's io-thread
+  // time counted and the user's share waited for between them.
+  asio::awaitable<Answer<JobReply>> HandleCancel(const CancelRequest& r, const Identity& who);
   Answer<JobReply> HandleRetry(const RetryRequest& r, const Identity& who);
   Answer<JobReply> HandleBoost(const BoostRequest& r, const Identity& who);
   // hold (`hold`) and release (ReleaseRequest is a HoldRequest).
@@ -184,6 +188,34 @@ class Service {
   // timed, and a user past their share waits on a timer before the next one is handled.
   IoBudget io_budget_;
   asio::awaitable<void> WaitForIoShare(const Identity& who);
+  // Large work's next step waits (on a timer) while the database's log is behind its
+  // checkpoints (Scheduler::LargeWorkWaits); how long it waited.
+  asio::awaitable<std::chrono::steady_clock::duration> WaitForLog();
+  // A user's turn for a step of a request handled in steps (a cancel naming thousands of
+  // tasks): one step of each user at a time, whatever the number of their requests. Without
+  // it, one user's 32 such cancels put 32 steps in every round of the io thread's queue, and
+  // another user's request waited behind all of them at each of its turns (read, answer). Each
+  // user's FairTurn lives while the user has a step under way or waiting.
+  std::map<uid_t, std::unique_ptr<FairTurn>> step_turns_;
+  class StepTurn {  // held: the user's turn, given to the next of their steps when it goes
+   public:
+    StepTurn(Service* service, uid_t uid) : service_(service), alive_(service->alive_), uid_(uid) {}
+    StepTurn(StepTurn&& o) noexcept
+        : service_(std::exchange(o.service_, nullptr)), alive_(o.alive_), uid_(o.uid_) {}
+    StepTurn& operator=(StepTurn&&) = delete;
+    ~StepTurn() {
+      if (service_ && *alive_) service_->LeaveStepTurn(uid_);
+    }
+
+   private:
+    Service* service_;
+    std::shared_ptr<bool> alive_;
+    uid_t uid_;
+  };
+  // Waits for the user's turn; `yield`: behind whatever the io thread has queued meanwhile, even
+  // when the turn was free. Empty when the daemon is going away.
+  asio::awaitable<std::optional<StepTurn>> TakeStepTurn(const Identity& who, bool yield);
+  void LeaveStepTurn(uid_t uid);
   // The requests handled on the io thread at once, start to end (nullopt: not one of them).
   std::optional<std::string> HandleAtOnce(const Request& r, const Identity& who);
 };

@@ -207,6 +207,58 @@ TEST_F(ScaleTest, SubmitCancelAndCleanInStepsAreWholeAndOthersAreServed) {
   EXPECT_EQ(wal_size(), 0);
 }
 
+// A cancel naming many tasks goes a step of positions at a time (kStepRows here), each step
+// its own transaction with other requests served in between: checked whole first (a position
+// the job lacks refuses it before any task is cancelled), then whole at its end (every named
+// task cancelled once, the others queued), told in one line. Two such cancels of one user at
+// once take turns, and both are whole.
+TEST_F(ScaleTest, ACancelNamingManyTasksGoesInStepsAndIsWhole) {
+  StartStepping();
+  const int64_t job = SubmitHeld();
+  ASSERT_GT(job, 0);
+  const std::string id = std::to_string(job);
+  auto named = [&](int from, int to, const std::string& more = "") {
+    std::string list;
+    for (int p = from; p <= to; ++p) list += (list.empty() ? "" : ",") + std::to_string(p);
+    return id + "#" + list + more;
+  };
+  const std::string of_job = " FROM tasks WHERE job_id=" + id;
+  // The last position is not the job's: refused, and nothing was cancelled, though the steps
+  // before it would have been whole.
+  CommandResult refused = Ckprof({"cancel", named(1, 1000, "," + std::to_string(kTasks + 1))});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("job " + id + " has no task #" + std::to_string(kTasks + 1)),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(Count("SELECT count(*)" + of_job + " AND state = 'cancelled'"), 0);
+
+  CommandResult cancel = Ckprof({"cancel", named(1, 1000)});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  EXPECT_EQ(Count("SELECT count(*)" + of_job + " AND state = 'cancelled' AND position <= 1000"),
+            1000);
+  EXPECT_EQ(Count("SELECT count(*)" + of_job + " AND state = 'queued'"), kTasks - 1000);
+  EXPECT_TRUE(WaitForLog("job " + id + ": a cancel naming 1000 task(s) took 10 steps"));
+  EXPECT_EQ(CountInLog("job " + id + ": 1000 queued and 0 running task(s) cancelled by"), 1u);
+
+  // Two at once, overlapping by 100 of the cancelled ones: each says what it cancelled.
+  CommandResult first, second;
+  std::thread a([&] { first = Ckprof({"cancel", named(901, 2000)}); });
+  std::thread b([&] { second = Ckprof({"cancel", named(2001, kTasks)}); });
+  a.join();
+  b.join();
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(Count("SELECT count(*)" + of_job + " AND state = 'cancelled'"), kTasks);
+  EXPECT_EQ(CountInLog("job " + id + ": 1000 queued and 0 running task(s) cancelled by"), 3u);
+  auto ended = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(ended.ok()) << ended.error();
+  EXPECT_EQ(ended->counts.of(TaskState::kCancelled), kTasks);
+  // Nothing left of them to cancel: refused, naming the first.
+  CommandResult again = Ckprof({"cancel", named(1, 200)});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find("already ended: nothing to cancel"), std::string::npos) << again.err;
+}
+
 // A submit larger than a chunk of task records (16,384 configs: the others are made while the
 // first are stored) with --repeat: every config's runs stored once, in position order, each with
 // its own config.
