@@ -13,6 +13,7 @@
 #include "client/job_filter.h"
 #include "client/job_options.h"
 #include "common/terminal_text.h"
+#include "common/text_table.h"
 
 namespace ckprof {
 namespace {
@@ -75,9 +76,7 @@ int CancelJobs(const GlobalOptions& global, const std::vector<JobAndTasks>& what
     } else if (code == 0 && w.tasks.empty()) {
       std::cout << "job " << w.job << " cancelled\n";
     } else if (code == 0) {
-      std::string list;
-      for (int t : w.tasks) list += (list.empty() ? "#" : ", #") + std::to_string(t);
-      std::cout << "job " << w.job << ": " << list << " cancelled\n";
+      std::cout << "job " << w.job << ": " << TaskListText(w.tasks) << " cancelled\n";
     }
     worst = std::max(worst, code);
     if (code == kExitUnreachable) break;  // the rest cannot be cancelled either

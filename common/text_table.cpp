@@ -187,4 +187,17 @@ std::string GroupThousands(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+std::string TaskListText(const std::vector<int>& tasks) {
+  std::string text;
+  for (size_t i = 0; i < tasks.size();) {
+    size_t end = i + 1;
+    while (end < tasks.size() && tasks[end] == tasks[end - 1] + 1) ++end;
+    if (end - i < 3) end = i + 1;
+    text += (text.empty() ? "#" : ", #") + std::to_string(tasks[i]);
+    if (end - i >= 3) text += "-#" + std::to_string(tasks[end - 1]);
+    i = end;
+  }
+  return text;
+}
+
 }  // namespace ckprof

@@ -63,5 +63,8 @@ std::string TakeCommonTemplate(std::vector<std::string>* cells);
 std::string LastLines(std::string_view text, int n);
 // A count with its thousands grouped: 1204 -> "1,204", -5000 -> "-5,000".
 std::string GroupThousands(int64_t n);
+// A job's tasks by #N as a person reads them: "#2", "#1, #3", and runs of three or more as
+// "#4000-#6000" (2,000 named tasks in a line, not in 2,000 numbers).
+std::string TaskListText(const std::vector<int>& tasks);
 
 }  // namespace ckprof

@@ -15,6 +15,7 @@
 #include "common/json_util.h"
 #include "common/outcome.h"
 #include "common/repeats.h"
+#include "common/text_table.h"
 #include "common/wire_fields.h"
 #include "daemon/gpu_health.h"
 #include "daemon/task_result_codec.h"
@@ -963,11 +964,10 @@ Status Scheduler::CancelTasks(int64_t job_id, const Identity& who, std::span<con
 Status Scheduler::EndCancelTasks(int64_t job_id, const Identity& who,
                                  const std::vector<int>& positions, const TasksCancelled& done) {
   if (done.queued == 0 && done.running == 0) {
-    std::string list;
-    for (int p : positions) list += (list.empty() ? "#" : ", #") + std::to_string(p);
-    return MakeError("job " + std::to_string(job_id) + " " + list + " already ended: nothing to " +
-                     "cancel ('ckprof retry " + std::to_string(job_id) + " " +
-                     std::to_string(positions.front()) + "' runs it again)");
+    return MakeError("job " + std::to_string(job_id) + " " + TaskListText(positions) +
+                     " already ended: nothing to " + "cancel ('ckprof retry " +
+                     std::to_string(job_id) + " " + std::to_string(positions.front()) +
+                     "' runs it again)");
   }
   spdlog::info("job {}: {} queued and {} running task(s) cancelled by {} (uid {})", job_id,
                done.queued, done.running, who.user, who.uid);

@@ -124,6 +124,20 @@ TEST(TextTable, GroupThousandsAsTheLimitsSayThem) {
   for (const auto& c : cases) EXPECT_EQ(GroupThousands(c.n), c.text) << c.n;
 }
 
+// A cancel of 2,000 named tasks answers in a line: runs of three or more as a range.
+TEST(TextTable, TaskListsShowRunsAsRanges) {
+  EXPECT_EQ(TaskListText({}), "");
+  EXPECT_EQ(TaskListText({2}), "#2");
+  EXPECT_EQ(TaskListText({1, 2}), "#1, #2");
+  EXPECT_EQ(TaskListText({1, 2, 3}), "#1-#3");
+  EXPECT_EQ(TaskListText({7, 1, 2, 3, 4, 9, 10}), "#7, #1-#4, #9, #10");
+  EXPECT_EQ(TaskListText({5, 4, 3}), "#5, #4, #3");  // (as named: not sorted)
+  std::vector<int> many;
+  for (int p = 4000; p <= 6000; ++p) many.push_back(p);
+  many.push_back(12);
+  EXPECT_EQ(TaskListText(many), "#4000-#6000, #12");
+}
+
 // Issue 31.11: rows that would be cut alike lose what they all share instead.
 TEST(TextTable, CommonPartsAndTemplateNamesAreTakenOut) {
   std::vector<std::string> problems = {"G=1, N=10, K=64, C=32, [3, 3] kernel, [56, 56] input",
