@@ -227,7 +227,9 @@ TEST_F(DaemonTest, TimeoutsCrashesAndFailuresAreRecordedWithTheirOutcome) {
     text += (*one)[0].dump();
   }
   text += "]";
-  int64_t job = Submit(text, {"--timeout", "0.5"});
+  // (5 s: the unsupported one must end before it, even under ASan on a loaded machine; seen
+  // timed out at 0.5 s.)
+  int64_t job = Submit(text, {"--timeout", "5"});
   CommandResult w = Ckprof({"wait", std::to_string(job)});
   EXPECT_EQ(w.exit_code, 1) << "not every task succeeded";
   json res = Results(job);
