@@ -831,10 +831,7 @@ Status Scheduler::Cancel(int64_t job_id, const Identity& who, const std::vector<
     if (Status s = CancelTasks(job_id, who, positions, done); !s) return s;
     return EndCancelTasks(job_id, who, positions, done);
   }
-  if (!MayActOn(job, who)) {
-    return MakeError("job " + std::to_string(job_id) + " belongs to " + job.rec.owner +
-                     "; only its owner or an admin may cancel it");
-  }
+  if (Status s = MayCancel(job, who); !s) return s;
   // Nothing is changed for a job that has ended: a finished job stays finished.
   if (job.rec.cancelled) {
     return MakeError("job " + std::to_string(job_id) + " already " +
@@ -905,15 +902,18 @@ Status Scheduler::CheckPositions(const Job& job, const std::vector<int>& positio
   return Status::Ok();
 }
 
+Status Scheduler::MayCancel(const Job& job, const Identity& who) const {
+  if (MayActOn(job, who)) return Status::Ok();
+  return MakeError("job " + std::to_string(job.rec.id) + " belongs to " + job.rec.owner +
+                   "; only its owner or an admin may cancel it");
+}
+
 Status Scheduler::CheckCancelTasks(int64_t job_id, const Identity& who,
                                    const std::vector<int>& positions) const {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return MakeError("no job " + std::to_string(job_id));
   const Job& job = it->second;
-  if (!MayActOn(job, who)) {
-    return MakeError("job " + std::to_string(job_id) + " belongs to " + job.rec.owner +
-                     "; only its owner or an admin may cancel it");
-  }
+  if (Status s = MayCancel(job, who); !s) return s;
   if (Status s = CheckPositions(job, positions); !s) return s;
   if (job.requeuing) return StillRequeuing(job_id, "cancel tasks of it");
   return Status::Ok();

@@ -652,6 +652,8 @@ class Scheduler {
   void ArmJobTimeoutTimer();
   void CancelJobsPastTheirTimeout();
   bool MayActOn(const Job& job, const Identity& who) const;
+  // MayActOn, as a cancel's refusal.
+  Status MayCancel(const Job& job, const Identity& who) const;
   void ResolveTarget(Job& job);
   void Changed();
   Gpu* FindGpu(int index);
