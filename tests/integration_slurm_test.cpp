@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -410,12 +411,15 @@ TEST_F(SlurmTest, AnIdleAllocationIsLetGo) {
   json results = Results(job);
   ASSERT_EQ(results.size(), 2u);
   const int64_t slurm_job = results[0]["executor_job_id"].get<int64_t>();
-  // Its secret goes with it, once Slurm says it ended.
+  // Each allocation's secret goes with it, once Slurm says it ended. (The two tasks may have
+  // run in one allocation or in two: every one of them is let go.)
   auto dirs = RunCommand({"/bin/sh", "-c", "ls -d " + work_ + "/*/alloc-*"});
   ASSERT_EQ(dirs.exit_code, 0) << dirs.err;
-  const std::string dir = dirs.out.substr(0, dirs.out.find('\n'));
-  EXPECT_TRUE(testing::WaitForGone(dir + "/secret")) << "not let go\n"
-                                                     << testing::ReadFile(daemon_.log_path());
+  std::istringstream listed(dirs.out);
+  for (std::string dir; std::getline(listed, dir);) {
+    EXPECT_TRUE(testing::WaitForGone(dir + "/secret")) << dir << " not let go\n"
+                                                       << testing::ReadFile(daemon_.log_path());
+  }
   EXPECT_EQ(SlurmField(slurm_job, "%T"), "COMPLETED");
   auto gpus = ParseJson(Ckprof({"gpus", "--json"}).out);
   ASSERT_TRUE(gpus.ok());
