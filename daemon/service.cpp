@@ -678,6 +678,7 @@ Result<JobRecord> Service::MakeJob(const SubmitOptions& o, const Identity& who,
 
 asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<CkConfig> job_configs,
                                                    std::vector<TaskRecord> first_records,
+                                                   const Identity& who,
                                                    const std::function<bool()>& client_gone) {
   const int repeat = job.repeat;
   // What the pool made is given back on the pool, however the submit ends: freed here, memory
@@ -719,6 +720,20 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
   for (size_t from = 0;;) {
     std::span<TaskRecord> left(records);
     while (!left.empty()) {
+      // One step of the user's at a time (their other submits' and cancels' wait), each after
+      // whatever else the io thread has to do. (Charged to the user's io share, but not held
+      // back by it: a lone user's million configs would take twice as long.)
+      auto turn = co_await TakeStepTurn(who, /*yield=*/stored > 0);
+      // (None: the Service is gone, and with it this job's submit, never committed.)
+      if (!turn) co_return Error{"ckprofd is shutting down"};
+      if (stored > 0) {
+        if (client_gone && client_gone()) {  // (Ctrl-C): a job nobody was told of is not kept
+          scheduler_.AbortSubmit(*id);
+          co_return Error{std::string(kClientLeft)};
+        }
+        waited_log += co_await WaitForLog();
+        ++steps;
+      }
       const size_t n = std::min(left.size(), static_cast<size_t>(scheduler_.StepRows()));
       const std::span<TaskRecord> step = left.first(n);
       Status added;
@@ -733,13 +748,6 @@ asio::awaitable<Result<int64_t>> Service::StoreJob(JobRecord job, std::vector<Ck
       left = left.subspan(n);
       stored += n;
       if (stored >= total) break;
-      co_await ToIo();                     // behind whatever else the io thread has to do
-      if (client_gone && client_gone()) {  // (Ctrl-C): a job nobody was told of is not kept
-        scheduler_.AbortSubmit(*id);
-        co_return Error{std::string(kClientLeft)};
-      }
-      waited_log += co_await WaitForLog();
-      ++steps;
     }
     from += kRecordChunk;
     if (from >= configs->size() || !next) break;
@@ -847,7 +855,7 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(
   }
   Result<int64_t> id = Error{std::string(kClientLeft)};  // gone while its input was converted
   if (!client_gone || !client_gone()) {
-    id = co_await StoreJob(std::move(*job), std::move(w.configs), std::move(w.first_records),
+    id = co_await StoreJob(std::move(*job), std::move(w.configs), std::move(w.first_records), who,
                            client_gone);
   }
   if (!id) {

@@ -153,10 +153,12 @@ class Service {
                             const std::string& profiler, InputFormat format) const;
   // The job and its tasks stored in steps: `first_records` are the first configs' task records
   // (MakeTaskRecords), the others are made on the pool a chunk ahead of the steps. A client
-  // gone between steps (`client_gone`) ends it, nothing kept: kClientLeft.
+  // gone between steps (`client_gone`) ends it, nothing kept: kClientLeft. Each step takes
+  // `who`'s step turn (TakeStepTurn), as a cancel's steps do.
   static constexpr std::string_view kClientLeft = "the client left before its job was stored";
   asio::awaitable<Result<int64_t>> StoreJob(JobRecord job, std::vector<CkConfig> configs,
                                             std::vector<TaskRecord> first_records,
+                                            const Identity& who,
                                             const std::function<bool()>& client_gone);
   std::optional<JobSummary> SummaryOf(int64_t job_id) const;
   // Whether `who` may run the profiler at `path` through this daemon; the error says why not.
@@ -191,10 +193,10 @@ class Service {
   // Large work's next step waits (on a timer) while the database's log is behind its
   // checkpoints (Scheduler::LargeWorkWaits); how long it waited.
   asio::awaitable<std::chrono::steady_clock::duration> WaitForLog();
-  // A user's turn for a step of a request handled in steps (a cancel naming thousands of
-  // tasks): one step of each user at a time, whatever the number of their requests. Without
-  // it, one user's 32 such cancels put 32 steps in every round of the io thread's queue, and
-  // another user's request waited behind all of them at each of its turns (read, answer). Each
+  // A user's turn for a step of a request handled in steps (a large submit's, a cancel naming
+  // thousands of tasks): one step of each user at a time, whatever the number of their requests.
+  // Without it, one user's 32 such cancels put 32 steps in every round of the io thread's queue,
+  // and another user's request waited behind all of them at each of its turns (read, answer). Each
   // user's FairTurn lives while the user has a step under way or waiting.
   std::map<uid_t, std::unique_ptr<FairTurn>> step_turns_;
   class StepTurn {  // held: the user's turn, given to the next of their steps when it goes

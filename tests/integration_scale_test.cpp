@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/util/commands.h"
 #include "tests/util/daemon_fixture.h"
@@ -257,6 +258,39 @@ TEST_F(ScaleTest, ACancelNamingManyTasksGoesInStepsAndIsWhole) {
   CommandResult again = Ckprof({"cancel", named(1, 200)});
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_NE(again.err.find("already ended: nothing to cancel"), std::string::npos) << again.err;
+}
+
+// One user's large submits and a cancel in steps, all at once, take her step turn in turn (one
+// step of hers at a time: Service::TakeStepTurn): each is whole, and none waits on another for
+// ever.
+TEST_F(ScaleTest, OneUsersSubmitsAndCancelInStepsAtOnceAreEachWhole) {
+  StartStepping();
+  const int64_t held = SubmitHeld();
+  ASSERT_GT(held, 0);
+  std::string named = std::to_string(held) + "#1";
+  for (int p = 2; p <= 1000; ++p) named += "," + std::to_string(p);
+  constexpr int kSubmits = 3;
+  std::vector<CommandResult> submitted(kSubmits);
+  CommandResult cancelled;
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kSubmits; ++i) {
+    clients.emplace_back([&, i] {
+      submitted[i] = Ckprof({"submit", configs_, "--not-before", "+2h"});
+    });
+  }
+  clients.emplace_back([&] { cancelled = Ckprof({"cancel", named}); });
+  for (auto& c : clients) c.join();
+  for (const CommandResult& r : submitted) {
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string job = std::to_string(std::stoll(r.out));
+    EXPECT_EQ(Count("SELECT count(*) FROM tasks WHERE state = 'queued' AND job_id=" + job), kTasks);
+    EXPECT_TRUE(WaitForLog("job " + job + ": " + std::to_string(kTasks) + " task(s) stored in " +
+                           std::to_string(kTasks / kStepRows) + " step(s)"));
+  }
+  ASSERT_EQ(cancelled.exit_code, 0) << cancelled.err;
+  EXPECT_EQ(Count("SELECT count(*) FROM tasks WHERE state = 'cancelled' AND job_id=" +
+                  std::to_string(held)),
+            1000);
 }
 
 // A submit larger than a chunk of task records (16,384 configs: the others are made while the
