@@ -12,7 +12,9 @@ On a job of LARGE_CONFIGS ranked configs (default 1,000,000), held by --not-befo
   e. `cancel J#5000,...` naming 4,096 queued tasks;
   f. 32 clients of that user at once, each `cancel J#...` naming 4,096 other queued tasks;
   g. 32 clients of that user asking `status` without pause for 3 s (every job's status, the
-     million queued tasks among them).
+     million queued tasks among them);
+  h. 32 clients of that user at once, each submitting LARGE_RACES_SUBMIT_CONFIGS (30,000)
+     configs, held.
 The status probe (status_probe), the emulator and the inputs come from the build in build/bin;
 each BIN_DIR gives ckprofd and ckprof."""
 import json
@@ -29,10 +31,11 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 import bench  # noqa: E402  (real_configs, write_cycled_fast)
 
 N = int(os.environ.get("LARGE_CONFIGS", "1000000"))
+SMALL = int(os.environ.get("LARGE_RACES_SUBMIT_CONFIGS", "30000"))
 TOOLS = os.path.join(REPO, "build", "bin")
 
 
-def measure(bin_dir, work, big):
+def measure(bin_dir, work, big, small):
     d = os.path.join(work, "d")
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -146,6 +149,14 @@ def measure(bin_dir, work, big):
             flood.wait()
             return f"{figures['requests']} requests of its own, p50 {figures['p50_ms']:.0f} ms"
         out["g"] = probed(status_flood)
+
+        def many_submits():
+            clients = [subprocess.Popen(ck + ["submit", small, "--not-before", "+1d"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                       for _ in range(32)]
+            failed = sum(c.wait() != 0 for c in clients)
+            return f"{32 - failed} of 32 stored"
+        out["h"] = probed(many_submits)
     finally:
         daemon.terminate()
         daemon.wait(timeout=120)
@@ -161,11 +172,15 @@ def main():
     if not os.path.exists(big):
         bench.write_cycled_fast(big, bench.real_configs(work), N, rank=lambda i: i % 997 + 1)
         os.sync()
-    results = [measure(b, work, big) for b in bins]
+    small = os.path.join(work, f"ranked_{SMALL}.json")
+    if not os.path.exists(small):
+        bench.write_cycled_fast(small, bench.real_configs(work), SMALL, rank=lambda i: i % 997 + 1)
+    results = [measure(b, work, big, small) for b in bins]
     names = {"a": "retry, then at once cancel", "b": "cancel, then at once retry",
              "c": "retry, then at once retry again", "d": "retry naming 4,096 tasks",
              "e": "cancel naming 4,096 queued tasks",
-             "f": "32 such cancels at once", "g": "32 clients asking status without pause"}
+             "f": "32 such cancels at once", "g": "32 clients asking status without pause",
+             "h": f"32 submits of {SMALL} configs at once"}
     print(f"# another user's status p99 / max while one user races on a job of {N} configs")
     print("| race | " + " | ".join(bins) + " |")
     print("|---|" + "---|" * len(bins))
