@@ -65,7 +65,7 @@ const OpSchema* FindSchema(std::string_view op_name) {
   return nullptr;
 }
 
-std::string_view Trim(std::string_view s) {
+std::string_view TrimBlanks(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
@@ -196,20 +196,20 @@ std::optional<std::vector<std::string_view>> ConvOpSchema(std::string_view op_na
 }
 
 ArgValue ParseTraceScalar(std::string_view text) {
-  std::string_view s = Trim(text);
+  std::string_view s = TrimBlanks(text);
   if (s.empty()) return ArgValue::None();
   if (s == "None") return ArgValue::None();
   if (auto b = ParseBool(s)) return ArgValue::Bool(*b);
   if (auto i = ParseInt(s)) return ArgValue::Int(*i);
   if (s.front() == '[' && s.back() == ']') {
-    std::string_view body = Trim(s.substr(1, s.size() - 2));
+    std::string_view body = TrimBlanks(s.substr(1, s.size() - 2));
     if (body.empty()) return ArgValue::IntList({});
     std::vector<int64_t> ints;
     std::vector<bool> bools;
     bool all_ints = true, all_bools = true;
     while (true) {
       size_t comma = body.find(',');
-      std::string_view item = Trim(body.substr(0, comma));
+      std::string_view item = TrimBlanks(body.substr(0, comma));
       if (auto i = ParseInt(item)) {
         ints.push_back(*i);
       } else {

@@ -9,7 +9,7 @@ namespace {
 constexpr int64_t kMaxLen = std::numeric_limits<int32_t>::max();
 constexpr int64_t kIndex32Limit = int64_t{1} << 31;
 
-using Kind = ArgValue::Kind;
+using ArgKind = ArgValue::Kind;
 
 std::string Quote(std::string_view name) { return "'" + std::string(name) + "'"; }
 
@@ -55,13 +55,13 @@ class ArgReader {
 
   const ArgValue* Find(std::string_view name) const {
     const ArgValue* v = call_.Find(name);
-    return v && v->kind != Kind::kNone ? v : nullptr;
+    return v && v->kind != ArgKind::kNone ? v : nullptr;
   }
 
   Result<const ArgValue*> Tensor(std::string_view name) const {
     const ArgValue* v = call_.Find(name);
-    if (!v || v->kind == Kind::kNone) return MakeError("missing argument " + Quote(name));
-    if (v->kind != Kind::kTensor) {
+    if (!v || v->kind == ArgKind::kNone) return MakeError("missing argument " + Quote(name));
+    if (v->kind != ArgKind::kTensor) {
       return MakeError("argument " + Quote(name) + " must be a tensor, got " + v->ToString());
     }
     for (int64_t d : v->shape) {
@@ -77,7 +77,7 @@ class ArgReader {
       return MakeError("missing argument " + Quote(name));
     }
     int64_t x = 0;
-    if (v->kind == Kind::kInt || (v->kind == Kind::kIntList && v->ints.size() == 1)) {
+    if (v->kind == ArgKind::kInt || (v->kind == ArgKind::kIntList && v->ints.size() == 1)) {
       x = v->ints[0];
     } else {
       return MakeError("argument " + Quote(name) + " must be an integer, got " + v->ToString());
@@ -92,8 +92,8 @@ class ArgReader {
   Result<bool> Bool(std::string_view name) const {
     const ArgValue* v = Find(name);
     if (!v) return MakeError("missing argument " + Quote(name));
-    if (v->kind == Kind::kBool) return static_cast<bool>(v->bools[0]);
-    if (v->kind == Kind::kInt && (v->ints[0] == 0 || v->ints[0] == 1)) return v->ints[0] == 1;
+    if (v->kind == ArgKind::kBool) return static_cast<bool>(v->bools[0]);
+    if (v->kind == ArgKind::kInt && (v->ints[0] == 0 || v->ints[0] == 1)) return v->ints[0] == 1;
     return MakeError("argument " + Quote(name) + " must be a boolean, got " + v->ToString());
   }
 
@@ -106,9 +106,9 @@ class ArgReader {
       return MakeError("missing argument " + Quote(name));
     }
     std::vector<int64_t> out;
-    if (v->kind == Kind::kInt || (v->kind == Kind::kIntList && v->ints.size() == 1)) {
+    if (v->kind == ArgKind::kInt || (v->kind == ArgKind::kIntList && v->ints.size() == 1)) {
       out.assign(nd, v->ints[0]);
-    } else if (v->kind == Kind::kIntList) {
+    } else if (v->kind == ArgKind::kIntList) {
       if (static_cast<int>(v->ints.size()) != nd) {
         return MakeError("argument " + Quote(name) + " has " + std::to_string(v->ints.size()) +
                          " values for " + std::to_string(nd) + " spatial dimension" +
@@ -131,10 +131,10 @@ class ArgReader {
   Result<std::vector<bool>> Mask(std::string_view name) const {
     const ArgValue* v = Find(name);
     if (!v) return MakeError("missing argument " + Quote(name));
-    if (v->kind == Kind::kBoolList && (v->bools.size() == 3 || v->bools.size() == 2)) {
+    if (v->kind == ArgKind::kBoolList && (v->bools.size() == 3 || v->bools.size() == 2)) {
       return v->bools;
     }
-    if (v->kind == Kind::kIntList && (v->ints.size() == 3 || v->ints.size() == 2)) {
+    if (v->kind == ArgKind::kIntList && (v->ints.size() == 3 || v->ints.size() == 2)) {
       std::vector<bool> out;
       for (int64_t x : v->ints) {
         if (x != 0 && x != 1) break;
@@ -287,7 +287,7 @@ CallMapping MapConvCall(const ConvCall& call, const ConvertOptions& options) {
   std::vector<int64_t> filter(w_shape.begin() + 2, w_shape.end());
   std::vector<int64_t> left_pads, right_pads;
   const ArgValue* pad_arg = args.Find("padding");
-  if (traits.fixed_nd && pad_arg && pad_arg->kind == Kind::kString) {
+  if (traits.fixed_nd && pad_arg && pad_arg->kind == ArgKind::kString) {
     // conv*d's string padding.
     if (pad_arg->text == "valid") {
       left_pads.assign(nd, 0);

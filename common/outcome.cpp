@@ -10,63 +10,64 @@
 namespace ckprof {
 namespace {
 
-using Kind = Outcome::Kind;
+using OutcomeKind = Outcome::Kind;
 
 // The table of kinds: one row each, and a switch without `default:` so that a new kind does
 // not compile until its row says what it is.
-constexpr OutcomeTraits OutcomeRow(Kind k) {
+constexpr OutcomeTraits OutcomeRow(OutcomeKind k) {
   using S = TaskState;
   using R = ReturnCode;
   switch (k) {
-    case Kind::kSucceeded:
+    case OutcomeKind::kSucceeded:
       return {"succeeded", "succeeded", S::kSucceeded, false, false, k, R::kExitCode};
-    case Kind::kUnsupported:
+    case OutcomeKind::kUnsupported:
       return {"unsupported", "unsupported", S::kUnsupported, false, false, k, R::kExitCode};
-    case Kind::kFailed:
+    case OutcomeKind::kFailed:
       return {"failed", "failed", S::kFailed, true, true, k, R::kExitCode};
-    case Kind::kCrashed:
+    case OutcomeKind::kCrashed:
       return {"crashed", "crashed", S::kCrashed, true, true, k, R::kMinusSignal};
-    case Kind::kTimedOut:
+    case OutcomeKind::kTimedOut:
       return {"timed_out", "timed out", S::kTimedOut, true, true, k, R::kMinusSignalElseMinusOne};
-    case Kind::kCancelled:
+    case OutcomeKind::kCancelled:
       return {"cancelled", "cancelled", S::kCancelled, false, true, k, R::kMinusSignalElseMinusOne};
-    case Kind::kInterrupted:
+    case OutcomeKind::kInterrupted:
       return {"interrupted",
               "interrupted",
               S::kInterrupted,
               true,
               true,
-              Kind::kFailed,
+              OutcomeKind::kFailed,
               R::kMinusSignalElseMinusOne};
-    case Kind::kSpawnFailed:
-      return {"spawn_failed", "spawn failed", S::kSpawnFailed, true,
-              true,           Kind::kFailed,  R::kMinusOne};
+    case OutcomeKind::kSpawnFailed:
+      return {"spawn_failed", "spawn failed",       S::kSpawnFailed, true,
+              true,           OutcomeKind::kFailed, R::kMinusOne};
   }
   return {nullptr, nullptr, S::kQueued, false, false, k, R::kExitCode};  // not a kind
 }
 
-constexpr std::array<Kind, kOutcomeKinds> MakeKinds() {
-  std::array<Kind, kOutcomeKinds> kinds{};
-  for (int i = 0; i < kOutcomeKinds; ++i) kinds[i] = static_cast<Kind>(i);
+constexpr std::array<OutcomeKind, kOutcomeKinds> MakeKinds() {
+  std::array<OutcomeKind, kOutcomeKinds> kinds{};
+  for (int i = 0; i < kOutcomeKinds; ++i) kinds[i] = static_cast<OutcomeKind>(i);
   return kinds;
 }
-constexpr std::array<Kind, kOutcomeKinds> kAllKinds = MakeKinds();
+constexpr std::array<OutcomeKind, kOutcomeKinds> kAllKinds = MakeKinds();
 
 constexpr std::array<OutcomeTraits, kOutcomeKinds> MakeRows() {
   std::array<OutcomeTraits, kOutcomeKinds> rows{};
-  for (int i = 0; i < kOutcomeKinds; ++i) rows[i] = OutcomeRow(static_cast<Kind>(i));
+  for (int i = 0; i < kOutcomeKinds; ++i) rows[i] = OutcomeRow(static_cast<OutcomeKind>(i));
   return rows;
 }
 constexpr std::array<OutcomeTraits, kOutcomeKinds> kRows = MakeRows();
 
 // The columns of TaskCounts, in the order views show them.
-constexpr Kind kColumns[] = {Kind::kSucceeded, Kind::kFailed,  Kind::kUnsupported,
-                             Kind::kTimedOut,  Kind::kCrashed, Kind::kCancelled};
+constexpr OutcomeKind kColumns[] = {OutcomeKind::kSucceeded,   OutcomeKind::kFailed,
+                                    OutcomeKind::kUnsupported, OutcomeKind::kTimedOut,
+                                    OutcomeKind::kCrashed,     OutcomeKind::kCancelled};
 
 // kOutcomeKinds is the number of kinds; each leaves a final state of its own; a kind is
 // counted in a column that counts itself and is listed in kColumns.
 constexpr bool TableHolds() {
-  if (OutcomeRow(static_cast<Kind>(kOutcomeKinds)).name != nullptr) return false;
+  if (OutcomeRow(static_cast<OutcomeKind>(kOutcomeKinds)).name != nullptr) return false;
   for (int i = 0; i < kOutcomeKinds; ++i) {
     const OutcomeTraits& r = kRows[i];
     if (r.name == nullptr || r.state == TaskState::kQueued || r.state == TaskState::kRunning) {
@@ -74,7 +75,7 @@ constexpr bool TableHolds() {
     }
     if (kRows[static_cast<int>(r.counted_as)].counted_as != r.counted_as) return false;
     bool listed = false;
-    for (Kind c : kColumns) listed = listed || c == r.counted_as;
+    for (OutcomeKind c : kColumns) listed = listed || c == r.counted_as;
     if (!listed) return false;
     for (int j = 0; j < i; ++j) {
       if (kRows[j].state == r.state) return false;
@@ -133,11 +134,11 @@ std::string FormatSeconds(double seconds) {
 
 std::string Outcome::Summary() const {
   switch (kind) {
-    case Kind::kSucceeded:
+    case OutcomeKind::kSucceeded:
       return "succeeded";
-    case Kind::kUnsupported:
+    case OutcomeKind::kUnsupported:
       return reason.empty() ? "unsupported" : "unsupported: " + reason;
-    case Kind::kFailed: {
+    case OutcomeKind::kFailed: {
       // reason usually starts "exit code N: "; do not say the code twice.
       std::string detail = reason;
       const std::string prefix = "exit code " + std::to_string(exit_code);
@@ -148,18 +149,18 @@ std::string Outcome::Summary() const {
       std::string s = "failed (exit " + std::to_string(exit_code) + ")";
       return detail.empty() ? s : s + ": " + detail;
     }
-    case Kind::kCrashed: {
+    case OutcomeKind::kCrashed: {
       std::string s = "crashed (" + SignalName(signal) + ")";
       if (!reason.empty() && reason != SignalName(signal)) s += ": " + reason;
       return s;
     }
-    case Kind::kTimedOut:
+    case OutcomeKind::kTimedOut:
       return reason.empty() ? "timed out" : reason;
-    case Kind::kCancelled:
+    case OutcomeKind::kCancelled:
       return reason.empty() ? "cancelled" : reason;
-    case Kind::kInterrupted:
+    case OutcomeKind::kInterrupted:
       return reason.empty() ? "interrupted" : reason;
-    case Kind::kSpawnFailed:
+    case OutcomeKind::kSpawnFailed:
       return reason.empty() ? "spawn failed" : "spawn failed: " + reason;
   }
   return std::string(OutcomeKindName(kind));  // not a kind

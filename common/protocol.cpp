@@ -23,8 +23,6 @@ namespace {
 // request that names more is refused, so that none makes the daemon look up more at once.
 constexpr size_t kMaxListEntries = 4096;
 
-using json = nlohmann::json;
-
 // Each alternative of RequestBody is the request of the kind at its index.
 template <size_t... I>
 constexpr bool KindsInOrder(std::index_sequence<I...>) {
@@ -49,7 +47,7 @@ std::array<RequestBody (*)(), sizeof...(I)> Makers(std::index_sequence<I...>) {
 // Reads optional typed fields of an untrusted object, remembering the first error.
 class FieldReader {
  public:
-  FieldReader(const json& obj, std::string what) : obj_(obj), what_(std::move(what)) {}
+  FieldReader(const nlohmann::json& obj, std::string what) : obj_(obj), what_(std::move(what)) {}
 
   void Int(const char* key, int64_t* out, int64_t min, int64_t max) {
     auto it = obj_.find(key);
@@ -117,7 +115,7 @@ class FieldReader {
   void Fail(const char* key, const std::string& why) {
     if (error_.empty()) error_ = what_ + " field '" + key + "' " + why;
   }
-  const json& obj_;
+  const nlohmann::json& obj_;
   std::string what_;
   std::string error_;
 };
@@ -141,7 +139,7 @@ namespace {
 // Reads a request's fields from an untrusted object, remembering the first error.
 class RequestReader {
  public:
-  explicit RequestReader(json& obj) : f_(obj, "request"), obj_(obj) {}
+  explicit RequestReader(nlohmann::json& obj) : f_(obj, "request"), obj_(obj) {}
   template <typename T>
   void Int(const char* key, T& out, int64_t min, int64_t max) {
     f_.Int(key, &out, static_cast<T>(min), static_cast<T>(max));
@@ -216,13 +214,13 @@ class RequestReader {
     if (error_.empty() && f_.ok()) error_ = std::move(why);
   }
   FieldReader f_;
-  json& obj_;
+  nlohmann::json& obj_;
   std::string error_;
 };
 
 class RequestWriter {
  public:
-  explicit RequestWriter(json& out) : out_(out) {}
+  explicit RequestWriter(nlohmann::json& out) : out_(out) {}
   template <typename T>
   void Int(const char* key, const T& v, int64_t, int64_t) {
     out_[key] = v;
@@ -255,7 +253,7 @@ class RequestWriter {
   }
 
  private:
-  json& out_;
+  nlohmann::json& out_;
 };
 
 }  // namespace
@@ -263,7 +261,7 @@ class RequestWriter {
 Result<Request> ParseRequest(std::string_view frame) {
   auto parsed = ParseJson(frame);
   if (!parsed) return MakeError("malformed request: " + parsed.error());
-  json& j = *parsed;
+  nlohmann::json& j = *parsed;
   if (!j.is_object()) return MakeError("malformed request: a request must be a JSON object");
   auto type_it = j.find("type");
   if (type_it == j.end() || !type_it->is_string()) {
@@ -328,8 +326,8 @@ std::optional<StreamSpec> StreamOf(const Request& r) {
       r.body);
 }
 
-json RequestToJson(const Request& r) {
-  json j = {{"type", RequestTypeName(r.type())}};
+nlohmann::json RequestToJson(const Request& r) {
+  nlohmann::json j = {{"type", RequestTypeName(r.type())}};
   RequestWriter writer(j);
   writer.Int("id", r.id, 0, kMaxId);
   std::visit([&](const auto& body) { body.Fields(body, writer); }, r.body);
@@ -374,15 +372,15 @@ Result<std::string> DecodeSubmitContent(const SubmitOptions& s) {
   return std::move(*raw);
 }
 
-json OkResponse(const Request& r) {
-  return json{{"type", RequestTypeName(r.type())}, {"id", r.id}, {"ok", true}};
+nlohmann::json OkResponse(const Request& r) {
+  return nlohmann::json{{"type", RequestTypeName(r.type())}, {"id", r.id}, {"ok", true}};
 }
 
-json ErrorResponse(int64_t id, std::string_view message) {
-  return json{{"type", "error"}, {"id", id}, {"ok", false}, {"error", message}};
+nlohmann::json ErrorResponse(int64_t id, std::string_view message) {
+  return nlohmann::json{{"type", "error"}, {"id", id}, {"ok", false}, {"error", message}};
 }
 
-std::string Frame(const json& j) { return DumpJson(j) + "\n"; }
+std::string Frame(const nlohmann::json& j) { return DumpJson(j) + "\n"; }
 
 std::string GpuUser::Describe() const {
   std::string out =
@@ -391,20 +389,22 @@ std::string GpuUser::Describe() const {
   return out + ")";
 }
 
-json ToJson(const JobSummary& s) { return ToDom(s); }
-json ToJson(const TaskResult& t) { return ToDom(t); }
-json ToJson(const GpuInfo& g) { return ToDom(g); }
-json ToJson(const UserUse& u) { return ToDom(u); }
-json ToJson(const AllocationInfo& a) { return ToDom(a); }
+nlohmann::json ToJson(const JobSummary& s) { return ToDom(s); }
+nlohmann::json ToJson(const TaskResult& t) { return ToDom(t); }
+nlohmann::json ToJson(const GpuInfo& g) { return ToDom(g); }
+nlohmann::json ToJson(const UserUse& u) { return ToDom(u); }
+nlohmann::json ToJson(const AllocationInfo& a) { return ToDom(a); }
 void AppendJson(std::string& out, const JobSummary& s) { AppendObject(out, s); }
 void AppendJson(std::string& out, const TaskResult& t) { AppendObject(out, t); }
-Result<JobSummary> JobSummaryFromJson(const json& j) {
+Result<JobSummary> JobSummaryFromJson(const nlohmann::json& j) {
   return FromDom<JobSummary>(j, "a job summary");
 }
-Result<TaskResult> TaskResultFromJson(const json& j) {
+Result<TaskResult> TaskResultFromJson(const nlohmann::json& j) {
   return FromDom<TaskResult>(j, "a task result");
 }
-Result<GpuInfo> GpuInfoFromJson(const json& j) { return FromDom<GpuInfo>(j, "a GPU entry"); }
+Result<GpuInfo> GpuInfoFromJson(const nlohmann::json& j) {
+  return FromDom<GpuInfo>(j, "a GPU entry");
+}
 
 namespace {
 constexpr std::pair<EventKind, std::string_view> kEventKinds[] = {
@@ -432,8 +432,8 @@ bool ParseEnum(std::string_view name, EventKind* out) {
 }
 
 template <typename T>
-json MakeReply(const Request& request, const T& reply) {
-  json out = OkResponse(request);
+nlohmann::json MakeReply(const Request& request, const T& reply) {
+  nlohmann::json out = OkResponse(request);
   wire::DomWriter w(out);
   VisitFields(reply, w);
   return out;
@@ -454,28 +454,28 @@ std::string MakeReplyFrame(const Request& request, const T& reply) {
 }
 template std::string MakeReplyFrame<BestReply>(const Request&, const BestReply&);
 
-json MakeErrorReply(int64_t id, const ErrorReply& reply) {
-  json out = ErrorResponse(id, reply.error);
+nlohmann::json MakeErrorReply(int64_t id, const ErrorReply& reply) {
+  nlohmann::json out = ErrorResponse(id, reply.error);
   wire::DomWriter w(out);
   VisitFields(reply, w);
   return out;
 }
 
 template <typename T>
-json ReplyJson(const T& reply) {
+nlohmann::json ReplyJson(const T& reply) {
   return ToDom(reply);
 }
 
 template <typename T>
-Result<T> ReadReply(const json& response) {
+Result<T> ReadReply(const nlohmann::json& response) {
   return FromDom<T>(response, "ckprofd's answer");
 }
 
 // Every reply type, made and read here only.
-#define CKPROF_REPLY(T)                                 \
-  template json MakeReply<T>(const Request&, const T&); \
-  template json ReplyJson<T>(const T&);                 \
-  template Result<T> ReadReply<T>(const json&);
+#define CKPROF_REPLY(T)                                           \
+  template nlohmann::json MakeReply<T>(const Request&, const T&); \
+  template nlohmann::json ReplyJson<T>(const T&);                 \
+  template Result<T> ReadReply<T>(const nlohmann::json&);
 CKPROF_REPLY(HelloReply)
 CKPROF_REPLY(SubmitReply)
 CKPROF_REPLY(StatusReply)

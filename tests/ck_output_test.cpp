@@ -158,7 +158,7 @@ const std::string kBestPerfLine =
     "Perf: 0.2 ms, 30 TFlops, 45 GB/s, Old<3, 4>\n"
     "Best Perf: 0.2 ms, 30 TFlops, 45 GB/s, Old<3, 4>\n";
 
-struct Case {
+struct OutputCase {
   const char* name;
   std::string out, err;
   bool signaled;
@@ -174,7 +174,7 @@ struct Case {
 
 const double kInf = std::numeric_limits<double>::infinity();
 
-std::vector<Case> Cases() {
+std::vector<OutputCase> Cases() {
   using K = Outcome::Kind;
   return {
       {"fwd_current", kFwdCurrent, "", false, 0, true, kFwdName4, 0.229744, 51.3463, 2852.61, "", 3,
@@ -228,7 +228,7 @@ CkPerf ParseAll(const std::string& out, const std::string& err, size_t chunk) {
 }
 
 TEST(CkOutputParser, RealFormatSamples) {
-  for (const Case& c : Cases()) {
+  for (const OutputCase& c : Cases()) {
     for (size_t chunk : {size_t{1}, size_t{7}, size_t{4096}}) {
       CkPerf perf = ParseAll(c.out, c.err, chunk);
       SCOPED_TRACE(std::string(c.name) + " chunk " + std::to_string(chunk));

@@ -22,8 +22,8 @@ using testing::RunCommand;
 using testing::TempDir;
 
 // One entry of a profiler_results.json; avg_ms < 0: a failure.
-json Result(int64_t position, int64_t rank, const std::string& op, const std::string& description,
-            double avg_ms, int stride = 1) {
+json ResultJson(int64_t position, int64_t rank, const std::string& op,
+                const std::string& description, double avg_ms, int stride = 1) {
   json r = {{"operation", "profile_grouped_conv_" + op},
             {"description", description},
             {"priority_rank", rank},
@@ -68,22 +68,22 @@ class CompareTest : public ::testing::Test {
     // ck.json: five configs; torch.json: the same problems in another order, one config of
     // its own, one of ck.json's missing. Two configs share a description (strides differ).
     json a = json::array({
-        Result(1, 1, "fwd", "Forward conv: problem one", 1.0),
-        Result(2, 2, "bwd_data", "Backward data conv: problem two", 2.0),
-        Result(3, 3, "bwd_weight", "Backward weight conv: problem three", 0.5),
-        Result(4, 4, "fwd", "Forward conv: problem four", -1),  // failed on A
-        Result(5, 5, "fwd", "Forward conv: only in ck", 1.0),
-        Result(6, 6, "fwd", "Forward conv: same words", 3.0, /*stride=*/1),
-        Result(7, 7, "fwd", "Forward conv: same words", 1.5, /*stride=*/2),
+        ResultJson(1, 1, "fwd", "Forward conv: problem one", 1.0),
+        ResultJson(2, 2, "bwd_data", "Backward data conv: problem two", 2.0),
+        ResultJson(3, 3, "bwd_weight", "Backward weight conv: problem three", 0.5),
+        ResultJson(4, 4, "fwd", "Forward conv: problem four", -1),  // failed on A
+        ResultJson(5, 5, "fwd", "Forward conv: only in ck", 1.0),
+        ResultJson(6, 6, "fwd", "Forward conv: same words", 3.0, /*stride=*/1),
+        ResultJson(7, 7, "fwd", "Forward conv: same words", 1.5, /*stride=*/2),
     });
     json b = json::array({
-        Result(1, 7, "fwd", "Forward conv: same words", 0.5, /*stride=*/2),      // speedup 3
-        Result(2, 3, "bwd_weight", "Backward weight conv: problem three", 2.0),  // 0.25
-        Result(3, 1, "fwd", "Forward conv: problem one", 0.5),                   // 2
-        Result(4, 2, "bwd_data", "Backward data conv: problem two", 0.5),        // 4
-        Result(5, 4, "fwd", "Forward conv: problem four", 1.0),
-        Result(6, 6, "fwd", "Forward conv: same words", 3.0, /*stride=*/1),  // 1: a tie
-        Result(7, 8, "bwd_data", "Backward data conv: only in torch", 1.0),
+        ResultJson(1, 7, "fwd", "Forward conv: same words", 0.5, /*stride=*/2),      // speedup 3
+        ResultJson(2, 3, "bwd_weight", "Backward weight conv: problem three", 2.0),  // 0.25
+        ResultJson(3, 1, "fwd", "Forward conv: problem one", 0.5),                   // 2
+        ResultJson(4, 2, "bwd_data", "Backward data conv: problem two", 0.5),        // 4
+        ResultJson(5, 4, "fwd", "Forward conv: problem four", 1.0),
+        ResultJson(6, 6, "fwd", "Forward conv: same words", 3.0, /*stride=*/1),  // 1: a tie
+        ResultJson(7, 8, "bwd_data", "Backward data conv: only in torch", 1.0),
     });
     testing::WriteFile(dir_.File("ck.json"),
                        json({{"timestamp", "2026-01-19T05:48:00"}, {"results", a}}).dump(2));
@@ -164,10 +164,12 @@ TEST_F(CompareTest, TableRanksConfigsAndSummarizes) {
 TEST_F(CompareTest, TableFitsTheWidthAndWideCutsNothing) {
   const std::string problem =
       "G=1, N=256, K=1024, C=1024, [3, 3] kernel, [112, 112] input, stride [2, 2], dilation [1, 1]";
-  testing::WriteFile(dir_.File("a.json"),
-                     json::array({Result(1, 1, "fwd", "Forward conv: " + problem, 1.25)}).dump());
-  testing::WriteFile(dir_.File("b.json"),
-                     json::array({Result(1, 1, "fwd", "Forward conv: " + problem, 0.5)}).dump());
+  testing::WriteFile(
+      dir_.File("a.json"),
+      json::array({ResultJson(1, 1, "fwd", "Forward conv: " + problem, 1.25)}).dump());
+  testing::WriteFile(
+      dir_.File("b.json"),
+      json::array({ResultJson(1, 1, "fwd", "Forward conv: " + problem, 0.5)}).dump());
   CommandResult fitted =
       RunCommand({BinPath("ckprof"), "compare", "a.json", "b.json"}, {"COLUMNS=80"}, dir_.path());
   ASSERT_EQ(fitted.exit_code, 0) << fitted.err;
@@ -222,10 +224,10 @@ TEST_F(CompareTest, JsonHasExactNumbers) {
 
 TEST_F(CompareTest, WithoutConfigsDuplicatesPairByPosition) {
   // The original tool's results: no config, no position key (the index counts).
-  json a = json::array({Result(1, 1, "fwd", "Forward conv: twin", 1.0),
-                        Result(2, 2, "fwd", "Forward conv: twin", 4.0)});
-  json b = json::array({Result(1, 1, "fwd", "Forward conv: twin", 2.0),
-                        Result(2, 2, "fwd", "Forward conv: twin", 1.0)});
+  json a = json::array({ResultJson(1, 1, "fwd", "Forward conv: twin", 1.0),
+                        ResultJson(2, 2, "fwd", "Forward conv: twin", 4.0)});
+  json b = json::array({ResultJson(1, 1, "fwd", "Forward conv: twin", 2.0),
+                        ResultJson(2, 2, "fwd", "Forward conv: twin", 1.0)});
   for (json* side : {&a, &b}) {
     for (json& r : *side) {
       r.erase("config");
@@ -307,8 +309,8 @@ TEST_F(CompareTest, HelpHasAnExample) {
 
 // Issue 17.21: each side's data type and layout are shown, and a difference is warned about.
 TEST_F(CompareTest, ShowsEachSidesDataTypeAndLayoutAndWarnsWhenTheyDiffer) {
-  json a = json::array({Result(1, 1, "fwd", "Forward conv: one", 1.0),
-                        Result(2, 2, "bwd_weight", "Backward weight conv: two", 2.0)});
+  json a = json::array({ResultJson(1, 1, "fwd", "Forward conv: one", 1.0),
+                        ResultJson(2, 2, "bwd_weight", "Backward weight conv: two", 2.0)});
   json b = a;
   // B: fp16 (1 for every operation) and channels-last (1 for fwd, 2 for bwd_weight).
   b[0]["config"]["profiler_args"]["data_type"] = 1;

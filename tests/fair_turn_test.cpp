@@ -13,7 +13,7 @@
 namespace ckprof {
 namespace {
 
-class FairTurnTest : public testing::Test {
+class FairTurnTest : public ::testing::Test {
  protected:
   // A request of user `uid` named `name`: it takes the turn (`taken` says so in order) and
   // holds it until the test leaves it.

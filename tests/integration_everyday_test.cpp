@@ -22,6 +22,7 @@
 #include "tests/util/emulator.h"
 #include "tests/util/files.h"
 #include "tests/util/launched_daemon.h"
+#include "tests/util/multi_user.h"
 #include "tests/util/processes.h"
 #include "tests/util/requests.h"
 #include "tests/util/users.h"
@@ -35,11 +36,6 @@ using testing::BinPath;
 using testing::CommandResult;
 using testing::SystemUser;
 using testing::TempDir;
-
-// Short unique names: tests of several binaries create users at the same time.
-std::string Name(const std::string& role) {
-  return "cke" + role + std::to_string(getpid() % 1000000);
-}
 
 // `word` quoted for sh.
 std::string ShellQuote(const std::string& word) {
@@ -294,7 +290,7 @@ TEST_F(EverydayTest, SmallAnswersSayWhatIsMeant) {
 
 TEST_F(EverydayTest, CleanTakesJobsDryRunAndAsksOnATerminal) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
-  SystemUser alice(Name("a")), bob(Name("b"));
+  SystemUser alice(testing::UniqueName("cke", "a")), bob(testing::UniqueName("cke", "b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   Start(EmulatorOptions("0-3", R"({"socket_mode": "0666"})"));
   std::vector<int64_t> mine;
@@ -360,7 +356,7 @@ TEST_F(EverydayTest, CleanTakesJobsDryRunAndAsksOnATerminal) {
 
 TEST_F(EverydayTest, StatusShowsHowTheOnEndCommandEnded) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
-  SystemUser alice(Name("o"));
+  SystemUser alice(testing::UniqueName("cke", "o"));
   ASSERT_TRUE(alice.ok());
   const auto options = EmulatorOptions("0-3", R"({"socket_mode": "0666"})");
   Start(options);

@@ -30,8 +30,6 @@ using testing::CommandResult;
 using testing::SystemGroup;
 using testing::SystemUser;
 
-std::string Name(const std::string& role) { return testing::UniqueName("ckl", role); }
-
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -56,9 +54,10 @@ class LogFollowTest : public testing::MultiUserDaemonTest {
   void SetUp() override {
     MultiUserDaemonTest::SetUp();
     if (IsSkipped()) return;
-    lab_ = std::make_unique<SystemGroup>(Name("g"));
+    lab_ = std::make_unique<SystemGroup>(testing::UniqueName("ckl", "g"));
     ASSERT_TRUE(lab_->ok());
-    alice_ = std::make_unique<SystemUser>(Name("a"), std::vector<std::string>{lab_->name()});
+    alice_ = std::make_unique<SystemUser>(testing::UniqueName("ckl", "a"),
+                                          std::vector<std::string>{lab_->name()});
     ASSERT_TRUE(alice_->ok());
   }
 
@@ -235,7 +234,8 @@ TEST_F(LogFollowTest, EachRunOfARepeatedConfigHasItsOwnLines) {
 // group) gets the same refusal for both; another lab member (`log` shows every member's jobs)
 // is served by both.
 TEST_F(LogFollowTest, AStrangerIsRefusedAsForATasksFollow) {
-  SystemUser bob(Name("b"), {lab_->name()}), stranger(Name("s"));
+  SystemUser bob(testing::UniqueName("ckl", "b"), {lab_->name()}),
+      stranger(testing::UniqueName("ckl", "s"));
   ASSERT_TRUE(bob.ok() && stranger.ok());
   StartLab();
   const int64_t id = SubmitAs(alice_.get(), testing::FwdConfigsText(2));

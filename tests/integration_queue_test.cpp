@@ -28,8 +28,6 @@ using json = nlohmann::json;
 using testing::CommandResult;
 using testing::SystemUser;
 
-std::string Name(const std::string& role) { return testing::UniqueName("ckq", role); }
-
 class QueueTest : public testing::MultiUserDaemonTest {
  protected:
   JobSummary Status(int64_t job) {
@@ -59,7 +57,7 @@ class QueueTest : public testing::MultiUserDaemonTest {
 // admin) releases it; another user can neither hold nor release it; `status` says who holds it
 // and `list --state held` lists it. A job an admin held stays held until an admin releases it.
 TEST_F(QueueTest, HoldKeepsQueuedTasksFromStartingUntilReleased) {
-  SystemUser alice(Name("a")), bob(Name("b"));
+  SystemUser alice(testing::UniqueName("ckq", "a")), bob(testing::UniqueName("ckq", "b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   Start(EmulatorOptions("0", R"({"socket_mode": "0666"})"));
   // bob's hanging task holds the one GPU, so that alice's job is queued when she holds it.
@@ -152,7 +150,7 @@ TEST_F(QueueTest, HoldKeepsQueuedTasksFromStartingUntilReleased) {
 // --user names another; --dry-run lists them; a script (stdin not a terminal) is not asked.
 // list --name picks by the same shell pattern.
 TEST_F(QueueTest, CancelPicksJobsByStateAndNameAndOnlyYours) {
-  SystemUser alice(Name("a")), bob(Name("b"));
+  SystemUser alice(testing::UniqueName("ckq", "a")), bob(testing::UniqueName("ckq", "b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   Start(EmulatorOptions("0", R"({"socket_mode": "0666"})"));
   const std::vector<std::string> later = {"--not-before", "+1h"};
@@ -223,7 +221,7 @@ TEST_F(QueueTest, CancelPicksJobsByStateAndNameAndOnlyYours) {
 // ended; --after-ok is cancelled with the reason when one failed, and so are the jobs waiting
 // on it in turn; a missing job, or an --after-ok job that already failed, is refused at submit.
 TEST_F(QueueTest, DependentJobsWaitForTheirJobsAndFollowHowTheyEnded) {
-  SystemUser alice(Name("a")), bob(Name("b"));
+  SystemUser alice(testing::UniqueName("ckq", "a")), bob(testing::UniqueName("ckq", "b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   Start(EmulatorOptions("0", R"({"socket_mode": "0666"})"));
   // The first job's one task hangs (until its task is cancelled: the job then ends failed).
@@ -312,7 +310,7 @@ TEST_F(QueueTest, DependentJobsWaitForTheirJobsAndFollowHowTheyEnded) {
 // drain GPU --reason (admins): kept across restarts with who, when and why, shown by `gpus`;
 // no task starts there meanwhile; a plain user may not drain; resume is kept too.
 TEST_F(QueueTest, AnAdminsDrainLastsAcrossRestartsWithWhoWhenAndWhy) {
-  SystemUser alice(Name("a"));
+  SystemUser alice(testing::UniqueName("ckq", "a"));
   ASSERT_TRUE(alice.ok());
   const auto options = EmulatorOptions("0-1", R"({"socket_mode": "0666"})");
   Start(options);
@@ -363,7 +361,7 @@ TEST_F(QueueTest, AnAdminsDrainLastsAcrossRestartsWithWhoWhenAndWhy) {
 // dropped, with the reason; a plain user may ask for at most max_job_timeout (the default of
 // a job that names none), never none; an admin may.
 TEST_F(QueueTest, AJobPastItsJobTimeoutIsCancelledSayingWhy) {
-  SystemUser alice(Name("a"));
+  SystemUser alice(testing::UniqueName("ckq", "a"));
   ASSERT_TRUE(alice.ok());
   const auto options = EmulatorOptions("0", R"({"socket_mode": "0666", "max_job_timeout": 3600})");
   Start(options);
@@ -438,7 +436,7 @@ std::string WaitForFileIn(const std::string& dir, const std::string& prefix) {
 // submit --mail: the job's end is mailed to its owner through the configured sendmail, run as
 // them ("sendmail -oi -t", the message on stdin); a host without one refuses --mail saying why.
 TEST_F(QueueTest, MailTellsTheOwnerOfTheJobsEndThroughSendmail) {
-  SystemUser alice(Name("a"));
+  SystemUser alice(testing::UniqueName("ckq", "a"));
   ASSERT_TRUE(alice.ok());
   const std::string mail_dir = dir_.path() + "/mail";
   ASSERT_EQ(mkdir(mail_dir.c_str(), 0777), 0);
@@ -482,7 +480,7 @@ TEST_F(QueueTest, MailTellsTheOwnerOfTheJobsEndThroughSendmail) {
 // measured task times; later behind more work; unknown (null) for a held job or one waiting
 // for another.
 TEST_F(QueueTest, StatusEstimatesWhenAQueuedJobStarts) {
-  SystemUser alice(Name("a"));
+  SystemUser alice(testing::UniqueName("ckq", "a"));
   ASSERT_TRUE(alice.ok());
   Start(EmulatorOptions("0", R"({"socket_mode": "0666"})"));
   // Measured task times first: two tasks that end.

@@ -30,9 +30,6 @@ using testing::LaunchedDaemon;
 using testing::SystemGroup;
 using testing::SystemUser;
 
-// Short unique names: tests of several binaries create users at the same time.
-std::string Name(const std::string& role) { return testing::UniqueName("ckr", role); }
-
 // A configs file whose i-th config has the emulator batch size magic[i] (0 = normal).
 std::string MagicConfigs(const std::vector<int>& magic, int64_t spatial = 8) {
   auto j = nlohmann::ordered_json::parse(
@@ -71,9 +68,10 @@ class ReliabilityPermissionsTest : public testing::MultiUserDaemonTest {
 };
 
 TEST_F(ReliabilityPermissionsTest, SocketModeAndGroupAreAsConfigured) {
-  SystemGroup lab(Name("g"));
+  SystemGroup lab(testing::UniqueName("ckr", "g"));
   ASSERT_TRUE(lab.ok());
-  SystemUser member(Name("m"), {lab.name()}), outsider(Name("o"));
+  SystemUser member(testing::UniqueName("ckr", "m"), {lab.name()}),
+      outsider(testing::UniqueName("ckr", "o"));
   ASSERT_TRUE(member.ok() && outsider.ok());
   struct Case {
     std::string mode;
@@ -119,9 +117,9 @@ TEST_F(ReliabilityPermissionsTest, SocketModeAndGroupAreAsConfigured) {
 // Issue 17.11: a user whom the socket's permissions keep out is told which group to join, not
 // to start a ckprofd that already runs.
 TEST_F(ReliabilityPermissionsTest, PermissionDeniedNamesTheGroupToJoin) {
-  SystemGroup lab(Name("g"));
+  SystemGroup lab(testing::UniqueName("ckr", "g"));
   ASSERT_TRUE(lab.ok());
-  SystemUser outsider(Name("o"));
+  SystemUser outsider(testing::UniqueName("ckr", "o"));
   ASSERT_TRUE(outsider.ok());
   Start(
       EmulatorOptions("0", R"({"socket_mode": "0660", "socket_group": ")" + lab.name() + R"("})"));
@@ -147,9 +145,10 @@ TEST_F(ReliabilityPermissionsTest, PermissionDeniedNamesTheGroupToJoin) {
 }
 
 TEST_F(ReliabilityPermissionsTest, OtherUsersCannotCancelRetryBoostOrDrain) {
-  SystemGroup admins(Name("adm"));
+  SystemGroup admins(testing::UniqueName("ckr", "adm"));
   ASSERT_TRUE(admins.ok());
-  SystemUser alice(Name("a")), bob(Name("b")), carol(Name("c"), {admins.name()});
+  SystemUser alice(testing::UniqueName("ckr", "a")), bob(testing::UniqueName("ckr", "b")),
+      carol(testing::UniqueName("ckr", "c"), {admins.name()});
   ASSERT_TRUE(alice.ok() && bob.ok() && carol.ok());
   Start(EmulatorOptions("0", R"({"socket_mode": "0666", "kill_grace": 0.2, "admin_group": ")" +
                                  admins.name() + R"("})"));
@@ -212,7 +211,7 @@ TEST_F(ReliabilityPermissionsTest, OtherUsersCannotCancelRetryBoostOrDrain) {
 }
 
 TEST_F(ReliabilityPermissionsTest, TasksOfARootDaemonRunAsTheirSubmitter) {
-  SystemUser alice(Name("a")), bob(Name("b"));
+  SystemUser alice(testing::UniqueName("ckr", "a")), bob(testing::UniqueName("ckr", "b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   Start(EmulatorOptions("0-1", R"({"socket_mode": "0666"})"));
   int64_t a = SubmitAs(&alice, MagicConfigs({0, 0, 0}));
@@ -229,7 +228,7 @@ TEST_F(ReliabilityPermissionsTest, TasksOfARootDaemonRunAsTheirSubmitter) {
 }
 
 TEST_F(ReliabilityPermissionsTest, NonRootDaemonRunsOtherUsersProfilersOnlyFromAllowedRoots) {
-  SystemUser svc(Name("s")), eve(Name("e"));
+  SystemUser svc(testing::UniqueName("ckr", "s")), eve(testing::UniqueName("ckr", "e"));
   ASSERT_TRUE(svc.ok() && eve.ok());
   namespace fs = std::filesystem;
   const std::string allowed = dir_.File("allowed"), outside = dir_.File("outside");
@@ -321,9 +320,10 @@ TEST_F(ReliabilityPermissionsTest, NonRootDaemonRunsOtherUsersProfilersOnlyFromA
 // Issue 20.3 and 20.4: edit and clean act on one's own jobs within the owner's rights; an
 // admin may do more; nobody removes a job that has not ended.
 TEST_F(ReliabilityPermissionsTest, EditAndCleanKeepToTheOwnersRights) {
-  SystemGroup admins(Name("adm"));
+  SystemGroup admins(testing::UniqueName("ckr", "adm"));
   ASSERT_TRUE(admins.ok());
-  SystemUser alice(Name("a")), bob(Name("b")), carol(Name("c"), {admins.name()});
+  SystemUser alice(testing::UniqueName("ckr", "a")), bob(testing::UniqueName("ckr", "b")),
+      carol(testing::UniqueName("ckr", "c"), {admins.name()});
   ASSERT_TRUE(alice.ok() && bob.ok() && carol.ok());
   Start(EmulatorOptions("0-1",
                         R"({"socket_mode": "0666", "admin_group": ")" + admins.name() + R"("})"));

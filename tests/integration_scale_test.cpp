@@ -19,6 +19,7 @@
 #include "tests/util/daemon_fixture.h"
 #include "tests/util/emulator.h"
 #include "tests/util/files.h"
+#include "tests/util/multi_user.h"
 #include "tests/util/requests.h"
 #include "tests/util/sql.h"
 #include "tests/util/users.h"
@@ -35,10 +36,6 @@ using testing::VictimProbe;
 
 constexpr int kTasks = 3000;  // many steps of kStepRows
 constexpr int kStepRows = 100;
-
-std::string Name(const std::string& role) {
-  return "cks" + role + std::to_string(getpid() % 1000000);
-}
 
 class ScaleTest : public testing::EmulatorDaemonTest {
  protected:
@@ -124,7 +121,7 @@ class ScaleTest : public testing::EmulatorDaemonTest {
 // every task cancelled, every row gone) while another user's `status` is answered throughout.
 TEST_F(ScaleTest, SubmitCancelAndCleanInStepsAreWholeAndOthersAreServed) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to create the second user";
-  SystemUser victim(Name("v"));
+  SystemUser victim(testing::UniqueName("cks", "v"));
   ASSERT_TRUE(victim.ok());
   StartStepping();
   const int64_t before = SubmitHeld();  // what is there already
@@ -353,7 +350,7 @@ TEST_F(ScaleTest, RetryDuringACancelInStepsWins) {
 // cancelled, also after a restart. The other user's status is answered throughout.
 TEST_F(ScaleTest, ACancelStopsARetryInStepsAndASecondRetryWaitsForIt) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to create the users";
-  SystemUser owner(Name("o")), victim(Name("v"));
+  SystemUser owner(testing::UniqueName("cks", "o")), victim(testing::UniqueName("cks", "v"));
   ASSERT_TRUE(owner.ok() && victim.ok());
   constexpr int kMany = 10000;  // a transaction a step: seconds of steps, the race not close
   const std::string configs = dir_.File("many.json");
@@ -420,7 +417,7 @@ TEST_F(ScaleTest, ACancelStopsARetryInStepsAndASecondRetryWaitsForIt) {
 // the other, asking once while those wait, is served next, not after all five.
 TEST_F(ScaleTest, OneUsersManyLargeAnswersDoNotQueueAheadOfAnothersOne) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to create the users";
-  SystemUser hog(Name("h")), other(Name("w"));
+  SystemUser hog(testing::UniqueName("cks", "h")), other(testing::UniqueName("cks", "w"));
   ASSERT_TRUE(hog.ok() && other.ok());
   const std::string big = dir_.File("big.json");
   testing::WriteFile(big, testing::FwdConfigsText(20000));  // results: a good part of a second

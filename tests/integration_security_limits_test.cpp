@@ -31,9 +31,6 @@ using testing::SystemUser;
 using testing::VictimFigures;
 using testing::VictimProbe;
 
-// Short unique names: tests of several binaries create users at the same time.
-std::string Name(const std::string& role) { return testing::UniqueName("ckl", role); }
-
 // A config that lets every local user reach the socket, with `keys` ("" = nothing else).
 std::string Config(const std::string& keys = "") {
   return R"({"socket_mode": "0666")" + (keys.empty() ? "" : ", " + keys) + "}";
@@ -62,7 +59,7 @@ class SecurityLimitsTest : public testing::MultiUserDaemonTest {
 
 // 30.7: a plain user's --timeout is at most max_timeout and never none; an admin's is anything.
 TEST_F(SecurityLimitsTest, PlainUserCannotLiftTheTimeLimit) {
-  SystemUser alice(Name("a")), bob(Name("b"));
+  SystemUser alice(testing::UniqueName("ckl", "a")), bob(testing::UniqueName("ckl", "b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   Start(EmulatorOptions("0-1", Config(R"("timeout": 600, "max_timeout": 3600)")));
   VictimProbe probe(bob, daemon_.socket());
@@ -115,7 +112,7 @@ TEST_F(SecurityLimitsTest, PlainUserCannotLiftTheTimeLimit) {
 
 // 31.14: without a timeout in the config it is 1800 s, and a plain user may not exceed it.
 TEST_F(SecurityLimitsTest, DefaultTimeoutIs1800WithoutAConfig) {
-  SystemUser alice(Name("a"));
+  SystemUser alice(testing::UniqueName("ckl", "a"));
   ASSERT_TRUE(alice.ok());
   Start(EmulatorOptions("0", Config()));
   std::string err;
@@ -134,7 +131,7 @@ TEST_F(SecurityLimitsTest, DefaultTimeoutIs1800WithoutAConfig) {
 // 30.8: the default run cap refuses a 2,000,000-run submit before its runs are made; the
 // victim's status is served meanwhile and nothing was queued.
 TEST_F(SecurityLimitsTest, HugeSubmitIsRefusedByTheDefaultRunCap) {
-  SystemUser alice(Name("a")), bob(Name("b"));
+  SystemUser alice(testing::UniqueName("ckl", "a")), bob(testing::UniqueName("ckl", "b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   Start(EmulatorOptions("0", Config()));
   VictimProbe probe(bob, daemon_.socket());
@@ -157,7 +154,7 @@ TEST_F(SecurityLimitsTest, HugeSubmitIsRefusedByTheDefaultRunCap) {
 // 30.8: a user at her run or job cap is refused with the limit named (retry of a cancelled job
 // too); an admin is exempt; status and list show her use against the limits.
 TEST_F(SecurityLimitsTest, QueueCapsNameTheLimitAndSpareAdmins) {
-  SystemUser alice(Name("a")), bob(Name("b"));
+  SystemUser alice(testing::UniqueName("ckl", "a")), bob(testing::UniqueName("ckl", "b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   Start(EmulatorOptions("0", Config(R"("max_queued_runs_per_user": 10, "max_jobs_per_user": 3)")));
   VictimProbe probe(bob, daemon_.socket());
@@ -221,7 +218,7 @@ TEST_F(SecurityLimitsTest, QueueCapsNameTheLimitAndSpareAdmins) {
 
 // 30.8: retry counts runs too (jobs cap out of the way).
 TEST_F(SecurityLimitsTest, RetryCannotQueuePastTheRunCap) {
-  SystemUser alice(Name("a"));
+  SystemUser alice(testing::UniqueName("ckl", "a"));
   ASSERT_TRUE(alice.ok());
   Start(EmulatorOptions("0", Config(R"("max_queued_runs_per_user": 10)")));
   std::string err;
@@ -245,7 +242,7 @@ TEST_F(SecurityLimitsTest, RetryCannotQueuePastTheRunCap) {
 // 30.8: with max_gpus_per_user 1 on 4 GPUs, alice's 8 tasks run one at a time while bob's use
 // the other GPUs, and `status J` says why hers wait.
 TEST_F(SecurityLimitsTest, GpuCapRunsAUsersTasksOneAtATime) {
-  SystemUser alice(Name("a")), bob(Name("b"));
+  SystemUser alice(testing::UniqueName("ckl", "a")), bob(testing::UniqueName("ckl", "b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   Start(EmulatorOptions("0-3", Config(R"("max_gpus_per_user": 1)")));
   VictimProbe probe(bob, daemon_.socket());
@@ -320,7 +317,7 @@ TEST_F(SecurityLimitsTest, GpuCapRunsAUsersTasksOneAtATime) {
 // 31.9: one priority rule: any owner may set any priority -1000..1000 at submit and at edit
 // (it orders her own jobs only); outside it both refuse alike; another user may not edit it.
 TEST_F(SecurityLimitsTest, PriorityRuleIsTheSameForSubmitAndEdit) {
-  SystemUser alice(Name("a")), bob(Name("b"));
+  SystemUser alice(testing::UniqueName("ckl", "a")), bob(testing::UniqueName("ckl", "b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   Start(EmulatorOptions("0", Config()));
   std::string err;

@@ -42,9 +42,6 @@ using testing::SystemUser;
 using testing::VictimFigures;
 using testing::VictimProbe;
 
-// Short unique names: tests of several binaries create users at the same time.
-std::string Name(const std::string& role) { return testing::UniqueName("cks", role); }
-
 // `n` connections to `socket` made as `user` (in the socket's group `gid`): a child process
 // takes the user's identity, connects (the daemon reads who it is from SO_PEERCRED, fixed at
 // connect) and hands the sockets back over a socketpair. Empty when that fails.
@@ -112,10 +109,12 @@ class SecurityServerTest : public testing::MultiUserDaemonTest {
   void SetUp() override {
     MultiUserDaemonTest::SetUp();
     if (IsSkipped()) return;
-    lab_ = std::make_unique<SystemGroup>(Name("g"));
+    lab_ = std::make_unique<SystemGroup>(testing::UniqueName("cks", "g"));
     ASSERT_TRUE(lab_->ok());
-    attacker_ = std::make_unique<SystemUser>(Name("a"), std::vector<std::string>{lab_->name()});
-    victim_ = std::make_unique<SystemUser>(Name("v"), std::vector<std::string>{lab_->name()});
+    attacker_ = std::make_unique<SystemUser>(testing::UniqueName("cks", "a"),
+                                             std::vector<std::string>{lab_->name()});
+    victim_ = std::make_unique<SystemUser>(testing::UniqueName("cks", "v"),
+                                           std::vector<std::string>{lab_->name()});
     ASSERT_TRUE(attacker_->ok() && victim_->ok());
   }
 
@@ -167,7 +166,7 @@ TEST_F(SecurityServerTest, OneUserCannotHoldEveryConnectionAndAdminsKeepTheirSlo
   testing::ExpectVictimServed(f, "one user holding her connection cap");
 
   // An accomplice takes his 12 too: 24 of 28, the 4 left are the admins'.
-  SystemUser accomplice(Name("c"), {lab_->name()});
+  SystemUser accomplice(testing::UniqueName("cks", "c"), {lab_->name()});
   ASSERT_TRUE(accomplice.ok());
   auto his = ConnectAs(accomplice, lab_->gid(), daemon_.socket(), 12);
   ASSERT_EQ(his.size(), 12u);
@@ -406,7 +405,7 @@ TEST_F(SecurityServerTest, LargeFramesAtOnceAreRefusedAsTheyArriveAndMemoryStays
 // crosses max_request_bytes is refused, whoever sent it; small requests are served all along.
 TEST_F(SecurityServerTest, TheGlobalBudgetRefusesTheFrameThatCrossesIt) {
   StartLab(R"("max_request_bytes": 50331648)");  // 48 MiB; 128 MiB per user
-  SystemUser accomplice(Name("c"), {lab_->name()});
+  SystemUser accomplice(testing::UniqueName("cks", "c"), {lab_->name()});
   ASSERT_TRUE(accomplice.ok());
   std::string frame = "{\"type\":\"submit\",\"id\":2,\"content\":\"[";
   frame.append(size_t{32} << 20, ' ');
@@ -468,7 +467,7 @@ TEST_F(SecurityServerTest, AnOversizedSubmitIsRefusedNamingTheLimitAndItsKey) {
 
 TEST_F(SecurityServerTest, SocketErrorsSayWhatIsWrongWithThePath) {
   StartLab();
-  SystemUser outsider(Name("o"));
+  SystemUser outsider(testing::UniqueName("cks", "o"));
   ASSERT_TRUE(outsider.ok());
   const std::string file = ReadableFile("not a socket\n", "plain-file");
   const std::string directory = dir_.File("a-directory");

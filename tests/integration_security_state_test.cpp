@@ -42,9 +42,6 @@ using testing::LaunchedDaemon;
 using testing::SystemGroup;
 using testing::SystemUser;
 
-// Short unique names: tests of several binaries create users at the same time.
-std::string Name(const std::string& role) { return testing::UniqueName("cks", role); }
-
 // A configs file whose one config hangs in the emulator (batch size 9001) until it is stopped.
 std::string HangingConfig() {
   auto j = nlohmann::ordered_json::parse(testing::FwdConfigsText(1));
@@ -153,7 +150,7 @@ TEST(StateGuard, TellsARemovedFromAReplacedFile) {
 // daemon stops with exit 3 naming the cause, the profiler of the job whose state is gone is
 // stopped with it, and what the daemon held is saved beside it for the next start.
 TEST_F(SecurityStateTest, DatabaseRemovedUnderTheDaemonRefusesTheNextSubmitAndStopsIt) {
-  SystemUser ann(Name("a")), victim(Name("v"));
+  SystemUser ann(testing::UniqueName("cks", "a")), victim(testing::UniqueName("cks", "v"));
   ASSERT_TRUE(ann.ok() && victim.ok());
   auto o = EmulatorOptions("0", R"({"socket_mode": "0666"})");
   o.env.push_back("CKPROFD_STATE_CHECK_S=3600");  // only the submit's own check acts here
@@ -248,7 +245,7 @@ TEST_F(SecurityStateTest, DatabaseReplacedUnderTheDaemonRefusesTheNextSubmit) {
 // while the first runs (and the first one's profiler runs on), and the first stops, naming
 // the lock file, at its next check.
 TEST_F(SecurityStateTest, LockFileRemovedKeepsASecondDaemonOutAndStopsTheFirst) {
-  SystemUser ann(Name("a"));
+  SystemUser ann(testing::UniqueName("cks", "a"));
   ASSERT_TRUE(ann.ok());
   auto o = EmulatorOptions("0", R"({"socket_mode": "0666"})");
   o.env.push_back("CKPROFD_STATE_CHECK_S=3600");
@@ -324,7 +321,7 @@ TEST_F(SecurityStateTest, AStoppingDaemonLeavesAnotherDaemonsSocketAtItsPath) {
 
 // Job and task ids are never given twice: not after `clean`, a restart, or keep_finished_days.
 TEST_F(SecurityStateTest, IdsAreNeverReused) {
-  SystemUser ann(Name("a"));
+  SystemUser ann(testing::UniqueName("cks", "a"));
   ASSERT_TRUE(ann.ok());
   auto o = EmulatorOptions("0", R"({"socket_mode": "0666"})");
   Start(o);
@@ -432,9 +429,10 @@ TEST_F(SecurityStateTest, FlagsStillOverrideTheConfigFileAfterSighup) {
 // The shared-server recipe: --socket-group and --socket-mode as flags (over the file's keys),
 // and the start-up log says who may connect.
 TEST_F(SecurityStateTest, SocketGroupAndModeFlagsAndTheStartUpLogSaysWhoMayConnect) {
-  SystemGroup lab(Name("g"));
+  SystemGroup lab(testing::UniqueName("cks", "g"));
   ASSERT_TRUE(lab.ok());
-  SystemUser member(Name("m"), {lab.name()}), outsider(Name("o"));
+  SystemUser member(testing::UniqueName("cks", "m"), {lab.name()}),
+      outsider(testing::UniqueName("cks", "o"));
   ASSERT_TRUE(member.ok() && outsider.ok());
   auto o = EmulatorOptions("0", R"({"socket_mode": "0600"})");
   o.args.insert(o.args.end(), {"--socket-group", lab.name(), "--socket-mode", "0660"});
@@ -466,7 +464,7 @@ TEST_F(SecurityStateTest, SocketGroupAndModeFlagsAndTheStartUpLogSaysWhoMayConne
 // A database owned by root with mode 0444 while ckprofd runs as another user: a start-up error
 // that says whose it is and how to make it writable, never "move it aside"; the file is kept.
 TEST_F(SecurityStateTest, UnwritableDatabaseSaysHowToMakeItWritable) {
-  SystemUser svc(Name("s"));
+  SystemUser svc(testing::UniqueName("cks", "s"));
   ASSERT_TRUE(svc.ok());
   // A database with a job in it, written by a root daemon.
   auto o = EmulatorOptions("0");

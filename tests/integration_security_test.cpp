@@ -33,17 +33,17 @@ using testing::SystemUser;
 using testing::VictimFigures;
 using testing::VictimProbe;
 
-std::string Name(const std::string& role) { return testing::UniqueName("cks", role); }
-
 class SecurityTest : public testing::MultiUserDaemonTest {
  protected:
   void SetUp() override {
     MultiUserDaemonTest::SetUp();
     if (IsSkipped()) return;
-    lab_ = std::make_unique<testing::SystemGroup>(Name("g"));
+    lab_ = std::make_unique<testing::SystemGroup>(testing::UniqueName("cks", "g"));
     ASSERT_TRUE(lab_->ok());
-    eve_ = std::make_unique<SystemUser>(Name("e"), std::vector<std::string>{lab_->name()});
-    bob_ = std::make_unique<SystemUser>(Name("b"), std::vector<std::string>{lab_->name()});
+    eve_ = std::make_unique<SystemUser>(testing::UniqueName("cks", "e"),
+                                        std::vector<std::string>{lab_->name()});
+    bob_ = std::make_unique<SystemUser>(testing::UniqueName("cks", "b"),
+                                        std::vector<std::string>{lab_->name()});
     ASSERT_TRUE(eve_->ok() && bob_->ok());
     // A directory of eve's own, as her home would be.
     eve_dir_ = dir_.File("eve");

@@ -27,9 +27,6 @@ using json = nlohmann::json;
 using testing::CommandResult;
 using testing::SystemUser;
 
-// Short unique names: tests of several binaries create users at the same time.
-std::string Name(const std::string& role) { return testing::UniqueName("cks", role); }
-
 // An OSC 52 clipboard write ("rm -rf ~"), a screen clear, BEL and U+009B (CSI on terminals
 // that take C1 controls): all valid UTF-8, as the protocol's JSON requires.
 const std::string kEvil =
@@ -68,7 +65,7 @@ class SecurityTextTest : public testing::MultiUserDaemonTest {
 };
 
 TEST_F(SecurityTextTest, AnotherUsersNamesPathsAndOutputReachTheTerminalEscaped) {
-  SystemUser alice(Name("a")), bob(Name("b"));
+  SystemUser alice(testing::UniqueName("cks", "a")), bob(testing::UniqueName("cks", "b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   StartShared();
   // alice's "profiler": in a directory whose name retitles the window, writing escapes to
@@ -141,7 +138,7 @@ TEST_F(SecurityTextTest, AnotherUsersNamesPathsAndOutputReachTheTerminalEscaped)
 // on_job_end gets the submitter's job name escaped in CKPROF_JOB_NAME: an admin's command that
 // echoes it into a terminal or a mail acts on nothing.
 TEST_F(SecurityTextTest, OnJobEndSeesTheNameEscaped) {
-  SystemUser alice(Name("a"));
+  SystemUser alice(testing::UniqueName("cks", "a"));
   ASSERT_TRUE(alice.ok());
   const std::string fifo = dir_.File("name.fifo");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0666), 0);
@@ -156,7 +153,7 @@ TEST_F(SecurityTextTest, OnJobEndSeesTheNameEscaped) {
 // Issue 31.7: wait J1 J2 --timeout S --json lists both jobs, in the order named, whichever was
 // still running when the time ran out.
 TEST_F(SecurityTextTest, WaitTimeoutJsonListsEveryJob) {
-  SystemUser alice(Name("a"));
+  SystemUser alice(testing::UniqueName("cks", "a"));
   ASSERT_TRUE(alice.ok());
   StartShared();
   const int64_t quick = SubmitAs(&alice, testing::FwdConfigsText(1));
@@ -183,7 +180,7 @@ TEST_F(SecurityTextTest, WaitTimeoutJsonListsEveryJob) {
 // Issue 31.5 and 31.8: the format is what was asked (--format, --json, --output's name), never
 // where stdout goes; status JOB --json is a list as for several jobs; no GPU list is null.
 TEST_F(SecurityTextTest, FormatsAndShapesAreWhatWasAsked) {
-  SystemUser alice(Name("a"));
+  SystemUser alice(testing::UniqueName("cks", "a"));
   ASSERT_TRUE(alice.ok());
   StartShared();
   const int64_t a = SubmitAs(&alice, testing::FwdConfigsText(2));

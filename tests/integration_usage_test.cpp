@@ -23,8 +23,6 @@ using json = nlohmann::json;
 using testing::CommandResult;
 using testing::SystemUser;
 
-std::string Name(const std::string& role) { return testing::UniqueName("cku", role); }
-
 // One GPU, every user's caps set (so that `usage` shows them).
 constexpr const char* kConfig =
     R"({"socket_mode": "0666", "max_jobs_per_user": 10, "max_queued_runs_per_user": 100,
@@ -58,7 +56,7 @@ class UsageTest : public testing::MultiUserDaemonTest {
 };
 
 TEST_F(UsageTest, CountsEachUsersAndJobsRunsFromTheStoredAttempts) {
-  SystemUser alice(Name("a")), bob(Name("b"));
+  SystemUser alice(testing::UniqueName("cku", "a")), bob(testing::UniqueName("cku", "b"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   Start(EmulatorOptions("0", kConfig));
   const double t0 = UnixNow();
@@ -181,7 +179,7 @@ TEST_F(UsageTest, CountsEachUsersAndJobsRunsFromTheStoredAttempts) {
 // The fair-share order: among the users with queued work, the one with less decayed usage is
 // served first (place 1), as the next free GPU shows.
 TEST_F(UsageTest, PlacesTheUserWithLessUsageFirst) {
-  SystemUser alice(Name("c")), bob(Name("d"));
+  SystemUser alice(testing::UniqueName("cku", "c")), bob(testing::UniqueName("cku", "d"));
   ASSERT_TRUE(alice.ok() && bob.ok());
   Start(EmulatorOptions("0", kConfig));
   // alice runs six tasks, bob one: alice has the more usage.

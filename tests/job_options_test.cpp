@@ -53,14 +53,14 @@ std::string ParseAs(const Command& command, const std::vector<std::string>& args
   return settings ? "ok: " + Describe(*settings) : "error: " + settings.error();
 }
 
-struct Case {
+struct OptionCase {
   Command command;
   std::vector<std::string> args;
   std::string expected;
 };
 
-void Check(const std::vector<Case>& cases) {
-  for (const Case& c : cases) {
+void Check(const std::vector<OptionCase>& cases) {
+  for (const OptionCase& c : cases) {
     std::string line = c.command.name;
     for (const auto& a : c.args) line += " '" + a + "'";
     EXPECT_EQ(ParseAs(c.command, c.args), c.expected) << line;

@@ -24,7 +24,7 @@ namespace {
 
 using json = nlohmann::json;
 
-struct Case {
+struct FrameCase {
   std::string name;
   std::string input;
   std::string error;  // a part of the expected error; "" = must succeed
@@ -33,7 +33,7 @@ struct Case {
 std::string Deep(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
 TEST(ReliabilityProtocol, HostileFramesGiveErrorsThatNameTheField) {
-  const Case cases[] = {
+  const FrameCase cases[] = {
       {"empty", "", "malformed request: not valid JSON at line 1, column 1"},
       {"truncated", R"({"type":"submit","content":"[)", "not valid JSON at line 1, column"},
       {"second line", "{\"type\":\n\"ping\",,}", "not valid JSON at line 2, column 8"},
@@ -207,7 +207,7 @@ std::string WithField(const std::string& field, const std::string& value) {
 
 TEST(ReliabilityConvert, HostileInputsAreErrorsThatNameTheRecordAndField) {
   const std::string good = testing::FwdConfigsText(3);
-  const Case cases[] = {
+  const FrameCase cases[] = {
       {"empty", "", "not valid JSON"},
       {"whitespace", "   \n\t ", "not valid JSON"},
       {"truncated", good.substr(0, good.size() / 2), "not valid JSON at line"},
@@ -377,7 +377,7 @@ TEST(ReliabilityCkOutput, ChunkingNeverChangesTheParse) {
 
 TEST(ReliabilityDaemonConfig, BadValuesAreErrorsNamingTheKey) {
   testing::TempDir dir;
-  const Case cases[] = {
+  const FrameCase cases[] = {
       {"not JSON", "{", "not valid JSON"},
       {"a list", "[]", "must be a JSON object"},
       {"unknown key", R"({"sockets": "/x"})", "key 'sockets' is not a known setting"},
@@ -417,7 +417,7 @@ TEST(ReliabilityDaemonConfig, BadValuesAreErrorsNamingTheKey) {
 // io.run() and with it the daemon and every running profiler's bookkeeping.
 TEST(ReliabilityDaemonConfig, MalformedNumbersAreErrorsNotExceptionsOrOverflows) {
   testing::TempDir dir;
-  const Case cases[] = {
+  const FrameCase cases[] = {
       {"socket_mode words", R"({"socket_mode": "rw-rw----"})", "key 'socket_mode'"},
       {"socket_mode empty", R"({"socket_mode": ""})", "key 'socket_mode'"},
       {"socket_mode huge", R"({"socket_mode": "99999999999999999999"})", "key 'socket_mode'"},
