@@ -9,6 +9,8 @@
 #                      -DNDEBUG" for the sanitizer builds: half the compile time of -O2 -g)
 #   CKPROF_BUILD_TARGETS  build only these targets, space-separated (default: all)
 #   CKPROF_PCH         ON to precompile the library headers (for builds without ccache)
+#   CKPROF_UNITY       ON to compile each target's files in batches of 8 (for builds without
+#                      ccache: a third of the compile time; one changed file rebuilds its batch)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +41,7 @@ if [ -n "${CKPROF_OPT_FLAGS:-}" ]; then
 fi
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" "${opt_flags[@]}" \
   -DCKPROF_WERROR="$werror" -DCKPROF_SANITIZE="${CKPROF_SANITIZE:-}" \
-  -DCKPROF_PCH="${CKPROF_PCH:-OFF}" >/dev/null
+  -DCKPROF_PCH="${CKPROF_PCH:-OFF}" -DCKPROF_UNITY="${CKPROF_UNITY:-OFF}" >/dev/null
 # Show what the compiler says, not the progress lines; fail when the build fails.
 set +e
 targets=()
