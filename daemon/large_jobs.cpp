@@ -110,7 +110,6 @@ Result<int64_t> Scheduler::BeginSubmit(JobRecord job, int64_t runs) {
   params.paused = true;
   policy_.AddJob(id, params);
   ResolveTarget(sub.job);
-  ReserveTasks(static_cast<size_t>(runs));
   return id;
 }
 
@@ -258,21 +257,6 @@ int64_t Scheduler::CancelSome(Cancelling& c, int64_t budget) {
   return static_cast<int64_t>(ids.size());
 }
 
-void Scheduler::ReserveTasks(size_t more) {
-  // (What cancels still forget goes first: their steps run before a retry's, and a submit of
-  // a million tasks takes longer than forgetting as many.)
-  size_t forgetting = 0;
-  for (const Cancelling& c : cancelling_) forgetting += c.taken.size();
-  const size_t needed = tasks_.size() - std::min(forgetting, tasks_.size()) + more;
-  if (static_cast<double>(needed) >
-      static_cast<double>(tasks_.bucket_count()) * static_cast<double>(tasks_.max_load_factor())) {
-    // At least twice what it holds: each growth rehashes every task held, on this thread (a
-    // million of them: ~100 ms), and a growth of just `needed` had one user's 32 submits of
-    // 30,000 configs beside a million-task job rehash it again every few submits.
-    tasks_.reserve(std::max(needed, 2 * tasks_.size()));
-  }
-}
-
 bool Scheduler::Forgetting(int64_t job_id) const {
   return std::any_of(cancelling_.begin(), cancelling_.end(), [&](const Cancelling& c) {
     return c.job_id == job_id && c.marked && !c.done;
@@ -337,7 +321,6 @@ Result<int64_t> Scheduler::RetryInSteps(Job& job, const Identity& who, const Ret
   job.requeuing = true;         // paused until the last step
   store_.SetBulkWriting(true);  // until CompactStep (its rows may be rewritten: a large log)
   policy_.UpdateJob(job_id, ParamsOf(job));
-  ReserveTasks(static_cast<size_t>(runs));
   Requeuing r;
   r.job_id = job_id;
   r.wanted.insert(options.positions.begin(), options.positions.end());
@@ -536,7 +519,6 @@ void Scheduler::CancelStep() {
   if (StepsLeft()) {
     ArmStep(failed);
   } else {
-    if (done > 0) tasks_.rehash(0);  // a million tasks' buckets, not needed any more
     ArmCompaction();
   }
 }

@@ -1104,7 +1104,6 @@ Result<int64_t> Scheduler::RequeueFinal(Job& job, const std::vector<int64_t>& ta
   if (Status s = store_.SetJobFinished(job_id, 0); !s) return Error{s.error()};
   if (job.rec.finished_at > 0) job.clock_start = 0;  // revived: its time limit starts again
   job.rec.finished_at = 0;
-  ReserveTasks(retry.size());
   for (const auto& [t, kind] : retry) {
     CountFinal(job, kind, -1);
     Enqueue(tasks_.emplace(t.id, t).first->second);

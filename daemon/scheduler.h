@@ -38,6 +38,7 @@
 #include "common/result.h"
 #include "daemon/gpu_board.h"
 #include "daemon/gpu_watch.h"
+#include "daemon/id_table.h"
 #include "daemon/identity.h"
 #include "daemon/launcher.h"
 #include "daemon/profiler_identity.h"
@@ -584,10 +585,6 @@ class Scheduler {
   Status StillRequeuing(int64_t job_id, const std::string& then) const;
   // A cancel of `job_id` stored and still forgetting its tasks in steps (they read cancelled).
   bool Forgetting(int64_t job_id) const;
-  // Room in tasks_ for `more` tasks, made now (growing by doubling would rehash a million of
-  // them inside a step) and only where it lacks: a reserve of what it has already rehashed
-  // every entry (up to a second, with a million being forgotten, every user waiting).
-  void ReserveTasks(size_t more);
   // Its last step done (and its entry gone): the job may end, its tasks start.
   void Requeued(int64_t job_id);
   void RequeueStep();
@@ -666,7 +663,9 @@ class Scheduler {
   ProcessRunner job_end_runner_;
   SchedulerOptions options_;
   std::map<int64_t, Job> jobs_;
-  std::unordered_map<int64_t, Task> tasks_;  // queued and running tasks only
+  // Queued and running tasks only, by id: a table that grows by pages of ids, never moving
+  // (rehashing) the million tasks it may hold on the io thread at once (daemon/id_table.h).
+  IdTable<Task> tasks_;
   std::unordered_map<int64_t, std::vector<JobWatcher*>> followers_;  // `log -f`, by task
   // The jobs waiting for each job (its --after, --after-ok dependents), until it ends.
   std::map<int64_t, std::vector<int64_t>> dependents_;
