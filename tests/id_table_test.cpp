@@ -18,8 +18,8 @@ TEST(IdTable, HoldsWhatAnUnorderedMapWouldForConsecutiveAndScatteredIds) {
   std::map<int64_t, std::string> want;
   std::vector<int64_t> ids;
   for (int64_t id = 1; id <= 10000; ++id) ids.push_back(id);  // a submit's: consecutive
-  for (int64_t id : std::vector<int64_t>{-5, -4096, 0, 4095, 4096, int64_t{1} << 40,
-                                         (int64_t{1} << 40) + 1}) {
+  for (int64_t id :
+       std::vector<int64_t>{-5, -4096, 0, 4095, 4096, int64_t{1} << 40, (int64_t{1} << 40) + 1}) {
     ids.push_back(id);  // page edges, below zero, far apart
   }
   for (int64_t id : ids) {
