@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     }
     {
       ckprof::IdTable<Entry> table;
-      Print("IdTable (pages of 4096 ids)", Grow(table, n, [](auto&) {}));
+      Print("IdTable (pages of 256 ids)", Grow(table, n, [](auto&) {}));
     }
   }
 }

@@ -14,20 +14,22 @@
 namespace ckprof {
 
 // A map from int64 ids to V, for ids handed out mostly consecutive (a submit's tasks): the ids
-// are grouped in pages of 4096 slots, a page found through a small hash map of pages, each entry
+// are grouped in pages of 256 slots, a page found through a small hash map of pages, each entry
 // allocated on its own. Growing never moves what it holds: an unordered_map of a million tasks
-// rehashes every one of them when it doubles (~300 ms on the io thread, every other user
-// waiting), this one adds a page. A page is freed with its last entry.
+// rehashes every one of them when it doubles (35-40 ms from one to two million, every other user
+// waiting), this one adds a page. A page is freed with its last entry. Pages are small (2 KiB of
+// slots) since one held entry keeps its page: a job's ids are consecutive, so its tasks hold at
+// most 2 + n/256 pages, and a user spreading one-task jobs apart pins 2 KiB a job, not more.
 //
 // The subset of unordered_map's interface the scheduler uses, with its guarantees: a reference
 // to an entry stays valid until that entry is erased; an iterator, until something is inserted
 // or erased. The order of iteration is unspecified.
 template <typename V>
 class IdTable {
-  static constexpr int kPageBits = 12;
-  static constexpr int64_t kPageSlots = int64_t{1} << kPageBits;
+  static constexpr int kPageBits = 8;
 
  public:
+  static constexpr int64_t kPageSlots = int64_t{1} << kPageBits;
   using key_type = int64_t;
   using mapped_type = V;
   using value_type = std::pair<const int64_t, V>;
@@ -99,7 +101,7 @@ class IdTable {
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  // Pages held (what a page-sized run of ids costs: 32 KiB of slots): for tests.
+  // Pages held (each 2 KiB of slots): for tests.
   size_t pages() const { return pages_.size(); }
 
   iterator find(int64_t id) {

@@ -13,13 +13,15 @@
 namespace ckprof {
 namespace {
 
+constexpr int64_t kPage = IdTable<int>::kPageSlots;
+
 TEST(IdTable, HoldsWhatAnUnorderedMapWouldForConsecutiveAndScatteredIds) {
   IdTable<std::string> table;
   std::map<int64_t, std::string> want;
   std::vector<int64_t> ids;
   for (int64_t id = 1; id <= 10000; ++id) ids.push_back(id);  // a submit's: consecutive
-  for (int64_t id :
-       std::vector<int64_t>{-5, -4096, 0, 4095, 4096, int64_t{1} << 40, (int64_t{1} << 40) + 1}) {
+  for (int64_t id : std::vector<int64_t>{-5, -kPage, 0, kPage - 1, kPage, int64_t{1} << 40,
+                                         (int64_t{1} << 40) + 1}) {
     ids.push_back(id);  // page edges, below zero, far apart
   }
   for (int64_t id : ids) {
@@ -50,19 +52,19 @@ TEST(IdTable, HoldsWhatAnUnorderedMapWouldForConsecutiveAndScatteredIds) {
   size_t n = 0;
   for (auto it = read.begin(); it != read.end(); ++it) ++n;
   EXPECT_EQ(n, want.size());
-  EXPECT_EQ(read.at(4096), "v4096");
+  EXPECT_EQ(read.at(kPage), "v" + std::to_string(kPage));
 }
 
 TEST(IdTable, ErasingByIdOrIteratorFreesAPageWithItsLastEntry) {
   IdTable<int> table;
-  for (int64_t id = 0; id < 3 * 4096; ++id) table.emplace(id, static_cast<int>(id));
+  for (int64_t id = 0; id < 3 * kPage; ++id) table.emplace(id, static_cast<int>(id));
   EXPECT_EQ(table.pages(), 3u);
   EXPECT_EQ(table.erase(int64_t{5}), 1u);
   EXPECT_EQ(table.erase(int64_t{5}), 0u);  // not held any more
   EXPECT_EQ(table.count(5), 0u);
-  for (int64_t id = 4096; id < 2 * 4096; ++id) table.erase(table.find(id));
+  for (int64_t id = kPage; id < 2 * kPage; ++id) table.erase(table.find(id));
   EXPECT_EQ(table.pages(), 2u);  // the middle page, emptied, is gone
-  EXPECT_EQ(table.size(), 2u * 4096 - 1);
+  EXPECT_EQ(table.size(), 2u * kPage - 1);
   std::set<int64_t> left;
   for (const auto& [id, v] : table) {
     EXPECT_EQ(v, id);
@@ -70,7 +72,7 @@ TEST(IdTable, ErasingByIdOrIteratorFreesAPageWithItsLastEntry) {
   }
   EXPECT_EQ(left.size(), table.size());
   EXPECT_EQ(left.count(5), 0u);
-  EXPECT_EQ(left.count(4096), 0u);
+  EXPECT_EQ(left.count(kPage), 0u);
   for (int64_t id : std::vector<int64_t>(left.begin(), left.end())) table.erase(id);
   EXPECT_TRUE(table.empty());
   EXPECT_EQ(table.pages(), 0u);
@@ -85,7 +87,7 @@ TEST(IdTable, ReferencesStayValidWhileItGrowsByAMillionEntries) {
   EXPECT_EQ(&table.at(1), where);  // not moved: growth adds pages
   EXPECT_EQ(first, (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(table.size(), 1'000'000u);
-  EXPECT_EQ(table.pages(), 1'000'000u / 4096 + 1);
+  EXPECT_EQ(table.pages(), 1'000'000u / kPage + 1);
 }
 
 }  // namespace
