@@ -53,7 +53,8 @@ void DeclareSubmitOptions(ArgParser* p, SubmitArgs* a) {
                     "set KEY in the environment of the job's profilers and --on-end command "
                     "(again for more); a root ckprofd gives them a clean environment otherwise: "
                     "your HOME, USER, LOGNAME, SHELL, a standard PATH, LANG and what its admin "
-                    "passes (pass_env)");
+                    "passes (pass_env). A job with --env neither reuses earlier results nor "
+                    "adds its own to reuse and best");
   p->Option("--reuse", &a->reuse, "R",
             "auto: a config whose problem was measured with the same profiler build (path, size, "
             "mtime, content hash) on the same GPU model within the daemon's reuse_max_age_days "

@@ -45,6 +45,9 @@ int64_t Scheduler::ApplyReuse(const JobRecord& job, std::span<TaskRecord> record
   if (!lookups.ready) {
     lookups.ready = true;
     if (!job.reuse || job.repeat > 1 || options_.reuse_max_age_s <= 0) return 0;
+    // A job that sets its own environment (--env) asked for runs under it: what others measured
+    // without it is not its answer (MeasurementOf keeps its own numbers out of reuse in turn).
+    if (!job.env.empty()) return 0;
     // The GPU model the job's tasks would run on: one for all of its GPUs, else each task's
     // model is known only once it is placed, and nothing is reused.
     std::set<std::string> models;
@@ -132,6 +135,14 @@ std::optional<MeasurementRecord> Scheduler::MeasurementOf(const Task& task, cons
         "task {}: its result is not kept for reuse: the file that ran is not a build "
         "identified at submit (replaced, rebuilt or too large since)",
         task.id);
+    return std::nullopt;
+  }
+  // A variable of the submitter's (--env: LD_PRELOAD, the HIP or emulator settings) may change
+  // what the profiler does and prints, whoever owns the build: such a run measured her job,
+  // not the build, the problem and the GPU that reuse and `best` speak for.
+  if (!job.rec.env.empty()) {
+    spdlog::info("task {}: its result is not shared: its job sets its own environment (--env)",
+                 task.id);
     return std::nullopt;
   }
   const bool trusted_user = job.rec.uid == 0 || job.rec.uid == geteuid();

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "tests/util/commands.h"
 #include "tests/util/daemon_fixture.h"
@@ -234,6 +235,49 @@ TEST_F(SecurityTest, ASwappedProfilerCannotForgeSharedResults) {
   EXPECT_EQ(best.exit_code, 0) << best.err;
   EXPECT_EQ(best.out.find("EVIL_"), std::string::npos) << best.out;
   testing::ExpectVictimServed(probe.Stop(), "swapped_profiler");
+}
+
+// Item 5, through the environment: the build is root's and unchanged, but eve's own variable
+// (here the emulator's, as LD_PRELOAD or a HIP setting would on a server) makes it report
+// times 100 times too fast. Her job keeps its numbers; bob's same problem runs and `best` has
+// his; and her next job with --env reuses nothing of his.
+TEST_F(SecurityTest, AJobsOwnEnvironmentCannotForgeSharedResults) {
+  auto o = LabOptions("0");
+  o.reuse = true;
+  Start(o);
+  VictimProbe probe(*bob_, daemon_.socket());
+  const std::vector<std::string> fast = {"--env", "CKEMU_GPU_SLOWDOWN=0=0.01"};
+  const int64_t forged = SubmitAs(eve_.get(), testing::FwdConfigsText(1), fast);
+  ASSERT_GT(forged, 0);
+  auto end = testing::WaitJobEnd(daemon_.socket(), forged);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->counts.succeeded(), 1);
+  auto eve_results = testing::JobResults(daemon_.socket(), forged, /*with_output=*/false);
+  ASSERT_TRUE(eve_results.ok()) << eve_results.error();
+
+  const size_t runs_before = testing::ReadEmuRuns(emu_log_).size();
+  const int64_t job = SubmitAs(bob_.get(), testing::FwdConfigsText(1));
+  auto bob_end = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(bob_end.ok()) << bob_end.error();
+  EXPECT_EQ(bob_end->counts.succeeded(), 1);
+  EXPECT_EQ(testing::ReadEmuRuns(emu_log_).size(), runs_before + 1) << "bob's run was reused";
+  auto bob_results = testing::JobResults(daemon_.socket(), job, /*with_output=*/false);
+  ASSERT_TRUE(bob_results.ok()) << bob_results.error();
+  const double bob_ms = bob_results->at(0).avg_ms;
+  EXPECT_GT(bob_ms, 50 * eve_results->at(0).avg_ms) << "the attack did not run as designed";
+
+  CommandResult best = Ckprof(bob_.get(), {"best", "--format", "json"});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  const auto rows = nlohmann::json::parse(best.out)["rows"];
+  ASSERT_EQ(rows.size(), 1u) << best.out;
+  EXPECT_EQ(rows[0]["measured"], 1) << best.out;
+  EXPECT_DOUBLE_EQ(rows[0]["avg_ms"].get<double>(), bob_ms) << best.out;
+
+  const int64_t again = SubmitAs(eve_.get(), testing::FwdConfigsText(1), fast);
+  ASSERT_TRUE(testing::WaitJobEnd(daemon_.socket(), again).ok());
+  EXPECT_EQ(testing::ReadEmuRuns(emu_log_).size(), runs_before + 2)
+      << "a job with --env reused a result measured without it";
+  testing::ExpectVictimServed(probe.Stop(), "own_environment");
 }
 
 // Items 4 and 10: a profiler of 40 GB (sparse) is not hashed: the submit answers at once, the
