@@ -89,21 +89,19 @@ std::string OwnCgroupDir() {
     break;
   }
   if (mount.empty()) return "";
-  std::istringstream groups(ReadKernelFile("/proc/self/cgroup"));
-  for (std::string line; std::getline(groups, line);) {
-    if (line.rfind("0::", 0) == 0) {
-      std::string path = line.substr(3);
-      if (path == "/") path.clear();
-      return mount + path;
-    }
-  }
-  return "";
+  std::string path = ProcessCgroupPath(getpid());
+  if (path.empty()) return "";
+  if (path == "/") path.clear();
+  return mount + path;
 }
 
 Result<std::unique_ptr<TaskCgroups>> TaskCgroups::Open(uint64_t memory_max, std::string* note) {
   const std::string own = OwnCgroupDir();
   if (own.empty()) return MakeError("no cgroup v2 (unified) hierarchy is mounted");
   const std::string parent = own + "/ckprofd-runs";
+  std::string runs_path = ProcessCgroupPath(getpid());
+  if (runs_path == "/") runs_path.clear();
+  runs_path += "/ckprofd-runs";
   if (mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
     return MakeError("cannot make " + parent + ": " + std::strerror(errno) +
                      " (run ckprofd as root, or under systemd with Delegate=yes)");
@@ -151,7 +149,7 @@ Result<std::unique_ptr<TaskCgroups>> TaskCgroups::Open(uint64_t memory_max, std:
     memory = "no memory limit (task_memory_max)";
   }
   *note = "each run in its own cgroup under " + parent + "; " + memory;
-  return std::unique_ptr<TaskCgroups>(new TaskCgroups(parent, limit));
+  return std::unique_ptr<TaskCgroups>(new TaskCgroups(parent, runs_path, limit));
 }
 
 bool RunCgroup::Kill() const {

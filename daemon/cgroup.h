@@ -86,17 +86,21 @@ class TaskCgroups {
   void Release(std::unique_ptr<RunCgroup> cgroup);
 
   const std::string& parent() const { return parent_; }
+  // The same as a cgroup path ("/system.slice/ckprofd.service/ckprofd-runs"), as
+  // /proc/PID/cgroup names a process's: one under it is in a run of this daemon's.
+  const std::string& runs_path() const { return runs_path_; }
   bool memory_limited() const { return memory_max_ > 0; }
   // Cgroups in the pool now (for tests).
   size_t pooled() const { return pool_.size(); }
 
  private:
-  TaskCgroups(std::string parent, uint64_t memory_max)
-      : parent_(std::move(parent)), memory_max_(memory_max) {}
+  TaskCgroups(std::string parent, std::string runs_path, uint64_t memory_max)
+      : parent_(std::move(parent)), runs_path_(std::move(runs_path)), memory_max_(memory_max) {}
   Result<std::unique_ptr<RunCgroup>> Make();
   void RemoveRetired();
 
   std::string parent_;                            // <own cgroup>/ckprofd-runs
+  std::string runs_path_;                         // the same, from the cgroup2 root
   uint64_t memory_max_;                           // 0 = no limit (or no memory controller)
   uint64_t made_ = 0;                             // cgroups made so far (names them)
   std::vector<std::unique_ptr<RunCgroup>> pool_;  // empty, ready for a run

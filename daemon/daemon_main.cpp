@@ -431,11 +431,11 @@ std::unique_ptr<TaskCgroups> OpenCgroups(const DaemonConfig& config) {
 // The GPUs watched from outside (foreign processes and each task's GPU state), for a local
 // executor where a probe sees them; null otherwise. Attached to the scheduler.
 std::unique_ptr<GpuWatch> StartGpuWatch(asio::io_context& io, const DaemonConfig& config,
-                                        Scheduler& scheduler) {
+                                        Scheduler& scheduler, const TaskCgroups* cgroups) {
   if (scheduler.remote()) return nullptr;
   std::string note;
   auto probe = MakeGpuProbe(config.sysfs_root, config.pin_env, config.nvidia_smi,
-                            "CKPROFD_STATE=" + config.state_dir, &note);
+                            cgroups ? cgroups->runs_path() : "", &note);
   spdlog::info("GPU watch: {}{}", note,
                probe && config.foreign_gpu_use != "ignore"
                    ? ", foreign processes: " + config.foreign_gpu_use
@@ -598,7 +598,7 @@ int Run(const Flags& flags, DaemonConfig config) {
   }
   std::unique_ptr<Launcher> launcher = std::move(*made);
   Scheduler scheduler(io.get_executor(), **store, *launcher, SchedulerOptionsFrom(config, gpus));
-  std::unique_ptr<GpuWatch> watch = StartGpuWatch(io, config, scheduler);
+  std::unique_ptr<GpuWatch> watch = StartGpuWatch(io, config, scheduler, cgroups.get());
   Service service(io.get_executor(), pool, scheduler, config);
   Server server(io, service, config);
 

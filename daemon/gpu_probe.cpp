@@ -144,7 +144,7 @@ std::map<std::string, long long> ReadProperties(const std::string& path) {
 }
 
 // Who `pid` is, or nullopt when it is gone (a stale entry must not hold a GPU for ever).
-std::optional<ProbedProcess> Probe(pid_t pid, const std::string& marker) {
+std::optional<ProbedProcess> Probe(pid_t pid, const std::string& runs_cgroup) {
   auto owner = ReadProcOwner(pid);
   if (!owner) return std::nullopt;
   const auto st = ReadProcStat(pid);
@@ -155,7 +155,15 @@ std::optional<ProbedProcess> Probe(pid_t pid, const std::string& marker) {
   p.user.user = UserNameOf(owner->uid);
   p.user.command = owner->command;
   p.pgid = st->pgrp;
-  p.ours = !marker.empty() && ProcessHasEnv(pid, marker);
+  // Ours: in a cgroup under the daemon's runs' (only root can move a process there). Not by
+  // the CKPROFD_STATE variable: every user sees it in her profiler's environment and may set
+  // it on anything of hers, which would hide her own use of a GPU.
+  if (!runs_cgroup.empty()) {
+    const std::string cgroup = ProcessCgroupPath(pid);
+    p.ours = cgroup.size() > runs_cgroup.size() &&
+             cgroup.compare(0, runs_cgroup.size(), runs_cgroup) == 0 &&
+             cgroup[runs_cgroup.size()] == '/';
+  }
   return p;
 }
 
@@ -168,7 +176,8 @@ double Now() {
 
 class KfdProbe final : public GpuProbe {
  public:
-  KfdProbe(std::string root, std::string marker) : root_(std::move(root)), marker_(marker) {
+  KfdProbe(std::string root, std::string runs_cgroup)
+      : root_(std::move(root)), runs_cgroup_(std::move(runs_cgroup)) {
     const std::string nodes = Join(root_, "/sys/class/kfd/kfd/topology/nodes");
     for (long long n : NumericEntries(nodes)) {
       const std::string dir = nodes + "/" + std::to_string(n);
@@ -242,7 +251,7 @@ class KfdProbe final : public GpuProbe {
             std::find(queue_gpus.begin(), queue_gpus.end(), id) != queue_gpus.end();
         if (!uses) continue;
         if (k.ino == 0) {  // not known: probed once, the first time it uses a GPU we watch
-          k = Known{ino, now, Probe(static_cast<pid_t>(pid), marker_)};
+          k = Known{ino, now, Probe(static_cast<pid_t>(pid), runs_cgroup_)};
           known[pid] = k;
         }
         if (!k.who) break;  // gone
@@ -320,7 +329,7 @@ class KfdProbe final : public GpuProbe {
   static constexpr std::chrono::seconds kKnownFor{2};
 
   std::string root_;
-  std::string marker_;
+  std::string runs_cgroup_;
   std::vector<Node> nodes_;
   std::mutex known_mu_;
   std::map<long long, Known> known_;  // by pid
@@ -372,8 +381,8 @@ std::vector<std::vector<std::string>> SmiQuery(const std::string& smi,
 
 class NvidiaSmiProbe final : public GpuProbe {
  public:
-  NvidiaSmiProbe(std::string smi, std::string marker)
-      : smi_(std::move(smi)), marker_(std::move(marker)) {}
+  NvidiaSmiProbe(std::string smi, std::string runs_cgroup)
+      : smi_(std::move(smi)), runs_cgroup_(std::move(runs_cgroup)) {}
 
   bool cheap() const override { return false; }
   std::string Describe() const override { return smi_; }
@@ -391,7 +400,7 @@ class NvidiaSmiProbe final : public GpuProbe {
       if (std::lock_guard<std::mutex> lock(mu_); uuids_.count(f[1])) gpu = uuids_[f[1]];
       const auto pid = SmiNumber(f[0]);
       if (gpu < 0 || !pid) continue;
-      if (auto who = Probe(static_cast<pid_t>(*pid), marker_)) out[gpu].push_back(*who);
+      if (auto who = Probe(static_cast<pid_t>(*pid), runs_cgroup_)) out[gpu].push_back(*who);
     }
     return out;
   }
@@ -455,7 +464,7 @@ class NvidiaSmiProbe final : public GpuProbe {
   }
 
   const std::string smi_;
-  const std::string marker_;
+  const std::string runs_cgroup_;
   std::mutex mu_;
   std::map<std::string, int> uuids_;  // GPU UUID -> index (mu_)
 };
@@ -565,20 +574,20 @@ Result<std::string> RunAndCapture(const std::vector<std::string>& argv, double t
   return out;
 }
 
-std::unique_ptr<GpuProbe> MakeKfdProbe(std::string sysfs_root, std::string marker) {
-  return std::make_unique<KfdProbe>(std::move(sysfs_root), std::move(marker));
+std::unique_ptr<GpuProbe> MakeKfdProbe(std::string sysfs_root, std::string runs_cgroup) {
+  return std::make_unique<KfdProbe>(std::move(sysfs_root), std::move(runs_cgroup));
 }
 
-std::unique_ptr<GpuProbe> MakeNvidiaSmiProbe(std::string nvidia_smi, std::string marker) {
-  return std::make_unique<NvidiaSmiProbe>(std::move(nvidia_smi), std::move(marker));
+std::unique_ptr<GpuProbe> MakeNvidiaSmiProbe(std::string nvidia_smi, std::string runs_cgroup) {
+  return std::make_unique<NvidiaSmiProbe>(std::move(nvidia_smi), std::move(runs_cgroup));
 }
 
 std::unique_ptr<GpuProbe> MakeGpuProbe(const std::string& sysfs_root,
                                        const std::vector<std::string>& pin_env,
-                                       const std::string& nvidia_smi, const std::string& marker,
-                                       std::string* note) {
+                                       const std::string& nvidia_smi,
+                                       const std::string& runs_cgroup, std::string* note) {
   if (CountKfdGpus(sysfs_root) > 0) {
-    auto probe = MakeKfdProbe(sysfs_root, marker);
+    auto probe = MakeKfdProbe(sysfs_root, runs_cgroup);
     *note = probe->Describe();
     return probe;
   }
@@ -594,7 +603,7 @@ std::unique_ptr<GpuProbe> MakeGpuProbe(const std::string& sysfs_root,
     *note = ok.error() + ": GPUs are not watched";
     return nullptr;
   }
-  auto probe = MakeNvidiaSmiProbe(nvidia_smi, marker);
+  auto probe = MakeNvidiaSmiProbe(nvidia_smi, runs_cgroup);
   *note = probe->Describe();
   return probe;
 }

@@ -24,8 +24,8 @@
 
 namespace ckprof {
 
-// A process seen on a GPU: who it is, its process group, and whether it carries this daemon's
-// marker (CKPROFD_STATE=<state dir>: one of our profilers or a child of one).
+// A process seen on a GPU: who it is, its process group, and whether it is in one of this
+// daemon's runs' cgroups (one of our profilers or a child of one, wherever its process group).
 struct ProbedProcess {
   GpuUser user;
   int64_t pgid = 0;
@@ -55,21 +55,22 @@ class GpuProbe {
 };
 
 // The AMD probe over the KFD topology under `sysfs_root` ("/" normally): GPU index i is the
-// i-th topology node with SIMDs, in node order. `marker` is this daemon's environment marker.
-std::unique_ptr<GpuProbe> MakeKfdProbe(std::string sysfs_root, std::string marker);
+// i-th topology node with SIMDs, in node order. `runs_cgroup` is the cgroup path under which
+// this daemon's runs are (TaskCgroups::runs_path; "": no run has a cgroup, nothing is ours).
+std::unique_ptr<GpuProbe> MakeKfdProbe(std::string sysfs_root, std::string runs_cgroup);
 
 // The NVIDIA probe: runs `nvidia_smi` (a path, or a name looked up in PATH); GPU index i is
 // nvidia-smi's index i (the daemon sets CUDA_DEVICE_ORDER=PCI_BUS_ID for its profilers, so that
 // CUDA numbers them the same way).
-std::unique_ptr<GpuProbe> MakeNvidiaSmiProbe(std::string nvidia_smi, std::string marker);
+std::unique_ptr<GpuProbe> MakeNvidiaSmiProbe(std::string nvidia_smi, std::string runs_cgroup);
 
 // The probe for this host, or nullptr: the KFD probe when the topology under `sysfs_root`
 // lists GPUs, else the nvidia-smi probe when `pin_env` pins with CUDA_VISIBLE_DEVICES and
 // nvidia-smi answers. `note` says which, or why none.
 std::unique_ptr<GpuProbe> MakeGpuProbe(const std::string& sysfs_root,
                                        const std::vector<std::string>& pin_env,
-                                       const std::string& nvidia_smi, const std::string& marker,
-                                       std::string* note);
+                                       const std::string& nvidia_smi,
+                                       const std::string& runs_cgroup, std::string* note);
 
 // The GPUs the KFD topology under `sysfs_root` lists (0..n-1), as `--gpus auto` finds them.
 int CountKfdGpus(const std::string& sysfs_root);

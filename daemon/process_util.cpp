@@ -88,6 +88,17 @@ int64_t ProcStatusKiB(pid_t pid, const std::string& field) {
   return -1;
 }
 
+std::string ProcessCgroupPath(pid_t pid) {
+  const std::string text = ReadKernelFile("/proc/" + std::to_string(pid) + "/cgroup");
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    if (text.compare(pos, 3, "0::") == 0) return text.substr(pos + 3, end - pos - 3);
+    pos = end + 1;
+  }
+  return "";
+}
+
 bool ProcessHasEnv(pid_t pid, const std::string& entry) {
   const std::string env = ReadKernelFile("/proc/" + std::to_string(pid) + "/environ");
   const std::string needle = '\0' + entry + '\0';

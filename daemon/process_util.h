@@ -19,6 +19,9 @@ namespace ckprof {
 // A /proc or /sys file, whole, read with read(2) ("" when it cannot be read): these files are
 // small, made on each read, and must not be read through a buffered stream that stops early.
 std::string ReadKernelFile(const std::string& path);
+// The cgroup v2 path of `pid` ("0::" line of /proc/PID/cgroup: "/system.slice/x.service"; ""
+// when it has none or is gone). Only root may move a process into a cgroup another user made.
+std::string ProcessCgroupPath(pid_t pid);
 
 // What /proc/<pid>/stat says of a process; CPU times in seconds.
 struct ProcStat {

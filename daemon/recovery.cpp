@@ -15,11 +15,26 @@ namespace ckprof {
 
 Status StopLeftoverProfilers(const std::string& state_dir,
                              const std::vector<TaskRecord>& was_running,
+                             const std::set<uint32_t>& unrecorded_owners,
                              std::chrono::milliseconds grace) {
+  std::set<pid_t> recorded;
+  for (const auto& r : was_running) {
+    if (r.handle > 1) recorded.insert(static_cast<pid_t>(r.handle));
+  }
   std::set<pid_t> marked_groups;
   if (!state_dir.empty()) {
     for (pid_t pid : ProcessesWithEnv("CKPROFD_STATE=" + state_dir)) {
-      if (pid_t pgid = getpgid(pid); pgid > 1) marked_groups.insert(pgid);
+      const pid_t pgid = getpgid(pid);
+      if (pgid <= 1) continue;
+      const auto owner = ReadProcOwner(pid);
+      if (recorded.count(pgid) || (owner && unrecorded_owners.count(owner->uid))) {
+        marked_groups.insert(pgid);
+      } else {
+        spdlog::warn(
+            "process {} ({}) carries this daemon's CKPROFD_STATE but is in no run it had going: "
+            "left alone",
+            pid, owner ? owner->command : "gone");
+      }
     }
   }
   for (const auto& r : was_running) {
@@ -98,8 +113,15 @@ Status Scheduler::Recover() {
   const auto grace = std::chrono::milliseconds(static_cast<int64_t>(options_.grace_s * 1000));
   if (launcher_.Remote()) {
     if (Status s = AdoptRunning(was_running); !s) return s;
-  } else if (Status s = StopLeftoverProfilers(options_.state_dir, was_running, grace); !s) {
-    return s;
+  } else {
+    std::set<uint32_t> unrecorded_owners;
+    for (const auto& r : was_running) {
+      if (r.handle <= 1) unrecorded_owners.insert(jobs_.at(r.job_id).rec.uid);
+    }
+    if (Status s = StopLeftoverProfilers(options_.state_dir, was_running, unrecorded_owners, grace);
+        !s) {
+      return s;
+    }
   }
   for (const auto& r : was_running) {
     if (launcher_.Remote()) break;

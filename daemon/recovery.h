@@ -9,6 +9,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,10 +23,13 @@ namespace ckprof {
 // (CKPROFD_STATE=<state_dir> in their environment), SIGTERM then SIGKILL after `grace`, and
 // waits until they are gone. A stored group (`was_running`'s pgid) is signalled only while one
 // of its processes carries the marker: pids wrap, and the id may be an unrelated program's by
-// now. Marked processes whose group never reached the Store (a crash right after the spawn) are
-// stopped too. Logs what it finds. An error names the group that would not stop.
+// now. A marked process whose group never reached the Store (a crash right after the spawn) is
+// stopped too when it is the process of a user who had such a task running (`unrecorded_owners`):
+// the marker alone names nobody, since any user may copy it from her profiler's environment
+// onto a process of hers. Logs what it finds. An error names the group that would not stop.
 Status StopLeftoverProfilers(const std::string& state_dir,
                              const std::vector<TaskRecord>& was_running,
+                             const std::set<uint32_t>& unrecorded_owners,
                              std::chrono::milliseconds grace);
 
 }  // namespace ckprof

@@ -70,7 +70,7 @@ TEST(GpuBoard, ForeignProcessesUnderEachMode) {
   struct Case {
     const char* name;
     ForeignGpuUse use;
-    bool ours;  // the process carries our marker
+    bool ours;  // the process is in one of our runs' cgroups
     bool may_start;
     GpuWait why;
     size_t contended;
@@ -117,7 +117,7 @@ TEST(GpuBoard, TheRunningTasksGroupIsNotForeign) {
   ASSERT_TRUE(board.MayStart(0).ok);
   board.NoteStart(0);
   board.NoteHandle(0, 777);
-  p->Use(0, 778, 777, false);  // a child of the run, without our marker
+  p->Use(0, 778, 777, false);  // a child of the run, in no cgroup of ours
   EXPECT_TRUE(board.MayStart(0).ok);
   EXPECT_TRUE(board.EndContext(0).contended.empty());
 }

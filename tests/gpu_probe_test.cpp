@@ -3,6 +3,7 @@
 #include "daemon/gpu_probe.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <memory>
 #include <thread>
 
+#include "daemon/cgroup.h"
 #include "tests/util/commands.h"
 #include "tests/util/fake_sysfs.h"
 #include "tests/util/files.h"
@@ -55,7 +57,7 @@ TEST(GpuProbe, KfdSeesWhoUsesEachGpuAndHowEachGpuIs) {
   WaitExec(foreign.pid(), "sleep");
   sys.UseGpu(foreign.pid(), 1, /*by_queue=*/true);
   sys.UseGpu(999999, 0);
-  auto probe = MakeKfdProbe(sys.root(), "CKPROFD_STATE=/nowhere");
+  auto probe = MakeKfdProbe(sys.root(), "");
   EXPECT_TRUE(probe->cheap());
   auto procs = probe->Processes();
   ASSERT_TRUE(procs.ok()) << procs.error();
@@ -101,7 +103,7 @@ TEST(GpuProbe, KfdLooksAgainAtWhatAKnownProcessUsesAndWhetherItLives) {
   const pid_t pid = foreign->pid();
   WaitExec(pid, "sleep");
   sys.UseGpu(pid, 0);
-  auto probe = MakeKfdProbe(sys.root(), "CKPROFD_STATE=/nowhere");
+  auto probe = MakeKfdProbe(sys.root(), "");
   auto first = probe->Processes();
   ASSERT_TRUE(first.ok()) << first.error();
   ASSERT_EQ(first->count(0), 1u);
@@ -130,17 +132,40 @@ TEST(GpuProbe, KfdLooksAgainAtWhatAKnownProcessUsesAndWhetherItLives) {
   EXPECT_EQ(again->at(1)[0].user.command, "sleep 61");
 }
 
-TEST(GpuProbe, OurOwnProfilersCarryTheMarker) {
+// Ours are the processes in a cgroup of the daemon's runs, which only root can put them in;
+// not those that carry the CKPROFD_STATE variable, which any user sees in her profiler's
+// environment and may set on her own training to hide it.
+TEST(GpuProbe, OursAreThoseInTheRunsCgroupsNotThoseThatCarryTheMarker) {
+  std::string note;
+  auto cgroups = TaskCgroups::Open(0, &note);
+  if (!cgroups) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.error();
+  auto run = (*cgroups)->Acquire();
+  ASSERT_TRUE(run.ok()) << run.error();
   TempDir dir;
-  FakeSysfs sys(dir.File("sys"), 1);
-  testing::BackgroundCommand ours({"sleep", "60"}, {"CKPROFD_STATE=/var/lib/x"}, dir.path());
+  FakeSysfs sys(dir.File("sys"), 2);
+  testing::BackgroundCommand ours({"sleep", "60"}, {}, dir.path());
   WaitExec(ours.pid(), "sleep");
+  const std::string pid = std::to_string(ours.pid());
+  ASSERT_EQ(write((*run)->procs_fd(), pid.data(), pid.size()), static_cast<ssize_t>(pid.size()));
+  testing::BackgroundCommand hiding({"sleep", "61"}, {"CKPROFD_STATE=/var/lib/x"}, dir.path());
+  WaitExec(hiding.pid(), "sleep");
   sys.UseGpu(ours.pid(), 0);
-  auto probe = MakeKfdProbe(sys.root(), "CKPROFD_STATE=/var/lib/x");
+  sys.UseGpu(hiding.pid(), 1);
+  auto probe = MakeKfdProbe(sys.root(), (*cgroups)->runs_path());
   auto procs = probe->Processes();
-  ASSERT_TRUE(procs.ok());
+  ASSERT_TRUE(procs.ok()) << procs.error();
   ASSERT_EQ(procs->at(0).size(), 1u);
-  EXPECT_TRUE(procs->at(0)[0].ours);
+  EXPECT_TRUE(procs->at(0)[0].ours) << (*cgroups)->runs_path();
+  ASSERT_EQ(procs->at(1).size(), 1u);
+  EXPECT_FALSE(procs->at(1)[0].ours) << "the marker alone made a process ours";
+  // A daemon without cgroups for its runs calls nothing ours (the board then goes by the
+  // run's process group).
+  auto bare = MakeKfdProbe(sys.root(), "")->Processes();
+  ASSERT_TRUE(bare.ok());
+  EXPECT_FALSE(bare->at(0)[0].ours);
+  ours.Signal(SIGKILL);
+  ours.Finish();
+  (*cgroups)->Release(std::move(*run));
 }
 
 // A stand-in for nvidia-smi: answers the probe's queries from files in its directory.
@@ -170,7 +195,7 @@ TEST(GpuProbe, NvidiaSmiSeesWhoUsesEachGpuAndHowEachGpuIs) {
   WaitExec(foreign.pid(), "sleep");
   const std::string smi =
       FakeNvidiaSmi(dir, std::to_string(foreign.pid()) + ", GPU-bbbb, 1024 MiB\n");
-  auto probe = MakeNvidiaSmiProbe(smi, "CKPROFD_STATE=/nowhere");
+  auto probe = MakeNvidiaSmiProbe(smi, "");
   EXPECT_FALSE(probe->cheap());
   auto procs = probe->Processes();
   ASSERT_TRUE(procs.ok()) << procs.error();

@@ -83,12 +83,16 @@ TEST_F(GpuWatchTest, AForeignProcessKeepsTasksOffItsGpuUntilItEnds) {
 }
 
 // Under "flag", tasks run beside the foreign process and say so, in results --format json and
-// csv and the table; compare leaves them out unless asked.
+// csv and the table; compare leaves them out unless asked. The training carries the daemon's
+// own CKPROFD_STATE variable, as anyone may copy it from her profiler's environment: it is
+// foreign all the same (ours are the processes in the daemon's runs' cgroups).
 TEST_F(GpuWatchTest, FlaggedResultsSayTheyWereContended) {
-  testing::BackgroundCommand training({"sleep", "300"}, {}, dir_.path());
+  const std::string marker = "CKPROFD_STATE=" + dir_.File("state");
+  testing::BackgroundCommand training({"sleep", "300"}, {marker}, dir_.path());
   sys_.UseGpu(training.pid(), 0);
   sys_.UseGpu(training.pid(), 1);
   StartWatching("flag");
+  ASSERT_EQ("CKPROFD_STATE=" + daemon_.state_dir(), marker);
   auto job = testing::SubmitContent(daemon_.socket(), testing::FwdConfigsText(3));
   ASSERT_TRUE(job.ok()) << job.error();
   for (const auto& r : Results(*job)) {
