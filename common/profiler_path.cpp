@@ -1,5 +1,6 @@
 #include "common/profiler_path.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,7 +16,8 @@ constexpr ConvOp kOps[] = {ConvOp::kFwd, ConvOp::kBwdData, ConvOp::kBwdWeight};
 // True for a regular file (after following links) that we may execute.
 bool IsExecutableFile(const std::string& p) {
   struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(p.c_str(), X_OK) == 0;
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         faccessat(AT_FDCWD, p.c_str(), X_OK, AT_EACCESS) == 0;
 }
 
 std::string Absolute(const std::string& path) {
@@ -84,7 +86,9 @@ Result<ProfilerTarget> ResolveProfiler(const std::string& path) {
   if (!S_ISREG(st.st_mode)) {
     return MakeError("profiler path " + abs + " is neither an executable file nor a directory");
   }
-  if (access(abs.c_str(), X_OK) != 0) {
+  // AT_EACCESS: with the effective (and filesystem) ids, so that a root daemon acting as a
+  // user (daemon/acting_as.h) asks for her, not for itself.
+  if (faccessat(AT_FDCWD, abs.c_str(), X_OK, AT_EACCESS) != 0) {
     return MakeError("profiler path " + abs + " is not executable: " + std::strerror(errno));
   }
   const std::string base = std::filesystem::path(abs).filename().string();

@@ -611,6 +611,7 @@ int Run(const Flags& flags, DaemonConfig config) {
     spdlog::error("cannot start: {}", s.error());
     return 1;
   }
+  service.IdentifyRecoveredProfilers();
   if (Status s = server.Listen(); !s) {
     spdlog::error("cannot start: {}", s.error());
     return 1;

@@ -67,9 +67,10 @@ int main(int argc, char** argv) {
   if (fcntl(status, F_SETFD, FD_CLOEXEC) != 0) Fail(status, ckprof::SpawnStage::kStdio);
   char** profiler_argv = argv + 7;
   if (exec_fd >= 0) {
-    // The daemon opened the file as root: opened again through /proc as the user, so that she
-    // runs only what she may read (a script's interpreter reads it through this descriptor,
-    // as /dev/fd/N). The same file, whatever its path names now.
+    // The daemon opened the file with her filesystem rights (daemon/acting_as.h); opened
+    // again through /proc as the user, so that she runs only what she may read (a script's
+    // interpreter reads it through this descriptor, as /dev/fd/N). The same file, whatever
+    // its path names now.
     char self_fd[64];
     std::snprintf(self_fd, sizeof self_fd, "/proc/self/fd/%lld", exec_fd);
     const int own = open(self_fd, O_RDONLY);
@@ -77,6 +78,9 @@ int main(int argc, char** argv) {
     close(static_cast<int>(exec_fd));
     execveat(own, "", profiler_argv, environ, AT_EMPTY_PATH);
   } else {
+    // The daemon could not open it with her rights (or it is no regular file): she runs only
+    // what she may read here too.
+    if (uid >= 0 && access(path, R_OK) != 0) Fail(status, ckprof::SpawnStage::kExec);
     execve(path, profiler_argv, environ);
   }
   Fail(status, ckprof::SpawnStage::kExec);

@@ -17,6 +17,7 @@
 #include "common/repeats.h"
 #include "common/text_table.h"
 #include "common/wire_fields.h"
+#include "daemon/acting_as.h"
 #include "daemon/gpu_health.h"
 #include "daemon/task_result_codec.h"
 
@@ -399,7 +400,10 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
   // identified by it, whatever the path (a symlink its user controls) names meanwhile.
   gpu.exec_fd.reset();
   if (!remote && !spec.argv.empty()) {
-    const int fd = open(spec.argv[0].c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    // With the submitter's rights (ActingAs): a root daemon opens no file she could not, in
+    // another user's 0700 directory or a device only root may open.
+    ActingAs as(job.rec.uid, job.rec.gid, job.rec.groups);
+    const int fd = as.ok() ? open(spec.argv[0].c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1;
     struct stat st {};
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
       gpu.exec_fd.reset(fd);

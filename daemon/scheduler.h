@@ -290,6 +290,8 @@ class Scheduler {
     return it != jobs_.end() && it->second.requeuing;
   }
   bool JobEnded(int64_t job_id) const;
+  // The records of the jobs not ended yet (at start: whose profilers to identify again).
+  std::vector<JobRecord> UnendedJobRecords() const;
 
   void AddWatcher(int64_t job_id, JobWatcher* w);
   void RemoveWatcher(int64_t job_id, JobWatcher* w);

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "common/command_plan.h"
@@ -17,6 +18,7 @@
 #include "common/repeats.h"
 #include "common/text_table.h"
 #include "common/version.h"
+#include "daemon/acting_as.h"
 #include "daemon/heap_trim.h"
 #include "daemon/task_result_codec.h"
 
@@ -358,7 +360,11 @@ HelloReply Service::HandleHello(const Identity& who) const {
 Result<std::string> Service::AcceptProfiler(const std::string& profiler,
                                             const Identity& who) const {
   if (Status s = CheckProfilerPolicy(profiler, who); !s) return Error{s.error()};
-  // Found now, not hours later when the job's first task would fail to start.
+  // Found now, not hours later when the job's first task would fail to start; and looked
+  // for with the user's rights, as her own shell would (a root daemon tells her nothing of
+  // what she may not see).
+  ActingAs as(who.uid, who.gid, who.groups);
+  if (!as.ok()) return Error{"cannot look at the profiler path with your rights"};
   if (auto target = ResolveProfiler(profiler); !target) return Error{target.error()};
   // This daemon will run another user's profiler as itself: keep the path that was checked,
   // resolved, so that a symlink the user controls cannot be re-pointed before the task runs.
@@ -544,8 +550,8 @@ std::optional<Service::Refusal> Service::CheckSubmit(const SubmitOptions& o, con
   return std::nullopt;
 }
 
-void Service::ConvertSubmit(const SubmitOptions& o, const ConvertOptions& conv,
-                            const std::string& profiler, const UserUse& use, SubmitWork* w) {
+void Service::ConvertSubmit(const SubmitOptions& o, const ConvertOptions& conv, const UserUse& use,
+                            SubmitWork* w) {
   w->convert_start = w->records_start = std::chrono::steady_clock::now();
   // A large configs list is read on a few cores.
   const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
@@ -579,14 +585,34 @@ void Service::ConvertSubmit(const SubmitOptions& o, const ConvertOptions& conv,
   w->runs = runs;
   w->records_start = std::chrono::steady_clock::now();
   w->first_records = Scheduler::MakeTaskRecords(configs, o.repeat, 0, kRecordChunk);
+}
+
+void Service::IdentifyRecoveredProfilers() {
+  std::set<std::pair<std::string, uint32_t>> seen;
+  for (const JobRecord& job : scheduler_.UnendedJobRecords()) {
+    if (job.profiler_path.empty() || !seen.emplace(job.profiler_path, job.uid).second) continue;
+    Identity owner;
+    owner.uid = job.uid;
+    owner.gid = job.gid;
+    owner.groups = job.groups;
+    asio::post(pool_, [this, path = job.profiler_path, owner] {
+      IdentifyProfiler(path, owner);
+      spdlog::info("profiler {} (uid {}): identified again after the restart", path, owner.uid);
+    });
+  }
+}
+
+void Service::IdentifyProfiler(const std::string& profiler, const Identity& who) {
   // Which build the profiler is: its first use hashes the executable, here rather than on
-  // the io thread (the scheduler finds it cached).
-  if (o.reuse != "never" && o.repeat <= 1) {
-    if (auto target = ResolveProfiler(profiler)) {
-      for (ConvOp op : {ConvOp::kFwd, ConvOp::kBwdData, ConvOp::kBwdWeight}) {
-        if (target->Supports(op))
-          (void)scheduler_.profiler_identities().Of(target->ExecutableFor(op));
-      }
+  // the io thread (the scheduler finds it cached), for every job: a job that reuses nothing
+  // (--reuse never, --repeat) still adds its measurements for others. Read with the user's
+  // rights: nothing she could not read is hashed for her.
+  ActingAs as(who.uid, who.gid, who.groups);
+  if (!as.ok()) return;
+  if (auto target = ResolveProfiler(profiler)) {
+    for (ConvOp op : {ConvOp::kFwd, ConvOp::kBwdData, ConvOp::kBwdWeight}) {
+      if (target->Supports(op))
+        (void)scheduler_.profiler_identities().Of(target->ExecutableFor(op));
     }
   }
 }
@@ -801,7 +827,8 @@ asio::awaitable<Service::Answer<SubmitReply>> Service::HandleSubmit(
   const UserUse use = UseAndLimits(who);
   SubmitWork w;
   co_await ToPool();
-  ConvertSubmit(o, conv, profiler, use, &w);
+  ConvertSubmit(o, conv, use, &w);
+  if (w.runs > 0) IdentifyProfiler(profiler, who);
   if (w.converted) {
     // Told now, and the records' outcomes (one per config) freed here rather than on the io
     // thread: a million of them take a second to free.

@@ -89,6 +89,11 @@ class Service {
   // dir's files are still its own (StateGuard), and stops the daemon when not. Empty = none.
   std::function<Status()> check_state;
 
+  // After a restart: hashes on the pool the profilers of the jobs not ended yet, with each
+  // owner's rights, so that their runs are recorded for reuse and `best` (the cache of builds
+  // lives in memory).
+  void IdentifyRecoveredProfilers();
+
  private:
   // Watch: the job's events (error: no such job). FollowLog: a `log` with follow, the task's
   // output so far first, then (unless it has ended) its TaskLogEvent frames, the last marked
@@ -140,14 +145,16 @@ class Service {
   // drain and resume.
   Answer<EmptyReply> HandleDrain(const DrainRequest& r, const Identity& who, bool drain);
   // HandleSubmit's parts, in its order: the options checked (conv and profiler filled in),
-  // the input converted and its first task records made (on the pool), a dry run's answer, the
-  // job's record, and the job stored in steps (StoreJob, yielding to other requests between
-  // them).
+  // the input converted and its first task records made (on the pool), the profiler's builds
+  // hashed for reuse and `best` (IdentifyProfiler, on the pool, with `who`'s rights), a dry
+  // run's answer, the job's record, and the job stored in steps (StoreJob, yielding to other
+  // requests between them).
   struct SubmitWork;
   std::optional<Refusal> CheckSubmit(const SubmitOptions& o, const Identity& who,
                                      ConvertOptions* conv, std::string* profiler) const;
-  void ConvertSubmit(const SubmitOptions& o, const ConvertOptions& conv,
-                     const std::string& profiler, const UserUse& use, SubmitWork* w);
+  void ConvertSubmit(const SubmitOptions& o, const ConvertOptions& conv, const UserUse& use,
+                     SubmitWork* w);
+  void IdentifyProfiler(const std::string& profiler, const Identity& who);
   SubmitReply DryRunReply(const std::string& profiler, const std::vector<CkConfig>& configs) const;
   Result<JobRecord> MakeJob(const SubmitOptions& o, const Identity& who,
                             const std::string& profiler, InputFormat format) const;

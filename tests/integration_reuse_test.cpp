@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "common/ck_config.h"
 #include "common/json_util.h"
@@ -230,6 +232,40 @@ TEST_F(ReuseTest, ReuseNeverAndRepeatAlwaysRunAndBestCountsEveryMeasurement) {
   CommandResult text = Ckprof({"best", "--format", "table"});
   EXPECT_NE(text.out.find("2 problem(s)"), std::string::npos) << text.out;
   EXPECT_EQ(Ckprof({"best", "--op", "sideways"}).exit_code, 2);
+}
+
+// Every job's measurements go to `best`, not only those of jobs that reuse: a first job with
+// --reuse never is recorded. And a job queued across a restart is recorded when it runs (its
+// build is identified again after the restart; the cache of builds lives in memory).
+TEST_F(ReuseTest, ANeverReuseJobAndAJobQueuedAcrossARestartAreRecorded) {
+  StartWithReuse();
+  SubmitAndWait(testing::FwdConfigsText(2), {"--reuse", "never"});
+  auto best = ParseJson(Ckprof({"best", "--format", "json"}).out);
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ((*best)["rows"].size(), 2u) << (*best).dump();
+
+  const std::string file = dir_.File("later.json");
+  testing::WriteFile(file, testing::FwdConfigsText(3));
+  chmod(file.c_str(), 0644);
+  auto later = Ckprof({"submit", file, "--not-before", "+1h"});
+  ASSERT_EQ(later.exit_code, 0) << later.err;
+  const std::string job = later.out.substr(0, later.out.find('\n'));
+  ASSERT_EQ(daemon_.StopGracefully(30), "");
+  StartWithReuse();
+  // The build is hashed on the pool after the restart: waited for by its log line.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (testing::ReadFile(daemon_.log_path()).find("identified again after the restart") ==
+             std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(Ckprof({"edit", job, "--not-before", "now"}).exit_code, 0);
+  ASSERT_EQ(Ckprof({"wait", job}).exit_code, 0);
+  EXPECT_EQ(Status(job)["reused"], 2);
+  auto after = ParseJson(Ckprof({"best", "--format", "json"}).out);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ((*after)["rows"].size(), 3u)
+      << "the run after the restart was not recorded: " << (*after).dump();
 }
 
 TEST_F(ReuseTest, ARebuiltProfilerIsMeasuredAgain) {

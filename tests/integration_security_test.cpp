@@ -280,6 +280,56 @@ TEST_F(SecurityTest, AJobsOwnEnvironmentCannotForgeSharedResults) {
   testing::ExpectVictimServed(probe.Stop(), "own_environment");
 }
 
+// Item 16: a root daemon looks at the profiler path a user names with her rights. Bob keeps a
+// script (0755) in his 0700 directory: eve can neither run it nor learn what is in there, at
+// submit or by re-pointing her symlink to it before her task starts.
+TEST_F(SecurityTest, AProfilerPathIsOpenedWithItsSubmittersRights) {
+  auto o = LabOptions("0");
+  Start(o);
+  const std::string hidden = dir_.File("bob-private");
+  ASSERT_EQ(mkdir(hidden.c_str(), 0700), 0);
+  ASSERT_EQ(chown(hidden.c_str(), bob_->uid(), bob_->gid()), 0);
+  const std::string ran = hidden + "/ran";
+  Script(hidden + "/tool.sh", "#!/bin/sh\ntouch " + ran + "\n", *bob_);
+  const std::string real = testing::SharedBinPath("ckprofiler-emu");
+
+  std::string error;
+  EXPECT_EQ(SubmitAs(eve_.get(), testing::FwdConfigsText(1),
+                     {"--profiler-path", hidden + "/tool.sh"}, &error),
+            0);
+  EXPECT_NE(error.find("Permission denied"), std::string::npos) << error;
+  std::string missing;
+  EXPECT_EQ(SubmitAs(eve_.get(), testing::FwdConfigsText(1),
+                     {"--profiler-path", hidden + "/no-such-file"}, &missing),
+            0);
+  EXPECT_NE(missing.find("Permission denied"), std::string::npos)
+      << "the answer told eve whether a file exists where she may not look: " << missing;
+
+  // Accepted through her link to the real build, re-pointed to bob's script before it starts.
+  const std::string link = eve_dir_ + "/ck";
+  ASSERT_EQ(symlink(real.c_str(), link.c_str()), 0);
+  ASSERT_EQ(lchown(link.c_str(), eve_->uid(), eve_->gid()), 0);
+  const int64_t hang =
+      SubmitAs(eve_.get(), testing::FwdConfigsText(1, /*hang*/ 9001), {"--reuse", "never"});
+  ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
+                return s.counts.running() >= 1;
+              }).ok());
+  const int64_t job = SubmitAs(eve_.get(), testing::FwdConfigsText(1), {"--profiler-path", link},
+                               nullptr, eve_dir_);
+  ASSERT_GT(job, 0);
+  ASSERT_EQ(unlink(link.c_str()), 0);
+  ASSERT_EQ(symlink((hidden + "/tool.sh").c_str(), link.c_str()), 0);
+  ASSERT_TRUE(Ckprof(eve_.get(), {"cancel", std::to_string(hang)}).exit_code == 0);
+  auto end = testing::WaitJobEnd(daemon_.socket(), job);
+  ASSERT_TRUE(end.ok()) << end.error();
+  EXPECT_EQ(end->counts.succeeded(), 0);
+  auto results = testing::JobResults(daemon_.socket(), job, /*with_output=*/false);
+  ASSERT_TRUE(results.ok()) << results.error();
+  EXPECT_NE(results->at(0).error.find("Permission denied"), std::string::npos)
+      << results->at(0).error;
+  EXPECT_FALSE(std::filesystem::exists(ran)) << "eve ran bob's private script";
+}
+
 // Items 4 and 10: a profiler of 40 GB (sparse) is not hashed: the submit answers at once, the
 // task runs, its result is not shared; and another user's profiler gets a clean environment,
 // none of the daemon's secrets.
