@@ -90,7 +90,9 @@ Result<DaemonConfig> LoadDaemonConfigFile(const std::string& path, DaemonConfig 
       if (ok && mode <= 07777) {
         c.socket_mode = mode;
       } else {
-        bad(k, "must be an octal mode string such as \"0660\"");
+        bad(k,
+            "must be a file mode up to 07777: an octal string such as \"0660\", or its value "
+            "as a number (432)");
       }
     } else if (k == "state_dir")
       str(&c.state_dir);

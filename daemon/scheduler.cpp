@@ -537,8 +537,12 @@ void Scheduler::OnRunDone(int64_t task_id, int gpu_index, int attempt, const std
   // A device error ends the task like any failure; should its GPU be drained for it
   // (NoteHealth), the task runs again elsewhere.
   if (options_.health_failures > 0) end.device_error = DeviceErrorIn(r);
-  end.requeue =
-      r.outcome.kind == Kind::kInterrupted && !job.rec.cancelled && attempt < options_.max_attempts;
+  // An interruption by our own stop (an admin's SIGTERM, a restart, an upgrade) is not the
+  // task's doing and uses up none of its attempts; one by the cluster (a node lost, a
+  // preemption) does, as a crash of the daemon does (Recover).
+  const bool our_stop = r.outcome.kind == Kind::kInterrupted && shutting_down_;
+  end.requeue = r.outcome.kind == Kind::kInterrupted && !job.rec.cancelled &&
+                (our_stop || attempt < options_.max_attempts);
   end.outcome = r.outcome.kind;
   end.state = end.requeue ? TaskState::kQueued : StateOf(r.outcome.kind);
   end.started_at = gpu ? gpu->busy_since : end.now;
@@ -783,6 +787,14 @@ void Scheduler::MaybeFinishJob(Job& job, double now) {
 bool Scheduler::JobEnded(int64_t job_id) const {
   auto it = jobs_.find(job_id);
   return it == jobs_.end() || Ended(it->second);
+}
+
+std::vector<JobRecord> Scheduler::UnendedJobRecords() const {
+  std::vector<JobRecord> out;
+  for (const auto& [id, job] : jobs_) {
+    if (!Ended(job)) out.push_back(job.rec);
+  }
+  return out;
 }
 
 void Scheduler::Emit(Job& job, EventKind kind, const std::function<void(JobEventFrame&)>& fill) {

@@ -155,6 +155,25 @@ TEST_F(ReliabilityCrashTest, TwentyKillNinesDuringA500TaskSweepLoseNothing) {
 // After a kill -9, recovery stops the process groups the store says were running. A group id
 // is a pid: by the time the daemon restarts it may belong to an unrelated program (pid reuse).
 // Recovery must only stop processes that are really this daemon's profilers.
+// A clean stop (SIGTERM: an admin's restart, an upgrade) interrupts the running task and
+// requeues it without using up an attempt: with max_attempts 1, the task is running again
+// after two restarts, not failed.
+TEST_F(ReliabilityCrashTest, CleanStopsUseUpNoAttempt) {
+  auto o = EmulatorOptions("0", R"({"max_attempts": 1, "kill_grace": 0.5})");
+  Start(o);
+  auto job = testing::SubmitContent(daemon_.socket(), testing::FwdConfigsText(1, /*hang*/ 9001));
+  ASSERT_TRUE(job.ok()) << job.error();
+  auto running = [](const JobSummary& s) { return s.counts.running() >= 1; };
+  for (int stop = 0; stop < 2; ++stop) {
+    ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), *job, running).ok()) << "stop " << stop;
+    ASSERT_EQ(daemon_.StopGracefully(30), "");
+    Start(o);
+  }
+  auto again = testing::WatchUntil(daemon_.socket(), *job, running);
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(again->counts.ended(), 0) << again->counts.Describe();
+}
+
 TEST_F(ReliabilityCrashTest, RecoveryDoesNotKillAnUnrelatedProcessThatReusedAStoredGroupId) {
   auto o = EmulatorOptions("0", R"({"kill_grace": 0.2})");
   Start(o);
