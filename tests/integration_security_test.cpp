@@ -66,6 +66,39 @@ class SecurityTest : public testing::MultiUserDaemonTest {
     ASSERT_EQ(chown(path.c_str(), user.uid(), user.gid()), 0);
   }
 
+  // Waits for `job`'s end: its results (empty, and a failure recorded, when it cannot).
+  std::vector<TaskResult> ResultsAtEnd(int64_t job) {
+    auto end = testing::WaitJobEnd(daemon_.socket(), job);
+    EXPECT_TRUE(end.ok()) << end.error();
+    auto results = testing::JobResults(daemon_.socket(), job, /*with_output=*/false);
+    EXPECT_TRUE(results.ok()) << results.error();
+    return results.ok() ? *results : std::vector<TaskResult>{};
+  }
+
+  // Eve submits one config through her symlink `link` (which names `at_submit` then: the
+  // build identified) while her hanging task holds the only GPU; the link is re-pointed to
+  // `at_start` before her job starts, then the GPU is freed. The job's id (0: refused).
+  int64_t SubmitThroughALinkSwappedBeforeItsStart(const std::string& link,
+                                                  const std::string& at_submit,
+                                                  const std::string& at_start) {
+    if (symlink(at_submit.c_str(), link.c_str()) != 0 ||
+        lchown(link.c_str(), eve_->uid(), eve_->gid()) != 0) {
+      ADD_FAILURE() << "cannot make " << link;
+      return 0;
+    }
+    const int64_t hang =
+        SubmitAs(eve_.get(), testing::FwdConfigsText(1, /*hang*/ 9001), {"--reuse", "never"});
+    EXPECT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
+                  return s.counts.running() >= 1;
+                }).ok());
+    const int64_t job = SubmitAs(eve_.get(), testing::FwdConfigsText(1), {"--profiler-path", link},
+                                 nullptr, eve_dir_);
+    EXPECT_EQ(unlink(link.c_str()), 0);
+    EXPECT_EQ(symlink(at_start.c_str(), link.c_str()), 0);
+    EXPECT_EQ(Ckprof(eve_.get(), {"cancel", std::to_string(hang)}).exit_code, 0);
+    return job;
+  }
+
   std::unique_ptr<testing::SystemGroup> lab_;
   std::unique_ptr<SystemUser> eve_, bob_;
   std::string eve_dir_;
@@ -192,24 +225,12 @@ TEST_F(SecurityTest, ASwappedProfilerCannotForgeSharedResults) {
          "#!/bin/sh\nln -sfn " + real + " " + link + "\n" + real +
              " \"$@\" | sed -e 's/Device/EVIL_Device/g' -e 's/ TFlops/9 TFlops/'\n",
          *eve_);
-  ASSERT_EQ(symlink(real.c_str(), link.c_str()), 0);
-  ASSERT_EQ(lchown(link.c_str(), eve_->uid(), eve_->gid()), 0);
   VictimProbe probe(*bob_, daemon_.socket());
-  // The GPU is busy with her hanging task while the forged job waits: identified at submit
-  // (the link names the real build), swapped before it starts.
-  const int64_t hang =
-      SubmitAs(eve_.get(), testing::FwdConfigsText(1, /*hang*/ 9001), {"--reuse", "never"});
-  ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
-                return s.counts.running() >= 1;
-              }).ok());
-  // One config: the fake puts the link back as it starts, so a second task of the job would
-  // run (and be measured with) the real build, rightly.
-  const int64_t forged = SubmitAs(eve_.get(), testing::FwdConfigsText(1), {"--profiler-path", link},
-                                  nullptr, eve_dir_);
+  // Identified at submit (the link names the real build), swapped before it starts. One
+  // config: the fake puts the link back as it starts, so a second task of the job would run
+  // (and be measured with) the real build, rightly.
+  const int64_t forged = SubmitThroughALinkSwappedBeforeItsStart(link, real, fake);
   ASSERT_GT(forged, 0);
-  ASSERT_EQ(unlink(link.c_str()), 0);
-  ASSERT_EQ(symlink(fake.c_str(), link.c_str()), 0);
-  ASSERT_TRUE(Ckprof(eve_.get(), {"cancel", std::to_string(hang)}).exit_code == 0);
   auto end = testing::WaitJobEnd(daemon_.socket(), forged);
   ASSERT_TRUE(end.ok()) << end.error();
   auto forged_results = testing::JobResults(daemon_.socket(), forged, /*with_output=*/true);
@@ -249,22 +270,17 @@ TEST_F(SecurityTest, AJobsOwnEnvironmentCannotForgeSharedResults) {
   const std::vector<std::string> fast = {"--env", "CKEMU_GPU_SLOWDOWN=0=0.01"};
   const int64_t forged = SubmitAs(eve_.get(), testing::FwdConfigsText(1), fast);
   ASSERT_GT(forged, 0);
-  auto end = testing::WaitJobEnd(daemon_.socket(), forged);
-  ASSERT_TRUE(end.ok()) << end.error();
-  EXPECT_EQ(end->counts.succeeded(), 1);
-  auto eve_results = testing::JobResults(daemon_.socket(), forged, /*with_output=*/false);
-  ASSERT_TRUE(eve_results.ok()) << eve_results.error();
+  const auto eve_results = ResultsAtEnd(forged);
+  ASSERT_EQ(eve_results.size(), 1u);
+  EXPECT_EQ(eve_results[0].state, TaskState::kSucceeded);
 
   const size_t runs_before = testing::ReadEmuRuns(emu_log_).size();
-  const int64_t job = SubmitAs(bob_.get(), testing::FwdConfigsText(1));
-  auto bob_end = testing::WaitJobEnd(daemon_.socket(), job);
-  ASSERT_TRUE(bob_end.ok()) << bob_end.error();
-  EXPECT_EQ(bob_end->counts.succeeded(), 1);
+  const auto bob_results = ResultsAtEnd(SubmitAs(bob_.get(), testing::FwdConfigsText(1)));
+  ASSERT_EQ(bob_results.size(), 1u);
+  EXPECT_EQ(bob_results[0].state, TaskState::kSucceeded);
   EXPECT_EQ(testing::ReadEmuRuns(emu_log_).size(), runs_before + 1) << "bob's run was reused";
-  auto bob_results = testing::JobResults(daemon_.socket(), job, /*with_output=*/false);
-  ASSERT_TRUE(bob_results.ok()) << bob_results.error();
-  const double bob_ms = bob_results->at(0).avg_ms;
-  EXPECT_GT(bob_ms, 50 * eve_results->at(0).avg_ms) << "the attack did not run as designed";
+  const double bob_ms = bob_results[0].avg_ms;
+  EXPECT_GT(bob_ms, 50 * eve_results[0].avg_ms) << "the attack did not run as designed";
 
   CommandResult best = Ckprof(bob_.get(), {"best", "--format", "json"});
   ASSERT_EQ(best.exit_code, 0) << best.err;
@@ -306,27 +322,13 @@ TEST_F(SecurityTest, AProfilerPathIsOpenedWithItsSubmittersRights) {
       << "the answer told eve whether a file exists where she may not look: " << missing;
 
   // Accepted through her link to the real build, re-pointed to bob's script before it starts.
-  const std::string link = eve_dir_ + "/ck";
-  ASSERT_EQ(symlink(real.c_str(), link.c_str()), 0);
-  ASSERT_EQ(lchown(link.c_str(), eve_->uid(), eve_->gid()), 0);
-  const int64_t hang =
-      SubmitAs(eve_.get(), testing::FwdConfigsText(1, /*hang*/ 9001), {"--reuse", "never"});
-  ASSERT_TRUE(testing::WatchUntil(daemon_.socket(), hang, [](const JobSummary& s) {
-                return s.counts.running() >= 1;
-              }).ok());
-  const int64_t job = SubmitAs(eve_.get(), testing::FwdConfigsText(1), {"--profiler-path", link},
-                               nullptr, eve_dir_);
+  const int64_t job =
+      SubmitThroughALinkSwappedBeforeItsStart(eve_dir_ + "/ck", real, hidden + "/tool.sh");
   ASSERT_GT(job, 0);
-  ASSERT_EQ(unlink(link.c_str()), 0);
-  ASSERT_EQ(symlink((hidden + "/tool.sh").c_str(), link.c_str()), 0);
-  ASSERT_TRUE(Ckprof(eve_.get(), {"cancel", std::to_string(hang)}).exit_code == 0);
-  auto end = testing::WaitJobEnd(daemon_.socket(), job);
-  ASSERT_TRUE(end.ok()) << end.error();
-  EXPECT_EQ(end->counts.succeeded(), 0);
-  auto results = testing::JobResults(daemon_.socket(), job, /*with_output=*/false);
-  ASSERT_TRUE(results.ok()) << results.error();
-  EXPECT_NE(results->at(0).error.find("Permission denied"), std::string::npos)
-      << results->at(0).error;
+  const auto results = ResultsAtEnd(job);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_NE(results[0].state, TaskState::kSucceeded);
+  EXPECT_NE(results[0].error.find("Permission denied"), std::string::npos) << results[0].error;
   EXPECT_FALSE(std::filesystem::exists(ran)) << "eve ran bob's private script";
 }
 
