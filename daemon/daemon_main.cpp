@@ -216,6 +216,7 @@ SchedulerOptions SchedulerOptionsFrom(const DaemonConfig& c, std::vector<int> gp
   o.capture_bytes = c.capture_bytes;
   o.state_dir = c.state_dir;
   o.lock_dir = c.lock_dir;
+  o.admin_profiler_path = c.profiler_path;
   o.foreign_gpu_use = c.foreign_gpu_use == "flag"     ? ForeignGpuUse::kFlag
                       : c.foreign_gpu_use == "ignore" ? ForeignGpuUse::kIgnore
                                                       : ForeignGpuUse::kWait;

@@ -400,9 +400,12 @@ void Scheduler::LaunchStart(Start start, std::optional<int64_t> adopt) {
   // identified by it, whatever the path (a symlink its user controls) names meanwhile.
   gpu.exec_fd.reset();
   if (!remote && !spec.argv.empty()) {
-    // With the submitter's rights (ActingAs): a root daemon opens no file she could not, in
-    // another user's 0700 directory or a device only root may open.
-    ActingAs as(job.rec.uid, job.rec.gid, job.rec.groups);
+    // A path the submitter named is opened with her rights (ActingAs): a root daemon opens no
+    // file she could not, in another user's 0700 directory or a device only root may open.
+    // The admin's profiler_path is the daemon's own (uid 0: as itself), wherever it lies.
+    const bool admins = !options_.admin_profiler_path.empty() &&
+                        job.rec.profiler_path == options_.admin_profiler_path;
+    ActingAs as(admins ? 0 : job.rec.uid, job.rec.gid, job.rec.groups);
     const int fd = as.ok() ? open(spec.argv[0].c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1;
     struct stat st {};
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {

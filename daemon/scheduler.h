@@ -65,7 +65,10 @@ struct SchedulerOptions {
   std::string sendmail;          // mails a job's end to its owner (submit --mail); "" = none
   double on_end_timeout_s = 60;  // a job-end command that runs longer is stopped
   size_t capture_bytes = 16384;  // head and tail kept per stream
-  std::string state_dir;         // marks our processes (CKPROFD_STATE)
+  // The daemon's own profiler_path (its config's, set by root): opened as the daemon at a
+  // start. Any other path a job names is opened with its submitter's rights (ActingAs).
+  std::string admin_profiler_path;
+  std::string state_dir;  // marks our processes (CKPROFD_STATE)
   // Host-wide per-GPU locks (gpu<N>.lock here), held while a task of ours runs on the GPU and
   // inherited by its profiler; a GPU another daemon holds waits. "" = no host locks.
   std::string lock_dir;

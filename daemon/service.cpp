@@ -363,13 +363,17 @@ Result<std::string> Service::AcceptProfiler(const std::string& profiler,
   // Found now, not hours later when the job's first task would fail to start; and looked
   // for with the user's rights, as her own shell would (a root daemon tells her nothing of
   // what she may not see).
-  ActingAs as(who.uid, who.gid, who.groups);
+  ActingAs as(AdminsProfiler(profiler) ? 0 : who.uid, who.gid, who.groups);
   if (!as.ok()) return Error{"cannot look at the profiler path with your rights"};
   if (auto target = ResolveProfiler(profiler); !target) return Error{target.error()};
   // This daemon will run another user's profiler as itself: keep the path that was checked,
   // resolved, so that a symlink the user controls cannot be re-pointed before the task runs.
   if (getuid() != 0 && who.uid != getuid()) return RealPath(profiler);
   return profiler;
+}
+
+bool Service::AdminsProfiler(const std::string& path) const {
+  return !config_.profiler_path.empty() && path == config_.profiler_path;
 }
 
 Status Service::CheckProfilerPolicy(const std::string& path, const Identity& who) const {
@@ -606,8 +610,9 @@ void Service::IdentifyProfiler(const std::string& profiler, const Identity& who)
   // Which build the profiler is: its first use hashes the executable, here rather than on
   // the io thread (the scheduler finds it cached), for every job: a job that reuses nothing
   // (--reuse never, --repeat) still adds its measurements for others. Read with the user's
-  // rights: nothing she could not read is hashed for her.
-  ActingAs as(who.uid, who.gid, who.groups);
+  // rights: nothing she could not read is hashed for her (the admin's profiler_path is the
+  // daemon's own).
+  ActingAs as(AdminsProfiler(profiler) ? 0 : who.uid, who.gid, who.groups);
   if (!as.ok()) return;
   if (auto target = ResolveProfiler(profiler)) {
     for (ConvOp op : {ConvOp::kFwd, ConvOp::kBwdData, ConvOp::kBwdWeight}) {

@@ -169,6 +169,9 @@ class Service {
                                             const std::function<bool()>& client_gone);
   std::optional<JobSummary> SummaryOf(int64_t job_id) const;
   // Whether `who` may run the profiler at `path` through this daemon; the error says why not.
+  // The daemon's own profiler_path (its config's, set by root), looked at as the daemon;
+  // any other path a user names is looked at with her rights (daemon/acting_as.h).
+  bool AdminsProfiler(const std::string& path) const;
   Status CheckProfilerPolicy(const std::string& path, const Identity& who) const;
   // A profiler path a user asks for (submit, retry), checked by policy and found: the path to
   // store (resolved where this daemon runs another user's profiler as itself).

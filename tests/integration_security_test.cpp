@@ -332,6 +332,28 @@ TEST_F(SecurityTest, AProfilerPathIsOpenedWithItsSubmittersRights) {
   EXPECT_FALSE(std::filesystem::exists(ran)) << "eve ran bob's private script";
 }
 
+// Item 16's exception: the admin's own profiler_path is the daemon's, opened as root wherever
+// it lies (here in a 0700 directory of root's, as a build in an admin's home would be): eve's
+// job with the default runs; naming the same file herself, she is refused as her shell would be.
+TEST_F(SecurityTest, TheAdminsProfilerRunsForUsersWhereverItLies) {
+  const std::string closed = dir_.File("root-only");
+  ASSERT_EQ(mkdir(closed.c_str(), 0700), 0);
+  const std::string emu = closed + "/ckprofiler-emu";
+  std::filesystem::copy_file(testing::SharedBinPath("ckprofiler-emu"), emu);
+  ASSERT_EQ(chmod(emu.c_str(), 0755), 0);
+  auto o = LabOptions("0");
+  o.args = {"--profiler-path", emu};
+  Start(o);
+  const auto results = ResultsAtEnd(SubmitAs(eve_.get(), testing::FwdConfigsText(1)));
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].state, TaskState::kSucceeded) << results[0].error;
+  std::string error;
+  EXPECT_EQ(SubmitAs(eve_.get(), testing::FwdConfigsText(1),
+                     {"--profiler-path", closed + "/./ckprofiler-emu"}, &error),
+            0);
+  EXPECT_NE(error.find("Permission denied"), std::string::npos) << error;
+}
+
 // Items 4 and 10: a profiler of 40 GB (sparse) is not hashed: the submit answers at once, the
 // task runs, its result is not shared; and another user's profiler gets a clean environment,
 // none of the daemon's secrets.
